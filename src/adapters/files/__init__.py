@@ -1,0 +1,1 @@
+"""JSONL files, stdin and stdout as sources and sinks."""

@@ -1,0 +1,1 @@
+"""The in-memory engine and state store: exact semantics, no external service."""

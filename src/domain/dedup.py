@@ -1,0 +1,148 @@
+"""The deduplication core: judges a batch of raw records under the rules and policies.
+
+``Deduplicator.process`` turns records into outcomes, in arrival order. It does not write
+anything: the engine delivers the outcomes, flushes, and only then acknowledges the input.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Sequence
+
+from domain.accounting import Accounting
+from domain.errors import DedupError, InvalidEvent, PolicyExhausted
+from domain.events import Event, RawRecord, parse_event
+from domain.policies import Policies, Resolved, Terminal, run_with_policy
+from domain.ports import Clock, DeadLetter, Notification, StateStore
+from domain.rules import DedupRule, RuleSet, TimeBasis
+from domain.state import Claim
+
+
+class Verdict(str, Enum):
+    EMIT = "emit"
+    DUPLICATE = "duplicate"
+    DEAD_LETTER = "dead-letter"
+    SKIP = "skip"
+
+
+@dataclass
+class Outcome:
+    record: RawRecord
+    verdict: Verdict
+    event: Event | None = None
+    key: str | None = None
+    dead_letter: DeadLetter | None = None
+
+
+@dataclass
+class _Pending:
+    outcome: Outcome
+    rule: DedupRule
+    claim: Claim
+
+
+class Watermarks:
+    """The highest time seen per rule (the in-process engines' watermark)."""
+
+    def __init__(self):
+        self._by_rule: dict[str, int] = {}
+
+    def advance(self, rule: DedupRule, t: int) -> int:
+        current = max(self._by_rule.get(rule.event_type, t), t)
+        self._by_rule[rule.event_type] = current
+        return current
+
+    def of(self, rule: DedupRule) -> int | None:
+        return self._by_rule.get(rule.event_type)
+
+
+@dataclass
+class Deduplicator:
+    rules: RuleSet
+    state: StateStore
+    clock: Clock
+    policies: Policies = field(default_factory=Policies)
+    watermarks: Watermarks = field(default_factory=Watermarks)
+
+    def process(self, records: Sequence[RawRecord]) -> tuple[list[Outcome], Accounting]:
+        """Judge ``records``; raises ``PolicyExhausted`` when a ``fail`` policy stops the batch."""
+        counts = Accounting(records_in=len(records))
+        outcomes, pending = [], defaultdict(list)
+        for record in records:
+            outcome, item = self._prepare(record, counts)
+            outcomes.append(outcome)
+            if item is not None:
+                pending[item.rule.event_type].append(item)
+        for items in pending.values():
+            self._claim(items, counts)
+        self._count(outcomes, counts)
+        return outcomes, counts
+
+    def invalidate(self, notification: Notification) -> bool:
+        """Forget the notified event's key; False when its type has no rule or nothing was stored."""
+        rule = self.rules.rules.get(notification.event.type)
+        return rule is not None and self.state.invalidate(rule.state_key(notification.event))
+
+    def dead_letter(self, record: RawRecord, error: DedupError, attempts: int, reason: str | None = None) -> DeadLetter:
+        return DeadLetter(record, reason or error.reason, str(error), error.error_class, attempts, self.clock.now())
+
+    def _prepare(self, record: RawRecord, counts: Accounting) -> tuple[Outcome, _Pending | None]:
+        result = run_with_policy(lambda: self._admit(record), self.policies, self.clock.sleep)
+        if isinstance(result, Resolved):
+            counts.invalid += isinstance(result.error, InvalidEvent)
+            return self._resolve(record, result), None
+        event, rule, t = result.value
+        if rule is None:
+            counts.passed_through += 1
+            return Outcome(record, Verdict.EMIT, event), None
+        watermark = self.watermarks.advance(rule, t)
+        if t < watermark - rule.lateness:
+            counts.late += 1
+            late = InvalidEvent("late", f"time {t} is older than watermark {watermark} minus lateness {rule.lateness}")
+            return Outcome(record, Verdict.DEAD_LETTER, event, dead_letter=self.dead_letter(record, late, 1)), None
+        key = rule.state_key(event)
+        claim = Claim(key, t, rule.window, t + rule.retention, watermark, record.position.token())
+        outcome = Outcome(record, Verdict.EMIT, event, key)
+        return outcome, _Pending(outcome, rule, claim)
+
+    def _admit(self, record: RawRecord) -> tuple[Event, DedupRule | None, int]:
+        event = parse_event(record.value)
+        rule = self.rules.rule_for(event)
+        if rule is None:
+            return event, None, event.timestamp
+        t = event.timestamp if rule.time_basis is TimeBasis.EVENT_TIME else int(self.clock.now())
+        return event, rule, t
+
+    def _claim(self, items: list[_Pending], counts: Accounting) -> None:
+        claims = [item.claim for item in items]
+        result = run_with_policy(lambda: self.state.check_and_set_many(claims), self.policies, self.clock.sleep)
+        if isinstance(result, Resolved):
+            for item in items:
+                self._replace(item.outcome, self._resolve(item.outcome.record, result))
+            return
+        for item, granted in zip(items, result.value):
+            if not granted:
+                item.outcome.verdict = Verdict.DUPLICATE
+
+    def _resolve(self, record: RawRecord, resolved: Resolved) -> Outcome:
+        if resolved.action is Terminal.FAIL:
+            raise PolicyExhausted(resolved.error, resolved.attempts)
+        if resolved.action is Terminal.SKIP:
+            return Outcome(record, Verdict.SKIP)
+        return Outcome(record, Verdict.DEAD_LETTER, dead_letter=self.dead_letter(record, resolved.error, resolved.attempts))
+
+    @staticmethod
+    def _replace(target: Outcome, source: Outcome) -> None:
+        target.verdict, target.dead_letter, target.key = source.verdict, source.dead_letter, None
+
+    @staticmethod
+    def _count(outcomes: list[Outcome], counts: Accounting) -> None:
+        for outcome in outcomes:
+            bucket = BUCKET_OF[outcome.verdict]
+            setattr(counts, bucket, getattr(counts, bucket) + 1)
+
+
+BUCKET_OF = {Verdict.EMIT: "out", Verdict.DUPLICATE: "duplicates",
+             Verdict.DEAD_LETTER: "dead_lettered", Verdict.SKIP: "skipped"}

@@ -1,0 +1,70 @@
+"""Delivering a judged batch: events to the sink, dead letters to the dead-letter sink.
+
+A write that fails is handled by the error policies. For an emitted event whose write
+failed for good, ``invalidate`` forgets its key (so a re-send passes) and dead-letters it;
+``dead-letter`` keeps the key remembered. The accounting moves the record from ``out`` to
+where it really went. ``flush`` failures that outlast their retries raise
+``PolicyExhausted``: the engine stops and the input is not acknowledged.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Sequence
+
+from domain.accounting import Accounting
+from domain.dedup import Deduplicator, Outcome, Verdict
+from domain.errors import PolicyExhausted
+from domain.policies import Resolved, Terminal, run_with_policy
+from domain.ports import DeadLetterSink, EventSink, Notification, NotificationSink
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Delivery:
+    core: Deduplicator
+    sink: EventSink
+    dead_letters: DeadLetterSink
+    notifications: NotificationSink | None = None
+
+    def deliver(self, outcomes: Sequence[Outcome], counts: Accounting) -> None:
+        for outcome in outcomes:
+            if outcome.verdict is Verdict.EMIT:
+                self._emit(outcome, counts)
+            elif outcome.verdict is Verdict.DEAD_LETTER:
+                self._retrying(lambda o=outcome: self.dead_letters.write(o.dead_letter))
+            elif outcome.verdict is Verdict.SKIP:
+                log.info("skipped record at %s", outcome.record.position.token())
+        self._retrying(self.sink.flush)
+        self._retrying(self.dead_letters.flush)
+
+    def _emit(self, outcome: Outcome, counts: Accounting) -> None:
+        result = run_with_policy(lambda: self.sink.write(outcome.record, outcome.event),
+                                 self.core.policies, self.core.clock.sleep)
+        if not isinstance(result, Resolved):
+            return
+        if result.action is Terminal.FAIL:
+            raise PolicyExhausted(result.error, result.attempts)
+        counts.out -= 1
+        if result.action is Terminal.SKIP:
+            counts.skipped += 1
+            return
+        if result.action is Terminal.INVALIDATE and outcome.key is not None:
+            self._invalidate(outcome, result, counts)
+        counts.dead_lettered += 1
+        self._retrying(lambda: self.dead_letters.write(
+            self.core.dead_letter(outcome.record, result.error, result.attempts)))
+
+    def _invalidate(self, outcome: Outcome, result: Resolved, counts: Accounting) -> None:
+        self._retrying(lambda: self.core.state.invalidate(outcome.key))
+        counts.invalidations += 1
+        if self.notifications is not None:
+            note = Notification("INVALIDATE", str(result.error), outcome.event)
+            self._retrying(lambda: self.notifications.publish(note))
+
+    def _retrying(self, operation) -> None:
+        result = run_with_policy(operation, self.core.policies, self.core.clock.sleep)
+        if isinstance(result, Resolved):
+            raise PolicyExhausted(result.error, result.attempts)

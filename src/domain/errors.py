@@ -1,0 +1,102 @@
+"""The error taxonomy every policy decides on.
+
+Adapters translate library exceptions into these types at their edge (a lost Redis
+connection becomes a ``StateUnavailable``); policies look only at these types and the
+data they carry, never at a library's exception class.
+"""
+
+from __future__ import annotations
+
+
+class DedupError(Exception):
+    """Root of every error the service acts on."""
+
+    permanent: bool = True
+    error_class: str = "bug"
+
+    @property
+    def reason(self) -> str:
+        return self.error_class
+
+
+class PermanentError(DedupError):
+    """Retrying cannot help: the same input fails the same way again."""
+
+    permanent = True
+
+
+class TransientError(DedupError):
+    """Infrastructure trouble: the same input may succeed later.
+
+    ``retry_after`` (seconds), when an adapter knows it, is a hint for the retry policy.
+    """
+
+    permanent = False
+    error_class = "transient"
+
+    def __init__(self, message: str, retry_after: float | None = None):
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class InvalidEvent(PermanentError):
+    """A record that is not a valid event; ``code`` is machine-readable, ``field`` names the culprit."""
+
+    error_class = "invalid"
+
+    def __init__(self, code: str, detail: str, field: str | None = None):
+        super().__init__(detail)
+        self.code = code
+        self.detail = detail
+        self.field = field
+
+    @property
+    def reason(self) -> str:
+        return self.code
+
+
+class UnknownEventType(InvalidEvent):
+    """An event whose type has no rule, when unknown types are configured to be dead-lettered."""
+
+    def __init__(self, event_type: str):
+        super().__init__("unknown_type", f"no deduplication rule for type {event_type!r}", "type")
+
+
+class ProcessingBug(PermanentError):
+    """An unexpected exception inside the service: a bug, never the event's fault."""
+
+    error_class = "bug"
+
+    @classmethod
+    def wrap(cls, exc: BaseException) -> "ProcessingBug":
+        bug = cls(f"{type(exc).__name__}: {exc}")
+        bug.__cause__ = exc
+        return bug
+
+
+class StateUnavailable(TransientError):
+    """The state store could not be reached or did not answer."""
+
+
+class SinkUnavailable(TransientError):
+    """An output (events, dead letters or notifications) could not accept a write."""
+
+
+class SourceUnavailable(TransientError):
+    """The input could not be read for now."""
+
+
+class PolicyExhausted(DedupError):
+    """A policy chain ended in ``fail``: the engine must stop without acknowledging the input."""
+
+    def __init__(self, cause: DedupError, attempts: int):
+        super().__init__(f"{cause} (after {attempts} attempt{'s' if attempts != 1 else ''})")
+        self.cause = cause
+        self.attempts = attempts
+
+
+def classify(exc: BaseException) -> DedupError:
+    """The domain error for any exception: domain errors as they are, anything else a bug."""
+    if isinstance(exc, DedupError):
+        return exc
+    return ProcessingBug.wrap(exc)

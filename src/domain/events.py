@@ -1,0 +1,124 @@
+"""The wire format, strict parsing, and the records an engine moves around.
+
+An event is the JSON object ``{"id", "uniqueValue", "type", "timestamp"}`` with string
+fields and an integer ``timestamp`` in epoch seconds. Extra fields are allowed and kept:
+output is always the record's original bytes, untouched.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+from domain.errors import InvalidEvent
+
+REQUIRED_STRING_FIELDS = ("id", "uniqueValue", "type")
+MAX_TIMESTAMP = 253_402_300_799  # 9999-12-31T23:59:59Z; a larger value is most likely milliseconds
+
+
+@dataclass(frozen=True)
+class SourcePosition:
+    """Where a record came from: a Kafka (topic, partition, offset) or a file and line."""
+
+    source: str
+    partition: int
+    offset: int
+
+    def token(self) -> str:
+        return f"{self.source}:{self.partition}:{self.offset}"
+
+
+@dataclass(frozen=True)
+class RawRecord:
+    """One input record as read: its bytes, optional key bytes and its position."""
+
+    value: bytes
+    position: SourcePosition
+    key: bytes | None = None
+
+
+@dataclass(frozen=True)
+class Event:
+    id: str
+    unique_value: str
+    type: str
+    timestamp: int
+    fields: dict = field(default_factory=dict, compare=False, repr=False)
+
+    def field_value(self, name: str) -> str:
+        """The value of a wire field by its wire name, as text (used to build keys)."""
+        if name == "uniqueValue":
+            return self.unique_value
+        if name in ("id", "type"):
+            return getattr(self, name)
+        if name == "timestamp":
+            return str(self.timestamp)
+        value = self.fields.get(name)
+        if value is None:
+            raise InvalidEvent("missing_field", f"key field {name!r} is missing", name)
+        return value if isinstance(value, str) else json.dumps(value, sort_keys=True)
+
+    def to_wire(self) -> dict:
+        return {**self.fields, "id": self.id, "uniqueValue": self.unique_value,
+                "type": self.type, "timestamp": self.timestamp}
+
+
+def parse_event(value: bytes) -> Event:
+    """Parse one record strictly; raises ``InvalidEvent`` with a machine-readable code.
+
+    Codes: ``not_utf8``, ``not_json``, ``not_object``, ``missing_field``, ``null_field``,
+    ``wrong_type``, ``empty_field``, ``out_of_range``.
+    """
+    try:
+        text = value.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InvalidEvent("not_utf8", f"record is not UTF-8: {exc.reason} at byte {exc.start}") from None
+    try:
+        obj = json.loads(text)
+    except ValueError as exc:
+        raise InvalidEvent("not_json", f"record is not JSON: {exc}") from None
+    if not isinstance(obj, dict):
+        raise InvalidEvent("not_object", f"record is a JSON {type(obj).__name__}, not an object")
+    return event_from_object(obj)
+
+
+def event_from_object(obj: dict) -> Event:
+    for name in REQUIRED_STRING_FIELDS:
+        _require_string(obj, name)
+    timestamp = _require_timestamp(obj)
+    extra = {k: v for k, v in obj.items() if k not in (*REQUIRED_STRING_FIELDS, "timestamp")}
+    return Event(obj["id"], obj["uniqueValue"], obj["type"], timestamp, extra)
+
+
+def _require_present(obj: dict, name: str) -> object:
+    if name not in obj:
+        raise InvalidEvent("missing_field", f"field {name!r} is missing", name)
+    if obj[name] is None:
+        raise InvalidEvent("null_field", f"field {name!r} is null", name)
+    return obj[name]
+
+
+def _require_string(obj: dict, name: str) -> str:
+    value = _require_present(obj, name)
+    if not isinstance(value, str):
+        raise InvalidEvent("wrong_type", f"field {name!r} must be a string, got {_json_type(value)}", name)
+    if not value.strip():
+        raise InvalidEvent("empty_field", f"field {name!r} is empty", name)
+    return value
+
+
+def _require_timestamp(obj: dict) -> int:
+    value = _require_present(obj, "timestamp")
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidEvent("wrong_type",
+                           f"field 'timestamp' must be an integer (epoch seconds), got {_json_type(value)}",
+                           "timestamp")
+    if not 0 <= value <= MAX_TIMESTAMP:
+        raise InvalidEvent("out_of_range",
+                           f"field 'timestamp' {value} is not epoch seconds in 0..{MAX_TIMESTAMP}", "timestamp")
+    return value
+
+
+def _json_type(value: object) -> str:
+    names = {bool: "boolean", int: "number", float: "number", str: "string", list: "array", dict: "object"}
+    return names.get(type(value), type(value).__name__)

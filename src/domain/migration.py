@@ -1,0 +1,87 @@
+"""Moving deduplication memory from an old state format or key layout to a new one.
+
+``MigratingStateStore`` writes every new emission to the new store and consults the old
+store read-only as a fallback: a claim refused by an old, still-live emission is a
+duplicate, exactly as if the old job had remembered it. Once the watermark has moved past
+the migration's start by the longest retention, every old entry has expired and the old
+store is no longer consulted (``retired``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Sequence
+
+from domain.ports import StateStore
+from domain.rules import KEY_SEPARATOR
+from domain.state import Claim, Emission
+
+
+@dataclass(frozen=True)
+class KeyTranslation:
+    """Maps a key in the new layout to the old one by field name.
+
+    The old key fields must be a subset of the new ones (e.g. ``uniqueValue`` →
+    ``uniqueValue``+``type``); otherwise an old key cannot be derived and the migration is
+    refused.
+    """
+
+    old_fields: tuple[str, ...]
+    new_fields: tuple[str, ...]
+
+    def __post_init__(self):
+        missing = [f for f in self.old_fields if f not in self.new_fields]
+        if missing:
+            raise ValueError(f"cannot migrate: old key field(s) {', '.join(missing)} are not in the new key")
+
+    def old_key(self, new_key: str) -> str:
+        rule, *values = new_key.split(KEY_SEPARATOR)
+        by_name = dict(zip(self.new_fields, values))
+        return KEY_SEPARATOR.join((rule, *(by_name[f] for f in self.old_fields)))
+
+
+@dataclass
+class MigratingStateStore:
+    new: StateStore
+    old: StateStore
+    retention: int
+    translations: dict[str, KeyTranslation] = field(default_factory=dict)
+    started_at: int | None = None
+    retired: bool = False
+
+    def check_and_set(self, claim: Claim) -> bool:
+        return self.check_and_set_many([claim])[0]
+
+    def check_and_set_many(self, claims: Sequence[Claim]) -> list[bool]:
+        refused = [self._refused_by_old(c) for c in claims]
+        fresh = [c for c, r in zip(claims, refused) if not r]
+        granted = iter(self.new.check_and_set_many(fresh) if fresh else [])
+        return [False if r else next(granted) for r in refused]
+
+    def invalidate(self, key: str) -> bool:
+        old_forgot = False if self.retired else self.old.invalidate(self._old_key(key))
+        return self.new.invalidate(key) or old_forgot
+
+    def entries(self, key: str, now: int) -> tuple[Emission, ...]:
+        old = () if self.retired else self.old.entries(self._old_key(key), now)
+        return old + self.new.entries(key, now)
+
+    def close(self) -> None:
+        self.new.close()
+        self.old.close()
+
+    def _refused_by_old(self, claim: Claim) -> bool:
+        if self.started_at is None:
+            self.started_at = claim.now
+        if self.retired or claim.now >= self.started_at + self.retention:
+            self.retired = True
+            return False
+        for e in self.old.entries(self._old_key(claim.key), claim.now):
+            replay = claim.owner and e.owner == claim.owner and e.time == claim.time
+            if not replay and abs(claim.time - e.time) < claim.window:
+                return True
+        return False
+
+    def _old_key(self, key: str) -> str:
+        translation = self.translations.get(key.split(KEY_SEPARATOR, 1)[0])
+        return translation.old_key(key) if translation else key

@@ -1,0 +1,172 @@
+"""Error policies: what happens to a record when processing it fails.
+
+A policy is a chain of steps per error class (``invalid``, ``bug``, ``transient``):
+zero or more ``retry`` steps followed by one terminal step.
+
+* ``retry(attempts=N, backoff=fixed|exponential, delay=S, max_delay=S)``: run the failed
+  operation again up to N more times, sleeping between tries; when they are used up, the
+  next step applies.
+* ``skip``: count the record as skipped and log it; it goes nowhere else.
+* ``dead-letter``: send the original bytes, reason, source position, time and attempt
+  count to the dead-letter output.
+* ``invalidate``: dead-letter the record *and* forget its key in the deduplication state
+  (publishing an ``INVALIDATE`` notification when a notification output is configured), so
+  the event passes again when it is re-sent.
+* ``fail``: stop the engine without acknowledging the input; a restart retries the record.
+
+Chains are written ``retry(attempts=5,backoff=exponential,delay=0.1)>dead-letter``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Callable, Generic, TypeVar
+
+from domain.errors import DedupError, classify
+
+T = TypeVar("T")
+ERROR_CLASSES = ("invalid", "bug", "transient")
+
+
+class Terminal(str, Enum):
+    SKIP = "skip"
+    DEAD_LETTER = "dead-letter"
+    INVALIDATE = "invalidate"
+    FAIL = "fail"
+
+
+@dataclass(frozen=True)
+class Retry:
+    attempts: int
+    backoff: str = "exponential"
+    delay: float = 0.1
+    max_delay: float = 30.0
+    factor: float = 2.0
+
+    def __post_init__(self):
+        if self.attempts < 1:
+            raise ValueError("retry attempts must be >= 1")
+        if self.backoff not in ("fixed", "exponential"):
+            raise ValueError(f"retry backoff must be fixed or exponential, got {self.backoff!r}")
+        if self.delay < 0 or self.max_delay < 0:
+            raise ValueError("retry delays must be >= 0")
+
+    def delay_for(self, retry_number: int) -> float:
+        """Sleep before the ``retry_number``-th retry of this step (1-based)."""
+        if self.backoff == "fixed":
+            return self.delay
+        return min(self.max_delay, self.delay * self.factor ** (retry_number - 1))
+
+
+@dataclass(frozen=True)
+class PolicyChain:
+    retries: tuple[Retry, ...] = ()
+    terminal: Terminal = Terminal.DEAD_LETTER
+
+    def delay_before(self, failures: int, hint: float | None = None) -> float | None:
+        """Seconds to wait before the next try after ``failures`` failures; None when retries are used up."""
+        remaining = failures
+        for step in self.retries:
+            if remaining <= step.attempts:
+                delay = step.delay_for(remaining)
+                return max(delay, hint) if hint else delay
+            remaining -= step.attempts
+        return None
+
+    @property
+    def max_attempts(self) -> int:
+        return 1 + sum(step.attempts for step in self.retries)
+
+    def __str__(self) -> str:
+        steps = [f"retry(attempts={r.attempts},backoff={r.backoff},delay={r.delay},max_delay={r.max_delay})"
+                 for r in self.retries]
+        return ">".join([*steps, self.terminal.value])
+
+
+DEFAULT_POLICIES = {
+    "invalid": "dead-letter",
+    "bug": "dead-letter",
+    "transient": "retry(attempts=5,backoff=exponential,delay=0.2,max_delay=10)>fail",
+}
+
+
+@dataclass(frozen=True)
+class Policies:
+    chains: dict[str, PolicyChain] = field(
+        default_factory=lambda: {k: parse_chain(v) for k, v in DEFAULT_POLICIES.items()})
+
+    def for_error(self, error: DedupError) -> PolicyChain:
+        return self.chains.get(error.error_class) or self.chains["bug"]
+
+    @classmethod
+    def from_strings(cls, chains: dict[str, str]) -> "Policies":
+        unknown = set(chains) - set(ERROR_CLASSES)
+        if unknown:
+            raise ValueError(f"unknown error class {sorted(unknown)[0]!r}; expected one of {', '.join(ERROR_CLASSES)}")
+        merged = {**DEFAULT_POLICIES, **chains}
+        return cls({k: parse_chain(v) for k, v in merged.items()})
+
+
+_STEP = re.compile(r"^\s*([a-z-]+)\s*(?:\((.*)\))?\s*$")
+
+
+def parse_chain(text: str) -> PolicyChain:
+    """Parse ``retry(...)>...>terminal``; raises ValueError with the offending step."""
+    steps = [s for s in text.split(">")]
+    if not text.strip():
+        raise ValueError("empty policy")
+    retries = tuple(_parse_retry(s) for s in steps[:-1])
+    last = steps[-1].strip()
+    try:
+        terminal = Terminal(last)
+    except ValueError:
+        raise ValueError(f"policy must end in one of skip, dead-letter, invalidate, fail; got {last!r}") from None
+    return PolicyChain(retries, terminal)
+
+
+def _parse_retry(step: str) -> Retry:
+    match = _STEP.match(step)
+    if not match or match.group(1) != "retry":
+        raise ValueError(f"only retry(...) steps may come before the last step; got {step.strip()!r}")
+    kwargs = {}
+    for item in filter(None, (p.strip() for p in (match.group(2) or "").split(","))):
+        name, _, value = item.partition("=")
+        name = name.strip().replace("-", "_")
+        if name not in ("attempts", "backoff", "delay", "max_delay", "factor"):
+            raise ValueError(f"unknown retry option {name!r}")
+        kwargs[name] = value.strip() if name == "backoff" else (int(value) if name == "attempts" else float(value))
+    return Retry(**kwargs)
+
+
+@dataclass(frozen=True)
+class Succeeded(Generic[T]):
+    value: T
+    attempts: int
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """The operation failed for good; ``action`` says what to do with the record."""
+
+    action: Terminal
+    error: DedupError
+    attempts: int
+
+
+def run_with_policy(operation: Callable[[], T], policies: Policies,
+                    sleep: Callable[[float], None]) -> Succeeded[T] | Resolved:
+    """Run ``operation``, retrying per the failing error's chain; never raises a DedupError."""
+    failures = 0
+    while True:
+        try:
+            return Succeeded(operation(), failures + 1)
+        except Exception as exc:  # noqa: BLE001 - every failure is classified, none escapes
+            error = classify(exc)
+        failures += 1
+        chain = policies.for_error(error)
+        delay = chain.delay_before(failures, getattr(error, "retry_after", None))
+        if delay is None:
+            return Resolved(chain.terminal, error, failures)
+        sleep(delay)

@@ -1,0 +1,145 @@
+"""The ports the core needs; adapters implement them.
+
+Every method documents what it guarantees and what it raises. Adapters raise only
+``domain.errors`` types: a library exception never crosses a port.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable, Protocol, Sequence, runtime_checkable
+
+from domain.events import Event, RawRecord, SourcePosition
+from domain.state import Claim, Emission
+
+
+@dataclass(frozen=True)
+class DeadLetter:
+    """A record that could not be delivered: original bytes plus why, where from and when."""
+
+    record: RawRecord
+    reason: str
+    error: str
+    error_class: str
+    attempts: int
+    time: float
+
+
+@dataclass(frozen=True)
+class Notification:
+    """An ``INVALIDATE`` notification: forget ``event``'s key so it can pass again."""
+
+    kind: str
+    exception: str
+    event: Event
+
+
+@runtime_checkable
+class EventSource(Protocol):
+    def poll(self, max_records: int, timeout: float) -> list[RawRecord]:
+        """Up to ``max_records`` records, waiting at most ``timeout`` s; ``[]`` when none is ready.
+
+        Raises ``SourceUnavailable`` when the input cannot be read for now.
+        """
+
+    @property
+    def exhausted(self) -> bool:
+        """True once a bounded source has returned its last record; never for an unbounded one."""
+
+    def commit(self, records: Sequence[RawRecord]) -> None:
+        """Acknowledge that ``records`` reached their final place; a restart resumes after them.
+
+        Only called after the sinks flushed the records' outcomes (at-least-once).
+        """
+
+    def close(self) -> None: ...
+
+
+@runtime_checkable
+class EventSink(Protocol):
+    def write(self, record: RawRecord, event: Event) -> None:
+        """Queue one unique event; its original bytes are written untouched.
+
+        Raises ``SinkUnavailable`` (transient) or ``PermanentError`` for this record.
+        """
+
+    def flush(self) -> None:
+        """Block until every queued write is durable. Raises ``SinkUnavailable`` if not."""
+
+    def close(self) -> None: ...
+
+
+@runtime_checkable
+class DeadLetterSink(Protocol):
+    def write(self, dead_letter: DeadLetter) -> None:
+        """Queue one dead letter with the original bytes, reason, position, time and attempts."""
+
+    def flush(self) -> None:
+        """Block until every queued dead letter is durable. Raises ``SinkUnavailable`` if not."""
+
+    def close(self) -> None: ...
+
+
+@runtime_checkable
+class StateStore(Protocol):
+    """Remembers emissions per key. Times are in the rule's time basis (seconds)."""
+
+    def check_and_set(self, claim: Claim) -> bool:
+        """Atomically apply :func:`domain.state.decide`: True means emit, False duplicate.
+
+        Idempotent for a replayed claim (same owner and time): granted again.
+        Entries with ``expires_at <= claim.now`` are treated as absent. Raises ``StateUnavailable``.
+        """
+
+    def check_and_set_many(self, claims: Sequence[Claim]) -> list[bool]:
+        """``check_and_set`` for each claim in order, each seeing the previous ones' effect.
+
+        Stores should decide the whole batch in one round trip. Raises ``StateUnavailable``
+        with nothing applied, or everything applied (retrying the batch is then idempotent).
+        """
+
+    def invalidate(self, key: str) -> bool:
+        """Forget every emission of ``key``; True if something was forgotten. Idempotent."""
+
+    def entries(self, key: str, now: int) -> tuple[Emission, ...]:
+        """The live emissions of ``key`` (read-only; used by migrations and inspection)."""
+
+    def close(self) -> None: ...
+
+
+@runtime_checkable
+class NotificationSource(Protocol):
+    def poll(self, timeout: float) -> list[Notification]:
+        """Notifications that arrived since the last call; invalid ones are dead-lettered by the adapter."""
+
+    def commit(self) -> None:
+        """Acknowledge every notification returned so far (called once they took effect)."""
+
+    def close(self) -> None: ...
+
+
+@runtime_checkable
+class NotificationSink(Protocol):
+    def publish(self, notification: Notification) -> None:
+        """Send one notification durably. Raises ``SinkUnavailable``."""
+
+    def close(self) -> None: ...
+
+
+@runtime_checkable
+class Metrics(Protocol):
+    def increment(self, name: str, amount: int = 1) -> None: ...
+
+    def gauge(self, name: str, value: float) -> None: ...
+
+
+@runtime_checkable
+class Clock(Protocol):
+    def now(self) -> float:
+        """Wall-clock seconds since the epoch."""
+
+    def sleep(self, seconds: float) -> None: ...
+
+
+def positions(records: Iterable[RawRecord]) -> list[SourcePosition]:
+    return [r.position for r in records]

@@ -1,0 +1,116 @@
+"""Deduplication rules: what counts as the same event, and for how long.
+
+Semantics (the contract every engine meets; the README repeats it):
+
+* Keys are scoped to their rule: the state key is the rule's name plus the values of its
+  ``key_fields`` (``uniqueValue`` by default), so the same ``uniqueValue`` under two types
+  never collides.
+* Each event has a time ``t``: its ``timestamp`` (event time, the default) or the wall
+  clock when the engine reads it (processing time).
+* An event is a **duplicate**, and dropped, when an event with the same key was already
+  emitted whose time is less than ``window`` away from ``t`` (``|t - t_emitted| < window``,
+  in either direction, so out-of-order arrivals are judged the same way). Otherwise it is
+  **emitted** and remembered.
+* Events are judged in arrival order: of two events within the window of each other, the
+  one that arrives first is emitted.
+* Each rule has a watermark: the highest ``t`` seen for it. An event with
+  ``t < watermark - allowed_lateness`` is **late**: it goes to the dead-letter output with
+  reason ``late``, never silently dropped. Everything newer is judged exactly.
+* A remembered emission is needed only while a non-late event could still fall inside its
+  window, so it may be forgotten once ``watermark >= t_emitted + window + allowed_lateness``.
+* Events whose type has no rule are passed through untouched (the default) or
+  dead-lettered with reason ``unknown_type``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from enum import Enum
+
+from domain.errors import UnknownEventType
+from domain.events import Event
+
+KEY_SEPARATOR = "\x1f"
+
+
+class TimeBasis(str, Enum):
+    EVENT_TIME = "event-time"
+    PROCESSING_TIME = "processing-time"
+
+
+class UnknownTypePolicy(str, Enum):
+    PASS = "pass"
+    DEAD_LETTER = "dead-letter"
+
+
+@dataclass(frozen=True)
+class DedupRule:
+    """Deduplication for one event type. Times are whole seconds."""
+
+    event_type: str
+    window: int
+    key_fields: tuple[str, ...] = ("uniqueValue",)
+    time_basis: TimeBasis = TimeBasis.EVENT_TIME
+    allowed_lateness: int | None = None
+
+    def __post_init__(self):
+        if self.window <= 0:
+            raise ValueError(f"rule {self.event_type}: window must be positive, got {self.window}")
+        if not self.key_fields:
+            raise ValueError(f"rule {self.event_type}: key_fields must not be empty")
+        if self.allowed_lateness is not None and self.allowed_lateness < 0:
+            raise ValueError(f"rule {self.event_type}: allowed_lateness must be >= 0")
+
+    @property
+    def lateness(self) -> int:
+        """Allowed lateness; defaults to the window itself."""
+        return self.window if self.allowed_lateness is None else self.allowed_lateness
+
+    @property
+    def retention(self) -> int:
+        """How long after an emission its memory is needed (window plus lateness)."""
+        return self.window + self.lateness
+
+    def state_key(self, event: Event) -> str:
+        values = (event.field_value(name) for name in self.key_fields)
+        return KEY_SEPARATOR.join((self.event_type, *values))
+
+    def is_duplicate_time(self, t: int, emitted_t: int) -> bool:
+        return abs(t - emitted_t) < self.window
+
+
+DEFAULT_RULES = (DedupRule("APP", 30), DedupRule("WEB", 600))
+
+
+@dataclass(frozen=True)
+class RuleSet:
+    rules: dict[str, DedupRule] = field(default_factory=lambda: {r.event_type: r for r in DEFAULT_RULES})
+    unknown_types: UnknownTypePolicy = UnknownTypePolicy.PASS
+
+    def rule_for(self, event: Event) -> DedupRule | None:
+        """The rule for the event's type; ``None`` means pass through untouched."""
+        rule = self.rules.get(event.type)
+        if rule is None and self.unknown_types is UnknownTypePolicy.DEAD_LETTER:
+            raise UnknownEventType(event.type)
+        return rule
+
+    @property
+    def max_retention(self) -> int:
+        return max((r.retention for r in self.rules.values()), default=0)
+
+
+_DURATION = re.compile(r"^\s*(\d+)\s*(ms|s|m|h|d)?\s*$")
+_UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def parse_duration(value: str | int) -> int:
+    """Whole seconds from ``30``, ``"30s"``, ``"10m"``, ``"2h"`` or ``"1d"``."""
+    if isinstance(value, bool):
+        raise ValueError(f"not a duration: {value!r}")
+    if isinstance(value, int):
+        return value
+    match = _DURATION.match(str(value))
+    if not match or match.group(2) == "ms":
+        raise ValueError(f"not a duration in whole seconds: {value!r} (use e.g. 30, 30s, 10m, 2h)")
+    return int(match.group(1)) * _UNIT_SECONDS[match.group(2) or "s"]

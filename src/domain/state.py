@@ -1,0 +1,120 @@
+"""What the deduplication state holds, how it is encoded, and the one decision over it.
+
+A state value lists the emissions remembered for one key: ``(time, expires_at, owner)``.
+``owner`` is the source position of the record that made the emission, so a record that
+is replayed after a crash (same position) gets the same verdict it got the first time.
+
+Every store applies :func:`decide` atomically per key; the Redis store runs the same
+logic in Lua, and the state-store contract suite holds both to it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from urllib.parse import quote, unquote
+
+CURRENT_VERSION = 2
+
+
+@dataclass(frozen=True)
+class Emission:
+    time: int
+    expires_at: int
+    owner: str = ""
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A request to emit the event ``owner`` at ``time`` under ``key``.
+
+    It is granted unless a live emission of that key lies less than ``window`` away.
+    ``now`` is the rule's watermark when the event arrived: emissions with
+    ``expires_at <= now`` are dead and ignored.
+    """
+
+    key: str
+    time: int
+    window: int
+    expires_at: int
+    now: int
+    owner: str = ""
+
+    def emission(self) -> Emission:
+        return Emission(self.time, self.expires_at, self.owner)
+
+
+@dataclass(frozen=True)
+class Decision:
+    granted: bool
+    entries: tuple[Emission, ...]
+    changed: bool
+
+
+def decide(entries: tuple[Emission, ...], claim: Claim) -> Decision:
+    """Grant or refuse ``claim`` against the key's remembered emissions.
+
+    Expired emissions (``expires_at <= now``) are ignored and dropped. A live emission by the
+    same owner at the same time means a replay: granted again, nothing written.
+    """
+    live = tuple(e for e in entries if e.expires_at > claim.now)
+    for emission in live:
+        if claim.owner and emission.owner == claim.owner and emission.time == claim.time:
+            return Decision(True, live, len(live) != len(entries))
+    if any(abs(claim.time - e.time) < claim.window for e in live):
+        return Decision(False, live, len(live) != len(entries))
+    return Decision(True, live + (claim.emission(),), True)
+
+
+class StateFormatError(ValueError):
+    """A stored value no codec version can read."""
+
+
+def encode(entries: tuple[Emission, ...]) -> str:
+    """The current format (v2): ``2|time,expires_at,owner;...`` with the owner percent-encoded."""
+    body = ";".join(f"{e.time},{e.expires_at},{quote(e.owner, safe='')}" for e in entries)
+    return f"{CURRENT_VERSION}|{body}"
+
+
+def decode(value: str | bytes) -> tuple[Emission, ...]:
+    """Read any known version and upgrade it to the current one.
+
+    * v1 (``1|time,expires_at``): one emission, no owner.
+    * v2 (``2|time,expires_at,owner;...``): the current format.
+    """
+    text = value.decode() if isinstance(value, bytes) else value
+    version, sep, body = text.partition("|")
+    if not sep or version not in _DECODERS:
+        raise StateFormatError(f"unknown state format: {text[:40]!r}")
+    try:
+        return _DECODERS[version](body)
+    except (ValueError, IndexError) as exc:
+        raise StateFormatError(f"corrupt v{version} state value {text[:40]!r}: {exc}") from None
+
+
+def version_of(value: str | bytes) -> int:
+    text = value.decode() if isinstance(value, bytes) else value
+    return int(text.partition("|")[0])
+
+
+def _decode_v1(body: str) -> tuple[Emission, ...]:
+    time, expires_at = body.split(",")
+    return (Emission(int(time), int(expires_at)),)
+
+
+def _decode_v2(body: str) -> tuple[Emission, ...]:
+    if not body:
+        return ()
+    entries = []
+    for part in body.split(";"):
+        time, expires_at, owner = part.split(",")
+        entries.append(Emission(int(time), int(expires_at), unquote(owner)))
+    return tuple(entries)
+
+
+def encode_v1(entries: tuple[Emission, ...]) -> str:
+    """The previous format, kept so tests and migrations can write what an old job wrote."""
+    latest = max(entries, key=lambda e: e.time)
+    return f"1|{latest.time},{latest.expires_at}"
+
+
+_DECODERS = {"1": _decode_v1, "2": _decode_v2}

@@ -1,0 +1,89 @@
+"""The state-store contract: every StateStore adapter must pass these scenarios.
+
+An adapter's test module subclasses ``StateStoreContract`` and implements ``make_store``
+(a fresh, empty store per test). Scenarios are stated with times in seconds.
+"""
+
+from __future__ import annotations
+
+from domain.ports import StateStore
+from domain.state import Claim
+
+WINDOW = 30
+RETENTION = 60
+
+
+def claim(key: str, t: int, now: int | None = None, owner: str = "", window: int = WINDOW) -> Claim:
+    return Claim(key, t, window, t + RETENTION, t if now is None else now, owner)
+
+
+class StateStoreContract:
+    def make_store(self) -> StateStore:
+        raise NotImplementedError
+
+    def setup_method(self):
+        self.store = self.make_store()
+
+    def teardown_method(self):
+        self.store.close()
+
+    def test_first_claim_is_granted_and_repeat_inside_window_refused(self):
+        assert self.store.check_and_set(claim("APP\x1fa", 100)) is True
+        assert self.store.check_and_set(claim("APP\x1fa", 129)) is False
+
+    def test_claim_a_full_window_away_is_granted(self):
+        assert self.store.check_and_set(claim("APP\x1fa", 100)) is True
+        assert self.store.check_and_set(claim("APP\x1fa", 130)) is True
+        assert self.store.check_and_set(claim("APP\x1fa", 159)) is False
+
+    def test_out_of_order_claim_inside_window_is_refused(self):
+        assert self.store.check_and_set(claim("APP\x1fa", 100)) is True
+        assert self.store.check_and_set(claim("APP\x1fa", 71, now=100)) is False
+        assert self.store.check_and_set(claim("APP\x1fa", 70, now=100)) is True
+
+    def test_keys_are_independent(self):
+        assert self.store.check_and_set(claim("APP\x1fa", 100)) is True
+        assert self.store.check_and_set(claim("WEB\x1fa", 100)) is True
+        assert self.store.check_and_set(claim("APP\x1fb", 100)) is True
+
+    def test_expired_entry_is_ignored(self):
+        assert self.store.check_and_set(claim("APP\x1fa", 100)) is True
+        assert self.store.check_and_set(claim("APP\x1fa", 110, now=160)) is True
+
+    def test_replay_by_same_owner_is_granted_again(self):
+        assert self.store.check_and_set(claim("APP\x1fa", 100, owner="t:0:7")) is True
+        assert self.store.check_and_set(claim("APP\x1fa", 100, owner="t:0:7")) is True
+        assert self.store.check_and_set(claim("APP\x1fa", 100, owner="t:0:8")) is False
+
+    def test_batch_sees_its_own_earlier_claims(self):
+        granted = self.store.check_and_set_many(
+            [claim("APP\x1fa", 100), claim("APP\x1fb", 100), claim("APP\x1fa", 101), claim("APP\x1fa", 131)])
+        assert granted == [True, True, False, True]
+
+    def test_batch_replayed_gets_the_same_verdicts(self):
+        batch = [claim("APP\x1fa", 100, owner="t:0:1"), claim("APP\x1fa", 105, owner="t:0:2"),
+                 claim("APP\x1fb", 100, owner="t:0:3")]
+        first = self.store.check_and_set_many(batch)
+        assert self.store.check_and_set_many(batch) == first == [True, False, True]
+
+    def test_empty_batch(self):
+        assert self.store.check_and_set_many([]) == []
+
+    def test_invalidate_forgets_the_key(self):
+        self.store.check_and_set(claim("APP\x1fa", 100))
+        assert self.store.invalidate("APP\x1fa") is True
+        assert self.store.check_and_set(claim("APP\x1fa", 101)) is True
+        assert self.store.invalidate("APP\x1fmissing") is False
+
+    def test_entries_lists_live_emissions(self):
+        self.store.check_and_set(claim("APP\x1fa", 100, owner="f:0:1"))
+        self.store.check_and_set(claim("APP\x1fa", 140, owner="f:0:2"))
+        entries = self.store.entries("APP\x1fa", now=150)
+        assert sorted((e.time, e.owner) for e in entries) == [(100, "f:0:1"), (140, "f:0:2")]
+        assert [e.time for e in self.store.entries("APP\x1fa", now=161)] == [140]
+
+    def test_owner_with_separator_characters_round_trips(self):
+        owner = "dir/with,comma;semi:0:5"
+        self.store.check_and_set(claim("APP\x1fa", 100, owner=owner))
+        assert [e.owner for e in self.store.entries("APP\x1fa", now=100)] == [owner]
+        assert self.store.check_and_set(claim("APP\x1fa", 100, owner=owner)) is True
