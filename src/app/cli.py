@@ -1,0 +1,157 @@
+"""The ``dedup`` command line: run the service, run the demo, generate test streams."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import signal
+import sys
+import threading
+from pathlib import Path
+
+from app.container import UsageError, container_for
+from app.generator import StreamSpec, generate
+from app.progress import ProgressLine
+from app.settings import Settings, SettingsError, load_settings
+from domain.accounting import Accounting
+from domain.errors import DedupError, PolicyExhausted
+
+EXIT_USAGE, EXIT_STOPPED = 2, 3
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.handler(args)
+    except (SettingsError, UsageError) as exc:
+        return fail(str(exc), EXIT_USAGE)
+    except PolicyExhausted as exc:
+        return fail(f"stopped by policy: {exc}. The failing batch was not acknowledged; "
+                    "a restart processes it again.", EXIT_STOPPED)
+    except DedupError as exc:
+        return fail(str(exc), EXIT_STOPPED)
+    except KeyboardInterrupt:
+        return 130
+
+
+def fail(message: str, code: int) -> int:
+    print(f"dedup: {message}", file=sys.stderr)
+    return code
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="dedup", description="Streaming event deduplication.")
+    commands = parser.add_subparsers(dest="command", required=True)
+    add_run(commands.add_parser("run", help="deduplicate a stream"))
+    add_demo(commands.add_parser("demo", help="generate a stream with known duplicates and deduplicate it"))
+    add_generate(commands.add_parser("generate", help="write a test stream and its expected counts"))
+    return parser
+
+
+def add_run(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--config", help="settings file (YAML, JSON or TOML)")
+    parser.add_argument("--engine", choices=["memory", "kafka", "spark"])
+    parser.add_argument("--source", help="file:PATH, - (stdin) or kafka://HOST:PORT/TOPIC?group=G")
+    parser.add_argument("--sink", help="file:PATH, - (stdout) or kafka://HOST:PORT/TOPIC")
+    parser.add_argument("--dlq", help="dead-letter output: file:PATH or kafka://HOST:PORT/TOPIC")
+    parser.add_argument("--notifications", help="INVALIDATE notifications input, e.g. kafka://HOST:PORT/TOPIC")
+    parser.add_argument("--state", help="memory or redis://HOST:PORT/DB")
+    parser.add_argument("--batch-size", type=int)
+    parser.add_argument("--summary-json", type=Path, help="write the accounting counts here as JSON")
+    parser.add_argument("--no-progress", action="store_true", help="no live progress line on a terminal")
+    parser.set_defaults(handler=cmd_run)
+
+
+def add_demo(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--engine", choices=["memory", "spark"], default="memory")
+    parser.add_argument("--events", type=int, default=20_000, help="unique events to generate")
+    parser.add_argument("--out", type=Path, default=Path("demo-out"))
+    parser.set_defaults(handler=cmd_demo)
+
+
+def add_generate(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--events", type=int, default=10_000, help="unique events")
+    parser.add_argument("--dup-ratio", type=float, default=0.3)
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--out", type=Path, required=True, help="JSONL file to write")
+    parser.add_argument("--expected-json", type=Path, help="write the expected accounting here")
+    parser.set_defaults(handler=cmd_generate)
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    settings = load_settings(args.config, engine=args.engine, source=args.source, sink=args.sink, dlq=args.dlq,
+                             notifications=args.notifications, state=args.state, batch_size=args.batch_size)
+    progress = None if args.no_progress or not sys.stderr.isatty() else ProgressLine()
+    totals = run_engine(settings, progress)
+    print(f"dedup: {totals.summary_line()}", file=sys.stderr)
+    if args.summary_json:
+        args.summary_json.write_text(json.dumps(totals.as_dict(), indent=2) + "\n")
+    return 0
+
+
+def run_engine(settings: Settings, progress: ProgressLine | None = None) -> Accounting:
+    """Build the configured engine and run it until its input ends or SIGTERM/SIGINT arrives."""
+    logging.basicConfig(level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    container = container_for(settings)
+    engine = container.engine()
+    engine.on_batch = progress
+    stop = stop_on_signals()
+    try:
+        return engine.run(stop)
+    finally:
+        if progress:
+            progress.close()
+        container.state_store().close()
+
+
+def stop_on_signals() -> threading.Event:
+    """SIGTERM and SIGINT let the running batch finish, then the engine stops cleanly."""
+    stop = threading.Event()
+    if threading.current_thread() is threading.main_thread():
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, lambda *_: stop.set())
+    return stop
+
+
+def cmd_generate(args: argparse.Namespace) -> int:
+    records, expected = generate(StreamSpec(uniques=args.events, dup_ratio=args.dup_ratio, seed=args.seed))
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_bytes(b"".join(r + b"\n" for r in records))
+    if args.expected_json:
+        args.expected_json.write_text(json.dumps(expected.as_accounting(), indent=2) + "\n")
+    print(f"dedup: wrote {len(records):,} records to {args.out}", file=sys.stderr)
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    out = args.out
+    out.mkdir(parents=True, exist_ok=True)
+    records, expected = generate(StreamSpec(uniques=args.events))
+    source = out / "input.jsonl"
+    source.write_bytes(b"".join(r + b"\n" for r in records))
+    sinks = {name: out / f"{name}.jsonl" for name in ("output", "dead-letters")}
+    for path in sinks.values():
+        path.unlink(missing_ok=True)
+    print(f"dedup demo: {len(records):,} records generated in {source} "
+          f"({expected.duplicates:,} duplicates, {expected.invalid} invalid, {expected.late} late)", file=sys.stderr)
+    settings = load_settings(engine=args.engine, source=f"file:{source}", sink=f"file:{sinks['output']}",
+                             dlq=f"file:{sinks['dead-letters']}")
+    totals = run_engine(settings)
+    return report_demo(totals, expected.as_accounting(), sinks)
+
+
+def report_demo(totals: Accounting, expected: dict[str, int], sinks: dict[str, Path]) -> int:
+    got = totals.as_dict()
+    print(f"{'count':<16}{'expected':>10}{'got':>10}", file=sys.stderr)
+    for name, want in expected.items():
+        mark = "" if got[name] == want else "   <-- MISMATCH"
+        print(f"{name:<16}{want:>10,}{got[name]:>10,}{mark}", file=sys.stderr)
+    ok = all(got[name] == want for name, want in expected.items()) and totals.balanced
+    print(f"dedup demo: {'OK' if ok else 'FAILED'}: unique events in {sinks['output']}, "
+          f"dead letters in {sinks['dead-letters']}", file=sys.stderr)
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,98 @@
+"""The composition root: the one place that knows every adapter.
+
+The engine, the state store and each source and sink are chosen by configuration here.
+Adapters with heavy libraries (Kafka, Redis, Spark) are imported only when chosen.
+"""
+
+from __future__ import annotations
+
+from dependency_injector import containers, providers
+
+from adapters.files.jsonl import JsonlDeadLetterSink, JsonlSink, JsonlSource
+from adapters.memory.engine import InMemoryEngine
+from adapters.memory.state_store import InMemoryStateStore
+from adapters.system import InMemoryMetrics, SystemClock
+from domain.dedup import Deduplicator
+from domain.delivery import Delivery
+from domain.policies import Policies
+from domain.rules import DedupRule, RuleSet, TimeBasis, UnknownTypePolicy
+
+
+class UsageError(Exception):
+    """A combination of settings the application cannot run; one line, names the settings."""
+
+
+def build_rules(rules: dict, unknown_types: str) -> RuleSet:
+    compiled = {name: DedupRule(name, r["window"], tuple(r["key_fields"]), TimeBasis(r["time_basis"]),
+                                r["allowed_lateness"])
+                for name, r in rules.items()}
+    return RuleSet(compiled, UnknownTypePolicy(unknown_types))
+
+
+def build_state_store(uri: str):
+    if uri == "memory":
+        return InMemoryStateStore()
+    if uri.startswith(("redis://", "rediss://", "unix://")):
+        from adapters.redis.state_store import RedisStateStore
+        return RedisStateStore(uri)
+    raise UsageError(f"invalid setting state: {uri!r} is not 'memory' or a redis:// URL")
+
+
+def file_path(uri: str | None, setting: str) -> str:
+    if uri is None:
+        raise UsageError(f"missing setting {setting}: give a file:PATH or '-'")
+    if uri == "-" or uri.startswith("file:"):
+        return uri.removeprefix("file:") or "-"
+    raise UsageError(f"invalid setting {setting}: the memory engine reads and writes file:PATH or '-', "
+                     f"got {uri!r} (use --engine kafka for kafka:// URIs)")
+
+
+def build_memory_engine(core: Deduplicator, metrics, source: str, sink: str, dlq: str | None,
+                        batch_size: int, poll_timeout: float) -> InMemoryEngine:
+    dlq_path = file_path(dlq or "file:dead-letters.jsonl", "dlq")
+    delivery = Delivery(core, JsonlSink(file_path(sink, "sink")), JsonlDeadLetterSink(dlq_path))
+    return InMemoryEngine(core, JsonlSource(file_path(source, "source")), delivery, metrics,
+                          batch_size=batch_size, poll_timeout=poll_timeout)
+
+
+def build_kafka_engine(core: Deduplicator, metrics, source: str, sink: str, dlq: str | None,
+                       notifications: str | None, batch_size: int, kafka: dict):
+    from adapters.kafka.engine import build_kafka_engine as build
+    return build(core, source, sink, dlq, notifications_uri=notifications,
+                 exactly_once=kafka["delivery"] == "exactly-once", kafka_settings=kafka["config"],
+                 transactional_id=kafka["transactional_id"], batch_size=batch_size, metrics=metrics)
+
+
+def build_spark_engine(rules: RuleSet, metrics, source: str, sink: str, dlq: str | None, spark: dict):
+    from adapters.spark.engine import SparkEngine
+    return SparkEngine(rules, source, sink, dlq, checkpoint=spark["checkpoint"], trigger=spark["trigger"],
+                       state_provider=spark["state_provider"], master=spark["master"])
+
+
+class Container(containers.DeclarativeContainer):
+    config = providers.Configuration(strict=True)
+
+    clock = providers.Singleton(SystemClock)
+    metrics = providers.Singleton(InMemoryMetrics)
+    rules = providers.Singleton(build_rules, config.rules, config.unknown_types)
+    policies = providers.Singleton(Policies.from_strings, config.policies)
+    state_store = providers.Singleton(build_state_store, config.state)
+    core = providers.Singleton(Deduplicator, rules=rules, state=state_store, clock=clock, policies=policies)
+
+    engine = providers.Selector(
+        config.engine,
+        memory=providers.Factory(build_memory_engine, core, metrics, config.source, config.sink, config.dlq,
+                                 config.batch_size, config.poll_timeout),
+        kafka=providers.Factory(build_kafka_engine, core, metrics, config.source, config.sink, config.dlq,
+                                config.notifications, config.batch_size, config.kafka),
+        spark=providers.Factory(build_spark_engine, rules, metrics, config.source, config.sink, config.dlq,
+                                config.spark),
+    )
+
+
+def container_for(settings) -> Container:
+    container = Container()
+    values = settings.model_dump(mode="json")
+    values["rules"] = {name: rule.model_dump(mode="json") for name, rule in settings.effective_rules().items()}
+    container.config.from_dict(values)
+    return container

@@ -1,0 +1,195 @@
+"""Settings from the environment (``DEDUP_`` prefix, ``__`` for nesting), a config file, and the CLI.
+
+Priority: command-line options, then environment variables, then the config file
+(YAML, JSON or TOML, from ``--config`` or ``DEDUP_CONFIG``), then defaults. Every value is
+validated; ``load_settings`` raises ``SettingsError`` with a one-line message naming the
+setting (and its environment variable).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import tomllib
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic_settings import (BaseSettings, EnvSettingsSource, NoDecode, PydanticBaseSettingsSource,
+                               SettingsConfigDict)
+from pydantic_settings import SettingsError as _SourceError
+
+from domain.policies import ERROR_CLASSES, parse_chain
+from domain.rules import DEFAULT_RULES, TimeBasis, UnknownTypePolicy, parse_duration
+
+
+class SettingsError(Exception):
+    """A setting is invalid; the message is one line naming it."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class RuleSettings(_Strict):
+    window: int | None = None
+    key_fields: Annotated[list[str], NoDecode] = Field(default_factory=lambda: ["uniqueValue"], min_length=1)
+    time_basis: TimeBasis = TimeBasis.EVENT_TIME
+    allowed_lateness: int | None = None
+    enabled: bool = True
+
+    @field_validator("window", "allowed_lateness", mode="before")
+    @classmethod
+    def _duration(cls, value: Any) -> Any:
+        return value if value is None else parse_duration(value)
+
+    @field_validator("window")
+    @classmethod
+    def _positive(cls, value: int | None) -> int | None:
+        if value is not None and value <= 0:
+            raise ValueError("must be a positive duration")
+        return value
+
+    @field_validator("key_fields", mode="before")
+    @classmethod
+    def _split(cls, value: Any) -> Any:
+        return [f.strip() for f in value.split(",") if f.strip()] if isinstance(value, str) else value
+
+
+class PolicySettings(_Strict):
+    invalid: str = "dead-letter"
+    bug: str = "dead-letter"
+    transient: str = "retry(attempts=5,backoff=exponential,delay=0.2,max_delay=10)>fail"
+
+    @field_validator(*ERROR_CLASSES)
+    @classmethod
+    def _chain(cls, value: str) -> str:
+        parse_chain(value)
+        return value
+
+
+class KafkaSettings(_Strict):
+    delivery: Literal["at-least-once", "exactly-once"] = "at-least-once"
+    transactional_id: str | None = None
+    config: dict[str, str] = Field(default_factory=dict)
+
+
+class SparkSettings(_Strict):
+    master: str = "local[*]"
+    checkpoint: str = "checkpoints/dedup"
+    trigger: str = "1 second"
+    state_provider: Literal["rocksdb", "memory"] = "rocksdb"
+    shuffle_partitions: int = Field(default=2, ge=1)
+    max_offsets_per_trigger: int | None = Field(default=None, ge=1)
+    conf: dict[str, str] = Field(default_factory=dict)
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="DEDUP_", env_nested_delimiter="__", extra="forbid")
+
+    engine: Literal["memory", "kafka", "spark"] = "memory"
+    source: str = "-"
+    sink: str = "-"
+    dlq: str | None = None
+    notifications: str | None = None
+    notifications_out: str | None = None
+    state: str = "memory"
+    rules: dict[str, RuleSettings] = Field(default_factory=dict)
+    unknown_types: UnknownTypePolicy = UnknownTypePolicy.PASS
+    policies: PolicySettings = Field(default_factory=PolicySettings)
+    batch_size: int = Field(default=1000, ge=1, le=1_000_000)
+    poll_timeout: float = Field(default=0.5, gt=0)
+    metrics_port: int | None = Field(default=None, ge=0, le=65535)
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "WARNING"
+    kafka: KafkaSettings = Field(default_factory=KafkaSettings)
+    spark: SparkSettings = Field(default_factory=SparkSettings)
+
+    @classmethod
+    def settings_customise_sources(cls, settings_cls, init_settings, env_settings, dotenv_settings,
+                                   file_secret_settings):
+        return init_settings, _EnvSource(settings_cls), _ConfigFileSource(settings_cls)
+
+    @model_validator(mode="after")
+    def _rules_have_windows(self) -> "Settings":
+        for name, rule in self.effective_rules().items():
+            if rule.window is None:
+                raise ValueError(f"rules.{name}.window (DEDUP_RULES__{name.upper()}__WINDOW): required for "
+                                 f"type {name}, which has no default window")
+        return self
+
+    def effective_rules(self) -> dict[str, RuleSettings]:
+        """The default rules (APP 30 s, WEB 10 min) overlaid with the configured ones."""
+        merged = {r.event_type: RuleSettings(window=r.window) for r in DEFAULT_RULES}
+        for name, rule in self.rules.items():
+            base = merged.get(name, RuleSettings())
+            merged[name] = base.model_copy(update=rule.model_dump(exclude_unset=True))
+        return {name: rule for name, rule in merged.items() if rule.enabled}
+
+
+class _EnvSource(EnvSettingsSource):
+    """Environment variables; rule names in them are upper-cased (``DEDUP_RULES__WEB__WINDOW``)."""
+
+    def __call__(self) -> dict[str, Any]:
+        data = super().__call__()
+        if isinstance(data.get("rules"), dict):
+            data["rules"] = {name.upper(): rule for name, rule in data["rules"].items()}
+        return data
+
+
+class _ConfigFileSource(PydanticBaseSettingsSource):
+    def get_field_value(self, field, field_name):  # pragma: no cover - __call__ is used
+        return None, field_name, False
+
+    def __call__(self) -> dict[str, Any]:
+        path = os.environ.get("DEDUP_CONFIG")
+        return read_config_file(Path(path)) if path else {}
+
+
+def read_config_file(path: Path) -> dict[str, Any]:
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise SettingsError(f"config file {path}: {exc.strerror}") from None
+    try:
+        if path.suffix in (".yaml", ".yml"):
+            data = yaml.safe_load(text) or {}
+        elif path.suffix == ".toml":
+            data = tomllib.loads(text)
+        else:
+            data = json.loads(text)
+    except (yaml.YAMLError, tomllib.TOMLDecodeError, ValueError) as exc:
+        raise SettingsError(f"config file {path}: not valid {path.suffix.lstrip('.') or 'JSON'}: "
+                            f"{str(exc).splitlines()[0]}") from None
+    if not isinstance(data, dict):
+        raise SettingsError(f"config file {path}: must hold a mapping of settings")
+    return data
+
+
+def load_settings(config_file: str | None = None, **overrides: Any) -> Settings:
+    """Build the settings; raises ``SettingsError`` naming the first invalid setting."""
+    if config_file:
+        os.environ["DEDUP_CONFIG"] = config_file
+    try:
+        return Settings(**{k: v for k, v in overrides.items() if v is not None})
+    except ValidationError as exc:
+        raise SettingsError(describe(exc)) from None
+    except _SourceError as exc:
+        field = re.search(r'field "([^"]+)"', str(exc))
+        name = field.group(1) if field else "settings"
+        raise SettingsError(f"invalid setting {name} (DEDUP_{name.upper()}__*): "
+                            "a nested value from the environment is not valid JSON") from None
+
+
+def describe(exc: ValidationError) -> str:
+    error = exc.errors()[0]
+    if not error["loc"]:
+        return "invalid setting " + error["msg"].removeprefix("Value error, ")
+    loc = [str(part) for part in error["loc"] if part not in ("function-after", "function-before")]
+    name = ".".join(loc) or "settings"
+    env = "DEDUP_" + "__".join(loc).upper()
+    message = error["msg"].removeprefix("Value error, ")
+    got = error.get("input")
+    shown = "" if isinstance(got, dict) or got is None else f" (got {got!r})"
+    return f"invalid setting {name} ({env}): {message}{shown}"

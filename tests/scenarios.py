@@ -1,0 +1,110 @@
+"""Golden scenario tables: the semantics as data, run through every engine.
+
+Each scenario has rules (type → window, lateness) and a stream of steps, each with the
+verdict a correct engine gives: ``emit``, ``dup`` (dropped), ``late`` or an invalid code
+(dead-lettered). Engines run the records in order and report a verdict per record.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Step:
+    type: str
+    key: str
+    t: int
+    verdict: str
+
+    def record(self, index: int) -> bytes:
+        return json.dumps({"id": f"e{index}", "uniqueValue": self.key, "type": self.type,
+                           "timestamp": self.t}).encode()
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    steps: tuple[Step, ...]
+    windows: tuple[tuple[str, int], ...] = (("APP", 30), ("WEB", 600))
+    lateness: int | None = None
+
+    def records(self) -> list[bytes]:
+        return [step.record(i) for i, step in enumerate(self.steps)]
+
+    def expected(self) -> list[str]:
+        return [step.verdict for step in self.steps]
+
+
+def s(*steps: tuple) -> tuple[Step, ...]:
+    return tuple(Step(*step) for step in steps)
+
+
+T = 1_689_019_596
+
+SCENARIOS = (
+    Scenario("in-order duplicate is dropped", s(
+        ("APP", "a", T, "emit"),
+        ("APP", "a", T + 5, "dup"),
+        ("APP", "b", T + 6, "emit"))),
+    Scenario("window boundary: W-1 dropped, W emitted", s(
+        ("APP", "a", T, "emit"),
+        ("APP", "a", T + 29, "dup"),
+        ("APP", "a", T + 30, "emit"),
+        ("APP", "a", T + 59, "dup"),
+        ("APP", "a", T + 60, "emit"))),
+    Scenario("the window is measured from the emitted event, not the last duplicate", s(
+        ("APP", "a", T, "emit"),
+        ("APP", "a", T + 20, "dup"),
+        ("APP", "a", T + 40, "emit"))),
+    Scenario("per-type windows are independent", s(
+        ("APP", "k", T, "emit"),
+        ("WEB", "k", T, "emit"),
+        ("APP", "k", T + 31, "emit"),
+        ("WEB", "k", T + 31, "dup"),
+        ("WEB", "k", T + 599, "dup"),
+        ("WEB", "k", T + 600, "emit"))),
+    Scenario("out-of-order duplicate inside the window is dropped", s(
+        ("WEB", "a", T + 100, "emit"),
+        ("WEB", "a", T + 10, "dup"),
+        ("WEB", "b", T + 50, "emit"),
+        ("WEB", "b", T + 49, "dup"))),
+    Scenario("out-of-order event a full window older is emitted", s(
+        ("APP", "a", T + 40, "emit"),
+        ("APP", "a", T + 10, "emit"),
+        ("APP", "a", T + 11, "dup"))),
+    Scenario("late events are dead-lettered, not dropped", s(
+        ("APP", "a", T + 100, "emit"),
+        ("APP", "b", T + 69, "late"),
+        ("APP", "c", T + 70, "emit"),
+        ("WEB", "d", T + 69, "emit"))),
+    Scenario("explicit lateness of zero", s(
+        ("APP", "a", T + 100, "emit"),
+        ("APP", "b", T + 99, "late"),
+        ("APP", "a", T + 100, "dup")), lateness=0),
+    Scenario("a backlog: far-apart repeats are judged by event time", s(
+        ("APP", "k", T, "emit"),
+        ("APP", "k", T + 10, "dup"),
+        ("APP", "k", T + 10_000, "emit"),
+        ("APP", "k", T + 10_005, "dup"))),
+    Scenario("types without a rule pass through", s(
+        ("MOBILE", "a", T, "emit"),
+        ("MOBILE", "a", T, "emit"),
+        ("APP", "a", T, "emit"))),
+    Scenario("a long steady stream forgets old keys but still drops recent repeats", s(
+        ("APP", "x", T, "emit"),
+        *[("APP", f"k{i}", T + i, "emit") for i in range(1, 200)],
+        ("APP", "x", T + 200, "emit"),
+        ("APP", "k199", T + 210, "dup"))),
+)
+
+INVALID_RECORDS = (
+    (b"not json", "not_json"),
+    (b"[1]", "not_object"),
+    (b'{"id": "a", "type": "APP", "timestamp": 1}', "missing_field"),
+    (b'{"id": "a", "uniqueValue": null, "type": "APP", "timestamp": 1}', "null_field"),
+    (b'{"id": "a", "uniqueValue": "u", "type": "APP", "timestamp": "1"}', "wrong_type"),
+    (b'{"id": "a", "uniqueValue": "", "type": "APP", "timestamp": 1}', "empty_field"),
+    (b'{"id": "a", "uniqueValue": "u", "type": "APP", "timestamp": 99999999999999}', "out_of_range"),
+)

@@ -1,0 +1,94 @@
+"""The `dedup` command as a user runs it: files, stdin/stdout, settings errors, the demo."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from app.cli import main
+from tests.scenarios import INVALID_RECORDS, SCENARIOS
+
+DEDUP = [sys.executable, "-m", "app.cli"]
+
+
+def write_lines(path: Path, records: list[bytes]) -> None:
+    path.write_bytes(b"".join(r + b"\n" for r in records))
+
+
+def test_run_on_files_gives_the_scenario_semantics_and_a_summary(tmp_path):
+    scenario = next(sc for sc in SCENARIOS if sc.name.startswith("window boundary"))
+    records = scenario.records() + [raw for raw, _ in INVALID_RECORDS]
+    write_lines(tmp_path / "in.jsonl", records)
+    code = main(["run", "--engine", "memory", "--source", f"file:{tmp_path / 'in.jsonl'}",
+                 "--sink", f"file:{tmp_path / 'out.jsonl'}", "--dlq", f"file:{tmp_path / 'dlq.jsonl'}",
+                 "--summary-json", str(tmp_path / "summary.json")])
+    assert code == 0
+    emitted = [r for r, v in zip(records, scenario.expected()) if v == "emit"]
+    assert (tmp_path / "out.jsonl").read_bytes().splitlines() == emitted
+    dead = [json.loads(line) for line in (tmp_path / "dlq.jsonl").read_text().splitlines()]
+    assert [(d["reason"], d["value"].encode()) for d in dead] == [(code, raw) for raw, code in INVALID_RECORDS]
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert {k: summary[k] for k in ("in", "out", "duplicates", "dead_lettered")} == {
+        "in": len(records), "out": 3, "duplicates": 2, "dead_lettered": len(INVALID_RECORDS)}
+
+
+def run_cli(*args, env=None, stdin=b"", cwd=None):
+    full_env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2] / "src"), **(env or {})}
+    return subprocess.run([*DEDUP, *args], input=stdin, capture_output=True, env=full_env, cwd=cwd, timeout=60)
+
+
+def test_stdin_to_stdout(tmp_path):
+    records = SCENARIOS[0].records()
+    done = run_cli("run", "--source", "-", "--sink", "-", "--dlq", f"file:{tmp_path / 'dlq.jsonl'}",
+                   stdin=b"\n".join(records) + b"\n")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [records[0], records[2]]
+    assert b"in=3, out=2, duplicates=1, dead_lettered=0" in done.stderr
+
+
+@pytest.mark.parametrize("env, args, message", [
+    ({"DEDUP_RULES__WEB__WINDOW": "-5"}, [], "invalid setting rules.WEB.window (DEDUP_RULES__WEB__WINDOW)"),
+    ({"DEDUP_BATCH_SIZE": "0"}, [], "invalid setting batch_size (DEDUP_BATCH_SIZE)"),
+    ({"DEDUP_POLICIES__TRANSIENT": "retry(attempts=2)"}, [], "invalid setting policies.transient"),
+    ({}, ["--state", "postgres://x"], "invalid setting state"),
+    ({}, ["--source", "kafka://127.0.0.1:1/t"], "invalid setting source"),
+    ({"DEDUP_RULES__MOBILE__KEY_FIELDS": "id"}, [], "rules.MOBILE.window (DEDUP_RULES__MOBILE__WINDOW): required"),
+])
+def test_bad_settings_stop_with_one_line_naming_the_setting(tmp_path, env, args, message):
+    done = run_cli("run", "--engine", "memory", "--sink", "-", "--dlq", f"file:{tmp_path / 'd'}", *args, env=env)
+    err = done.stderr.decode()
+    assert done.returncode == 2
+    assert message in err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+def test_config_file_sets_rules_and_env_overrides_it(tmp_path):
+    config = tmp_path / "dedup.yaml"
+    config.write_text("rules:\n  APP:\n    window: 2m\nbatch_size: 7\n")
+    records = [b'{"id":"1","uniqueValue":"a","type":"APP","timestamp":100}',
+               b'{"id":"2","uniqueValue":"a","type":"APP","timestamp":200}']
+    done = run_cli("run", "--config", str(config), "--sink", "-", "--dlq", f"file:{tmp_path / 'd'}",
+                   stdin=b"\n".join(records))
+    assert done.stdout.splitlines() == [records[0]]
+    done = run_cli("run", "--config", str(config), "--sink", "-", "--dlq", f"file:{tmp_path / 'd'}",
+                   env={"DEDUP_RULES__APP__WINDOW": "30"}, stdin=b"\n".join(records))
+    assert done.stdout.splitlines() == records
+
+
+def test_bad_config_file_is_one_line(tmp_path):
+    config = tmp_path / "dedup.yaml"
+    config.write_text("rules: [unclosed\n")
+    done = run_cli("run", "--config", str(config))
+    assert done.returncode == 2 and done.stderr.decode().startswith("dedup: config file")
+
+
+def test_demo_reports_counts_matching_the_generated_stream(tmp_path):
+    done = run_cli("demo", "--events", "3000", "--out", str(tmp_path / "demo"))
+    err = done.stderr.decode()
+    assert done.returncode == 0, err
+    assert "dedup demo: OK" in err and "MISMATCH" not in err
+    out_lines = (tmp_path / "demo" / "output.jsonl").read_text().splitlines()
+    assert len({json.loads(line)["id"] for line in out_lines}) == len(out_lines) > 2000

@@ -1,0 +1,41 @@
+"""The golden scenarios through the in-memory engine, record by record."""
+
+import pytest
+
+from adapters.memory.state_store import InMemoryStateStore
+from domain.dedup import Deduplicator, Verdict
+from domain.events import RawRecord, SourcePosition
+from domain.rules import DedupRule, RuleSet
+from tests.fakes import FakeClock
+from tests.scenarios import INVALID_RECORDS, SCENARIOS, Scenario
+
+LABEL = {Verdict.EMIT: "emit", Verdict.DUPLICATE: "dup"}
+
+
+def verdicts(scenario: Scenario, batch_size: int) -> list[str]:
+    rules = RuleSet({t: DedupRule(t, w, allowed_lateness=scenario.lateness) for t, w in scenario.windows})
+    core = Deduplicator(rules, InMemoryStateStore(), FakeClock())
+    records = [RawRecord(r, SourcePosition("in", 0, i)) for i, r in enumerate(scenario.records())]
+    labels = []
+    for start in range(0, len(records), batch_size):
+        outcomes, counts = core.process(records[start:start + batch_size])
+        assert counts.balanced
+        labels += [LABEL.get(o.verdict) or o.dead_letter.reason for o in outcomes]
+    return labels
+
+
+@pytest.mark.parametrize("batch_size", [1, 3, 1000])
+@pytest.mark.parametrize("scenario", SCENARIOS, ids=lambda sc: sc.name)
+def test_scenario(scenario, batch_size):
+    assert verdicts(scenario, batch_size) == scenario.expected()
+
+
+@pytest.mark.parametrize("raw, code", INVALID_RECORDS)
+def test_invalid_records_are_dead_lettered_with_their_bytes(raw, code):
+    core = Deduplicator(RuleSet(), InMemoryStateStore(), FakeClock())
+    record = RawRecord(raw, SourcePosition("in", 0, 7))
+    [outcome], counts = core.process([record])
+    assert outcome.verdict is Verdict.DEAD_LETTER
+    assert (outcome.dead_letter.reason, outcome.dead_letter.record.value) == (code, raw)
+    assert outcome.dead_letter.record.position.offset == 7
+    assert (counts.dead_lettered, counts.invalid) == (1, 1)

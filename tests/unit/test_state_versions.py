@@ -1,0 +1,58 @@
+"""State format versions: every earlier version is read and upgraded; migrations fall back to the old state."""
+
+import pytest
+
+from adapters.memory.state_store import InMemoryStateStore
+from domain.migration import KeyTranslation, MigratingStateStore
+from domain.state import CURRENT_VERSION, Claim, Emission, StateFormatError, decode, encode, encode_v1, version_of
+
+
+def test_v2_round_trips_with_owners_holding_separators():
+    entries = (Emission(100, 160, "t:0:1"), Emission(140, 200, "a,b;c|d:0:2"))
+    value = encode(entries)
+    assert version_of(value) == CURRENT_VERSION == 2
+    assert decode(value) == entries
+
+
+def test_v1_is_read_and_upgraded():
+    old = encode_v1((Emission(100, 160),))
+    assert old == "1|100,160"
+    upgraded = decode(old)
+    assert upgraded == (Emission(100, 160, ""),)
+    assert version_of(encode(upgraded)) == 2
+
+
+@pytest.mark.parametrize("value", ["9|1,2", "garbage", "2|1,2", "1|x,y"])
+def test_unreadable_values_raise_a_format_error(value):
+    with pytest.raises(StateFormatError):
+        decode(value)
+
+
+def claim(key, t, now=None, owner=""):
+    return Claim(key, t, 30, t + 60, t if now is None else now, owner)
+
+
+def test_migration_consults_the_old_state_until_it_expires_and_writes_only_the_new():
+    old, new = InMemoryStateStore(), InMemoryStateStore()
+    old.check_and_set(claim("APP\x1fa", 100))
+    migrating = MigratingStateStore(new, old, retention=60)
+    assert migrating.check_and_set(claim("APP\x1fa", 110)) is False   # first seen by the old job
+    assert new.entries("APP\x1fa", 110) == ()                         # nothing written for a duplicate
+    assert migrating.check_and_set(claim("APP\x1fb", 110)) is True
+    assert [e.time for e in new.entries("APP\x1fb", 110)] == [110]
+    assert migrating.check_and_set(claim("APP\x1fa", 171)) is True    # old window and retention passed
+    assert migrating.retired
+
+
+def test_migration_translates_a_changed_key_layout():
+    old, new = InMemoryStateStore(), InMemoryStateStore()
+    old.check_and_set(claim("WEB\x1fu1", 100))
+    translation = KeyTranslation(("uniqueValue",), ("uniqueValue", "type"))
+    migrating = MigratingStateStore(new, old, retention=60, translations={"WEB": translation})
+    assert migrating.check_and_set(claim("WEB\x1fu1\x1fWEB", 105)) is False
+    assert migrating.check_and_set(claim("WEB\x1fu2\x1fWEB", 105)) is True
+
+
+def test_a_key_change_that_drops_old_fields_is_refused():
+    with pytest.raises(ValueError, match="old key field"):
+        KeyTranslation(("uniqueValue", "id"), ("uniqueValue",))
