@@ -12,6 +12,7 @@ from pathlib import Path
 
 from app.container import UsageError, container_for
 from app.generator import StreamSpec, generate
+from app.metrics_server import MetricsServer
 from app.progress import ProgressLine
 from app.settings import Settings, SettingsError, load_settings
 from domain.accounting import Accounting
@@ -58,6 +59,7 @@ def add_run(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--notifications", help="INVALIDATE notifications input, e.g. kafka://HOST:PORT/TOPIC")
     parser.add_argument("--state", help="memory or redis://HOST:PORT/DB")
     parser.add_argument("--batch-size", type=int)
+    parser.add_argument("--metrics-port", type=int, help="serve /metrics (Prometheus) and /health on this port")
     parser.add_argument("--summary-json", type=Path, help="write the accounting counts here as JSON")
     parser.add_argument("--no-progress", action="store_true", help="no live progress line on a terminal")
     parser.set_defaults(handler=cmd_run)
@@ -81,7 +83,8 @@ def add_generate(parser: argparse.ArgumentParser) -> None:
 
 def cmd_run(args: argparse.Namespace) -> int:
     settings = load_settings(args.config, engine=args.engine, source=args.source, sink=args.sink, dlq=args.dlq,
-                             notifications=args.notifications, state=args.state, batch_size=args.batch_size)
+                             notifications=args.notifications, state=args.state, batch_size=args.batch_size,
+                             metrics_port=args.metrics_port)
     progress = None if args.no_progress or not sys.stderr.isatty() else ProgressLine()
     totals = run_engine(settings, progress)
     print(f"dedup: {totals.summary_line()}", file=sys.stderr)
@@ -95,14 +98,28 @@ def run_engine(settings: Settings, progress: ProgressLine | None = None) -> Acco
     logging.basicConfig(level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     container = container_for(settings)
     engine = container.engine()
-    engine.on_batch = progress
+    server = None
+    if settings.metrics_port is not None:
+        server = MetricsServer(container.metrics(), settings.metrics_port).start()
+    engine.on_batch = batch_listener(progress, server)
     stop = stop_on_signals()
     try:
         return engine.run(stop)
     finally:
         if progress:
             progress.close()
+        if server:
+            server.stop()
         container.state_store().close()
+
+
+def batch_listener(progress: ProgressLine | None, server: MetricsServer | None):
+    def on_batch(totals: Accounting) -> None:
+        if server:
+            server.progressed()
+        if progress:
+            progress(totals)
+    return on_batch
 
 
 def stop_on_signals() -> threading.Event:

@@ -1,0 +1,36 @@
+"""Under a steady stream, the in-memory state holds only the keys inside their retention."""
+
+import io
+import json
+
+from adapters.memory.state_store import InMemoryStateStore
+from app.progress import ProgressLine
+from domain.accounting import Accounting
+from domain.dedup import Deduplicator
+from domain.events import RawRecord, SourcePosition
+from domain.rules import DedupRule, RuleSet
+from tests.fakes import FakeClock
+
+
+def test_state_size_stays_bounded_by_the_retention():
+    store = InMemoryStateStore()
+    core = Deduplicator(RuleSet({"APP": DedupRule("APP", 30)}), store, FakeClock())
+    sizes = []
+    for second in range(2000):
+        batch = [RawRecord(json.dumps({"id": "x", "uniqueValue": f"{second}-{i}", "type": "APP",
+                                       "timestamp": 1_700_000_000 + second}).encode(),
+                           SourcePosition("s", 0, second * 10 + i)) for i in range(10)]
+        core.process(batch)
+        sizes.append(len(store))
+    # 10 new keys a second, retention = window + lateness = 60 s
+    assert max(sizes[100:]) <= 10 * 61
+    assert sizes[-1] >= 10 * 59
+
+
+def test_progress_line_shows_rate_and_counts():
+    stream = io.StringIO()
+    progress = ProgressLine(stream, interval=0)
+    progress(Accounting(records_in=100, out=60, duplicates=30, dead_lettered=10))
+    progress.close()
+    text = stream.getvalue()
+    assert text.startswith("\r") and "in=100 out=60 dup=30 dlq=10" in text and "ev/s" in text
