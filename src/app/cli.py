@@ -10,7 +10,7 @@ import sys
 import threading
 from pathlib import Path
 
-from app.container import UsageError, container_for
+from app.container import UsageError, container_for, inspect_state_store
 from app.generator import StreamSpec, generate
 from app.metrics_server import MetricsServer
 from app.progress import ProgressLine
@@ -47,7 +47,32 @@ def build_parser() -> argparse.ArgumentParser:
     add_run(commands.add_parser("run", help="deduplicate a stream"))
     add_demo(commands.add_parser("demo", help="generate a stream with known duplicates and deduplicate it"))
     add_generate(commands.add_parser("generate", help="write a test stream and its expected counts"))
+    state = commands.add_parser("state", help="look into a deduplication state").add_subparsers(
+        dest="state_command", required=True)
+    add_inspect(state.add_parser("inspect", help="keys per rule, samples, expiries, format version, size"))
     return parser
+
+
+def add_inspect(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--state", required=True, help="memory:SNAPSHOT_PATH or redis://HOST:PORT/DB")
+    parser.add_argument("--samples", type=int, default=3)
+    parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    parser.set_defaults(handler=cmd_inspect)
+
+
+def cmd_inspect(args: argparse.Namespace) -> int:
+    report = inspect_state_store(args.state, args.samples).as_dict()
+    if args.json:
+        print(json.dumps(report, indent=2))
+        return 0
+    for name, value in report.items():
+        if isinstance(value, dict):
+            print(f"{name}:")
+            for k, v in value.items():
+                print(f"  {k}: {v}")
+        else:
+            print(f"{name}: {value}")
+    return 0
 
 
 def add_run(parser: argparse.ArgumentParser) -> None:
@@ -57,7 +82,7 @@ def add_run(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--sink", help="file:PATH, - (stdout) or kafka://HOST:PORT/TOPIC")
     parser.add_argument("--dlq", help="dead-letter output: file:PATH or kafka://HOST:PORT/TOPIC")
     parser.add_argument("--notifications", help="INVALIDATE notifications input, e.g. kafka://HOST:PORT/TOPIC")
-    parser.add_argument("--state", help="memory or redis://HOST:PORT/DB")
+    parser.add_argument("--state", help="memory, memory:SNAPSHOT_PATH (kept across runs) or redis://HOST:PORT/DB")
     parser.add_argument("--batch-size", type=int)
     parser.add_argument("--metrics-port", type=int, help="serve /metrics (Prometheus) and /health on this port")
     parser.add_argument("--summary-json", type=Path, help="write the accounting counts here as JSON")

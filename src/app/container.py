@@ -32,10 +32,33 @@ def build_rules(rules: dict, unknown_types: str) -> RuleSet:
 def build_state_store(uri: str):
     if uri == "memory":
         return InMemoryStateStore()
+    if uri.startswith("memory:"):
+        return InMemoryStateStore(snapshot=uri.removeprefix("memory:"))
     if uri.startswith(("redis://", "rediss://", "unix://")):
         from adapters.redis.state_store import RedisStateStore
         return RedisStateStore(uri)
-    raise UsageError(f"invalid setting state: {uri!r} is not 'memory' or a redis:// URL")
+    raise UsageError(f"invalid setting state: {uri!r} is not 'memory', 'memory:SNAPSHOT_PATH' or a redis:// URL")
+
+
+def inspect_state_store(uri: str, sample_size: int = 3):
+    """A ``StateReport`` for a saved in-memory snapshot or a Redis store."""
+    from pathlib import Path
+
+    from adapters.memory.state_store import read_snapshot
+    from domain.inspection import inspect_state
+
+    if uri.startswith("memory:"):
+        path = Path(uri.removeprefix("memory:"))
+        if not path.exists():
+            raise UsageError(f"invalid setting state: no snapshot at {path}")
+        return inspect_state(f"snapshot {path}", read_snapshot(path), sample_size, path.stat().st_size)
+    store = build_state_store(uri)
+    if not hasattr(store, "scan_items"):
+        raise UsageError(f"invalid setting state: {uri!r} cannot be inspected (a volatile in-memory state)")
+    try:
+        return inspect_state(f"redis {uri}", store.scan_items(), sample_size, store.memory_bytes())
+    finally:
+        store.close()
 
 
 def file_path(uri: str | None, setting: str) -> str:

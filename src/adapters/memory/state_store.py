@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import heapq
+import os
 import threading
+from pathlib import Path
 from typing import Sequence
+from urllib.parse import quote, unquote
 
 from domain.rules import KEY_SEPARATOR
-from domain.state import Claim, Emission, decide
+from domain.state import Claim, Emission, decide, decode, encode
+
+SNAPSHOT_HEADER = "# streamdedup state snapshot\n"
 
 
 class InMemoryStateStore:
@@ -16,10 +21,13 @@ class InMemoryStateStore:
     Memory is bounded by the keys that are live within their retention, not by the stream.
     """
 
-    def __init__(self):
+    def __init__(self, snapshot: str | Path | None = None):
         self._entries: dict[str, tuple[Emission, ...]] = {}
         self._expiries: dict[str, list[tuple[int, str]]] = {}
         self._lock = threading.Lock()
+        self.snapshot = Path(snapshot) if snapshot else None
+        if self.snapshot and self.snapshot.exists():
+            self._load(self.snapshot)
 
     def check_and_set(self, claim: Claim) -> bool:
         return self.check_and_set_many([claim])[0]
@@ -36,7 +44,25 @@ class InMemoryStateStore:
         return tuple(e for e in self._entries.get(key, ()) if e.expires_at > now)
 
     def close(self) -> None:
-        pass
+        """Writes the snapshot, when the store has one, atomically (write then rename)."""
+        if self.snapshot:
+            self.save(self.snapshot)
+
+    def save(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        partial = path.with_name(path.name + ".partial")
+        with self._lock, open(partial, "w") as out:
+            out.write(SNAPSHOT_HEADER)
+            for key, entries in self._entries.items():
+                out.write(f"{quote(key, safe='')}\t{encode(entries)}\n")
+        os.replace(partial, path)
+
+    def _load(self, path: Path) -> None:
+        for key, value in read_snapshot(path):
+            entries = decode(value)
+            self._entries[key] = entries
+            for e in entries:
+                heapq.heappush(self._expiries.setdefault(key.split(KEY_SEPARATOR, 1)[0], []), (e.expires_at, key))
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -67,3 +93,13 @@ class InMemoryStateStore:
                 self._entries[key] = live
             else:
                 self._entries.pop(key, None)
+
+
+def read_snapshot(path: Path):
+    """``(key, stored value)`` pairs of a snapshot file, values in whatever version they were saved."""
+    with open(path) as lines:
+        if lines.readline() != SNAPSHOT_HEADER:
+            raise ValueError(f"{path} is not a streamdedup state snapshot")
+        for line in lines:
+            key, _, value = line.rstrip("\n").partition("\t")
+            yield unquote(key), value

@@ -1,0 +1,120 @@
+package streamdedup.spark;
+
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.Collections;
+import java.util.Comparator;
+import java.util.Iterator;
+import java.util.List;
+
+import org.apache.spark.api.java.function.FlatMapGroupsWithStateFunction;
+import org.apache.spark.sql.Dataset;
+import org.apache.spark.sql.Encoders;
+import org.apache.spark.sql.Row;
+import org.apache.spark.sql.RowFactory;
+import org.apache.spark.sql.streaming.GroupState;
+import org.apache.spark.sql.streaming.GroupStateTimeout;
+import org.apache.spark.sql.streaming.OutputMode;
+import org.apache.spark.sql.types.DataTypes;
+import org.apache.spark.sql.types.StructType;
+
+/**
+ * The domain's judgement (domain.state.decide under domain.rules) as one JVM stateful operator.
+ *
+ * Per key, in arrival order ({@code ord}): late when t < watermark - lateness; a duplicate
+ * when a live emission lies less than window away (|t - e| < window); otherwise emitted and
+ * remembered. An emission is live while watermark < e + window + lateness. The watermark is
+ * Spark's (delay 0: the highest event time of the earlier micro-batches), fixed for a batch.
+ *
+ * Input rows carry their rule: long columns t (s), ord, window (s) and lateness (s). Every
+ * input row comes out exactly once with a {@code verdict} column: emit, duplicate or late.
+ * Idle keys wake on a processing-time timeout and are removed once the event-time watermark
+ * has passed all their emissions' retention; otherwise the timeout is re-armed.
+ */
+public final class WindowDedup implements FlatMapGroupsWithStateFunction<String, Row, Emissions, Row> {
+    public static final String EMIT = "emit";
+    public static final String DUPLICATE = "duplicate";
+    public static final String LATE = "late";
+
+    private final int tIdx, ordIdx, windowIdx, latenessIdx;
+    private final long idleTimeoutMs;
+
+    private WindowDedup(StructType schema, long idleTimeoutMs) {
+        this.tIdx = schema.fieldIndex("t");
+        this.ordIdx = schema.fieldIndex("ord");
+        this.windowIdx = schema.fieldIndex("window");
+        this.latenessIdx = schema.fieldIndex("lateness");
+        this.idleTimeoutMs = idleTimeoutMs;
+    }
+
+    /** Judge every row of {@code in}, grouped by {@code keyColumn}; adds a {@code verdict} column. */
+    public static Dataset<Row> judge(Dataset<Row> in, String keyColumn, long idleTimeoutMs) {
+        StructType schema = in.schema();
+        StructType out = schema.add("verdict", DataTypes.StringType, false);
+        return in.groupBy(keyColumn)
+                 .as(Encoders.STRING(), Encoders.row(schema))
+                 .flatMapGroupsWithState(new WindowDedup(schema, idleTimeoutMs), OutputMode.Append(),
+                         Encoders.bean(Emissions.class), Encoders.row(out),
+                         GroupStateTimeout.ProcessingTimeTimeout());
+    }
+
+    @Override
+    public Iterator<Row> call(String key, Iterator<Row> rows, GroupState<Emissions> state) {
+        long watermark = state.getCurrentWatermarkMs() / 1000;
+        if (state.hasTimedOut()) {
+            keepLive(state, state.get().getTimes(), state.get().getRetention(), watermark);
+            return Collections.emptyIterator();
+        }
+        List<Row> batch = new ArrayList<>();
+        rows.forEachRemaining(batch::add);
+        batch.sort(Comparator.comparingLong(r -> r.getLong(ordIdx)));
+        long window = batch.get(0).getLong(windowIdx), lateness = batch.get(0).getLong(latenessIdx);
+        long[] live = state.exists() ? live(state.get().getTimes(), window + lateness, watermark) : new long[0];
+        List<Row> out = new ArrayList<>(batch.size());
+        for (Row row : batch) {
+            long t = row.getLong(tIdx);
+            String verdict = t < watermark - lateness ? LATE : withinWindow(live, t, window) ? DUPLICATE : EMIT;
+            if (verdict == EMIT) live = append(live, t);
+            out.add(withVerdict(row, verdict));
+        }
+        keepLive(state, live, window + lateness, watermark);
+        return out.iterator();
+    }
+
+    private void keepLive(GroupState<Emissions> state, long[] times, long retention, long watermark) {
+        long[] live = live(times, retention, watermark);
+        if (live.length == 0) {
+            state.remove();
+            return;
+        }
+        state.update(new Emissions(live, retention));
+        state.setTimeoutDuration(idleTimeoutMs);
+    }
+
+    private static long[] live(long[] times, long retention, long watermark) {
+        for (long e : times) {
+            if (e + retention <= watermark) return Arrays.stream(times).filter(x -> x + retention > watermark).toArray();
+        }
+        return times;
+    }
+
+    private static boolean withinWindow(long[] emissions, long t, long window) {
+        for (long e : emissions) {
+            if (Math.abs(t - e) < window) return true;
+        }
+        return false;
+    }
+
+    private static long[] append(long[] times, long t) {
+        long[] grown = Arrays.copyOf(times, times.length + 1);
+        grown[times.length] = t;
+        return grown;
+    }
+
+    private static Row withVerdict(Row row, String verdict) {
+        Object[] values = new Object[row.length() + 1];
+        for (int i = 0; i < row.length(); i++) values[i] = row.get(i);
+        values[row.length()] = verdict;
+        return RowFactory.create(values);
+    }
+}

@@ -1,0 +1,57 @@
+"""A summary of a deduplication state, whatever store holds it.
+
+Adapters feed ``(key, stored value)`` pairs; the report counts keys per rule, samples a
+few keys, gives the oldest and newest expiry and the format versions found.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Iterable
+
+from domain.rules import KEY_SEPARATOR
+from domain.state import StateFormatError, decode, version_of
+
+
+@dataclass
+class StateReport:
+    store: str
+    keys_per_rule: Counter = field(default_factory=Counter)
+    versions: Counter = field(default_factory=Counter)
+    samples: dict[str, list[str]] = field(default_factory=dict)
+    oldest_expiry: int | None = None
+    newest_expiry: int | None = None
+    unreadable: int = 0
+    size_bytes: int | None = None
+
+    @property
+    def keys(self) -> int:
+        return sum(self.keys_per_rule.values())
+
+    def as_dict(self) -> dict:
+        return {"store": self.store, "keys": self.keys, "keys_per_rule": dict(self.keys_per_rule),
+                "format_versions": {f"v{v}": n for v, n in sorted(self.versions.items())},
+                "oldest_expiry": self.oldest_expiry, "newest_expiry": self.newest_expiry,
+                "unreadable": self.unreadable, "size_bytes": self.size_bytes, "samples": self.samples}
+
+
+def inspect_state(store: str, items: Iterable[tuple[str, str | bytes]], sample_size: int = 3,
+                  size_bytes: int | None = None) -> StateReport:
+    report = StateReport(store, size_bytes=size_bytes)
+    for key, value in items:
+        rule, _, rest = key.partition(KEY_SEPARATOR)
+        report.keys_per_rule[rule] += 1
+        samples = report.samples.setdefault(rule, [])
+        if len(samples) < sample_size:
+            samples.append(rest.replace(KEY_SEPARATOR, " | "))
+        try:
+            entries, version = decode(value), version_of(value)
+        except (StateFormatError, ValueError):
+            report.unreadable += 1
+            continue
+        report.versions[version] += 1
+        for e in entries:
+            report.oldest_expiry = e.expires_at if report.oldest_expiry is None else min(report.oldest_expiry, e.expires_at)
+            report.newest_expiry = e.expires_at if report.newest_expiry is None else max(report.newest_expiry, e.expires_at)
+    return report
