@@ -82,6 +82,7 @@ def add_run(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--sink", help="file:PATH, - (stdout) or kafka://HOST:PORT/TOPIC")
     parser.add_argument("--dlq", help="dead-letter output: file:PATH or kafka://HOST:PORT/TOPIC")
     parser.add_argument("--notifications", help="INVALIDATE notifications input, e.g. kafka://HOST:PORT/TOPIC")
+    parser.add_argument("--notifications-out", help="where the invalidate policy publishes INVALIDATE notifications")
     parser.add_argument("--state", help="memory, memory:SNAPSHOT_PATH (kept across runs) or redis://HOST:PORT/DB")
     parser.add_argument("--batch-size", type=int)
     parser.add_argument("--metrics-port", type=int, help="serve /metrics (Prometheus) and /health on this port")
@@ -108,7 +109,8 @@ def add_generate(parser: argparse.ArgumentParser) -> None:
 
 def cmd_run(args: argparse.Namespace) -> int:
     settings = load_settings(args.config, engine=args.engine, source=args.source, sink=args.sink, dlq=args.dlq,
-                             notifications=args.notifications, state=args.state, batch_size=args.batch_size,
+                             notifications=args.notifications, notifications_out=args.notifications_out,
+                             state=args.state, batch_size=args.batch_size,
                              metrics_port=args.metrics_port)
     progress = None if args.no_progress or not sys.stderr.isatty() else ProgressLine()
     totals = run_engine(settings, progress)

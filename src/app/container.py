@@ -9,6 +9,7 @@ from __future__ import annotations
 from dependency_injector import containers, providers
 
 from adapters.files.jsonl import JsonlDeadLetterSink, JsonlSink, JsonlSource
+from adapters.files.notifications import JsonlNotificationSink, JsonlNotificationSource
 from adapters.memory.engine import InMemoryEngine
 from adapters.memory.state_store import InMemoryStateStore
 from adapters.system import InMemoryMetrics, SystemClock
@@ -71,11 +72,14 @@ def file_path(uri: str | None, setting: str) -> str:
 
 
 def build_memory_engine(core: Deduplicator, metrics, source: str, sink: str, dlq: str | None,
+                        notifications: str | None, notifications_out: str | None,
                         batch_size: int, poll_timeout: float) -> InMemoryEngine:
     dlq_path = file_path(dlq or "file:dead-letters.jsonl", "dlq")
-    delivery = Delivery(core, JsonlSink(file_path(sink, "sink")), JsonlDeadLetterSink(dlq_path))
+    notes_in = JsonlNotificationSource(file_path(notifications, "notifications")) if notifications else None
+    notes_out = JsonlNotificationSink(file_path(notifications_out, "notifications_out")) if notifications_out else None
+    delivery = Delivery(core, JsonlSink(file_path(sink, "sink")), JsonlDeadLetterSink(dlq_path), notes_out)
     return InMemoryEngine(core, JsonlSource(file_path(source, "source")), delivery, metrics,
-                          batch_size=batch_size, poll_timeout=poll_timeout)
+                          notifications=notes_in, batch_size=batch_size, poll_timeout=poll_timeout)
 
 
 def build_kafka_engine(core: Deduplicator, metrics, source: str, sink: str, dlq: str | None,
@@ -105,7 +109,8 @@ class Container(containers.DeclarativeContainer):
     engine = providers.Selector(
         config.engine,
         memory=providers.Factory(build_memory_engine, core, metrics, config.source, config.sink, config.dlq,
-                                 config.batch_size, config.poll_timeout),
+                                 config.notifications, config.notifications_out, config.batch_size,
+                                 config.poll_timeout),
         kafka=providers.Factory(build_kafka_engine, core, metrics, config.source, config.sink, config.dlq,
                                 config.notifications, config.batch_size, config.kafka),
         spark=providers.Factory(build_spark_engine, rules, metrics, config.source, config.sink, config.dlq,

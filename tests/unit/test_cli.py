@@ -92,3 +92,24 @@ def test_demo_reports_counts_matching_the_generated_stream(tmp_path):
     assert "dedup demo: OK" in err and "MISMATCH" not in err
     out_lines = (tmp_path / "demo" / "output.jsonl").read_text().splitlines()
     assert len({json.loads(line)["id"] for line in out_lines}) == len(out_lines) > 2000
+
+
+def test_invalidate_notification_lets_a_failed_event_pass_again(tmp_path):
+    first = b'{"id":"1","uniqueValue":"a","type":"WEB","timestamp":100}'
+    resent = b'{"id":"2","uniqueValue":"a","type":"WEB","timestamp":160}'
+    (tmp_path / "in.jsonl").write_bytes(first + b"\n" + resent + b"\n")
+    notes = tmp_path / "notes.jsonl"
+    notes.write_text(json.dumps({"notification": "INVALIDATE", "exception": "downstream failed",
+                                 "event": json.loads(first)}) + "\nnot a notification\n")
+    snapshot = tmp_path / "state.snapshot"
+    args = ["run", "--sink", f"file:{tmp_path / 'out.jsonl'}", "--dlq", f"file:{tmp_path / 'd'}",
+            "--state", f"memory:{snapshot}", "--batch-size", "1"]
+    # without the notification the re-sent event is a duplicate
+    assert main([*args, "--source", f"file:{tmp_path / 'in.jsonl'}"]) == 0
+    assert (tmp_path / "out.jsonl").read_bytes().splitlines() == [first]
+    # the notification removes the key from the saved state; the re-sent event passes
+    (tmp_path / "again.jsonl").write_bytes(resent + b"\n")
+    assert main([*args, "--source", f"file:{tmp_path / 'again.jsonl'}", "--notifications", f"file:{notes}",
+                 "--summary-json", str(tmp_path / "s.json")]) == 0
+    assert (tmp_path / "out.jsonl").read_bytes().splitlines() == [first, resent]
+    assert json.loads((tmp_path / "s.json").read_text())["invalidations"] == 1

@@ -1,0 +1,58 @@
+"""INVALIDATE notifications from and to JSONL files.
+
+The source follows its file: each poll returns the lines appended since the last one,
+so notifications written while the engine runs take effect between batches. A line that
+is not a valid notification is logged and skipped (it names no key to forget).
+"""
+
+from __future__ import annotations
+
+import logging
+
+from domain.errors import InvalidEvent, SourceUnavailable
+from domain.notifications import encode_notification, parse_notification
+from domain.ports import Notification
+
+from adapters.files.jsonl import _LineWriter
+
+log = logging.getLogger(__name__)
+
+
+class JsonlNotificationSource:
+    def __init__(self, path: str):
+        self.path = path
+        try:
+            self._file = open(path, "rb")
+        except OSError as exc:
+            raise SourceUnavailable(f"cannot read notifications {path}: {exc.strerror}") from None
+        self.rejected = 0
+
+    def poll(self, timeout: float) -> list[Notification]:
+        notes = []
+        for line in iter(self._file.readline, b""):
+            if not line.endswith(b"\n") and line.strip():
+                self._file.seek(-len(line), 1)  # a line still being written: read it next time
+                break
+            if line.strip():
+                notes += self._parse(line.strip())
+        return notes
+
+    def _parse(self, line: bytes) -> list[Notification]:
+        try:
+            return [parse_notification(line)]
+        except InvalidEvent as exc:
+            self.rejected += 1
+            log.warning("ignored notification in %s: %s (%s)", self.path, exc.code, exc.detail)
+            return []
+
+    def commit(self) -> None:
+        pass
+
+    def close(self) -> None:
+        self._file.close()
+
+
+class JsonlNotificationSink(_LineWriter):
+    def publish(self, notification: Notification) -> None:
+        self._write_line(encode_notification(notification))
+        self.flush()

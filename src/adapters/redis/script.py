@@ -1,0 +1,97 @@
+"""The Lua script that runs :func:`domain.state.decide` inside Redis, atomically per batch.
+
+``KEYS[i]`` is the state key of claim ``i`` (a key may repeat: later claims see the effect
+of earlier ones). ``ARGV[1]`` is a grace in seconds added to every key's TTL, then five
+values per claim: time, window, expires_at, now, owner (percent-encoded, ``''`` for none).
+
+Values use the domain's encoding: v2 ``2|time,expires_at,owner;...`` (owners stay
+percent-encoded, so they are compared and written back as they are); v1
+``1|time,expires_at`` is read and upgraded to v2 when the key is next written. Every key is
+read before anything is written, so an unreadable value fails the whole batch with nothing
+applied. A written key expires ``max(expires_at) - now (+ grace)`` seconds later. Returns
+one 1 (emit) or 0 (duplicate) per claim.
+"""
+
+BAD_STATE = "DEDUP_BAD_STATE"
+ARGS_PER_CLAIM = 5
+
+CHECK_AND_SET = r"""
+local function parse(value)
+  local entries = {}
+  if not value then return entries end
+  local version, body = string.match(value, '^(%d+)|(.*)$')
+  if version == '2' then
+    for part in string.gmatch(body, '[^;]+') do
+      local t, e, owner = string.match(part, '^(%-?%d+),(%-?%d+),([^,]*)$')
+      if not t then return nil end
+      entries[#entries + 1] = {tonumber(t), tonumber(e), owner, part}
+    end
+  elseif version == '1' then
+    local t, e = string.match(body, '^(%-?%d+),(%-?%d+)$')
+    if not t then return nil end
+    entries[1] = {tonumber(t), tonumber(e), '', t .. ',' .. e .. ','}
+  else
+    return nil
+  end
+  return entries
+end
+
+-- domain.state.decide, line for line
+local function decide(entries, c)
+  local live = {}
+  for _, e in ipairs(entries) do
+    if e[2] > c.now then live[#live + 1] = e end
+  end
+  local changed = #live ~= #entries
+  if c.owner ~= '' then
+    for _, e in ipairs(live) do
+      if e[3] == c.owner and e[1] == c.time then return 1, live, changed end
+    end
+  end
+  for _, e in ipairs(live) do
+    if math.abs(c.time - e[1]) < c.window then return 0, live, changed end
+  end
+  live[#live + 1] = {c.time, c.expires, c.owner, c.time_text .. ',' .. c.expires_text .. ',' .. c.owner}
+  return 1, live, true
+end
+
+local function store(key, entries, now, grace)
+  if #entries == 0 then
+    redis.call('DEL', key)
+    return
+  end
+  local parts, last = {}, now
+  for i, e in ipairs(entries) do
+    parts[i] = e[4]
+    if e[2] > last then last = e[2] end
+  end
+  redis.call('SET', key, '2|' .. table.concat(parts, ';'), 'PX', string.format('%d', (last - now + grace) * 1000))
+end
+
+local grace = tonumber(ARGV[1])
+local state, dirty = {}, {}
+for _, key in ipairs(KEYS) do
+  if state[key] == nil then
+    local entries = parse(redis.call('GET', key))
+    if entries == nil then return redis.error_reply('DEDUP_BAD_STATE unreadable state value at ' .. key) end
+    state[key] = entries
+  end
+end
+local verdicts = {}
+for i, key in ipairs(KEYS) do
+  local at = 1 + (i - 1) * 5
+  local c = {time_text = ARGV[at + 1], window = tonumber(ARGV[at + 2]), expires_text = ARGV[at + 3],
+             now = tonumber(ARGV[at + 4]), owner = ARGV[at + 5]}
+  c.time, c.expires = tonumber(c.time_text), tonumber(c.expires_text)
+  local granted, entries, changed = decide(state[key], c)
+  if changed then
+    state[key] = entries
+    dirty[key] = c.now
+  end
+  verdicts[i] = granted
+end
+for key, now in pairs(dirty) do
+  store(key, state[key], now, grace)
+end
+return verdicts
+"""
