@@ -12,8 +12,9 @@ applied. A written key expires ``max(expires_at) - now (+ grace)`` seconds later
 one 1 (emit) or 0 (duplicate) per claim.
 """
 
+import hashlib
+
 BAD_STATE = "DEDUP_BAD_STATE"
-ARGS_PER_CLAIM = 5
 
 CHECK_AND_SET = r"""
 local function parse(value)
@@ -55,17 +56,18 @@ local function decide(entries, c)
   return 1, live, true
 end
 
+-- entries that are all dead already (expires_at <= now) are as good as none
 local function store(key, entries, now, grace)
-  if #entries == 0 then
-    redis.call('DEL', key)
-    return
-  end
   local parts, last = {}, now
   for i, e in ipairs(entries) do
     parts[i] = e[4]
     if e[2] > last then last = e[2] end
   end
-  redis.call('SET', key, '2|' .. table.concat(parts, ';'), 'PX', string.format('%d', (last - now + grace) * 1000))
+  if last <= now then
+    redis.call('DEL', key)
+  else
+    redis.call('SET', key, '2|' .. table.concat(parts, ';'), 'PX', string.format('%d', (last - now + grace) * 1000))
+  end
 end
 
 local grace = tonumber(ARGV[1])
@@ -95,3 +97,5 @@ for key, now in pairs(dirty) do
 end
 return verdicts
 """
+
+SCRIPT_SHA = hashlib.sha1(CHECK_AND_SET.encode()).hexdigest()

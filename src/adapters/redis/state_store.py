@@ -1,0 +1,160 @@
+"""Deduplication state in Redis: one key per dedup key, decided atomically by a Lua script.
+
+Each key holds the domain's v2 value (``domain.state.encode``; v1 values are read and
+upgraded). ``check_and_set_many`` sends the whole batch in one round trip: claims are
+split into chunks of ``chunk_size`` (so Redis is never blocked for long), each chunk one
+``EVALSHA``, all chunks in one pipeline, executed in order (the script is loaded, with one
+more round trip, only when the server does not have it yet). A key expires
+``max(expires_at) - now`` seconds after its last change (plus ``ttl_grace``), in wall-clock
+time: when the engine is down longer than a key's remaining retention, that key is
+forgotten early, so a deployment that must survive long outages sets ``ttl_grace`` to the
+longest outage it tolerates.
+
+Failure behaviour: every redis-py error becomes ``StateUnavailable`` (transient; the retry
+policy decides), with the server's address and never its password. A batch that fails may
+have been applied in part (a chunk or a whole script whose reply was lost); replaying it is
+idempotent because each claim carries its record's position as owner. A stored value no
+version can read raises ``StateFormatError`` (a bug-class error) with nothing applied.
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from itertools import islice
+from typing import Iterator, Sequence
+from urllib.parse import quote, urlsplit
+
+import redis
+from redis.backoff import NoBackoff
+from redis.exceptions import NoScriptError
+from redis.retry import Retry
+
+from domain.errors import StateUnavailable
+from domain.state import Claim, Emission, StateFormatError, decode
+
+from adapters.redis.script import BAD_STATE, CHECK_AND_SET, SCRIPT_SHA
+
+DEFAULT_PREFIX = "dedup:"
+
+
+class RedisStateStore:
+    """A ``StateStore`` on Redis. ``url``: ``redis://[:PASSWORD@]HOST:PORT/DB``, ``rediss://``
+    for TLS (``?ssl_cert_reqs=...&ssl_ca_certs=...``), or ``unix://PATH?db=N``.
+
+    ``options`` go to ``redis.Redis.from_url`` (e.g. ``username``, ``ssl_certfile``).
+    redis-py retries a dropped connection once at once; longer outages are the retry
+    policy's job.
+    """
+
+    def __init__(self, url: str, key_prefix: str = DEFAULT_PREFIX, *, ttl_grace: int = 0,
+                 socket_timeout: float = 5.0, connect_timeout: float = 2.0, chunk_size: int = 2000,
+                 **options):
+        self.address = redacted_url(url)
+        self.key_prefix = key_prefix
+        self.ttl_grace = ttl_grace
+        self.chunk_size = chunk_size
+        try:
+            self._redis = redis.Redis.from_url(
+                url, socket_timeout=socket_timeout, socket_connect_timeout=connect_timeout,
+                retry=Retry(NoBackoff(), 1), health_check_interval=30, **options)
+        except (ValueError, redis.RedisError) as exc:
+            raise StateUnavailable(f"invalid redis URL {self.address}: {exc}") from None
+
+    def check_and_set(self, claim: Claim) -> bool:
+        return self.check_and_set_many([claim])[0]
+
+    def check_and_set_many(self, claims: Sequence[Claim]) -> list[bool]:
+        if not claims:
+            return []
+        chunks = [claims[i:i + self.chunk_size] for i in range(0, len(claims), self.chunk_size)]
+        with self._translated("check-and-set"):
+            replies = self._evaluate(chunks)
+        return [bool(v) for reply in replies for v in reply]
+
+    def invalidate(self, key: str) -> bool:
+        with self._translated("invalidate"):
+            return self._redis.delete(self.key_prefix + key) > 0
+
+    def entries(self, key: str, now: int) -> tuple[Emission, ...]:
+        with self._translated("read"):
+            value = self._redis.get(self.key_prefix + key)
+        if value is None:
+            return ()
+        return tuple(e for e in decode(value) if e.expires_at > now)
+
+    def scan_items(self, chunk: int = 1000) -> Iterator[tuple[str, bytes]]:
+        """Every ``(key, stored value)`` under this store's prefix (SCAN + MGET; for inspection)."""
+        with self._translated("scan"):
+            keys = self._redis.scan_iter(match=_glob_escape(self.key_prefix) + "*", count=chunk)
+            while batch := list(islice(keys, chunk)):
+                for key, value in zip(batch, self._redis.mget(batch)):
+                    if value is not None:
+                        yield key.decode(errors="replace").removeprefix(self.key_prefix), value
+
+    def key_count(self) -> int:
+        """How many state keys exist under this store's prefix."""
+        with self._translated("scan"):
+            return sum(1 for _ in self._redis.scan_iter(match=_glob_escape(self.key_prefix) + "*", count=1000))
+
+    def memory_bytes(self) -> int:
+        """The Redis server's memory use (``used_memory``; every key, not only this prefix)."""
+        with self._translated("info"):
+            return int(self._redis.info("memory")["used_memory"])
+
+    def close(self) -> None:
+        self._redis.close()
+
+    def _evaluate(self, chunks: list[Sequence[Claim]]) -> list:
+        """One pipelined EVALSHA per chunk; when Redis lacks the script (none ran), load it and resend."""
+        for _ in range(2):
+            pipe = self._redis.pipeline(transaction=False)
+            for chunk in chunks:
+                keys, args = self._script_input(chunk)
+                pipe.evalsha(SCRIPT_SHA, len(keys), *keys, *args)
+            replies = pipe.execute(raise_on_error=False)
+            if not any(isinstance(r, NoScriptError) for r in replies):
+                break
+            self._redis.script_load(CHECK_AND_SET)
+        for reply in replies:
+            if isinstance(reply, Exception):
+                raise reply
+        return replies
+
+    def _script_input(self, claims: Sequence[Claim]) -> tuple[list[str], list[str | int]]:
+        keys = [self.key_prefix + c.key for c in claims]
+        args: list[str | int] = [self.ttl_grace]
+        for c in claims:
+            args += (c.time, c.window, c.expires_at, c.now, quote(c.owner, safe=""))
+        return keys, args
+
+    @contextmanager
+    def _translated(self, operation: str) -> Iterator[None]:
+        """Turn redis-py errors into domain errors at this edge."""
+        try:
+            yield
+        except redis.ResponseError as exc:
+            if str(exc).startswith(BAD_STATE):
+                raise StateFormatError(str(exc).removeprefix(BAD_STATE).strip()) from None
+            raise StateUnavailable(f"redis {operation} failed at {self.address}: {exc}") from None
+        except redis.AuthenticationError as exc:
+            raise StateUnavailable(f"redis at {self.address} refused the credentials: {exc}") from None
+        except (redis.ConnectionError, redis.TimeoutError) as exc:
+            raise StateUnavailable(f"redis unreachable at {self.address} ({operation}): {_reason(exc)}") from None
+        except redis.RedisError as exc:
+            raise StateUnavailable(f"redis {operation} failed at {self.address}: {exc}") from None
+
+
+def redacted_url(url: str) -> str:
+    """The URL without its user and password (safe to log)."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    netloc = f"{host}:{parts.port}" if parts.port else host
+    return f"{parts.scheme}://{netloc}{parts.path}"
+
+
+def _reason(exc: Exception) -> str:
+    return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+
+
+def _glob_escape(text: str) -> str:
+    return "".join(f"\\{ch}" if ch in "*?[]\\" else ch for ch in text)

@@ -1,0 +1,158 @@
+"""The state-store contract against a real redis-server, plus what only Redis has (TTL, v1
+values, one round trip per batch, translated errors), and a property test against ``decide``."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+import redis
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from adapters.redis.state_store import RedisStateStore
+from domain.errors import StateUnavailable
+from domain.state import Claim, Emission, StateFormatError, decide, encode_v1
+from tests.contracts.state_store_contract import StateStoreContract, claim
+from tests.integration.fixtures import redis_server, redis_url  # noqa: F401  (session fixtures)
+
+pytestmark = pytest.mark.redis
+
+
+def fresh_store(url: str, **options) -> RedisStateStore:
+    """A store under a prefix no other test uses: empty, and no FLUSHDB needed."""
+    return RedisStateStore(url, key_prefix=f"test:{uuid.uuid4().hex[:10]}:", **options)
+
+
+class TestRedisStateStore(StateStoreContract):
+    @pytest.fixture(autouse=True)
+    def _redis(self, redis_url):  # noqa: F811
+        self.url = redis_url
+        self.store = self.make_store()
+        self.raw = redis.Redis.from_url(redis_url)
+        yield
+        self.store.close()
+        self.raw.close()
+
+    def setup_method(self):
+        """The store is built by ``_redis`` (it needs the session's redis URL)."""
+
+    def teardown_method(self):
+        """Closed by ``_redis``."""
+
+    def make_store(self):
+        return fresh_store(self.url)
+
+    def test_values_are_v2_with_the_owner_and_expire_after_the_retention(self):
+        self.store.check_and_set(claim("APP\x1fa", 100, owner="in:0:7"))
+        key = self.store.key_prefix + "APP\x1fa"
+        assert self.raw.get(key) == b"2|100,160,in%3A0%3A7"
+        assert 59_000 < self.raw.pttl(key) <= 60_000
+
+    def test_ttl_follows_the_latest_expiry_and_the_grace(self):
+        store = fresh_store(self.url, ttl_grace=3600)
+        store.check_and_set(claim("APP\x1fa", 100))
+        store.check_and_set(claim("APP\x1fa", 140, now=140))
+        assert 3_659_000 < self.raw.pttl(store.key_prefix + "APP\x1fa") <= 3_660_000  # 200 - 140 + 3600
+
+    def test_a_v1_value_is_read_and_upgraded_on_the_next_write(self):
+        key = self.store.key_prefix + "APP\x1fa"
+        self.raw.set(key, encode_v1((Emission(100, 160),)))
+        assert self.store.entries("APP\x1fa", now=100) == (Emission(100, 160, ""),)
+        assert self.store.check_and_set(claim("APP\x1fa", 120)) is False
+        assert self.store.check_and_set(claim("APP\x1fa", 130, owner="in:0:9")) is True
+        assert self.raw.get(key) == b"2|100,160,;130,190,in%3A0%3A9"
+
+    def test_an_unreadable_value_fails_the_batch_with_nothing_applied(self):
+        self.raw.set(self.store.key_prefix + "APP\x1fbad", "9|what")
+        with pytest.raises(StateFormatError, match="APP"):
+            self.store.check_and_set_many([claim("APP\x1fgood", 100), claim("APP\x1fbad", 100)])
+        assert self.store.entries("APP\x1fgood", now=100) == ()
+
+    def test_a_batch_is_one_round_trip(self):
+        claims = [claim(f"APP\x1fk{i % 50}", 100 + i, owner=f"in:0:{i}") for i in range(5000)]
+        self.store.check_and_set(claim("APP\x1fwarm-up", 100))  # the script is loaded once per server
+        before = self._command_calls()
+        granted = self.store.check_and_set_many(claims)
+        after = self._command_calls()
+        assert after["evalsha"] - before["evalsha"] == 3  # chunks of 2000, sent in one pipeline
+        assert after["script"] == before["script"] and after["eval"] == before["eval"]
+        assert granted == reference(claims)
+
+    def test_a_script_flushed_from_the_server_is_loaded_again(self):
+        self.raw.script_flush()
+        assert self.store.check_and_set_many([claim("APP\x1fa", 100), claim("APP\x1fa", 101)]) == [True, False]
+
+    def test_a_chunked_batch_decides_repeated_keys_in_order(self):
+        store = fresh_store(self.url, chunk_size=3)
+        claims = [claim("APP\x1fa", t) for t in (100, 101, 129, 130, 131, 160, 161)]
+        assert store.check_and_set_many(claims) == [True, False, False, True, False, True, False]
+
+    def test_key_prefix_keeps_stores_apart(self):
+        other = fresh_store(self.url)
+        assert self.store.check_and_set(claim("APP\x1fa", 100)) is True
+        assert other.check_and_set(claim("APP\x1fa", 100)) is True
+        assert self.store.key_count() == other.key_count() == 1
+
+    def test_scan_items_lists_keys_without_the_prefix(self):
+        self.store.check_and_set(claim("APP\x1fa", 100))
+        self.store.check_and_set(claim("WEB\x1fb", 100))
+        assert sorted(k for k, _ in self.store.scan_items()) == ["APP\x1fa", "WEB\x1fb"]
+
+    def _command_calls(self) -> dict[str, int]:
+        stats = self.raw.info("commandstats")
+        script = sum(v["calls"] for k, v in stats.items() if k.startswith("cmdstat_script"))
+        return {"evalsha": stats.get("cmdstat_evalsha", {}).get("calls", 0),
+                "eval": stats.get("cmdstat_eval", {}).get("calls", 0), "script": script}
+
+
+def test_an_unreachable_server_is_state_unavailable_naming_it_without_the_password():
+    store = RedisStateStore("redis://:s3cret@127.0.0.1:1/0", connect_timeout=0.5)
+    with pytest.raises(StateUnavailable) as error:
+        store.check_and_set(claim("APP\x1fa", 100))
+    assert "redis unreachable at redis://127.0.0.1:1/0" in str(error.value)
+    assert "s3cret" not in str(error.value)
+    assert "\n" not in str(error.value)
+
+
+def test_wrong_credentials_are_state_unavailable(redis_url):  # noqa: F811
+    store = RedisStateStore(redis_url.replace("redis://", "redis://nobody:wrong@"))
+    with pytest.raises(StateUnavailable, match="redis"):
+        store.check_and_set(claim("APP\x1fa", 100))
+
+
+# ---- property: the Lua script decides exactly like domain.state.decide
+
+OWNERS = st.sampled_from(["", "in:0:1", "in:0:2", "a;b,c%:0:3"])
+CLAIMS = st.lists(st.tuples(st.sampled_from(["a", "b"]), st.integers(0, 200), st.integers(1, 60),
+                            st.integers(0, 80), st.integers(-60, 80), OWNERS), min_size=1, max_size=30)
+
+
+def reference(claims: list[Claim]) -> list[bool]:
+    state: dict[str, tuple[Emission, ...]] = {}
+    verdicts = []
+    for c in claims:
+        decision = decide(state.get(c.key, ()), c)
+        state[c.key] = decision.entries
+        verdicts.append(decision.granted)
+    return verdicts
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(raw=CLAIMS, split=st.integers(1, 30), chunk_size=st.integers(1, 8))
+def test_lua_decides_like_the_domain(redis_url, raw, split, chunk_size):  # noqa: F811
+    """Any claims, sent as two batches in chunks of any size: the verdicts of ``decide``.
+
+    ``now`` never goes back (it is the rule's watermark): Redis forgets a key once every
+    emission in it is dead, which only a watermark moving backwards could tell apart.
+    """
+    claims, now = [], 0
+    for key, t, window, extra, shift, owner in raw:
+        now = max(now, t + shift)
+        claims.append(Claim(f"APP\x1f{key}", t, window, t + window + extra, now, owner))
+    store = fresh_store(redis_url, chunk_size=chunk_size)
+    try:
+        got = store.check_and_set_many(claims[:split]) + store.check_and_set_many(claims[split:])
+        assert got == reference(claims)
+    finally:
+        store.close()
