@@ -1,0 +1,199 @@
+"""Throughput and memory of the kafka engine over a preloaded backlog.
+
+    .venv/bin/python bench/kafka_bench.py [--events 1000000] [--dup-ratio 0.3] [--states memory,redis]
+                                          [--exactly-once] [--batch-size 2000] [--json FILE]
+
+Starts a local Kafka broker and redis-server (``deploy/local/services.py``) unless
+``--bootstrap`` / ``--redis`` (or ``DEDUP_TEST_KAFKA`` / ``DEDUP_TEST_REDIS``) name running
+ones. Generates a stream of about ``--events`` records with known duplicates (the project's
+generator: duplicates, out-of-order copies, repeats a window later, invalid and late
+records), preloads it into a one-partition topic, then runs the engine once per state
+store, each run in a process of its own from the committed start of the topic to its end:
+events/s over the whole run (group join included), the run's peak RSS, the state's key
+count at the end, and whether the accounting matches the generator's expected counts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT), str(ROOT / "src")]
+
+from app.generator import StreamSpec, generate  # noqa: E402
+
+
+def main() -> None:
+    args = parse_args()
+    if args.child:
+        print(json.dumps(run_engine(args)))
+        return
+    with tempfile.TemporaryDirectory(prefix="kafka-bench-") as workdir, Services(args, Path(workdir)) as services:
+        records, expected = stream(args.events, args.dup_ratio)
+        topic = f"bench-in-{uuid.uuid4().hex[:6]}"
+        services.create_topics(topic)
+        seconds = preload(services.bootstrap, topic, records)
+        print(f"preloaded {len(records):,} records into {topic} in {seconds:.1f}s "
+              f"({expected.duplicates:,} duplicates, {expected.dead_lettered:,} dead letters expected)", file=sys.stderr)
+        del records
+        results = [run_child(args, services, topic, state, expected.as_accounting()) for state in args.states]
+    report(results, args.json)
+
+
+def parse_args() -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--events", type=int, default=1_000_000, help="records in the backlog (about)")
+    p.add_argument("--dup-ratio", type=float, default=0.3, help="share of events that get a duplicate copy")
+    p.add_argument("--states", type=lambda s: s.split(","), default=["memory", "redis"])
+    p.add_argument("--exactly-once", action="store_true", help="Kafka transactions per batch")
+    p.add_argument("--batch-size", type=int, default=2000)
+    p.add_argument("--bootstrap", default=os.environ.get("DEDUP_TEST_KAFKA"))
+    p.add_argument("--redis", default=os.environ.get("DEDUP_TEST_REDIS"))
+    p.add_argument("--json", type=Path, help="also write the figures here")
+    p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--topic", help=argparse.SUPPRESS)
+    p.add_argument("--state", help=argparse.SUPPRESS)
+    return p.parse_args()
+
+
+def stream(events: int, dup_ratio: float):
+    """About ``events`` records: each unique brings 4/3 * dup_ratio copies and 5 % repeats on average."""
+    uniques = max(1, round(events / (1 + dup_ratio * 4 / 3 + StreamSpec.repeat_ratio)))
+    spec = StreamSpec(uniques=uniques, dup_ratio=dup_ratio)
+    started = time.perf_counter()
+    records, expected = generate(spec)
+    print(f"generated {len(records):,} records in {time.perf_counter() - started:.1f}s", file=sys.stderr)
+    return records, expected
+
+
+def preload(bootstrap: str, topic: str, records: list[bytes]) -> float:
+    from confluent_kafka import Producer
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 50, "batch.size": 1_000_000,
+                         "queue.buffering.max.messages": 1_000_000, "compression.type": "lz4"})
+    started = time.perf_counter()
+    for value in records:
+        while True:
+            try:
+                producer.produce(topic, value)
+                break
+            except BufferError:
+                producer.poll(0.1)
+    if producer.flush(300):
+        raise SystemExit("preloading did not finish")
+    return time.perf_counter() - started
+
+
+class Services:
+    """The broker and redis-server named on the command line, or local ones started here."""
+
+    def __init__(self, args: argparse.Namespace, workdir: Path):
+        self.args, self.workdir = args, workdir
+        self.broker = self.redis = None
+        self.bootstrap, self.redis_url = args.bootstrap, args.redis
+
+    def __enter__(self) -> "Services":
+        services = local_services()
+        if not self.bootstrap:
+            self.broker = services.KafkaBroker(self.workdir / "kafka", heap="1g").start()
+            self.bootstrap = self.broker.bootstrap
+        if "redis" in self.args.states and not self.redis_url:
+            self.redis = services.RedisServer(self.workdir / "redis").start()
+            self.redis_url = self.redis.url
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for service in (self.broker, self.redis):
+            if service is not None:
+                service.stop()
+
+    def create_topics(self, *names: str) -> None:
+        from confluent_kafka.admin import AdminClient, NewTopic
+        admin = AdminClient({"bootstrap.servers": self.bootstrap})
+        futures = admin.create_topics([NewTopic(n, num_partitions=1, replication_factor=1) for n in names])
+        for future in futures.values():
+            future.result(timeout=60)
+        time.sleep(0.5)  # let the new partitions' leaders settle
+
+
+def local_services():
+    spec = importlib.util.spec_from_file_location("streamdedup_local_services", ROOT / "deploy/local/services.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def run_child(args, services: Services, topic: str, state: str, expected: dict) -> dict:
+    outputs = [f"{topic}-{state}-out", f"{topic}-{state}-dlq"]
+    services.create_topics(*outputs)
+    state_uri = services.redis_url if state == "redis" else "memory"
+    command = [sys.executable, __file__, "--child", f"--bootstrap={services.bootstrap}", f"--topic={topic}",
+               f"--state={state_uri}", f"--batch-size={args.batch_size}"] + (["--exactly-once"] * args.exactly_once)
+    print(f"running the kafka engine with {state} state ...", file=sys.stderr)
+    done = subprocess.run(command, stdout=subprocess.PIPE, text=True, check=True)
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    counts = result.pop("counts")
+    result["counts_match"] = {k: counts[k] for k in expected} == expected
+    return {"state": state, "delivery": "exactly-once" if args.exactly_once else "at-least-once", **result}
+
+
+def run_engine(args: argparse.Namespace) -> dict:
+    """The child: one bounded run of the engine; its own peak RSS is the run's."""
+    from adapters.kafka.engine import build_kafka_engine
+    from adapters.memory.state_store import InMemoryStateStore
+    from adapters.system import SystemClock
+    from domain.dedup import Deduplicator
+    from domain.rules import RuleSet
+
+    if args.state == "memory":
+        store = InMemoryStateStore()
+    else:
+        from adapters.redis.state_store import RedisStateStore
+        store = RedisStateStore(args.state, key_prefix=f"bench-{uuid.uuid4().hex[:6]}:")
+    state = "memory" if args.state == "memory" else "redis"
+    core = Deduplicator(RuleSet(), store, SystemClock())
+    bootstrap, topic = args.bootstrap, args.topic
+    rss_before = peak_rss_mb()
+    started = time.perf_counter()
+    engine = build_kafka_engine(core, f"kafka://{bootstrap}/{topic}?group=bench-{state}",
+                                f"kafka://{bootstrap}/{topic}-{state}-out", f"kafka://{bootstrap}/{topic}-{state}-dlq",
+                                exactly_once=args.exactly_once, batch_size=args.batch_size, stop_at_end=True)
+    totals = engine.run()
+    elapsed = time.perf_counter() - started
+    keys = len(store) if state == "memory" else store.key_count()
+    extra = {} if state == "memory" else {"redis_used_memory_mb": round(store.memory_bytes() / 2**20, 1)}
+    return {"records": totals.records_in, "seconds": round(elapsed, 2),
+            "events_per_s": round(totals.records_in / elapsed),
+            "peak_rss_mb": peak_rss_mb(), "rss_at_start_mb": rss_before, "state_keys": keys, **extra, "counts": totals.as_dict()}
+
+
+def peak_rss_mb() -> int:
+    """This process's peak RSS since it started (``VmHWM``: ``ru_maxrss`` survives exec, so a
+    child would report its parent's peak)."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return round(int(line.split()[1]) / 1024)
+    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+
+
+def report(results: list[dict], path: Path | None) -> None:
+    print(f"{'state':<8}{'delivery':<15}{'records':>11}{'seconds':>9}{'events/s':>10}{'peak RSS MB':>13}"
+          f"{'state keys':>12}  counts match")
+    for r in results:
+        print(f"{r['state']:<8}{r['delivery']:<15}{r['records']:>11,}{r['seconds']:>9}{r['events_per_s']:>10,}"
+              f"{r['peak_rss_mb']:>13}{r['state_keys']:>12,}  {r['counts_match']}")
+    if path:
+        path.write_text(json.dumps(results, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,158 @@
+"""The ``kafka`` engine: the in-memory engine's loop over Kafka clients.
+
+consume → deduplicate (the domain core, state in memory or Redis) → produce → acknowledge.
+At-least-once by default: a batch's offsets are committed after its events and dead letters
+are flushed. With ``exactly_once`` every batch is one Kafka transaction holding its events,
+its dead letters and its input offsets (``TransactionalCommitter``); both outputs share one
+transactional producer. Exactly-once output across a crash also needs state that survives
+the crash (Redis): memory state starts empty after a restart.
+
+Start-up fails with a one-line domain error when a broker does not answer within
+``metadata_timeout`` or a topic does not exist.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from adapters.memory.engine import InMemoryEngine
+from adapters.system import InMemoryMetrics
+from domain.accounting import Accounting
+from domain.dedup import Deduplicator
+from domain.delivery import Delivery
+from domain.ports import Metrics
+
+from adapters.kafka.config import KafkaConfigurationError, KafkaEndpoint, parse_kafka_uri, producer_config
+from adapters.kafka.dead_letters import KafkaDeadLetterSink
+from adapters.kafka.notifications import KafkaNotificationSink, KafkaNotificationSource
+from adapters.kafka.producer import ProducerChannel
+from adapters.kafka.sink import KafkaSink, rule_key
+from adapters.kafka.source import KafkaSource
+from adapters.kafka.topics import require_topics
+from adapters.kafka.transactions import TransactionalCommitter, default_transactional_id
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class KafkaEngine(InMemoryEngine):
+    """An ``InMemoryEngine`` that owns Kafka clients: ``run`` closes them when it returns or raises."""
+
+    resources: list = field(default_factory=list)
+
+    def run(self, stop: threading.Event | None = None) -> Accounting:
+        try:
+            return super().run(stop)
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        """Abort an open transaction, leave the consumer groups, flush and close the producers."""
+        if isinstance(self.committer, TransactionalCommitter):
+            self.committer.abort()
+        _close_all(self.resources)
+
+
+def build_kafka_engine(core: Deduplicator, source_uri: str, sink_uri: str, dlq_uri: str | None,
+                       notifications_uri: str | None = None, *, exactly_once: bool = False,
+                       kafka_settings: Mapping[str, Any] | None = None, transactional_id: str | None = None,
+                       batch_size: int = 1000, metrics: Metrics | None = None, poll_timeout: float = 0.5,
+                       stop_at_end: bool | None = None, notifications_out_uri: str | None = None,
+                       metadata_timeout: float = 10.0, flush_timeout: float = 30.0) -> KafkaEngine:
+    """Check the brokers and topics, then wire the Kafka adapters around ``core``.
+
+    ``kafka_settings`` are librdkafka settings for every client (``consumer.``/``producer.``
+    prefixes target one kind). ``stop_at_end`` overrides the source URI's ``?stop_at_end=``.
+    Raises ``KafkaConfigurationError`` (bad URI or setting, missing topic) or
+    ``SourceUnavailable``/``SinkUnavailable`` (a broker that does not answer).
+    """
+    settings = dict(kafka_settings or {})
+    endpoints = _endpoints(source_uri, sink_uri, dlq_uri, notifications_uri, notifications_out_uri)
+    if exactly_once:
+        _require_one_cluster(endpoints)
+    partitions = require_topics(list(endpoints.items()), settings, metadata_timeout)
+    resources: list = []
+    try:
+        source = KafkaSource(endpoints["source"], settings, partitions=partitions["source"], stop_at_end=stop_at_end)
+        resources.append(source)
+        txn_id = (transactional_id or default_transactional_id(source, settings.get("group.instance.id"))
+                  if exactly_once else None)
+        channels = _Channels(settings, flush_timeout, resources, txn_id)
+        delivery = _delivery(core, endpoints, channels)
+        notifications = _notification_source(core, endpoints, settings, channels, source.group, resources)
+        committer = TransactionalCommitter(channels.to(endpoints["sink"]), source) if exactly_once else None
+    except BaseException:
+        _close_all(resources)
+        raise
+    log.info("kafka engine: %s (group %s) -> %s, dead letters -> %s, %s", endpoints["source"], source.group,
+             endpoints["sink"], endpoints["dlq"], f"exactly-once ({txn_id})" if exactly_once else "at-least-once")
+    return KafkaEngine(core, source, delivery, metrics or InMemoryMetrics(), notifications=notifications,
+                       committer=committer, batch_size=batch_size, poll_timeout=poll_timeout, resources=resources)
+
+
+def _delivery(core: Deduplicator, endpoints: dict[str, KafkaEndpoint], channels: "_Channels") -> Delivery:
+    sink = KafkaSink(channels.to(endpoints["sink"]), endpoints["sink"].topic, rule_key(core.rules))
+    dead_letters = KafkaDeadLetterSink(channels.to(endpoints["dlq"]), endpoints["dlq"].topic)
+    out = endpoints.get("notifications_out")
+    notification_sink = KafkaNotificationSink(channels.to(out), out.topic) if out else None
+    return Delivery(core, sink, dead_letters, notification_sink)
+
+
+def _notification_source(core, endpoints, settings, channels, group, resources) -> KafkaNotificationSource | None:
+    if "notifications" not in endpoints:
+        return None
+    # read outside any transaction: invalid notifications are dead-lettered by a plain producer
+    dead_letters = KafkaDeadLetterSink(channels.plain(endpoints["dlq"]), endpoints["dlq"].topic)
+    source = KafkaNotificationSource(endpoints["notifications"], dead_letters, core.clock.now, settings,
+                                     group=f"{group}-notifications")
+    resources.insert(0, source)
+    return source
+
+
+class _Channels:
+    """One producer per cluster (transactional under exactly-once), plus a plain one when needed."""
+
+    def __init__(self, settings, flush_timeout, resources, transactional_id):
+        self.settings, self.flush_timeout, self.resources = settings, flush_timeout, resources
+        self.transactional_id = transactional_id
+        self._by_cluster: dict[tuple[str, bool], ProducerChannel] = {}
+
+    def to(self, endpoint: KafkaEndpoint) -> ProducerChannel:
+        return self._channel(endpoint, self.transactional_id)
+
+    def plain(self, endpoint: KafkaEndpoint) -> ProducerChannel:
+        return self._channel(endpoint, None)
+
+    def _channel(self, endpoint: KafkaEndpoint, transactional_id: str | None) -> ProducerChannel:
+        key = (endpoint.bootstrap, transactional_id is not None)
+        if key not in self._by_cluster:
+            name = f"kafka producer ({endpoint.bootstrap}{', transactional' if transactional_id else ''})"
+            channel = ProducerChannel(producer_config(endpoint, self.settings, transactional_id), name,
+                                      flush_timeout=self.flush_timeout)
+            self._by_cluster[key] = channel
+            self.resources.append(channel)
+        return self._by_cluster[key]
+
+
+def _endpoints(source, sink, dlq, notifications, notifications_out) -> dict[str, KafkaEndpoint]:
+    if dlq is None:
+        raise KafkaConfigurationError("the kafka engine needs a dead-letter topic: set dlq to kafka://HOST:PORT/TOPIC")
+    uris = {"source": source, "sink": sink, "dlq": dlq, "notifications": notifications,
+            "notifications_out": notifications_out}
+    return {role: parse_kafka_uri(uri, role) for role, uri in uris.items() if uri is not None}
+
+
+def _require_one_cluster(endpoints: dict[str, KafkaEndpoint]) -> None:
+    source = endpoints["source"].bootstrap
+    for role, endpoint in endpoints.items():
+        if role != "notifications" and endpoint.bootstrap != source:
+            raise KafkaConfigurationError(f"exactly-once needs the {role} topic on the source's cluster "
+                                          f"({source}), not {endpoint.bootstrap}")
+
+
+def _close_all(resources: list) -> None:
+    while resources:
+        resources.pop(0).close()

@@ -1,0 +1,47 @@
+"""Unique events to a topic: the original bytes, keyed by the event's deduplication key.
+
+Writes go through the engine's shared ``ProducerChannel`` (idempotent, ``acks=all``), so
+``flush`` raises ``SinkUnavailable`` exactly when the channel does (see ``producer``).
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from domain.events import Event, RawRecord
+from domain.rules import KEY_SEPARATOR, RuleSet
+
+from adapters.kafka.producer import ProducerChannel
+
+
+def unique_value_key(event: Event) -> bytes:
+    return event.unique_value.encode()
+
+
+def rule_key(rules: RuleSet) -> Callable[[Event], bytes]:
+    """The values of the event's rule's key fields (``uniqueValue`` by default, or for types
+    without a rule), so every copy of an event lands on the same partition."""
+    def key_of(event: Event) -> bytes:
+        rule = rules.rules.get(event.type)
+        if rule is None or rule.key_fields == ("uniqueValue",):
+            return event.unique_value.encode()
+        return KEY_SEPARATOR.join(event.field_value(name) for name in rule.key_fields).encode()
+    return key_of
+
+
+class KafkaSink:
+    """An ``EventSink`` writing each unique event's original bytes to ``topic``."""
+
+    def __init__(self, channel: ProducerChannel, topic: str, key_of: Callable[[Event], bytes] = unique_value_key):
+        self.channel = channel
+        self.topic = topic
+        self.key_of = key_of
+
+    def write(self, record: RawRecord, event: Event) -> None:
+        self.channel.produce(self.topic, record.value, self.key_of(event))
+
+    def flush(self) -> None:
+        self.channel.flush()
+
+    def close(self) -> None:
+        """The channel is shared; the engine closes it."""

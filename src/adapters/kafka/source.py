@@ -1,0 +1,161 @@
+"""Reading a topic as a consumer group, acknowledging only what reached its final place.
+
+Offsets are never committed automatically: ``commit(records)`` commits, synchronously, the
+offset after the last record of each partition, once the engine has flushed the records'
+outcomes. A crash before that replays the batch (at-least-once). Each record carries its
+(topic, partition, offset) as its position, which the Redis state uses as the owner token.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any, Mapping, Sequence
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+
+from domain.errors import SourceUnavailable
+from domain.events import RawRecord, SourcePosition
+
+from adapters.kafka.config import KafkaEndpoint, consumer_config
+from adapters.kafka.topics import config_error, describe
+
+log = logging.getLogger(__name__)
+
+DEFAULT_GROUP = "streamdedup"
+_COORDINATOR_AWAY = (KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN, KafkaError._WAIT_COORD,
+                     KafkaError._TIMED_OUT, KafkaError.COORDINATOR_NOT_AVAILABLE, KafkaError.NOT_COORDINATOR,
+                     KafkaError.COORDINATOR_LOAD_IN_PROGRESS, KafkaError.REQUEST_TIMED_OUT)
+_TOPIC_GONE = (KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_TOPIC, KafkaError.TOPIC_AUTHORIZATION_FAILED,
+               KafkaError.GROUP_AUTHORIZATION_FAILED)
+
+
+class KafkaSource:
+    """An ``EventSource`` over one topic.
+
+    Unbounded unless ``stop_at_end`` (or ``?stop_at_end=true`` in the URI): then it is
+    ``exhausted`` once every one of the topic's ``partitions`` has been read to its end, which
+    is at or past the end offsets it had when the run started (a bounded run, for tests,
+    benchmarks and catch-up jobs; assumes this consumer is the group's only member).
+    """
+
+    def __init__(self, endpoint: KafkaEndpoint, settings: Mapping[str, Any] | None = None, *,
+                 partitions: int = 1, stop_at_end: bool | None = None, commit_timeout: float = 30.0):
+        self.endpoint = endpoint
+        self.group = endpoint.group or DEFAULT_GROUP
+        self.stop_at_end = endpoint.stop_at_end if stop_at_end is None else stop_at_end
+        self.partitions = partitions
+        self.commit_timeout = commit_timeout
+        config = consumer_config(endpoint, settings, self.group, partition_eof=self.stop_at_end)
+        try:
+            self.consumer = Consumer(config)
+        except KafkaException as exc:
+            raise config_error(exc, "source", config) from None
+        self.consumer.subscribe([endpoint.topic])
+        self._at_end: set[int] = set()
+        self._uncommitted: dict[tuple[str, int], int] = {}
+
+    def poll(self, max_records: int, timeout: float) -> list[RawRecord]:
+        """Up to ``max_records`` records; waits the whole ``timeout`` unless that many are ready
+        (or, in a bounded run, the end was already reached)."""
+        try:
+            messages = self.consumer.consume(max_records, 0 if self.exhausted else timeout)
+        except (KafkaException, RuntimeError) as exc:
+            raise SourceUnavailable(f"cannot read {self.endpoint}: {describe(exc)}") from None
+        records = []
+        for message in messages:
+            error = message.error()
+            if error is None:
+                records.append(self._record(message))
+            else:
+                self._on_error(message, error)
+        return records
+
+    @property
+    def exhausted(self) -> bool:
+        return self.stop_at_end and len(self._at_end) >= self.partitions
+
+    def commit(self, records: Sequence[RawRecord]) -> None:
+        """Commit the offset after each partition's last record, synchronously.
+
+        Retries while the group coordinator cannot be reached, for ``commit_timeout`` s. Raises
+        ``SourceUnavailable`` when it refuses (the partitions were reassigned) or stays away:
+        the records' outcomes are already written, so a restart replays them (at-least-once).
+        """
+        offsets = next_offsets(records)
+        if not offsets:
+            return
+        try:
+            results = self._commit_retrying(offsets)
+        except KafkaException as exc:
+            raise SourceUnavailable(f"cannot commit offsets of {self.endpoint} "
+                                    f"(group {self.group}): {describe(exc)}") from None
+        failed = [tp for tp in results or () if tp.error is not None]
+        if failed:
+            raise SourceUnavailable(f"cannot commit offset of {self.endpoint} partition {failed[0].partition} "
+                                    f"(group {self.group}): {failed[0].error.str()}")
+        self.mark_committed(records)
+
+    def _commit_retrying(self, offsets: list[TopicPartition]) -> list[TopicPartition] | None:
+        """Commit, retrying for up to ``commit_timeout`` s while the coordinator is away (a broker
+        restart); a lost generation (the partitions went to another member) is not retried."""
+        deadline = time.monotonic() + self.commit_timeout
+        while True:
+            try:
+                return self.consumer.commit(offsets=offsets, asynchronous=False)
+            except KafkaException as exc:
+                error = exc.args[0]
+                if not (error.retriable() or error.code() in _COORDINATOR_AWAY) or time.monotonic() > deadline:
+                    raise
+                log.warning("committing offsets of %s, retrying: %s", self.endpoint, error.str())
+                time.sleep(0.5)
+
+    def mark_committed(self, records: Sequence[RawRecord]) -> None:
+        """Note that ``records`` were committed elsewhere (by a transaction)."""
+        for position in {(r.position.source, r.position.partition) for r in records}:
+            self._uncommitted.pop(position, None)
+
+    def rewind(self) -> None:
+        """Seek back to the last committed offsets, so the uncommitted records are read again.
+
+        Those are known here (the first offset read since the last commit, per partition),
+        so rewinding needs no broker round trip and works while the broker is away.
+        """
+        for (topic, partition), offset in sorted(self._uncommitted.items()):
+            try:
+                self.consumer.seek(TopicPartition(topic, partition, offset))
+            except KafkaException as exc:
+                raise SourceUnavailable(f"cannot rewind {topic} partition {partition} to offset {offset}: "
+                                        f"{describe(exc)}") from None
+            self._at_end.discard(partition)
+        self._uncommitted.clear()
+
+    def close(self) -> None:
+        try:
+            self.consumer.close()
+        except (KafkaException, RuntimeError) as exc:
+            log.warning("closing the consumer of %s: %s", self.endpoint, describe(exc))
+
+    def _record(self, message) -> RawRecord:
+        topic, partition, offset = message.topic(), message.partition(), message.offset()
+        self._uncommitted.setdefault((topic, partition), offset)
+        if self._at_end:
+            self._at_end.discard(partition)
+        return RawRecord(message.value() or b"", SourcePosition(topic, partition, offset), message.key())
+
+    def _on_error(self, message, error: KafkaError) -> None:
+        if error.code() == KafkaError._PARTITION_EOF:
+            self._at_end.add(message.partition())
+        elif error.fatal() or error.code() in _TOPIC_GONE:
+            raise SourceUnavailable(f"cannot read {self.endpoint}: {error.str()}")
+        else:
+            log.warning("reading %s: %s", self.endpoint, error.str())
+
+
+def next_offsets(records: Sequence[RawRecord]) -> list[TopicPartition]:
+    """Per (topic, partition): the offset after the highest one in ``records``."""
+    highest: dict[tuple[str, int], int] = {}
+    for record in records:
+        key = (record.position.source, record.position.partition)
+        highest[key] = max(highest.get(key, -1), record.position.offset)
+    return [TopicPartition(topic, partition, offset + 1) for (topic, partition), offset in highest.items()]

@@ -1,0 +1,66 @@
+"""Start-up checks: the brokers answer and every topic the engine uses exists.
+
+Only whole-cluster metadata is requested (never one topic by name), so a check can never
+make a broker with ``auto.create.topics.enable`` create a misspelt topic.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Sequence
+
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import AdminClient
+
+from domain.errors import SinkUnavailable, SourceUnavailable, TransientError
+
+from adapters.kafka.config import KafkaConfigurationError, KafkaEndpoint, admin_config, scrub
+
+
+def require_topics(endpoints: Sequence[tuple[str, KafkaEndpoint]], settings: Mapping[str, Any] | None,
+                   timeout: float) -> dict[str, int]:
+    """The partition count of each role's topic; raises a one-line domain error naming the role.
+
+    An unreachable broker raises ``SourceUnavailable`` (for the source) or ``SinkUnavailable``;
+    a missing topic raises ``KafkaConfigurationError``.
+    """
+    counts, listings = {}, {}
+    for role, endpoint in endpoints:
+        if endpoint.bootstrap not in listings:
+            listings[endpoint.bootstrap] = _list_topics(role, endpoint, settings, timeout)
+        partitions = listings[endpoint.bootstrap].get(endpoint.topic)
+        if partitions is None:
+            raise KafkaConfigurationError(
+                f"kafka topic {endpoint.topic!r} ({role}) does not exist on {endpoint.bootstrap}; create it first")
+        counts[role] = partitions
+    return counts
+
+
+def _list_topics(role: str, endpoint: KafkaEndpoint, settings, timeout: float) -> dict[str, int]:
+    config = admin_config(endpoint, settings)
+    try:
+        admin = AdminClient(config)
+    except KafkaException as exc:
+        raise config_error(exc, role, config) from None
+    try:
+        metadata = admin.list_topics(timeout=timeout)
+    except KafkaException as exc:
+        error = unavailable(role)
+        raise error(f"kafka broker {endpoint.bootstrap} unreachable ({role} {endpoint.topic!r}): no metadata "
+                    f"within {timeout:g}s ({scrub(describe(exc), config)})") from None
+    return {name: len(t.partitions) for name, t in metadata.topics.items() if t.error is None}
+
+
+def unavailable(role: str) -> type[TransientError]:
+    return SourceUnavailable if role in ("source", "notifications") else SinkUnavailable
+
+
+def describe(exc: BaseException) -> str:
+    """A KafkaException's librdkafka text (``Local: Broker transport failure``), one line."""
+    error = exc.args[0] if exc.args else None
+    text = error.str() if hasattr(error, "str") else str(exc)
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def config_error(exc: BaseException, role: str, config: Mapping[str, Any]) -> KafkaConfigurationError:
+    """A client that refused its configuration (unknown or invalid setting)."""
+    return KafkaConfigurationError(f"invalid kafka setting for the {role}: {scrub(describe(exc), config)}")

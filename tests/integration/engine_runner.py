@@ -1,0 +1,90 @@
+"""The kafka engine as a process of its own, for the crash tests to kill -9.
+
+    python -m tests.integration.engine_runner --bootstrap HOST:PORT --input T --output T --dlq T
+        --group G [--state memory|redis://...] [--state-prefix P] [--exactly-once]
+        [--batch-size N] [--hang-before-commit N]
+
+Runs until the input's end (a bounded run). Prints ``BATCH <totals json>`` after every
+batch and ``DONE <totals json>`` at the end. ``--hang-before-commit N`` makes the N-th batch
+stop after its outputs were flushed and before it is acknowledged (its transaction still
+open under exactly-once), printing ``HANGING <first offset> <last offset>``: the worst
+moment to die, made deterministic.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from typing import Sequence
+
+from adapters.kafka.engine import build_kafka_engine
+from adapters.memory.engine import BatchCommitter, SourceCommitter
+from adapters.memory.state_store import InMemoryStateStore
+from adapters.system import SystemClock
+from domain.dedup import Deduplicator
+from domain.events import RawRecord
+from domain.rules import RuleSet
+
+
+class HangBeforeCommit:
+    """Wraps the engine's committer; the ``at``-th commit never happens."""
+
+    def __init__(self, inner: BatchCommitter, at: int):
+        self.inner, self.at, self.batches = inner, at, 0
+
+    def begin(self) -> None:
+        self.inner.begin()
+
+    def commit(self, records: Sequence[RawRecord]) -> None:
+        self.batches += 1
+        if self.batches == self.at:
+            offsets = [r.position.offset for r in records]
+            print(f"HANGING {min(offsets)} {max(offsets)}", flush=True)
+            time.sleep(3600)
+        self.inner.commit(records)
+
+    def abort(self) -> None:
+        self.inner.abort()
+
+
+def state_store(uri: str, prefix: str):
+    if uri == "memory":
+        return InMemoryStateStore()
+    from adapters.redis.state_store import RedisStateStore
+    return RedisStateStore(uri, key_prefix=prefix)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    core = Deduplicator(RuleSet(), state_store(args.state, args.state_prefix), SystemClock())
+    # static membership: a restarted runner takes over the dead one's partitions at once
+    settings = {"group.instance.id": f"{args.group}-runner", "session.timeout.ms": "6000"}
+    engine = build_kafka_engine(
+        core, f"kafka://{args.bootstrap}/{args.input}?group={args.group}", f"kafka://{args.bootstrap}/{args.output}",
+        f"kafka://{args.bootstrap}/{args.dlq}", exactly_once=args.exactly_once, kafka_settings=settings,
+        batch_size=args.batch_size, stop_at_end=True)
+    if args.hang_before_commit:
+        engine.committer = HangBeforeCommit(engine.committer or SourceCommitter(engine.source), args.hang_before_commit)
+    engine.on_batch = lambda totals: print("BATCH " + json.dumps(totals.as_dict()), flush=True)
+    totals = engine.run()
+    core.state.close()
+    print("DONE " + json.dumps(totals.as_dict()), flush=True)
+    return 0
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="engine_runner")
+    for name in ("--bootstrap", "--input", "--output", "--dlq", "--group"):
+        parser.add_argument(name, required=True)
+    parser.add_argument("--state", default="memory")
+    parser.add_argument("--state-prefix", default="dedup:")
+    parser.add_argument("--exactly-once", action="store_true")
+    parser.add_argument("--batch-size", type=int, default=500)
+    parser.add_argument("--hang-before-commit", type=int, default=0)
+    return parser.parse_args(argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,99 @@
+"""Test-side Kafka helpers: create topics, preload them, read them back to their end."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Iterable
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+
+@dataclass(frozen=True)
+class Message:
+    value: bytes
+    key: bytes | None
+    headers: dict[str, str]
+    partition: int
+    offset: int
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+def create_topics(bootstrap: str, *names: str, partitions: int = 1) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    futures = admin.create_topics([NewTopic(n, num_partitions=partitions, replication_factor=1) for n in names],
+                                  request_timeout=30)
+    for future in futures.values():
+        future.result(timeout=30)
+    deadline = time.monotonic() + 30
+    while not all(_has_leaders(admin, n) for n in names):
+        assert time.monotonic() < deadline, f"topics {names} have no leaders"
+        time.sleep(0.1)
+
+
+def _has_leaders(admin: AdminClient, name: str) -> bool:
+    topic = admin.list_topics(timeout=10).topics.get(name)
+    return bool(topic and topic.error is None and all(p.leader >= 0 for p in topic.partitions.values()))
+
+
+def produce(bootstrap: str, topic: str, values: Iterable[bytes], key_of=None) -> int:
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "enable.idempotence": True,
+                         "queue.buffering.max.messages": 500_000, "batch.size": 1_000_000})
+    count = 0
+    for value in values:
+        while True:
+            try:
+                producer.produce(topic, value, key_of(value) if key_of else None)
+                break
+            except BufferError:
+                producer.poll(0.05)
+        count += 1
+    assert producer.flush(60) == 0, "preloading did not finish"
+    return count
+
+
+def read_topic(bootstrap: str, topic: str, committed: bool = True, timeout: float = 60) -> list[Message]:
+    """Every message of ``topic`` up to its current end, by partition then offset.
+
+    ``committed``: read as a ``read_committed`` consumer (what downstream readers see).
+    """
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": unique("reader"),
+                         "enable.auto.commit": False, "enable.partition.eof": True,
+                         "isolation.level": "read_committed" if committed else "read_uncommitted"})
+    try:
+        partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
+        consumer.assign([TopicPartition(topic, p, 0) for p in partitions])
+        return _read_to_end(consumer, len(partitions), timeout)
+    finally:
+        consumer.close()
+
+
+def _read_to_end(consumer: Consumer, partitions: int, timeout: float) -> list[Message]:
+    out, at_end, deadline = [], set(), time.monotonic() + timeout
+    while len(at_end) < partitions:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"read {len(out)} messages, partitions at end: {sorted(at_end)}")
+        for m in consumer.consume(1000, 0.5):
+            if m.error() is None:
+                headers = {k: v.decode() for k, v in (m.headers() or [])}
+                out.append(Message(m.value(), m.key(), headers, m.partition(), m.offset()))
+            elif m.error().code() == KafkaError._PARTITION_EOF:
+                at_end.add(m.partition())
+            else:
+                raise KafkaException(m.error())
+    return sorted(out, key=lambda m: (m.partition, m.offset))
+
+
+def committed_offsets(bootstrap: str, group: str, topic: str, partitions: int = 1) -> list[int]:
+    """The group's committed offset per partition (negative: nothing committed)."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
+    try:
+        tps = consumer.committed([TopicPartition(topic, p) for p in range(partitions)], timeout=10)
+        return [tp.offset for tp in tps]
+    finally:
+        consumer.close()

@@ -1,0 +1,158 @@
+"""The kafka engine end to end through a real broker: outputs read back as downstream sees them."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections import Counter
+
+import pytest
+
+from adapters.kafka.config import KafkaConfigurationError
+from adapters.kafka.engine import build_kafka_engine
+from adapters.memory.state_store import InMemoryStateStore
+from adapters.redis.state_store import RedisStateStore
+from adapters.system import SystemClock
+from app.generator import StreamSpec, generate
+from domain.dedup import Deduplicator
+from domain.errors import SinkUnavailable, SourceUnavailable
+from domain.events import parse_event
+from domain.rules import RuleSet
+from tests.integration.kafka_io import committed_offsets, create_topics, produce, read_topic, unique
+from tests.integration.streams import golden_stream, reference, unique_value
+
+pytestmark = pytest.mark.kafka
+
+
+@pytest.fixture
+def topics(kafka_bootstrap):
+    """Fresh input, output and dead-letter topics (one partition: the stream order is the verdict order)."""
+    names = {role: unique(role) for role in ("in", "out", "dlq")}
+    create_topics(kafka_bootstrap, *names.values())
+    return names
+
+
+def uris(bootstrap: str, topics: dict, group: str) -> tuple[str, str, str]:
+    return (f"kafka://{bootstrap}/{topics['in']}?group={group}", f"kafka://{bootstrap}/{topics['out']}",
+            f"kafka://{bootstrap}/{topics['dlq']}")
+
+
+def kafka_engine(bootstrap, topics, state=None, group="dedup", **options):
+    core = Deduplicator(RuleSet(), state or InMemoryStateStore(), SystemClock())
+    options.setdefault("stop_at_end", True)
+    return build_kafka_engine(core, *uris(bootstrap, topics, group), batch_size=options.pop("batch_size", 100),
+                              **options)
+
+
+@pytest.mark.parametrize("exactly_once", [False, True], ids=["at-least-once", "exactly-once"])
+def test_golden_stream_gives_exactly_the_expected_events_and_dead_letters(kafka_bootstrap, topics, exactly_once):
+    rows = golden_stream()
+    produce(kafka_bootstrap, topics["in"], [r.value for r in rows])
+
+    totals = kafka_engine(kafka_bootstrap, topics, exactly_once=exactly_once).run()
+
+    # events: exactly the emitted rows, in stream order, keyed by uniqueValue
+    out = read_topic(kafka_bootstrap, topics["out"])
+    assert [m.value for m in out] == [r.value for r in rows if r.verdict == "emit"]
+    assert [m.key for m in out] == [unique_value(m.value) for m in out]
+    # dead letters: the original bytes, with reason and source position in headers
+    dead = read_topic(kafka_bootstrap, topics["dlq"])
+    expected_dead = [(i, r) for i, r in enumerate(rows) if r.dead_lettered]
+    assert [m.value for m in dead] == [r.value for _, r in expected_dead]
+    assert [m.headers["dedup.reason"] for m in dead] == [r.verdict for _, r in expected_dead]
+    assert [int(m.headers["dedup.source.offset"]) for m in dead] == [i for i, _ in expected_dead]
+    assert {(m.headers["dedup.source.topic"], m.headers["dedup.source.partition"], m.headers["dedup.attempts"],
+             m.headers["dedup.error_class"]) for m in dead} == {(topics["in"], "0", "1", "invalid")}
+    assert all(m.headers["dedup.error"] and float(m.headers["dedup.time"]) > 0 for m in dead)
+    # accounting, and the input acknowledged up to its end
+    verdicts = Counter("dead" if r.dead_lettered else r.verdict for r in rows)
+    assert (totals.records_in, totals.out, totals.duplicates, totals.dead_lettered) == \
+        (len(rows), verdicts["emit"], verdicts["dup"], verdicts["dead"])
+    assert totals.late == sum(r.verdict == "late" for r in rows) and totals.balanced
+    assert committed_offsets(kafka_bootstrap, "dedup", topics["in"]) == [len(rows)]
+
+
+@pytest.mark.redis
+def test_generated_backlog_with_redis_state_matches_its_expected_counts(kafka_bootstrap, topics, redis_url):
+    records, expected = generate(StreamSpec(uniques=5000, seed=11))
+    produce(kafka_bootstrap, topics["in"], records)
+    state = RedisStateStore(redis_url, key_prefix=f"{unique('e2e')}:")
+
+    totals = kafka_engine(kafka_bootstrap, topics, state=state, batch_size=500).run()
+
+    counts = totals.as_dict()
+    assert {name: counts[name] for name in expected.as_accounting()} == expected.as_accounting()
+    out = [m.value for m in read_topic(kafka_bootstrap, topics["out"])]
+    assert out == reference(records).emitted
+    assert len(read_topic(kafka_bootstrap, topics["dlq"])) == expected.dead_lettered
+    state.close()
+
+
+def test_an_aborted_transaction_is_invisible_and_its_batch_is_read_again(kafka_bootstrap, topics):
+    produce(kafka_bootstrap, topics["in"], [r.value for r in golden_stream() if r.verdict == "emit"][:10])
+    engine = kafka_engine(kafka_bootstrap, topics, exactly_once=True)
+    committer, sink = engine.committer, engine.delivery.sink
+    try:
+        batch = poll_until(engine.source, 10)
+        committer.begin()
+        for record in batch:
+            sink.write(record, parse_event(record.value))
+        sink.flush()
+        committer.abort()
+        assert len(read_topic(kafka_bootstrap, topics["out"], committed=False)) == 10
+        assert read_topic(kafka_bootstrap, topics["out"]) == []
+        again = poll_until(engine.source, 10)
+        assert [r.position for r in again] == [r.position for r in batch]
+        engine.step(again, committer)
+        assert len(read_topic(kafka_bootstrap, topics["out"])) == 10
+    finally:
+        engine.close()
+
+
+def poll_until(source, count: int, attempts: int = 40) -> list:
+    records = []
+    for _ in range(attempts):
+        records += source.poll(count - len(records), 0.5)
+        if len(records) >= count:
+            return records
+    raise AssertionError(f"only {len(records)} of {count} records arrived")
+
+
+def test_an_unreachable_broker_fails_at_start_with_one_line(topics):
+    with pytest.raises(SourceUnavailable) as error:
+        kafka_engine("127.0.0.1:1", topics, metadata_timeout=2)
+    message = str(error.value)
+    assert "kafka broker 127.0.0.1:1 unreachable (source" in message and "\n" not in message
+
+
+@pytest.mark.parametrize("role", ["in", "out", "dlq"])
+def test_a_missing_topic_is_named_at_start(kafka_bootstrap, topics, role):
+    with pytest.raises(KafkaConfigurationError) as error:
+        kafka_engine(kafka_bootstrap, {**topics, role: "no-such-topic"})
+    assert "kafka topic 'no-such-topic'" in str(error.value) and "does not exist" in str(error.value)
+    assert {"in": "(source)", "out": "(sink)", "dlq": "(dlq)"}[role] in str(error.value)
+
+
+def test_secrets_never_reach_errors_or_logs(kafka_bootstrap, topics, caplog):
+    caplog.set_level(logging.DEBUG)
+    secret = "hunter2-secret-value"
+    settings = {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN", "sasl.username": "u",
+                "sasl.password": secret}
+    with pytest.raises((SourceUnavailable, SinkUnavailable)) as error:
+        kafka_engine(kafka_bootstrap, topics, kafka_settings=settings, metadata_timeout=2)
+    assert secret not in str(error.value) and secret not in caplog.text
+
+
+def test_an_unknown_setting_is_a_one_line_configuration_error(kafka_bootstrap, topics):
+    with pytest.raises(KafkaConfigurationError, match="no.such.property"):
+        kafka_engine(kafka_bootstrap, topics, kafka_settings={"no.such.property": "1"})
+
+
+def test_uri_parameters_become_client_settings_and_bounded_runs(kafka_bootstrap, topics):
+    produce(kafka_bootstrap, topics["in"], [r.value for r in golden_stream()[:5]])
+    core = Deduplicator(RuleSet(), InMemoryStateStore(), SystemClock())
+    engine = build_kafka_engine(core, f"kafka://{kafka_bootstrap}/{topics['in']}?group=g&stop_at_end=true"
+                                      f"&client.id=dedup-test", f"kafka://{kafka_bootstrap}/{topics['out']}",
+                                f"kafka://{kafka_bootstrap}/{topics['dlq']}")
+    assert engine.run().records_in == 5
+    assert json.loads(read_topic(kafka_bootstrap, topics["out"])[0].value)["id"] == "s0-e0"
