@@ -26,8 +26,10 @@ import org.apache.spark.sql.types.StructType;
  * remembered. An emission is live while watermark < e + window + lateness. The watermark is
  * Spark's (delay 0: the highest event time of the earlier micro-batches), fixed for a batch.
  *
- * Input rows carry their rule: long columns t (s), ord, window (s) and lateness (s). Every
- * input row comes out exactly once with a {@code verdict} column: emit, duplicate or late.
+ * Input rows carry their rule: long columns t (s), ord, window (s) and lateness (s), and a
+ * boolean {@code judge}. Rows with judge = false (invalid, or without a rule) are passed
+ * through untouched with verdict {@code pass} and never touch the state. Every input row
+ * comes out exactly once with a {@code verdict}: emit, duplicate, late or pass.
  * Idle keys wake on a processing-time timeout and are removed once the event-time watermark
  * has passed all their emissions' retention; otherwise the timeout is re-armed.
  */
@@ -35,8 +37,9 @@ public final class WindowDedup implements FlatMapGroupsWithStateFunction<String,
     public static final String EMIT = "emit";
     public static final String DUPLICATE = "duplicate";
     public static final String LATE = "late";
+    public static final String PASS = "pass";
 
-    private final int tIdx, ordIdx, windowIdx, latenessIdx;
+    private final int tIdx, ordIdx, windowIdx, latenessIdx, judgeIdx;
     private final long idleTimeoutMs;
 
     private WindowDedup(StructType schema, long idleTimeoutMs) {
@@ -44,6 +47,7 @@ public final class WindowDedup implements FlatMapGroupsWithStateFunction<String,
         this.ordIdx = schema.fieldIndex("ord");
         this.windowIdx = schema.fieldIndex("window");
         this.latenessIdx = schema.fieldIndex("lateness");
+        this.judgeIdx = schema.fieldIndex("judge");
         this.idleTimeoutMs = idleTimeoutMs;
     }
 
@@ -66,11 +70,14 @@ public final class WindowDedup implements FlatMapGroupsWithStateFunction<String,
             return Collections.emptyIterator();
         }
         List<Row> batch = new ArrayList<>();
-        rows.forEachRemaining(batch::add);
+        List<Row> out = new ArrayList<>();
+        rows.forEachRemaining(row -> {
+            if (row.getBoolean(judgeIdx)) batch.add(row); else out.add(withVerdict(row, PASS));
+        });
+        if (batch.isEmpty()) return out.iterator();
         batch.sort(Comparator.comparingLong(r -> r.getLong(ordIdx)));
         long window = batch.get(0).getLong(windowIdx), lateness = batch.get(0).getLong(latenessIdx);
         long[] live = state.exists() ? live(state.get().getTimes(), window + lateness, watermark) : new long[0];
-        List<Row> out = new ArrayList<>(batch.size());
         for (Row row : batch) {
             long t = row.getLong(tIdx);
             String verdict = t < watermark - lateness ? LATE : withinWindow(live, t, window) ? DUPLICATE : EMIT;

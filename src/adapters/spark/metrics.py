@@ -1,0 +1,107 @@
+"""Metrics from Spark's ``StreamingQueryListener``: accounting counts and progress gauges.
+
+The plan's output carries an ``observe`` named ``accounting`` (``accounting_metrics``);
+Spark reports it in each micro-batch's progress event, and ``ProgressListener`` adds it
+to an ``Accounting`` and records gauges (state rows and bytes, batch duration, rates,
+Kafka lag) in any ``domain.ports.Metrics``.
+"""
+
+from __future__ import annotations
+
+import threading
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql.streaming import StreamingQueryListener
+
+from domain.accounting import Accounting
+
+OBSERVATION = "accounting"
+COUNTED = ("in", "out", "duplicates", "dead_lettered", "late", "invalid", "passed_through")
+
+
+def accounting_metrics(judged: DataFrame) -> DataFrame:
+    """``judged`` with its counts observed under ``OBSERVATION`` (names as ``Accounting.as_dict``)."""
+    verdict, reason = F.col("verdict"), F.col("reason")
+
+    def count_if(condition: Column, name: str) -> Column:
+        return F.sum(F.when(condition, 1).otherwise(0)).cast("long").alias(name)
+
+    return judged.observe(
+        OBSERVATION, F.count(F.lit(1)).alias("in"), count_if(verdict == "emit", "out"),
+        count_if(verdict == "duplicate", "duplicates"), count_if(verdict == "dead_letter", "dead_lettered"),
+        count_if(reason == "late", "late"), count_if((verdict == "dead_letter") & (reason != "late"), "invalid"),
+        count_if(F.col("passed"), "passed_through"))
+
+
+def accounting_from(row) -> Accounting:
+    values = row.asDict() if row is not None else {}
+    counts = {name: int(values.get(name) or 0) for name in COUNTED}
+    return Accounting(records_in=counts.pop("in"), **counts)
+
+
+class ProgressListener(StreamingQueryListener):
+    """Adds each progress event of query ``query_id`` to ``totals``; thread-safe to read.
+
+    Listener calls arrive asynchronously on Spark's listener bus; ``wait_for(batch_id)``
+    blocks until the progress of that batch has been added.
+    """
+
+    def __init__(self, metrics=None):
+        self.query_id: str | None = None
+        self.totals = Accounting()
+        self.gauges: dict[str, float] = {}
+        self.batch_durations_ms: list[int] = []
+        self.last_batch_id = -1
+        self._metrics = metrics
+        self._changed = threading.Condition()
+
+    def onQueryStarted(self, event):
+        pass
+
+    def onQueryIdle(self, event):
+        pass
+
+    def onQueryTerminated(self, event):
+        pass
+
+    def onQueryProgress(self, event):
+        progress = event.progress
+        if self.query_id is not None and str(progress.id) != self.query_id:
+            return
+        counts = accounting_from(progress.observedMetrics.get(OBSERVATION))
+        gauges = _gauges(progress)
+        with self._changed:
+            self.totals.add(counts)
+            self.gauges.update(gauges)
+            self.batch_durations_ms.append(int(progress.durationMs.get("triggerExecution", 0)))
+            self.last_batch_id = max(self.last_batch_id, progress.batchId)
+            self._changed.notify_all()
+        self._publish(counts, gauges)
+
+    def wait_for(self, batch_id: int, timeout: float = 30.0) -> bool:
+        with self._changed:
+            return self._changed.wait_for(lambda: self.last_batch_id >= batch_id, timeout)
+
+    def _publish(self, counts: Accounting, gauges: dict[str, float]) -> None:
+        if self._metrics is None:
+            return
+        for name, value in counts.as_dict().items():
+            if value:
+                self._metrics.increment(name, value)
+        for name, value in gauges.items():
+            self._metrics.gauge(name, value)
+
+
+def _gauges(progress) -> dict[str, float]:
+    gauges = {"batch_duration_ms": float(progress.durationMs.get("triggerExecution", 0)),
+              "input_rows_per_second": float(progress.inputRowsPerSecond or 0.0),
+              "processed_rows_per_second": float(progress.processedRowsPerSecond or 0.0)}
+    if progress.stateOperators:
+        state = progress.stateOperators[0]
+        gauges["state_rows"] = float(state.numRowsTotal)
+        gauges["state_bytes"] = float(state.memoryUsedBytes)
+    lag = [float(s.metrics.get("maxOffsetsBehindLatest") or 0) for s in progress.sources if s.metrics]
+    if lag:
+        gauges["kafka_lag"] = max(lag)
+    return gauges

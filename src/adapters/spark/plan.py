@@ -1,0 +1,125 @@
+"""The deduplication plan, compiled from a ``domain.rules.RuleSet`` into Spark operations.
+
+The rules become column expressions (each event's window, lateness, time and scoped key,
+chosen by its type); the judgement itself is one JVM ``flatMapGroupsWithState`` operator
+(``adapters.spark.jvm``) applying the domain's decision per key in arrival order. Nothing
+here decides semantics: windows, lateness, key scoping and the unknown-type policy come
+from the RuleSet, and the operator implements ``domain.state.decide``.
+
+``judge(records)`` returns every input row once with ``verdict`` (``emit``, ``duplicate``
+or ``dead_letter``), ``reason`` and ``passed`` (emitted without a rule).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import reduce
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from adapters.spark import jvm
+from adapters.spark.parse import drop_work_columns, key_field_text, parse
+from domain.events import REQUIRED_STRING_FIELDS
+from domain.rules import KEY_SEPARATOR, DedupRule, RuleSet, TimeBasis, UnknownTypePolicy
+
+RECORD_COLUMNS = ("value", "kafka_key", "source", "partition", "offset", "ord")
+PASS_GROUPS = 64  # rows passed through are spread over this many stateless groups
+EMIT, DUPLICATE, DEAD_LETTER = "emit", "duplicate", "dead_letter"
+
+
+@dataclass(frozen=True)
+class DedupPlan:
+    rules: RuleSet
+    idle_timeout_ms: int | None = None
+
+    @property
+    def extra_fields(self) -> tuple[str, ...]:
+        standard = (*REQUIRED_STRING_FIELDS, "timestamp")
+        names = {n for r in self.rules.rules.values() for n in r.key_fields if n not in standard}
+        return tuple(sorted(names))
+
+    def judge(self, records: DataFrame) -> DataFrame:
+        """Every row of ``records`` (columns ``RECORD_COLUMNS``) once, with its verdict.
+
+        One path for all rows: the operator judges valid events with a rule and passes the
+        others through (a filter-and-union split would let Spark's predicate pushdown copy
+        the whole parse expression into each branch's filter).
+        """
+        annotated = self.annotate(parse(records, self.extra_fields))
+        timeout = self.idle_timeout_ms or 1000 * max(self.rules.max_retention, 1)
+        judged = jvm.judge(_operator_input(annotated).withWatermark("ts", "0 seconds"), "key", timeout)
+        return _verdicts(judged)
+
+    def annotate(self, parsed: DataFrame) -> DataFrame:
+        """Adds the rule's columns; rejects unknown types and missing key fields per the RuleSet."""
+        rules = list(self.rules.rules.values())
+        ruled = F.col("type").isin(*[r.event_type for r in rules]) if rules else F.lit(False)
+        df = parsed.withColumns({
+            "ruled": F.coalesce(ruled, F.lit(False)),
+            "window": self._by_type(lambda r: F.lit(r.window)).cast("long"),
+            "lateness": self._by_type(lambda r: F.lit(r.lateness)).cast("long"),
+            "t": self._by_type(_time_of).cast("long"),
+            "key": self._by_type(_key_of),
+        })
+        df = df.withColumns({"reason": self._rejection(df), "detail": self._rejection_detail()})
+        return drop_work_columns(df.withColumn("ts", F.timestamp_seconds("t")))
+
+    def _by_type(self, expression) -> Column:
+        column = None
+        for rule in self.rules.rules.values():
+            case = F.col("type") == rule.event_type
+            column = F.when(case, expression(rule)) if column is None else column.when(case, expression(rule))
+        return F.lit(None) if column is None else column
+
+    def _rejection(self, df: DataFrame) -> Column:
+        unknown = F.col("reason").isNull() & ~F.col("ruled") & F.lit(
+            self.rules.unknown_types is UnknownTypePolicy.DEAD_LETTER)
+        missing_key = F.col("reason").isNull() & F.col("ruled") & F.col("key").isNull()
+        return F.when(unknown, "unknown_type").when(missing_key, "missing_field").otherwise(F.col("reason"))
+
+    def _rejection_detail(self) -> Column:
+        return F.when(F.col("reason") == "unknown_type",
+                      F.concat(F.lit("no deduplication rule for type '"), F.col("type"), F.lit("'"))) \
+            .when((F.col("reason") == "missing_field") & F.col("detail").isNull(), F.lit("a key field is missing")) \
+            .otherwise(F.col("detail"))
+
+
+
+def _operator_input(annotated: DataFrame) -> DataFrame:
+    judge = F.col("reason").isNull() & F.col("ruled")
+    spread = F.concat(F.lit("\u0000"), F.pmod(F.col("ord"), F.lit(PASS_GROUPS)).cast("string"))
+    return annotated.select(*RECORD_COLUMNS, "reason", "detail", "t", "ts", "window", "lateness",
+                            judge.alias("judge"), F.when(judge, F.col("key")).otherwise(spread).alias("key"))
+
+
+def _verdicts(judged: DataFrame) -> DataFrame:
+    verdict, late, passed = F.col("verdict"), F.col("verdict") == "late", F.col("verdict") == "pass"
+    valid = F.col("reason").isNull()
+    return judged.select(
+        *RECORD_COLUMNS,
+        F.when(late | (passed & ~valid), DEAD_LETTER).when(passed, EMIT).otherwise(verdict).alias("verdict"),
+        F.when(late, "late").otherwise(F.col("reason")).alias("reason"),
+        F.when(late, F.lit("event time is older than the watermark minus the rule's lateness"))
+        .otherwise(F.col("detail")).alias("detail"),
+        (passed & valid).alias("passed"))
+
+
+def _time_of(rule: DedupRule) -> Column:
+    if rule.time_basis is TimeBasis.PROCESSING_TIME:
+        return F.unix_seconds(F.current_timestamp())
+    return F.col("timestamp")
+
+
+def _key_of(rule: DedupRule) -> Column:
+    parts = [F.lit(rule.event_type), *[_key_part(name) for name in rule.key_fields]]
+    all_present = reduce(lambda acc, part: acc & part.isNotNull(), parts[1:], F.lit(True))
+    return F.when(all_present, F.concat_ws(KEY_SEPARATOR, *parts))
+
+
+def _key_part(name: str) -> Column:
+    if name == "timestamp":
+        return F.col("timestamp").cast("string")
+    if name in REQUIRED_STRING_FIELDS:
+        return F.col(name)
+    return key_field_text(name)

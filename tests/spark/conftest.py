@@ -1,0 +1,84 @@
+"""One SparkSession for the whole test session, and a helper that runs the engine on files."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "src"))
+
+pyspark = pytest.importorskip("pyspark")
+
+from adapters.spark.engine import SparkEngine  # noqa: E402
+from adapters.spark.session import build_session  # noqa: E402
+from domain.rules import RuleSet  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def spark():
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    session = build_session("local[2]", "streamdedup-tests")
+    session.sparkContext.setLogLevel("ERROR")
+    yield session
+    session.stop()
+
+
+@dataclass
+class Result:
+    counts: dict[str, int]
+    out: list[dict]
+    dead_letters: list[dict]
+
+    @property
+    def out_ids(self) -> list[str]:
+        return sorted(e["id"] for e in self.out)
+
+    def reasons(self) -> dict[str, str]:
+        """Dead letters by original value: value (or base64 when not UTF-8) -> reason."""
+        return {d["value"] if d["value"] is not None else d["value_b64"]: d["reason"] for d in self.dead_letters}
+
+
+class FileRun:
+    """Writes each batch as one JSONL file and runs the engine over them, one file per micro-batch."""
+
+    def __init__(self, spark, tmp_path: Path):
+        self.spark, self.dir = spark, tmp_path
+        self.input = tmp_path / "in"
+        self.input.mkdir()
+        self.files = 0
+
+    def add(self, *lines: str | bytes | dict) -> None:
+        path = self.input / f"{self.files:04d}.jsonl"
+        data = b"".join(_line(item) + b"\n" for item in lines)
+        path.write_bytes(data)
+        os.utime(path, (1_000_000 + self.files, 1_000_000 + self.files))
+        self.files += 1
+
+    def run(self, rules: RuleSet | None = None, state_provider: str = "rocksdb") -> Result:
+        engine = SparkEngine(rules or RuleSet(), f"jsonl:{self.input}?maxFilesPerTrigger=1",
+                             str(self.dir / "out"), str(self.dir / "dlq"), str(self.dir / "checkpoint"),
+                             state_provider=state_provider, master="local[2]", spark=self.spark)
+        counts = engine.run(available_now=True)
+        return Result(counts, _read(self.dir / "out"), _read(self.dir / "dlq"))
+
+
+def _line(item) -> bytes:
+    if isinstance(item, dict):
+        return json.dumps(item).encode()
+    return item if isinstance(item, bytes) else item.encode()
+
+
+def _read(directory: Path) -> list[dict]:
+    return [json.loads(line) for path in sorted(directory.glob("batch=*/part-*"))
+            for line in path.read_text().splitlines() if line]
+
+
+@pytest.fixture
+def files(spark, tmp_path):
+    return FileRun(spark, tmp_path)

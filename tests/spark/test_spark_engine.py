@@ -1,0 +1,204 @@
+"""The Spark engine against the domain's semantics (domain/rules.py), over JSONL files.
+
+Each scenario table lists events in arrival order with the verdict the domain gives.
+Single-batch tables are also run through the in-memory core (domain.dedup) as a
+reference model. Deviations of the Spark engine are pinned by the tests named
+``test_deviation_*``; docs/spark-design.md states each one.
+"""
+
+from __future__ import annotations
+
+import base64
+
+import pytest
+
+from adapters.memory.state_store import InMemoryStateStore
+from adapters.system import SystemClock
+from domain.dedup import Deduplicator, Verdict
+from domain.events import RawRecord, SourcePosition
+from domain.rules import DedupRule, RuleSet, UnknownTypePolicy
+
+pytestmark = pytest.mark.spark
+
+T = 1_700_000_000
+EMIT, DUP = "emit", "duplicate"
+
+
+def event(id_, key, type_, t, **extra):
+    return {"id": id_, "uniqueValue": key, "type": type_, "timestamp": T + t, **extra}
+
+
+# (event, verdict) in arrival order; ids are unique across the table. Times never fall
+# behind a rule's highest time by more than its lateness, so nothing here is late.
+GOLDEN = [
+    # in-order duplicate dropped
+    (event("a1", "a", "APP", 0), EMIT),
+    (event("a2", "a", "APP", 5), DUP),
+    # APP window 30 s: W-1 s is a duplicate, W s is not
+    (event("b1", "b", "APP", 100), EMIT),
+    (event("b2", "b", "APP", 129), DUP),
+    (event("b3", "b", "APP", 130), EMIT),
+    # WEB window 600 s, same times: per-type windows are independent
+    (event("c1", "c", "WEB", 100), EMIT),
+    (event("c2", "c", "WEB", 130), DUP),
+    (event("c3", "c", "WEB", 699), DUP),
+    (event("c4", "c", "WEB", 700), EMIT),
+    # the same uniqueValue under two types: two keys, both emitted
+    (event("d1", "d", "APP", 200), EMIT),
+    (event("d2", "d", "WEB", 200), EMIT),
+    # out of order: judged by |t - t_emitted| in either direction
+    (event("f1", "f", "APP", 500), EMIT),
+    (event("f2", "f", "APP", 471), DUP),
+    (event("f3", "f", "APP", 470), EMIT),
+    # the emitted chain, not the last event seen, decides: 0 emit, 20 dup, 35 emit, 50 dup
+    (event("g1", "g", "APP", 600), EMIT),
+    (event("g2", "g", "APP", 620), DUP),
+    (event("g3", "g", "APP", 635), EMIT),
+    (event("g4", "g", "APP", 650), DUP),
+    # FACTS.md backlog in one micro-batch: t, t+10, t+10000, t+10005 with window 30
+    (event("e1", "e", "APP", 1000), EMIT),
+    (event("e2", "e", "APP", 1010), DUP),
+    (event("e3", "e", "APP", 11000), EMIT),
+    (event("e4", "e", "APP", 11005), DUP),
+    # a type without a rule is passed through untouched, even when repeated
+    (event("h1", "h", "OTHER", 0), EMIT),
+    (event("h2", "h", "OTHER", 0), EMIT),
+]
+
+
+def reference_verdicts(events, rules: RuleSet) -> dict[str, str]:
+    core = Deduplicator(rules, InMemoryStateStore(), SystemClock())
+    records = [RawRecord(_json(e), SourcePosition("ref", 0, i)) for i, e in enumerate(events)]
+    outcomes, _ = core.process(records)
+    return {e["id"]: {Verdict.EMIT: EMIT, Verdict.DUPLICATE: DUP}.get(o.verdict, o.verdict.value)
+            for e, o in zip(events, outcomes)}
+
+
+def _json(e) -> bytes:
+    import json
+    return json.dumps(e).encode()
+
+
+def test_golden_table_in_one_micro_batch(files):
+    events = [e for e, _ in GOLDEN]
+    expected = {e["id"]: v for e, v in GOLDEN}
+    assert reference_verdicts(events, RuleSet()) == expected  # the table states the domain's semantics
+    files.add(*events)
+    result = files.run()
+    assert result.out_ids == sorted(i for i, v in expected.items() if v == EMIT)
+    assert result.counts == {"in": len(GOLDEN), "out": 15, "duplicates": 9, "dead_lettered": 0, "skipped": 0,
+                             "late": 0, "invalid": 0, "passed_through": 2, "invalidations": 0}
+
+
+INVALID = [
+    (b"\x80\x81not utf-8", "not_utf8"),
+    (b"not json", "not_json"),
+    (b"[1, 2]", "not_object"),
+    (b'"text"', "not_object"),
+    (b'{"uniqueValue":"k","type":"APP","timestamp":1}', "missing_field"),
+    (b'{"id":"1","type":"APP","timestamp":1}', "missing_field"),
+    (b'{"id":"1","uniqueValue":"k","type":"APP"}', "missing_field"),
+    (b'{"id":null,"uniqueValue":"k","type":"APP","timestamp":1}', "null_field"),
+    (b'{"id":"1","uniqueValue":"k","type":"APP","timestamp":null}', "null_field"),
+    (b'{"id":1,"uniqueValue":"k","type":"APP","timestamp":1}', "wrong_type"),
+    (b'{"id":"1","uniqueValue":["k"],"type":"APP","timestamp":1}', "wrong_type"),
+    (b'{"id":"1","uniqueValue":"k","type":"APP","timestamp":"1"}', "wrong_type"),
+    (b'{"id":"1","uniqueValue":"k","type":"APP","timestamp":1.0}', "wrong_type"),
+    (b'{"id":"1","uniqueValue":"k","type":"APP","timestamp":1e3}', "wrong_type"),
+    (b'{"id":"1","uniqueValue":"k","type":"APP","timestamp":true}', "wrong_type"),
+    (b'{"id":"1","uniqueValue":"  ","type":"APP","timestamp":1}', "empty_field"),
+    (b'{"id":"1","uniqueValue":"k","type":"","timestamp":1}', "empty_field"),
+    (b'{"id":"1","uniqueValue":"k","type":"APP","timestamp":-1}', "out_of_range"),
+    (b'{"id":"1","uniqueValue":"k","type":"APP","timestamp":253402300800}', "out_of_range"),
+    (b'{"id":"1","uniqueValue":"k","type":"APP","timestamp":100000000000000000000000}', "out_of_range"),
+]
+
+
+def test_invalid_records_are_dead_lettered_with_their_bytes_and_reason(files):
+    files.add(*[raw for raw, _ in INVALID], b"", b"   ")  # blank lines are framing, not records
+    result = files.run()
+    expected = {(raw.decode() if _utf8(raw) else base64.b64encode(raw).decode()): reason for raw, reason in INVALID}
+    assert result.reasons() == expected
+    assert all(base64.b64decode(d["value_b64"]) in {raw for raw, _ in INVALID} for d in result.dead_letters)
+    assert result.counts["in"] == result.counts["dead_lettered"] == result.counts["invalid"] == len(INVALID)
+    assert result.out == []
+
+
+def _utf8(raw: bytes) -> bool:
+    try:
+        raw.decode()
+        return True
+    except UnicodeDecodeError:
+        return False
+
+
+def test_unknown_type_is_dead_lettered_when_configured(files):
+    files.add(event("u1", "u", "OTHER", 0), event("u2", "u", "APP", 0))
+    result = files.run(RuleSet(unknown_types=UnknownTypePolicy.DEAD_LETTER))
+    assert result.out_ids == ["u2"]
+    assert [d["reason"] for d in result.dead_letters] == ["unknown_type"]
+
+
+def test_window_holds_across_micro_batches(files):
+    # APP times trail the WEB times by less than APP's lateness (the watermark is shared)
+    files.add(event("x1", "x", "APP", 570), event("y1", "y", "WEB", 0))
+    files.add(event("x2", "x", "APP", 599), event("y2", "y", "WEB", 599))
+    files.add(event("x3", "x", "APP", 600), event("y3", "y", "WEB", 600))
+    result = files.run()
+    assert result.out_ids == ["x1", "x3", "y1", "y3"]
+    assert result.counts["duplicates"] == 2
+
+
+def test_late_event_is_dead_lettered_not_dropped(files):
+    files.add(event("l1", "l", "APP", 1000))
+    # watermark 1000, APP lateness 30: 969 is late, 970 is judged (and is a new key here)
+    files.add(event("l2", "m", "APP", 969), event("l3", "n", "APP", 970))
+    result = files.run()
+    assert result.out_ids == ["l1", "l3"]
+    assert [d["reason"] for d in result.dead_letters] == ["late"]
+    assert result.counts["late"] == 1 and result.counts["dead_lettered"] == 1
+
+
+def test_restart_continues_from_the_checkpoint(files):
+    files.add(event("r1", "r", "APP", 0))
+    first = files.run()
+    files.add(event("r2", "r", "APP", 10), event("r3", "r", "APP", 40))
+    second = files.run()
+    assert first.counts["in"] == 1 and second.counts["in"] == 2  # each run counts only its batches
+    assert second.out_ids == ["r1", "r3"]
+
+
+def test_memory_state_provider_gives_the_same_verdicts(files):
+    files.add(*[e for e, _ in GOLDEN[:9]])
+    files.add(event("c5", "c", "WEB", 1299), event("c6", "c", "WEB", 1300))
+    result = files.run(state_provider="memory")
+    assert result.out_ids == ["a1", "b1", "b3", "c1", "c4", "c6"]
+
+
+def test_deviation_lateness_is_judged_against_the_previous_micro_batch(files):
+    """Domain: the watermark moves per record, so in one batch [1000, 900] makes 900 late.
+    Spark: the watermark is fixed for a micro-batch (highest time of earlier batches), so 900
+    is judged exactly instead. It is never wrongly judged: state is kept for it."""
+    files.add(event("p1", "p", "APP", 1000), event("p2", "p2", "APP", 900))
+    assert files.run().out_ids == ["p1", "p2"]
+    rules = RuleSet()
+    assert reference_verdicts([event("p1", "p", "APP", 1000), event("p2", "p2", "APP", 900)], rules)["p2"] == "dead-letter"
+
+
+def test_deviation_the_watermark_is_shared_by_all_rules(files):
+    """Domain: each rule has its own watermark. Spark: one watermark per query, the highest
+    event time of any ruled type; a WEB event 601 s behind the APP stream is late."""
+    files.add(event("s1", "s", "APP", 10_000))
+    files.add(event("s2", "s", "WEB", 10_000 - 601), event("s3", "s3", "WEB", 10_000 - 600))
+    result = files.run()
+    assert result.out_ids == ["s1", "s3"]
+    assert [d["reason"] for d in result.dead_letters] == ["late"]
+
+
+def test_key_fields_from_the_rules_scope_the_key(files):
+    rules = RuleSet({"APP": DedupRule("APP", 30, key_fields=("uniqueValue", "tenant"))})
+    files.add(event("k1", "k", "APP", 0, tenant="t1"), event("k2", "k", "APP", 1, tenant="t2"),
+              event("k3", "k", "APP", 2, tenant="t1"), event("k4", "k", "APP", 3))
+    result = files.run(rules)
+    assert result.out_ids == ["k1", "k2"]
+    assert [d["reason"] for d in result.dead_letters] == ["missing_field"]
