@@ -83,11 +83,17 @@ def build_memory_engine(core: Deduplicator, metrics, source: str, sink: str, dlq
 
 
 def build_kafka_engine(core: Deduplicator, metrics, source: str, sink: str, dlq: str | None,
-                       notifications: str | None, batch_size: int, kafka: dict):
+                       notifications: str | None, notifications_out: str | None, batch_size: int,
+                       poll_timeout: float, kafka: dict):
     from adapters.kafka.engine import build_kafka_engine as build
+    if not dlq:
+        raise UsageError("--dlq kafka://HOST:PORT/TOPIC is required with --engine kafka "
+                         "(dead letters are never dropped)")
     return build(core, source, sink, dlq, notifications_uri=notifications,
+                 notifications_out_uri=notifications_out,
                  exactly_once=kafka["delivery"] == "exactly-once", kafka_settings=kafka["config"],
-                 transactional_id=kafka["transactional_id"], batch_size=batch_size, metrics=metrics)
+                 transactional_id=kafka["transactional_id"], batch_size=batch_size, metrics=metrics,
+                 poll_timeout=poll_timeout)
 
 
 def build_spark_engine(rules: RuleSet, metrics, source: str, sink: str, dlq: str | None, spark: dict):
@@ -112,7 +118,8 @@ class Container(containers.DeclarativeContainer):
                                  config.notifications, config.notifications_out, config.batch_size,
                                  config.poll_timeout),
         kafka=providers.Factory(build_kafka_engine, core, metrics, config.source, config.sink, config.dlq,
-                                config.notifications, config.batch_size, config.kafka),
+                                config.notifications, config.notifications_out, config.batch_size,
+                                config.poll_timeout, config.kafka),
         spark=providers.Factory(build_spark_engine, rules, metrics, config.source, config.sink, config.dlq,
                                 config.spark),
     )

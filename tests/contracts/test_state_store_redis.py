@@ -14,7 +14,6 @@ from adapters.redis.state_store import RedisStateStore
 from domain.errors import StateUnavailable
 from domain.state import Claim, Emission, StateFormatError, decide, encode_v1
 from tests.contracts.state_store_contract import StateStoreContract, claim
-from tests.integration.fixtures import redis_server, redis_url  # noqa: F401  (session fixtures)
 
 pytestmark = pytest.mark.redis
 
