@@ -6,6 +6,12 @@ is replayed after a crash (same position) gets the same verdict it got the first
 
 Every store applies :func:`decide` atomically per key; the Redis store runs the same
 logic in Lua, and the state-store contract suite holds both to it.
+
+An emission is *live* (it makes repeats duplicates) while ``expires_at > now``. It is
+*kept* one retention longer (until :attr:`Emission.kept_until`): watermarks start afresh
+when a job restarts, so a record replayed after a crash may be judged at an earlier
+``now`` than the one that pruned its key, and must still find the emission that made it a
+duplicate the first time. Stores evict an emission only once it is no longer kept.
 """
 
 from __future__ import annotations
@@ -21,6 +27,11 @@ class Emission:
     time: int
     expires_at: int
     owner: str = ""
+
+    @property
+    def kept_until(self) -> int:
+        """Stores may forget the emission once ``now >= kept_until`` (one retention after expiry)."""
+        return 2 * self.expires_at - self.time
 
 
 @dataclass(frozen=True)
@@ -53,16 +64,19 @@ class Decision:
 def decide(entries: tuple[Emission, ...], claim: Claim) -> Decision:
     """Grant or refuse ``claim`` against the key's remembered emissions.
 
-    Expired emissions (``expires_at <= now``) are ignored and dropped. A live emission by the
-    same owner at the same time means a replay: granted again, nothing written.
+    Expired emissions (``expires_at <= now``) are ignored; they are dropped from the entries
+    once past ``kept_until``. A live emission by the same owner at the same time means a
+    replay: granted again, nothing written.
     """
-    live = tuple(e for e in entries if e.expires_at > claim.now)
+    kept = tuple(e for e in entries if e.kept_until > claim.now)
+    changed = len(kept) != len(entries)
+    live = [e for e in kept if e.expires_at > claim.now]
     for emission in live:
         if claim.owner and emission.owner == claim.owner and emission.time == claim.time:
-            return Decision(True, live, len(live) != len(entries))
+            return Decision(True, kept, changed)
     if any(abs(claim.time - e.time) < claim.window for e in live):
-        return Decision(False, live, len(live) != len(entries))
-    return Decision(True, live + (claim.emission(),), True)
+        return Decision(False, kept, changed)
+    return Decision(True, kept + (claim.emission(),), True)
 
 
 class StateFormatError(ValueError):

@@ -50,6 +50,13 @@ class StateStoreContract:
         assert self.store.check_and_set(claim("APP\x1fa", 100)) is True
         assert self.store.check_and_set(claim("APP\x1fa", 110, now=160)) is True
 
+    def test_replay_after_restart_still_sees_an_emission_a_later_claim_outlived(self):
+        # p1 emitted at 0; p3 at 90 is judged when the watermark is 100, past p1's expiry.
+        # A restart resets the watermark; the replayed p2 (t=20) must still be p1's duplicate.
+        assert self.store.check_and_set(claim("APP\x1fa", 0, owner="t:0:1")) is True
+        assert self.store.check_and_set(claim("APP\x1fa", 90, now=100, owner="t:0:3")) is True
+        assert self.store.check_and_set(claim("APP\x1fa", 20, owner="t:0:2")) is False
+
     def test_replay_by_same_owner_is_granted_again(self):
         assert self.store.check_and_set(claim("APP\x1fa", 100, owner="t:0:7")) is True
         assert self.store.check_and_set(claim("APP\x1fa", 100, owner="t:0:7")) is True

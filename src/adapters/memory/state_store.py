@@ -16,9 +16,10 @@ SNAPSHOT_HEADER = "# streamdedup state snapshot\n"
 
 
 class InMemoryStateStore:
-    """State in a dict; each rule keeps a heap of expiries and evicts as its watermark moves.
+    """State in a dict; each rule keeps a heap of eviction times and evicts as its watermark moves.
 
-    Memory is bounded by the keys that are live within their retention, not by the stream.
+    Memory is bounded by the keys kept within their retention (see :mod:`domain.state`),
+    not by the stream.
     """
 
     def __init__(self, snapshot: str | Path | None = None):
@@ -62,7 +63,7 @@ class InMemoryStateStore:
             entries = decode(value)
             self._entries[key] = entries
             for e in entries:
-                heapq.heappush(self._expiries.setdefault(key.split(KEY_SEPARATOR, 1)[0], []), (e.expires_at, key))
+                heapq.heappush(self._expiries.setdefault(key.split(KEY_SEPARATOR, 1)[0], []), (e.kept_until, key))
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -81,16 +82,16 @@ class InMemoryStateStore:
                 self._entries.pop(claim.key, None)
         if decision.granted and decision.changed:
             heapq.heappush(self._expiries.setdefault(claim.key.split(KEY_SEPARATOR, 1)[0], []),
-                           (claim.expires_at, claim.key))
+                           (claim.emission().kept_until, claim.key))
         return decision.granted
 
     def _evict(self, rule: str, now: int) -> None:
         heap = self._expiries.get(rule)
         while heap and heap[0][0] <= now:
             _, key = heapq.heappop(heap)
-            live = tuple(e for e in self._entries.get(key, ()) if e.expires_at > now)
-            if live:
-                self._entries[key] = live
+            kept = tuple(e for e in self._entries.get(key, ()) if e.kept_until > now)
+            if kept:
+                self._entries[key] = kept
             else:
                 self._entries.pop(key, None)
 

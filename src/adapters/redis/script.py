@@ -8,7 +8,7 @@ Values use the domain's encoding: v2 ``2|time,expires_at,owner;...`` (owners sta
 percent-encoded, so they are compared and written back as they are); v1
 ``1|time,expires_at`` is read and upgraded to v2 when the key is next written. Every key is
 read before anything is written, so an unreadable value fails the whole batch with nothing
-applied. A written key expires ``max(expires_at) - now (+ grace)`` seconds later. Returns
+applied. A written key expires ``max(kept_until) - now (+ grace)`` seconds later. Returns
 one 1 (emit) or 0 (duplicate) per claim.
 """
 
@@ -37,31 +37,31 @@ local function parse(value)
   return entries
 end
 
--- domain.state.decide, line for line
+-- domain.state.decide, line for line: e = {time, expires_at, owner, text}
+local function kept_until(e) return 2 * e[2] - e[1] end
+
 local function decide(entries, c)
-  local live = {}
+  local kept = {}
   for _, e in ipairs(entries) do
-    if e[2] > c.now then live[#live + 1] = e end
+    if kept_until(e) > c.now then kept[#kept + 1] = e end
   end
-  local changed = #live ~= #entries
-  if c.owner ~= '' then
-    for _, e in ipairs(live) do
-      if e[3] == c.owner and e[1] == c.time then return 1, live, changed end
-    end
+  local changed = #kept ~= #entries
+  for _, e in ipairs(kept) do
+    if e[2] > c.now and c.owner ~= '' and e[3] == c.owner and e[1] == c.time then return 1, kept, changed end
   end
-  for _, e in ipairs(live) do
-    if math.abs(c.time - e[1]) < c.window then return 0, live, changed end
+  for _, e in ipairs(kept) do
+    if e[2] > c.now and math.abs(c.time - e[1]) < c.window then return 0, kept, changed end
   end
-  live[#live + 1] = {c.time, c.expires, c.owner, c.time_text .. ',' .. c.expires_text .. ',' .. c.owner}
-  return 1, live, true
+  kept[#kept + 1] = {c.time, c.expires, c.owner, c.time_text .. ',' .. c.expires_text .. ',' .. c.owner}
+  return 1, kept, true
 end
 
--- entries that are all dead already (expires_at <= now) are as good as none
+-- entries no longer kept (kept_until <= now) are as good as none
 local function store(key, entries, now, grace)
   local parts, last = {}, now
   for i, e in ipairs(entries) do
     parts[i] = e[4]
-    if e[2] > last then last = e[2] end
+    if kept_until(e) > last then last = kept_until(e) end
   end
   if last <= now then
     redis.call('DEL', key)

@@ -5,7 +5,7 @@ upgraded). ``check_and_set_many`` sends the whole batch in one round trip: claim
 split into chunks of ``chunk_size`` (so Redis is never blocked for long), each chunk one
 ``EVALSHA``, all chunks in one pipeline, executed in order (the script is loaded, with one
 more round trip, only when the server does not have it yet). A key expires
-``max(expires_at) - now`` seconds after its last change (plus ``ttl_grace``), in wall-clock
+``max(kept_until) - now`` seconds after its last change (plus ``ttl_grace``), in wall-clock
 time: when the engine is down longer than a key's remaining retention, that key is
 forgotten early, so a deployment that must survive long outages sets ``ttl_grace`` to the
 longest outage it tolerates.
