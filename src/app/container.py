@@ -89,6 +89,9 @@ def build_kafka_engine(core: Deduplicator, metrics, source: str, sink: str, dlq:
     if not dlq:
         raise UsageError("--dlq kafka://HOST:PORT/TOPIC is required with --engine kafka "
                          "(dead letters are never dropped)")
+    if kafka["delivery"] == "exactly-once" and isinstance(core.state, InMemoryStateStore):
+        raise UsageError("invalid setting kafka.delivery (DEDUP_KAFKA__DELIVERY): exactly-once needs a state "
+                         "that survives a crash (--state redis://HOST:PORT/DB); the in-memory state does not")
     return build(core, source, sink, dlq, notifications_uri=notifications,
                  notifications_out_uri=notifications_out,
                  exactly_once=kafka["delivery"] == "exactly-once", kafka_settings=kafka["config"],

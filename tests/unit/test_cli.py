@@ -56,6 +56,11 @@ def test_stdin_to_stdout(tmp_path):
     ({}, ["--state", "postgres://x"], "invalid setting state"),
     ({}, ["--source", "kafka://127.0.0.1:1/t"], "invalid setting source"),
     ({"DEDUP_RULES__MOBILE__KEY_FIELDS": "id"}, [], "rules.MOBILE.window (DEDUP_RULES__MOBILE__WINDOW): required"),
+    ({"DEDUP_KAFKA__DELIVERY": "exactly-once"},
+     ["--engine", "kafka", "--source", "kafka://127.0.0.1:1/in", "--sink", "kafka://127.0.0.1:1/out",
+      "--dlq", "kafka://127.0.0.1:1/dead"], "invalid setting kafka.delivery (DEDUP_KAFKA__DELIVERY)"),
+    ({}, ["--engine", "kafka", "--source", "kafka://127.0.0.1:1/in", "--sink", "kafka://127.0.0.1:1/out",
+          "--dlq", ""], "--dlq kafka://HOST:PORT/TOPIC is required"),
 ])
 def test_bad_settings_stop_with_one_line_naming_the_setting(tmp_path, env, args, message):
     done = run_cli("run", "--engine", "memory", "--sink", "-", "--dlq", f"file:{tmp_path / 'd'}", *args, env=env)
