@@ -127,7 +127,7 @@ def run_engine(settings: Settings, progress: ProgressLine | None = None) -> Acco
     engine = container.engine()
     server = None
     if settings.metrics_port is not None:
-        server = MetricsServer(container.metrics(), settings.metrics_port).start()
+        server = MetricsServer(container.metrics(), settings.metrics_port, settings.metrics_host).start()
     engine.on_batch = batch_listener(progress, server)
     stop = stop_on_signals()
     try:

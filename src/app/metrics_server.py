@@ -38,7 +38,7 @@ def render(metrics: InMemoryMetrics) -> str:
 
 
 class MetricsServer:
-    def __init__(self, metrics: InMemoryMetrics, port: int, host: str = "0.0.0.0", stall_after: float = 120):
+    def __init__(self, metrics: InMemoryMetrics, port: int, host: str = "127.0.0.1", stall_after: float = 120):
         self.metrics = metrics
         self.stall_after = stall_after
         self.last_progress = time.monotonic()

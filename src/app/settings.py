@@ -77,9 +77,15 @@ class KafkaSettings(_Strict):
 
 
 class SparkSettings(_Strict):
-    master: str = "local[*]"
+    """The Spark engine's settings. ``master``: ``local[*]`` unless given (spark-submit's
+    ``--master`` wins). ``available_now``: process what the source holds, then stop
+    (default: yes for a JSONL directory source, no for Kafka). ``conf``: any Spark setting,
+    over the engine's defaults."""
+
+    master: str | None = None
     checkpoint: str = "checkpoints/dedup"
     trigger: str = "1 second"
+    available_now: bool | None = None
     state_provider: Literal["rocksdb", "memory"] = "rocksdb"
     shuffle_partitions: int = Field(default=2, ge=1)
     max_offsets_per_trigger: int | None = Field(default=None, ge=1)
@@ -102,6 +108,7 @@ class Settings(BaseSettings):
     batch_size: int = Field(default=1000, ge=1, le=1_000_000)
     poll_timeout: float = Field(default=0.5, gt=0)
     metrics_port: int | None = Field(default=None, ge=0, le=65535)
+    metrics_host: str = Field(default="127.0.0.1", min_length=1)
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "WARNING"
     kafka: KafkaSettings = Field(default_factory=KafkaSettings)
     spark: SparkSettings = Field(default_factory=SparkSettings)
