@@ -22,6 +22,7 @@ from pydantic_settings import (BaseSettings, EnvSettingsSource, NoDecode, Pydant
 from pydantic_settings import SettingsError as _SourceError
 
 from domain.policies import ERROR_CLASSES, parse_chain
+from domain.restart import parse_restart
 from domain.rules import DEFAULT_RULES, TimeBasis, UnknownTypePolicy, parse_duration
 
 
@@ -90,6 +91,13 @@ class SparkSettings(_Strict):
     shuffle_partitions: int = Field(default=2, ge=1)
     max_offsets_per_trigger: int | None = Field(default=None, ge=1)
     conf: dict[str, str] = Field(default_factory=dict)
+    restart: str = "exponential-delay(attempts=5,delay=1,max_delay=60)"
+
+    @field_validator("restart")
+    @classmethod
+    def _restart(cls, value: str) -> str:
+        parse_restart(value)
+        return value
 
 
 class Settings(BaseSettings):

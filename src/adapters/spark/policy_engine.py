@@ -1,0 +1,65 @@
+"""The Spark engine with delivery guarantees and error policies.
+
+``PolicySparkEngine`` is a ``SparkEngine`` whose micro-batches are written by a
+``batch_writers`` writer (at-least-once or exactly-once, transient failures retried per
+policy) and whose invalid records follow the ``invalid`` policy's last step:
+
+* ``dead-letter`` (and ``invalidate``: an invalid record has no key to forget): to the
+  dead-letter output with the original bytes and reason;
+* ``skip``: counted as ``skipped``, written nowhere;
+* ``fail``: the micro-batch fails (``raise_error`` in the plan), so the query stops
+  without committing it and the restart strategy decides.
+
+Late records are always dead-lettered (as in the domain core). Wrap it in
+``restart.RestartingEngine`` for the restart strategy.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from domain.policies import Policies, Terminal
+
+from adapters.spark.batch_writers import SKIP
+from adapters.spark.engine import SparkEngine
+from adapters.spark.metrics import accounting_metrics
+from adapters.spark.plan import DEAD_LETTER, DedupPlan
+from adapters.spark.sources import read_stream
+
+
+def apply_invalid_policy(judged: DataFrame, policies: Policies) -> DataFrame:
+    """``judged`` with invalid records' verdict per the ``invalid`` policy (see the module docstring)."""
+    terminal = policies.chains["invalid"].terminal
+    invalid = (F.col("verdict") == DEAD_LETTER) & (F.col("reason") != "late")
+    if terminal is Terminal.SKIP:
+        return judged.withColumn("verdict", F.when(invalid, F.lit(SKIP)).otherwise(F.col("verdict")))
+    if terminal is Terminal.FAIL:
+        failure = F.raise_error(F.concat(F.lit("invalid record (policy invalid=fail): "), F.col("reason")))
+        return judged.withColumn("verdict", F.when(invalid, failure.cast("string")).otherwise(F.col("verdict")))
+    return judged
+
+
+@dataclass
+class PolicySparkEngine(SparkEngine):
+    writer: object | None = None
+    policies: Policies | None = None
+
+    def judged(self) -> DataFrame:
+        """The plan up to the verdicts, invalid records per policy, with its accounting observed."""
+        records = read_stream(self.session(), self.source, self.max_records_per_batch,
+                              self.kafka_options.get("consumer", {}))
+        verdicts = apply_invalid_policy(DedupPlan(self.rules).judge(records), self.policies or Policies())
+        return accounting_metrics(verdicts)
+
+    def write_batch(self, batch: DataFrame, batch_id: int) -> None:
+        if self.writer is None:
+            super().write_batch(batch, batch_id)
+            return
+        batch.persist()
+        try:
+            self.writer.write(batch, batch_id)
+        finally:
+            batch.unpersist()

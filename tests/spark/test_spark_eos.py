@@ -1,0 +1,116 @@
+"""Exactly-once Kafka output of the Spark engine, on the real broker.
+
+A micro-batch is replayed by Spark when the driver died after writing it and before
+committing it to the checkpoint. The tests make that happen deterministically: they run
+the engine, then delete the checkpoint's last commit entry (what a crash at that moment
+leaves behind) and run again, so the last micro-batch is replayed with the same id.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Producer
+
+from adapters.spark.batch_writers import writer_for
+from adapters.spark.policy_engine import PolicySparkEngine
+from adapters.spark.session import kafka_jars
+from adapters.spark.transactional_sink import default_transactional_id
+from app.generator import StreamSpec, generate
+from domain.policies import Policies
+from domain.rules import RuleSet
+from tests.integration.kafka_io import create_topics, produce, read_topic, unique
+from tests.integration.streams import reference
+
+pytestmark = [pytest.mark.spark, pytest.mark.kafka]
+
+
+@pytest.fixture
+def kafka_spark(spark):
+    if not kafka_jars():
+        pytest.skip("Spark's Kafka connector jars are not in .cache/jars/spark-kafka (scripts/bootstrap --services)")
+    return spark
+
+
+@pytest.fixture
+def topics(kafka_bootstrap):
+    names = {role: unique(role) for role in ("in", "out", "dlq")}
+    create_topics(kafka_bootstrap, *names.values())
+    return names
+
+
+def engine(spark, bootstrap, topics, checkpoint: Path, delivery: str, per_batch: int = 700) -> PolicySparkEngine:
+    uri = {role: f"kafka://{bootstrap}/{topic}" for role, topic in topics.items()}
+    writer = writer_for(uri["out"], uri["dlq"], delivery, str(checkpoint), Policies())
+    return PolicySparkEngine(RuleSet(), uri["in"], uri["out"], uri["dlq"], str(checkpoint), spark=spark,
+                             master="local[2]", max_records_per_batch=per_batch, writer=writer)
+
+
+def crash_before_checkpoint_commit(checkpoint: Path) -> int:
+    """Forget the last micro-batch's commit, as a driver killed right before writing it would."""
+    last = max(int(p.name) for p in (checkpoint / "commits").iterdir() if p.name.isdigit())
+    (checkpoint / "commits" / str(last)).unlink()
+    (checkpoint / "commits" / f".{last}.crc").unlink(missing_ok=True)
+    return last
+
+
+def dead_letter_bytes(messages) -> list[bytes]:
+    return [base64.b64decode(json.loads(m.value)["value_b64"]) for m in messages]
+
+
+def markers(bootstrap: str, topic: str, transactional_id: str) -> list[dict]:
+    return [json.loads(m.value) for m in read_topic(bootstrap, f"{topic}.commits")
+            if m.key == transactional_id.encode()]
+
+
+def test_a_replayed_micro_batch_is_not_produced_twice(kafka_spark, kafka_bootstrap, topics, tmp_path):
+    records, expected = generate(StreamSpec(uniques=1500, seed=5))
+    produce(kafka_bootstrap, topics["in"], records)
+    checkpoint = tmp_path / "checkpoint"
+    zombie = open_transaction_left_behind(kafka_bootstrap, default_transactional_id(str(checkpoint)), topics["out"])
+    # 1. a full run, then the last batch's checkpoint commit is lost and the batch replayed
+    engine(kafka_spark, kafka_bootstrap, topics, checkpoint, "exactly-once").run(available_now=True)
+    replayed = crash_before_checkpoint_commit(checkpoint)
+    engine(kafka_spark, kafka_bootstrap, topics, checkpoint, "exactly-once").run(available_now=True)
+    # 2. read_committed readers see every unique event and every dead letter exactly once
+    want = reference(records)
+    out = read_topic(kafka_bootstrap, topics["out"])
+    assert Counter(m.value for m in out) == Counter(want.emitted)
+    assert Counter(dead_letter_bytes(read_topic(kafka_bootstrap, topics["dlq"]))) == Counter(want.dead_letters)
+    assert zombie not in {m.value for m in out}
+    # 3. one commit marker per batch; their counts are the run's accounting
+    tid = default_transactional_id(str(checkpoint))
+    batches = [m["batch_id"] for m in markers(kafka_bootstrap, topics["out"], tid)]
+    assert batches == list(range(replayed + 1)) and replayed >= 2
+    totals = Counter()
+    for marker in markers(kafka_bootstrap, topics["out"], tid):
+        totals.update(marker["counts"])
+    assert {k: totals[k] for k in ("in", "out", "duplicates", "dead_lettered")} == \
+        {k: expected.as_accounting()[k] for k in ("in", "out", "duplicates", "dead_lettered")}
+
+
+def test_at_least_once_produces_a_replayed_micro_batch_again(kafka_spark, kafka_bootstrap, topics, tmp_path):
+    records, _ = generate(StreamSpec(uniques=600, seed=6))
+    produce(kafka_bootstrap, topics["in"], records)
+    checkpoint = tmp_path / "checkpoint"
+    engine(kafka_spark, kafka_bootstrap, topics, checkpoint, "at-least-once", per_batch=300).run(available_now=True)
+    crash_before_checkpoint_commit(checkpoint)
+    engine(kafka_spark, kafka_bootstrap, topics, checkpoint, "at-least-once", per_batch=300).run(available_now=True)
+    out = Counter(m.value for m in read_topic(kafka_bootstrap, topics["out"]))
+    assert set(out) == set(reference(records).emitted)
+    assert sum(out.values()) > len(reference(records).emitted)
+
+
+def open_transaction_left_behind(bootstrap: str, transactional_id: str, topic: str) -> bytes:
+    """A crashed writer's transaction under the query's id: produced, flushed, never committed."""
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": transactional_id})
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    value = b'{"zombie": true}'
+    producer.produce(topic, value)
+    assert producer.flush(30) == 0
+    return value

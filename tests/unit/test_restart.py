@@ -1,0 +1,100 @@
+"""Restart strategies (domain.restart) and the supervisor that applies them to a failing job."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from adapters.spark.restart import RestartingEngine
+from app.settings import SettingsError, load_settings
+from domain.errors import PermanentError
+from domain.restart import RestartsExhausted, parse_restart
+
+
+@pytest.mark.parametrize("text, failure_times, delays", [
+    # fixed delay: the same wait, at most `attempts` restarts
+    ("fixed-delay(attempts=2,delay=10)", [0, 1, 2], [10, 10, None]),
+    # exponential: delay * factor**(k-1), capped by max_delay
+    ("exponential-delay(attempts=4,delay=1,max_delay=5,factor=3)", [0, 1, 2, 3, 4], [1, 3, 5, 5, None]),
+    # failure rate: gives up when more than `failures` fell within the interval
+    ("failure-rate(failures=2,interval=60,delay=7)", [0, 10, 100, 110, 115], [7, 7, 7, 7, None]),
+    ("none", [0], [None]),
+])
+def test_each_strategy_waits_then_gives_up(text, failure_times, delays):
+    strategy = parse_restart(text)
+    got = [strategy.delay_after(failure_times[:k + 1]) for k in range(len(failure_times))]
+    assert got == delays
+
+
+def test_durations_take_units_and_the_strategy_prints_back():
+    strategy = parse_restart("failure-rate(failures=3, interval=5m, delay=2s)")
+    assert (strategy.interval, strategy.delay) == (300, 2)
+    assert parse_restart(str(strategy)) == strategy
+
+
+@pytest.mark.parametrize("value, message", [
+    ("sometimes", "must be one of none(...), fixed-delay(...)"),
+    ("fixed-delay(attempts=2,factor=3)", "fixed-delay takes attempts, delay; got 'factor'"),
+    ("fixed-delay(attempts=x)", "attempts must be a number"),
+    ("exponential-delay(factor=0.5)", "factor >= 1"),
+])
+def test_a_bad_restart_setting_stops_with_one_line_naming_it(value, message):
+    with pytest.raises(SettingsError) as error:
+        load_settings(spark={"restart": value})
+    text = str(error.value)
+    assert text.startswith("invalid setting spark.restart (DEDUP_SPARK__RESTART): ") and message in text
+    assert "\n" not in text
+
+
+class FailingJob:
+    """A job that fails its first ``failures`` runs, then returns ``"done"``."""
+
+    def __init__(self, failures: int, error: Exception | None = None):
+        self.failures, self.runs = failures, 0
+        self.error = error or RuntimeError("Job aborted.\nCaused by: broker gone\n\tat org.apache...")
+        self.totals = "partial"
+
+    def run(self, stop=None):
+        self.runs += 1
+        if self.runs <= self.failures:
+            raise self.error
+        return "done"
+
+
+def test_a_failing_job_is_restarted_with_the_strategys_delays():
+    sleeps = []
+    job = FailingJob(failures=2)
+    engine = RestartingEngine(job, parse_restart("exponential-delay(attempts=3,delay=1,factor=2)"),
+                              clock=iter(range(100)).__next__)
+    stop = threading.Event()
+    stop.wait = lambda delay: sleeps.append(delay) or False
+    assert engine.run(stop) == "done"
+    assert (job.runs, sleeps) == (3, [1, 2])
+
+
+def test_when_the_strategy_gives_up_the_job_stops_with_one_line():
+    job = FailingJob(failures=5)
+    engine = RestartingEngine(job, parse_restart("fixed-delay(attempts=2,delay=0)"))
+    with pytest.raises(RestartsExhausted) as error:
+        engine.run()
+    assert job.runs == 3
+    assert str(error.value) == ("the streaming query failed 3 time(s) and the restart strategy "
+                                "fixed-delay(attempts=2,delay=0) gave up; last error: Job aborted.")
+
+
+def test_setup_errors_are_not_restarted():
+    class SetupError(PermanentError):
+        error_class = "setup"
+
+    job = FailingJob(failures=1, error=SetupError("no javac"))
+    with pytest.raises(SetupError):
+        RestartingEngine(job, parse_restart("fixed-delay(attempts=5,delay=0)")).run()
+    assert job.runs == 1
+
+
+def test_attributes_reach_the_wrapped_engine():
+    job = FailingJob(failures=0)
+    engine = RestartingEngine(job, parse_restart("none"))
+    engine.on_batch = print
+    assert job.on_batch is print and engine.totals == "partial"
