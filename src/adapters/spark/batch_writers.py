@@ -106,13 +106,20 @@ class ExactlyOnceWriter:
 
 
 def writer_for(sink: str, dead_letters: str, delivery: str, checkpoint: str, policies: Policies,
-               kafka_settings: Mapping[str, str] | None = None, transactional_id: str | None = None):
-    """The batch writer for ``delivery`` (``at-least-once`` or ``exactly-once``)."""
+               kafka_settings: Mapping[str, str] | None = None, transactional_id: str | None = None,
+               spark_producer_options: Mapping[str, str] | None = None):
+    """The batch writer for ``delivery`` (``at-least-once`` or ``exactly-once``).
+
+    ``kafka_settings``: librdkafka settings (the transactional producer);
+    ``spark_producer_options``: the same as options of Spark's Kafka writer.
+    """
     from adapters.kafka.config import KafkaEndpoint
     from adapters.spark.jvm import SparkSetupError
     from adapters.spark.transactional_sink import (CommitLog, control_topic_for, default_transactional_id)
 
-    events, letters = BatchSink.from_uri(sink, "events"), BatchSink.from_uri(dead_letters, "dead_letters")
+    options = dict(spark_producer_options or {})
+    events, letters = (BatchSink.from_uri(sink, "events", options),
+                       BatchSink.from_uri(dead_letters, "dead_letters", options))
     if delivery == "at-least-once":
         return AtLeastOnceWriter(events, letters, policies)
     if events.endpoint.kind != "kafka":

@@ -1,0 +1,266 @@
+"""Exactly-once fault runs of the Spark engine, in the style of Kafka Streams' EOS system tests.
+
+A generator writes events with known duplicates and bad records to the input topic. The
+Spark engine runs as ``dedup run --engine spark`` (exactly-once delivery) in a process
+group of its own; while it works, the driver (the Python process and its JVM) is killed
+with SIGKILL at random points and started again from its checkpoint, the Kafka broker is
+restarted once and, with Redis state, Redis is restarted once. Progress is read from
+the commit markers on the control topic (committed micro-batches and their counts).
+
+The verifier reads the outputs as a ``read_committed`` consumer and checks every expected
+unique event exactly once and no other event, every bad record in the dead-letter topic
+exactly once, and ``in = out + duplicates + dead_lettered (+ skipped)`` from the committed
+markers' counts (the accounting of what was really committed) and from the last run's
+``--summary-json``. ``Report.lines()`` prints the counts it checked.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from adapters.spark.transactional_sink import control_topic_for, default_transactional_id
+from app.generator import StreamSpec, generate
+from tests.integration.kafka_io import create_topics, produce, read_topic
+from tests.integration.streams import reference
+
+ROOT = Path(__file__).resolve().parents[2]
+ACCOUNTED = ("in", "out", "duplicates", "dead_lettered", "skipped")
+
+
+@dataclass
+class FaultPlan:
+    uniques: int = 20_000
+    per_batch: int = 2_000
+    kills: int = 3
+    restart_broker: bool = True
+    restart_redis: bool = False
+    seed: int = 11
+    timeout: float = 280.0
+
+
+@dataclass
+class EngineProcess:
+    """``dedup run --engine spark`` in its own process group (driver = Python + its JVM)."""
+
+    args: list[str]
+    env: dict[str, str]
+    log: Path
+    proc: subprocess.Popen | None = None
+
+    def start(self) -> None:
+        with open(self.log, "ab") as out:
+            self.proc = subprocess.Popen([str(ROOT / ".venv" / "bin" / "dedup"), "run", *self.args],
+                                         env=self.env, stdout=out, stderr=subprocess.STDOUT,
+                                         start_new_session=True, cwd=ROOT)
+
+    def kill9(self) -> None:
+        """kill -9 of the whole driver: the Python process and the JVM it launched."""
+        os.killpg(self.proc.pid, signal.SIGKILL)
+        self.proc.wait(30)
+
+    def stop(self, timeout: float = 120) -> int:
+        """SIGTERM: the running micro-batch finishes, the query stops, the summary is written."""
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.kill9()
+            return -9
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+
+@dataclass
+class Topics:
+    bootstrap: str
+    input: str = "events"
+    output: str = "unique"
+    dead_letters: str = "dead"
+
+    @property
+    def commits(self) -> str:
+        return control_topic_for(self.output)
+
+    def uri(self, topic: str) -> str:
+        return f"kafka://{self.bootstrap}/{topic}"
+
+
+def committed_counts(topics: Topics, transactional_id: str) -> Counter:
+    """The summed counts of every committed micro-batch (from the commit markers)."""
+    totals = Counter()
+    for message in read_topic(topics.bootstrap, topics.commits, timeout=20):
+        if message.key == transactional_id.encode():
+            totals.update(json.loads(message.value)["counts"])
+    return totals
+
+
+@dataclass
+class Report:
+    records: int
+    expected_unique: int
+    expected_dead: int
+    read_unique: int = 0
+    lost: int = 0
+    duplicated: int = 0
+    unexpected: int = 0
+    read_dead: int = 0
+    dead_lost: int = 0
+    dead_duplicated: int = 0
+    committed: dict[str, int] = field(default_factory=dict)
+    last_run: dict[str, int] = field(default_factory=dict)
+    faults: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def balanced(self) -> bool:
+        c = self.committed
+        return c.get("in") == self.records == sum(c.get(k, 0) for k in ACCOUNTED[1:])
+
+    @property
+    def ok(self) -> bool:
+        return (self.balanced and not (self.lost or self.duplicated or self.unexpected or self.dead_lost
+                                       or self.dead_duplicated) and self.committed.get("out") == self.expected_unique)
+
+    def lines(self) -> list[str]:
+        c = self.committed
+        return [
+            f"faults: {', '.join(self.faults)}",
+            f"records in the input topic: {self.records:,}",
+            f"unique events expected {self.expected_unique:,}, read (read_committed) {self.read_unique:,}: "
+            f"lost {self.lost}, duplicated {self.duplicated}, unexpected {self.unexpected}",
+            f"dead letters expected {self.expected_dead:,}, read {self.read_dead:,}: "
+            f"lost {self.dead_lost}, duplicated {self.dead_duplicated}",
+            "committed accounting: " + ", ".join(f"{k}={c.get(k, 0):,}" for k in ACCOUNTED)
+            + f" -> {'balanced' if self.balanced else 'UNBALANCED'}",
+            "last run's summary: " + ", ".join(f"{k}={v:,}" for k, v in self.last_run.items()),
+            f"verdict: {'OK' if self.ok else 'FAILED'} in {self.seconds:.0f}s",
+        ]
+
+
+def verify(topics: Topics, records: list[bytes], transactional_id: str) -> Report:
+    want = reference(records)
+    unique = Counter(m.value for m in read_topic(topics.bootstrap, topics.output, timeout=120))
+    dead = Counter(base64.b64decode(json.loads(m.value)["value_b64"])
+                   for m in read_topic(topics.bootstrap, topics.dead_letters, timeout=60))
+    expected, expected_dead = Counter(want.emitted), Counter(want.dead_letters)
+    return Report(
+        len(records), sum(expected.values()), sum(expected_dead.values()),
+        read_unique=sum(unique.values()), lost=sum((expected - unique).values()),
+        duplicated=sum(n - 1 for v, n in unique.items() if v in expected and n > expected[v]),
+        unexpected=sum(n for v, n in unique.items() if v not in expected),
+        read_dead=sum(dead.values()), dead_lost=sum((expected_dead - dead).values()),
+        dead_duplicated=sum((dead - expected_dead).values()),
+        committed=dict(committed_counts(topics, transactional_id)))
+
+
+class FaultRun:
+    """One run of the plan against a broker (and Redis) this run may restart."""
+
+    def __init__(self, plan: FaultPlan, broker, workdir: Path, redis=None, say: Callable[[str], None] = print):
+        self.plan, self.broker, self.redis, self.workdir, self.say = plan, broker, redis, workdir, say
+        self.topics = Topics(broker.bootstrap)
+        self.checkpoint = str(workdir / "checkpoint")
+        self.tid = default_transactional_id(self.checkpoint)
+        self.rng = random.Random(plan.seed)
+        self.faults: list[str] = []
+
+    def run(self) -> Report:
+        started = time.monotonic()
+        records = self.preload()
+        engine = self.engine()
+        engine.start()
+        reached = 0
+        for fault, at in self.schedule(len(records)):
+            self.wait_for(lambda: self.progress() >= max(at, reached + 1), started, engine)
+            reached = self.progress()
+            time.sleep(self.rng.uniform(0, 2))
+            fault(engine)
+        self.wait_for(lambda: self.progress() >= len(records), started, engine)
+        code = engine.stop()
+        report = verify(self.topics, records, self.tid)
+        report.last_run = self.summary() | {"exit": code}
+        report.faults, report.seconds = self.faults, time.monotonic() - started
+        return report
+
+    def preload(self) -> list[bytes]:
+        records, _ = generate(StreamSpec(uniques=self.plan.uniques, seed=self.plan.seed))
+        create_topics(self.topics.bootstrap, self.topics.input, self.topics.output, self.topics.dead_letters)
+        produce(self.topics.bootstrap, self.topics.input, records)
+        self.say(f"preloaded {len(records):,} records ({self.plan.uniques:,} unique events)")
+        return records
+
+    def schedule(self, total: int) -> list[tuple[Callable, int]]:
+        """Faults at random points of the run, in order of progress (records committed)."""
+        faults = [self.kill] * self.plan.kills
+        faults += [self.restart_broker] * self.plan.restart_broker + [self.restart_redis] * self.plan.restart_redis
+        self.rng.shuffle(faults)
+        slots = len(faults) + 1
+        points = [int(total * self.rng.uniform((i + 0.3) / slots, (i + 0.9) / slots)) for i in range(len(faults))]
+        return list(zip(faults, points))
+
+    def kill(self, engine: EngineProcess) -> None:
+        engine.kill9()
+        self.faults.append(f"kill -9 at {self.progress_text()}")
+        self.say(f"kill -9 of the driver at {self.progress_text()}; restarting it from the checkpoint")
+        engine.start()
+
+    def restart_broker(self, engine: EngineProcess) -> None:
+        self.say(f"restarting the Kafka broker at {self.progress_text()}")
+        self.broker.kill()
+        time.sleep(1)
+        self.broker.start(timeout=120)
+        self.faults.append(f"broker kill -9 + restart at {self.progress_text()}")
+
+    def restart_redis(self, engine: EngineProcess) -> None:
+        self.say(f"restarting Redis at {self.progress_text()}")
+        self.redis.stop()
+        time.sleep(1)
+        self.redis.start()
+        self.faults.append(f"redis restart at {self.progress_text()}")
+
+    def progress(self) -> int:
+        try:
+            return committed_counts(self.topics, self.tid).get("in", 0)
+        except Exception:  # noqa: BLE001 - the broker may be restarting; progress is unknown then
+            return -1
+
+    def progress_text(self) -> str:
+        return f"{max(self.progress(), 0):,} records committed"
+
+    def wait_for(self, condition: Callable[[], bool], started: float, engine: EngineProcess) -> None:
+        while not condition():
+            if time.monotonic() - started > self.plan.timeout:
+                raise TimeoutError(f"no progress to the next step in {self.plan.timeout:.0f}s "
+                                   f"({self.progress_text()}); engine log: {self.workdir / 'engine.log'}")
+            if not engine.alive():
+                raise RuntimeError(f"the engine exited with {engine.proc.returncode}; log: {self.workdir / 'engine.log'}")
+            time.sleep(1)
+
+    def engine(self) -> EngineProcess:
+        t = self.topics
+        args = ["--engine", "spark", "--source", t.uri(t.input), "--sink", t.uri(t.output),
+                "--dlq", t.uri(t.dead_letters), "--no-progress", "--summary-json", str(self.workdir / "summary.json")]
+        if self.redis is not None:
+            args += ["--state", self.redis.url]
+        env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "PYSPARK_PYTHON": sys.executable,
+               "DEDUP_KAFKA__DELIVERY": "exactly-once", "DEDUP_SPARK__CHECKPOINT": self.checkpoint,
+               "DEDUP_SPARK__MASTER": "local[2]", "DEDUP_SPARK__MAX_OFFSETS_PER_TRIGGER": str(self.plan.per_batch),
+               "DEDUP_SPARK__TRIGGER": "0 seconds", "DEDUP_SPARK__RESTART": "fixed-delay(attempts=30,delay=2)",
+               "DEDUP_POLICIES__TRANSIENT": "retry(attempts=8,backoff=exponential,delay=0.5,max_delay=8)>fail"}
+        return EngineProcess(args, env, self.workdir / "engine.log")
+
+    def summary(self) -> dict[str, int]:
+        path = self.workdir / "summary.json"
+        return json.loads(path.read_text()) if path.exists() else {}
