@@ -24,6 +24,7 @@ class StateReport:
     newest_expiry: int | None = None
     unreadable: int = 0
     size_bytes: int | None = None
+    details: dict = field(default_factory=dict)
 
     @property
     def keys(self) -> int:
@@ -31,9 +32,15 @@ class StateReport:
 
     def as_dict(self) -> dict:
         return {"store": self.store, "keys": self.keys, "keys_per_rule": dict(self.keys_per_rule),
-                "format_versions": {f"v{v}": n for v, n in sorted(self.versions.items())},
+                "format_versions": {_version_label(v): n for v, n in sorted(self.versions.items(), key=str)},
                 "oldest_expiry": self.oldest_expiry, "newest_expiry": self.newest_expiry,
-                "unreadable": self.unreadable, "size_bytes": self.size_bytes, "samples": self.samples}
+                "unreadable": self.unreadable, "size_bytes": self.size_bytes, "samples": self.samples,
+                **({"details": self.details} if self.details else {})}
+
+
+def _version_label(version: int | str) -> str:
+    """``v2`` for a domain codec version; other stores label their own formats (e.g. ``window-dedup/1``)."""
+    return f"v{version}" if isinstance(version, int) else version
 
 
 def inspect_state(store: str, items: Iterable[tuple[str, str | bytes]], sample_size: int = 3,

@@ -12,9 +12,19 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Sequence
 
+from domain.errors import PermanentError
 from domain.ports import StateStore
 from domain.rules import KEY_SEPARATOR
 from domain.state import Claim, Emission
+
+
+class IncompatibleState(PermanentError):
+    """The job cannot use the state it was pointed at (another key layout or state format).
+
+    The message is one line naming the change and the remedy; nothing was modified.
+    """
+
+    error_class = "setup"  # the same settings fail the same way: never restarted
 
 
 @dataclass(frozen=True)

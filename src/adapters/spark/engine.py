@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pyspark.sql import DataFrame, SparkSession
 
 from adapters.spark.metrics import ProgressListener, accounting_metrics
+from adapters.spark.migration import CheckpointGuard
 from adapters.spark.plan import DEAD_LETTER, EMIT, DedupPlan
 from adapters.spark.session import build_session, state_store_conf
 from adapters.spark.sinks import BatchSink
@@ -42,9 +43,11 @@ class SparkEngine:
     spark: SparkSession | None = None
     metrics: object | None = None
     listener: ProgressListener = field(init=False)
+    guard: CheckpointGuard = field(init=False, repr=False)
 
     def __post_init__(self):
         self.listener = ProgressListener(self.metrics)
+        self.guard = CheckpointGuard(self.rules, self.checkpoint)
         self._events = BatchSink.from_uri(self.sink, "events")
         self._dead_letters = BatchSink.from_uri(self.dead_letters, "dead_letters")
 
@@ -55,14 +58,20 @@ class SparkEngine:
 
     def judged(self) -> DataFrame:
         """The streaming plan up to the verdicts, with its accounting observed."""
-        records = read_stream(self.session(), self.source, self.max_records_per_batch)
-        return accounting_metrics(DedupPlan(self.rules).judge(records))
+        return accounting_metrics(self.verdicts())
+
+    def verdicts(self) -> DataFrame:
+        """Source → verdicts; during a migration from the old job's position, with its old state as fallback."""
+        records = read_stream(self.session(), self.guard.source(self.source), self.max_records_per_batch)
+        plan = DedupPlan(self.rules, before_operator=self.guard.fallback)
+        return plan.judge(self.guard.records(records))
 
     def run(self, available_now: bool = True, stop: threading.Event | None = None) -> dict[str, int]:
         """Run the query (see the module docstring); returns this run's accounting counts."""
         spark = self.session()
         for key, value in state_store_conf(self.state_provider).items():
             spark.conf.set(key, value)
+        self.guard.prepare(spark)  # refuses an incompatible checkpoint before anything is written
         spark.streams.addListener(self.listener)
         try:
             query = self._start(available_now)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import reduce
+from typing import Callable
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
@@ -32,6 +33,7 @@ EMIT, DUPLICATE, DEAD_LETTER = "emit", "duplicate", "dead_letter"
 class DedupPlan:
     rules: RuleSet
     idle_timeout_ms: int | None = None
+    before_operator: Callable[[DataFrame], DataFrame] | None = None  # e.g. a migration's old-state lookup
 
     @property
     def extra_fields(self) -> tuple[str, ...]:
@@ -48,7 +50,10 @@ class DedupPlan:
         """
         annotated = self.annotate(parse(records, self.extra_fields))
         timeout = self.idle_timeout_ms or 1000 * max(self.rules.max_retention, 1)
-        judged = jvm.judge(_operator_input(annotated).withWatermark("ts", "0 seconds"), "key", timeout)
+        operator_input = _operator_input(annotated)
+        if self.before_operator is not None:
+            operator_input = self.before_operator(operator_input)
+        judged = jvm.judge(operator_input.withWatermark("ts", "0 seconds"), "key", timeout)
         return _verdicts(judged)
 
     def annotate(self, parsed: DataFrame) -> DataFrame:

@@ -32,6 +32,10 @@ import org.apache.spark.sql.types.StructType;
  * comes out exactly once with a {@code verdict}: emit, duplicate, late or pass.
  * Idle keys wake on a processing-time timeout and are removed once the event-time watermark
  * has passed all their emissions' retention; otherwise the timeout is re-armed.
+ *
+ * During a migration (adapters.spark.migration) rows may carry {@code fallback} (array of
+ * long: the old state's emission times for the key's old key) and {@code fallback_retention}:
+ * those emissions make repeats duplicates while live, but are only read, never stored.
  */
 public final class WindowDedup implements FlatMapGroupsWithStateFunction<String, Row, Emissions, Row> {
     public static final String EMIT = "emit";
@@ -39,7 +43,7 @@ public final class WindowDedup implements FlatMapGroupsWithStateFunction<String,
     public static final String LATE = "late";
     public static final String PASS = "pass";
 
-    private final int tIdx, ordIdx, windowIdx, latenessIdx, judgeIdx;
+    private final int tIdx, ordIdx, windowIdx, latenessIdx, judgeIdx, fallbackIdx, fallbackRetentionIdx;
     private final long idleTimeoutMs;
 
     private WindowDedup(StructType schema, long idleTimeoutMs) {
@@ -48,6 +52,9 @@ public final class WindowDedup implements FlatMapGroupsWithStateFunction<String,
         this.windowIdx = schema.fieldIndex("window");
         this.latenessIdx = schema.fieldIndex("lateness");
         this.judgeIdx = schema.fieldIndex("judge");
+        List<String> names = Arrays.asList(schema.fieldNames());
+        this.fallbackIdx = names.indexOf("fallback");
+        this.fallbackRetentionIdx = names.indexOf("fallback_retention");
         this.idleTimeoutMs = idleTimeoutMs;
     }
 
@@ -78,9 +85,11 @@ public final class WindowDedup implements FlatMapGroupsWithStateFunction<String,
         batch.sort(Comparator.comparingLong(r -> r.getLong(ordIdx)));
         long window = batch.get(0).getLong(windowIdx), lateness = batch.get(0).getLong(latenessIdx);
         long[] live = state.exists() ? live(state.get().getTimes(), window + lateness, watermark) : new long[0];
+        long[] old = fallback(batch.get(0), watermark);
         for (Row row : batch) {
             long t = row.getLong(tIdx);
-            String verdict = t < watermark - lateness ? LATE : withinWindow(live, t, window) ? DUPLICATE : EMIT;
+            boolean duplicate = withinWindow(live, t, window) || withinWindow(old, t, window);
+            String verdict = t < watermark - lateness ? LATE : duplicate ? DUPLICATE : EMIT;
             if (verdict == EMIT) live = append(live, t);
             out.add(withVerdict(row, verdict));
         }
@@ -96,6 +105,14 @@ public final class WindowDedup implements FlatMapGroupsWithStateFunction<String,
         }
         state.update(new Emissions(live, retention));
         state.setTimeoutDuration(idleTimeoutMs);
+    }
+
+    /** The old state's live emissions for this key (read-only), or none. */
+    private long[] fallback(Row row, long watermark) {
+        if (fallbackIdx < 0 || row.isNullAt(fallbackIdx) || row.isNullAt(fallbackRetentionIdx)) return new long[0];
+        List<Long> times = row.getList(fallbackIdx);
+        long[] old = times.stream().mapToLong(Long::longValue).toArray();
+        return live(old, row.getLong(fallbackRetentionIdx), watermark);
     }
 
     private static long[] live(long[] times, long retention, long watermark) {

@@ -1,0 +1,98 @@
+"""Reading a Structured Streaming checkpoint's own logs (no SparkSession needed).
+
+A checkpoint directory holds ``offsets/N`` (the end offsets of micro-batch N, one line per
+source after a version line and a metadata line), ``commits/N`` (batch N finished; its
+``nextBatchWatermarkMs``), ``sources/<i>/`` (the file source's log of files read) and
+``state/`` (the stateful operators' stores). ``streamdedup/`` is ours: the job's manifest
+and, after a migration, the old state's read-only fallback.
+
+Only local paths (or ``file:`` URIs) are read here.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import unquote, urlsplit
+
+OURS = "streamdedup"
+
+
+def local_path(location: str) -> Path:
+    """``location`` (a path or a ``file:`` URI) as a local path; other schemes are refused."""
+    parts = urlsplit(location)
+    if parts.scheme in ("", "file"):
+        return Path(unquote(parts.path) if parts.scheme else location)
+    raise ValueError(f"only local checkpoints can be checked and migrated, got {location!r}")
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    path: Path
+
+    @classmethod
+    def at(cls, location: str) -> "Checkpoint":
+        return cls(local_path(location))
+
+    @property
+    def ours(self) -> Path:
+        return self.path / OURS
+
+    def last_committed(self) -> int | None:
+        """The id of the last micro-batch that committed, or None for a checkpoint without progress."""
+        return _last_batch(self.path / "commits")
+
+    def has_progress(self) -> bool:
+        return _last_batch(self.path / "offsets") is not None
+
+    def source_offsets(self, batch: int) -> list[str]:
+        """The end offsets of ``batch``, one JSON text per source (as the query's sources wrote them)."""
+        lines = (self.path / "offsets" / str(batch)).read_text().splitlines()
+        return [line for line in lines[2:] if line.strip()]
+
+    def watermark_ms(self) -> int:
+        """The event-time watermark after the last committed batch (0 when none committed)."""
+        batch = self.last_committed()
+        if batch is None:
+            return 0
+        lines = (self.path / "commits" / str(batch)).read_text().splitlines()
+        return int(json.loads(lines[1]).get("nextBatchWatermarkMs", 0)) if len(lines) > 1 else 0
+
+    def files_read(self, source: int, up_to_log_offset: int) -> list[str]:
+        """The paths a file source read in its log batches ``0..up_to_log_offset`` (compacted logs included)."""
+        directory = self.path / "sources" / str(source)
+        paths = []
+        for entry in sorted(directory.glob("*"), key=_log_order) if directory.exists() else []:
+            if entry.name.startswith("."):
+                continue
+            for line in entry.read_text().splitlines()[1:]:
+                record = json.loads(line) if line.strip() else None
+                if record and record.get("batchId", 0) <= up_to_log_offset:
+                    paths.append(record["path"])
+        return sorted(set(paths))
+
+    def state_bytes(self) -> int:
+        """Bytes on disk of the stateful operators' stores (``state/``)."""
+        return _tree_bytes(self.path / "state")
+
+    def total_bytes(self) -> int:
+        return _tree_bytes(self.path)
+
+
+def _last_batch(directory: Path) -> int | None:
+    ids = [int(p.name) for p in directory.glob("*") if p.name.isdigit()] if directory.exists() else []
+    return max(ids, default=None)
+
+
+def _log_order(path: Path) -> int:
+    head = path.name.split(".")[0]
+    return int(head) if head.isdigit() else -1
+
+
+def _tree_bytes(root: Path) -> int:
+    total = 0
+    for folder, _, names in os.walk(root):
+        total += sum(os.path.getsize(os.path.join(folder, n)) for n in names)
+    return total

@@ -1,0 +1,246 @@
+"""Moving a Spark job's dedup memory to a new version whose state is keyed or shaped differently.
+
+``plan_migration`` + ``migrate`` (the offline step behind ``dedup state migrate``) prepare a
+*new* checkpoint from the old one, which is only read:
+
+* the old job's input position: the end offsets of its last committed micro-batch (Kafka:
+  the new query's ``startingOffsets``; a file source: the files it had read, which the
+  new query skips);
+* the old state, read through Spark's state data source at that batch, its still-live
+  emissions exported to ``streamdedup/fallback`` (parquet: ``old_key``, ``fallback`` times,
+  ``fallback_retention``), keyed the old way;
+* the new manifest, with a ``migration`` section (the key translation per rule, and
+  ``retire_at``: the last old expiry).
+
+``CheckpointGuard`` applies it while the job runs: each event's old key is derived from its
+new key (``domain.migration.KeyTranslation``: the old key fields must be among the new
+ones), the fallback is joined to the operator's input (a stream-static join, stateless),
+and the operator treats the old emissions as read-only live emissions until they expire;
+new emissions are written in the new state only. Once the watermark has passed
+``retire_at`` no old emission can be live: the next start leaves the fallback out and the
+manifest records the retirement.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from dataclasses import dataclass, field
+from urllib.parse import quote
+
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from adapters.spark.checkpoint import Checkpoint
+from adapters.spark.manifest import Manifest, compare, job_manifest, read_manifest, write_manifest
+from adapters.spark.state_reader import describe_offsets, read_state, rule_of, state_schema
+from domain.migration import IncompatibleState, KeyTranslation
+from domain.rules import KEY_SEPARATOR, RuleSet
+
+log = logging.getLogger(__name__)
+FALLBACK, FILES_READ = "fallback", "files-read.json"
+DEFAULT_OLD_KEY_FIELDS = ("uniqueValue",)
+
+
+@dataclass
+class MigrationPlan:
+    """What ``migrate`` does: read ``old`` at ``batch``, prepare ``new`` for ``manifest``'s job."""
+
+    old: str
+    new: str
+    batch: int
+    source_offsets: list[str]
+    files_read: list[str]
+    old_watermark: int
+    translations: dict[str, KeyTranslation]
+    manifest: Manifest
+    keys_per_rule: dict[str, int] = field(default_factory=dict)
+    retire_at: int | None = None
+
+    def describe(self) -> list[str]:
+        keys = sum(self.keys_per_rule.values())
+        lines = [f"read {self.old} at its last committed batch {self.batch} (watermark {self.old_watermark})",
+                 f"start the new job at the old job's position: {describe_offsets(self.source_offsets)}"
+                 + (f" ({len(self.files_read)} files already read are skipped)" if self.files_read else "")]
+        for rule, t in sorted(self.translations.items()):
+            change = "unchanged" if t.old_fields == t.new_fields else "->".join(
+                ",".join(f) for f in (t.old_fields, t.new_fields))
+            lines.append(f"rule {rule}: key fields {change}; {self.keys_per_rule.get(rule, 0)} live old keys")
+        lines.append(f"export {keys} live old keys to {self.new}/streamdedup/{FALLBACK} (consulted read-only)")
+        lines.append("retire the old state once the watermark passes " +
+                     (str(self.retire_at) if self.retire_at is not None else "- (nothing live)"))
+        return lines
+
+
+def plan_migration(spark: SparkSession, old: str, new: str, rules: RuleSet,
+                   old_key_fields: dict[str, tuple[str, ...]] | None = None) -> MigrationPlan:
+    """Check that ``old`` can be migrated into ``new`` for ``rules``; reads only, writes nothing."""
+    source, target = Checkpoint.at(old), Checkpoint.at(new)
+    batch = source.last_committed()
+    if batch is None:
+        raise IncompatibleState(f"cannot migrate from {old}: it has no committed micro-batch (nothing to keep)")
+    if target.has_progress():
+        raise IncompatibleState(f"cannot migrate into {new}: it already has progress; give a new checkpoint")
+    offsets = source.source_offsets(batch)
+    translations = _translations(read_manifest(source.ours), rules, old_key_fields or {})
+    plan = MigrationPlan(old, new, batch, offsets, _files_read(source, offsets), source.watermark_ms() // 1000,
+                         translations, job_manifest(rules, state_schema(spark)))
+    live = _live_old_state(spark, old, batch, plan.old_watermark)
+    for row in live.groupBy(rule_of("old_key").alias("rule")).agg(
+            F.count(F.lit(1)).alias("keys"), F.max(F.array_max("fallback") + F.col("fallback_retention"))
+            .alias("last")).collect():
+        plan.keys_per_rule[row["rule"]] = row["keys"]
+        plan.retire_at = max(plan.retire_at or row["last"], row["last"])
+    return plan
+
+
+def migrate(spark: SparkSession, plan: MigrationPlan) -> None:
+    """Write the fallback, the position and the manifest into the new checkpoint."""
+    ours = Checkpoint.at(plan.new).ours
+    ours.mkdir(parents=True, exist_ok=True)
+    _live_old_state(spark, plan.old, plan.batch, plan.old_watermark).write.mode("overwrite") \
+        .parquet(str(ours / FALLBACK))
+    (ours / FILES_READ).write_text(json.dumps(plan.files_read))
+    write_manifest(ours, plan.manifest.with_migration({
+        "from": plan.old, "from_batch": plan.batch, "source_offsets": plan.source_offsets,
+        "files_read": len(plan.files_read), "fallback_keys": sum(plan.keys_per_rule.values()),
+        "translations": {r: {"old": list(t.old_fields), "new": list(t.new_fields)}
+                         for r, t in sorted(plan.translations.items())},
+        "retire_at": plan.retire_at if plan.retire_at is not None else 0, "retired": False}))
+
+
+def _translations(old: Manifest | None, rules: RuleSet, given: dict[str, tuple[str, ...]]) \
+        -> dict[str, KeyTranslation]:
+    translations = {}
+    for name, rule in rules.rules.items():
+        old_fields = given.get(name) or (old.key_fields(name) if old else None) or \
+            (None if old else DEFAULT_OLD_KEY_FIELDS)
+        if old_fields is None:
+            continue
+        try:
+            translations[name] = KeyTranslation(tuple(old_fields), tuple(rule.key_fields))
+        except ValueError as exc:
+            raise IncompatibleState(f"rules.{name}.key_fields: {exc} ({','.join(old_fields)} -> "
+                                    f"{','.join(rule.key_fields)})") from None
+    return translations
+
+
+def _files_read(checkpoint: Checkpoint, offsets: list[str]) -> list[str]:
+    positions = [json.loads(o) for o in offsets]
+    if len(positions) == 1 and "logOffset" in positions[0]:
+        return checkpoint.files_read(0, positions[0]["logOffset"])
+    return []
+
+
+def _live_old_state(spark: SparkSession, old: str, batch: int, watermark: int) -> DataFrame:
+    state = read_state(spark, old, batch)
+    live = F.filter("times", lambda t: t + F.col("retention") > F.lit(watermark))
+    return state.select(F.col("key").alias("old_key"), live.alias("fallback"),
+                        F.col("retention").alias("fallback_retention")).filter(F.size("fallback") > 0)
+
+
+class CheckpointGuard:
+    """The engine's start-up check and, during a migration, its position and fallback.
+
+    ``prepare(spark)`` compares the job's manifest with the checkpoint's: an incompatible
+    change raises ``IncompatibleState`` (one line: the change and the remedy) and leaves the
+    checkpoint untouched; otherwise the manifest is (re)written. Checkpoints that are not
+    local paths are not checked (logged).
+    """
+
+    def __init__(self, rules: RuleSet, checkpoint: str):
+        self.rules, self.location = rules, checkpoint
+        self.migration: dict | None = None
+        self.checkpoint: Checkpoint | None = None
+
+    def prepare(self, spark: SparkSession) -> None:
+        try:
+            self.checkpoint = Checkpoint.at(self.location)
+        except ValueError:
+            log.warning("checkpoint %s is not a local path: its manifest is not checked", self.location)
+            return
+        job = job_manifest(self.rules, state_schema(spark))
+        stored = read_manifest(self.checkpoint.ours)
+        if stored is None and self.checkpoint.has_progress():
+            log.warning("checkpoint %s has no manifest (written before manifests); adopting this job's",
+                        self.location)
+        elif stored is not None:
+            self._refuse_incompatible(stored, job)
+        migration = stored.migration if stored else None
+        self.migration = self._active_migration(migration)
+        write_manifest(self.checkpoint.ours, job.with_migration(migration))
+
+    def source(self, uri: str) -> str:
+        """``uri``, starting at the old job's Kafka offsets while a migrated checkpoint has no progress."""
+        if not self.migration or self.checkpoint.has_progress() or not uri.startswith("kafka:"):
+            return uri
+        offsets = self.migration["source_offsets"]
+        separator = "&" if "?" in uri else "?"
+        return f"{uri}{separator}startingOffsets={quote(offsets[0], safe='')}"
+
+    def records(self, records: DataFrame) -> DataFrame:
+        """``records`` without the files the old job had read (file sources, during a migration)."""
+        if not self.migration or not self.migration.get("files_read"):
+            return records
+        spark = records.sparkSession
+        paths = json.loads((self.checkpoint.ours / FILES_READ).read_text())
+        read = spark.createDataFrame([(_path_of_text(p),) for p in paths], "old_path string")
+        return records.join(F.broadcast(read), _path_of(F.col("source")) == F.col("old_path"), "left_anti")
+
+    def fallback(self, operator_input: DataFrame) -> DataFrame:
+        """Adds ``fallback`` (old live emission times) and ``fallback_retention`` to the operator's input."""
+        if not self.migration:
+            return operator_input
+        table = operator_input.sparkSession.read.parquet(str(self.checkpoint.ours / FALLBACK))
+        keyed = operator_input.withColumn("_old_key", _old_key(self.migration["translations"]))
+        return keyed.join(table, F.col("_old_key") == table["old_key"], "left").drop("_old_key", "old_key")
+
+    def _refuse_incompatible(self, stored: Manifest, job: Manifest) -> None:
+        comparison = compare(stored, job)
+        for change in comparison.changes:
+            log.warning("checkpoint %s: %s (%s)", self.location, change.describe(),
+                        "compatible" if change.compatible else "incompatible")
+        if comparison.incompatible:
+            raise IncompatibleState(refusal(self.location, comparison.incompatible))
+
+    def _active_migration(self, migration: dict | None) -> dict | None:
+        if not migration or migration.get("retired"):
+            return None
+        watermark = self.checkpoint.watermark_ms() // 1000
+        if self.checkpoint.last_committed() is not None and watermark >= migration["retire_at"]:
+            log.warning("old state from %s retired: the watermark %d has passed its last expiry %d; "
+                        "it is no longer consulted", migration["from"], watermark, migration["retire_at"])
+            migration.update(retired=True, retired_at_watermark=watermark)
+            return None
+        log.warning("consulting the old state from %s read-only until the watermark reaches %d",
+                    migration["from"], migration["retire_at"])
+        return migration
+
+
+def refusal(location: str, changes) -> str:
+    """The one-line refusal: what changed, and what to do."""
+    what = "; ".join(c.describe() for c in changes)
+    return (f"checkpoint {location} does not fit this job: {what}. Its state cannot be used as it is; to keep "
+            f"the dedup memory run `dedup state migrate --from {location} --to NEW_CHECKPOINT` and start "
+            f"with spark.checkpoint=NEW_CHECKPOINT, or restore the previous setting. The checkpoint was not modified")
+
+
+def _old_key(translations: dict[str, dict]) -> Column:
+    """The old layout's key of each judged row, derived from its new key (``KeyTranslation``)."""
+    parts = F.split(F.col("key"), KEY_SEPARATOR)
+    column = None
+    for rule, t in translations.items():
+        positions = [1 + t["new"].index(f) for f in t["old"]]
+        old = F.concat_ws(KEY_SEPARATOR, F.lit(rule), *[parts.getItem(i) for i in positions])
+        case = F.col("judge") & (parts.getItem(0) == rule)
+        column = F.when(case, old) if column is None else column.when(case, old)
+    return F.lit(None).cast("string") if column is None else column
+
+
+def _path_of(column: Column) -> Column:
+    return F.regexp_replace(column, r"^file:/+", "/")
+
+
+def _path_of_text(path: str) -> str:
+    return re.sub(r"^file:/+", "/", path)

@@ -1,0 +1,154 @@
+"""Upgrading a running Spark job: the checkpoint's manifest, migration with the old state as fallback.
+
+Each scenario runs real streaming queries over JSONL files (one file per micro-batch) and
+checks verdicts and counts stated independently of the engine. docs/spark-design.md
+("State evolution") states the design.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import shutil
+from pathlib import Path
+
+import pytest
+
+from adapters.spark.engine import SparkEngine
+from adapters.spark.manifest import read_manifest
+from adapters.spark.migration import migrate, plan_migration
+from adapters.spark.state_reader import inspect_checkpoint
+from domain.migration import IncompatibleState
+from domain.rules import DedupRule, RuleSet, UnknownTypePolicy
+from tests.spark.conftest import FileRun
+
+pytestmark = pytest.mark.spark
+
+T = 1_700_000_000
+V1 = RuleSet({"APP": DedupRule("APP", 30), "WEB": DedupRule("WEB", 600)})
+# v2: the WEB key becomes uniqueValue + type (the state is keyed differently)
+V2 = RuleSet({"APP": DedupRule("APP", 30), "WEB": DedupRule("WEB", 600, ("uniqueValue", "type"))})
+
+
+def event(id_, key, type_, t):
+    return json.dumps({"id": id_, "uniqueValue": key, "type": type_, "timestamp": T + t})
+
+
+class Stream(FileRun):
+    """A directory of JSONL files, one per micro-batch, run by successive job versions."""
+
+    def checkpoint(self, name: str) -> str:
+        return str(self.dir / name)
+
+    def run_version(self, rules: RuleSet, checkpoint: str, output: str) -> tuple[dict, list[str]]:
+        engine = SparkEngine(rules, f"jsonl:{self.input}?maxFilesPerTrigger=1", str(self.dir / output),
+                             str(self.dir / f"{output}-dlq"), self.checkpoint(checkpoint),
+                             master="local[2]", spark=self.spark)
+        counts = engine.run(available_now=True).as_dict()
+        ids = [json.loads(line)["id"] for path in sorted((self.dir / output).glob("batch=*/part-*"))
+               for line in path.read_text().splitlines() if line]
+        return counts, sorted(ids)
+
+
+@pytest.fixture
+def stream(spark, tmp_path):
+    return Stream(spark, tmp_path)
+
+
+def tree_digest(root: Path) -> str:
+    """Names and bytes of every file under ``root``: equal digests mean an untouched directory."""
+    digest = hashlib.sha256()
+    for path in sorted(p for p in root.rglob("*") if p.is_file()):
+        digest.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()
+
+
+def test_v2_keeps_v1_dedup_memory_then_retires_the_old_state(stream, spark, caplog):
+    # v1 (WEB keyed by uniqueValue) emits a, w, x
+    stream.add(event("a1", "a", "APP", 0), event("w1", "w", "WEB", 0), event("x1", "x", "WEB", 10))
+    counts, ids = stream.run_version(V1, "v1", "out-v1")
+    assert (counts["in"], ids) == (3, ["a1", "w1", "x1"])
+
+    # offline step: v2's checkpoint gets v1's position and its live state as a read-only fallback
+    plan = plan_migration(spark, stream.checkpoint("v1"), stream.checkpoint("v2"), V2)
+    assert plan.keys_per_rule == {"APP": 1, "WEB": 2}
+    assert plan.retire_at == T + 10 + 1200  # x1's expiry: t + window + lateness
+    migrate(spark, plan)
+
+    # v2 starts after v1's input: v1's file is not read again; repeats of v1's emissions are dropped
+    stream.add(event("a2", "a", "APP", 20),      # dup of a1 (APP key unchanged, found in the old state)
+               event("w2", "w", "WEB", 300),     # dup of w1 under the old key layout
+               event("n1", "n", "WEB", 300),     # new key: emitted, written in the new layout
+               event("n2", "n", "WEB", 310),     # dup of n1 (new state)
+               event("b1", "b", "APP", 25))      # new key: emitted
+    stream.add(event("x2", "x", "WEB", 600),     # 590 s after x1: still a dup (old state live)
+               event("z1", "z", "WEB", 5000))    # moves the watermark past the old state's last expiry
+    counts, ids = stream.run_version(V2, "v2", "out-v2")
+    assert (counts["in"], counts["out"], counts["duplicates"]) == (7, 3, 4)
+    assert ids == ["b1", "n1", "z1"]
+
+    new_state = inspect_checkpoint(spark, stream.checkpoint("v2"))
+    assert dict(new_state.keys_per_rule) == {"APP": 1, "WEB": 2}
+    assert sorted(new_state.samples["WEB"]) == ["n | WEB", "z | WEB"]
+    assert "old state expired" in new_state.details["migration"]
+
+    # restart after the watermark passed the last old expiry: the old state is retired and no
+    # longer consulted (its fallback and the old checkpoint can be gone)
+    shutil.rmtree(Path(stream.checkpoint("v2")) / "streamdedup" / "fallback")
+    shutil.rmtree(stream.checkpoint("v1"))
+    stream.add(event("w3", "w", "WEB", 5001), event("z2", "z", "WEB", 5002))
+    with caplog.at_level(logging.WARNING, logger="adapters.spark.migration"):
+        counts, ids = stream.run_version(V2, "v2", "out-v2")
+    assert (counts["in"], counts["out"], counts["duplicates"]) == (2, 1, 1)
+    assert "w3" in ids
+    migration = read_manifest(Path(stream.checkpoint("v2")) / "streamdedup").migration
+    assert migration["retired"] is True and migration["retired_at_watermark"] == T + 5000
+    assert any("retired" in r.getMessage() for r in caplog.records)
+
+
+def test_an_incompatible_change_is_refused_and_the_checkpoint_left_untouched(stream):
+    stream.add(event("w1", "w", "WEB", 0))
+    stream.run_version(V1, "ckpt", "out-1")
+    before = tree_digest(Path(stream.checkpoint("ckpt")))
+
+    stream.add(event("w2", "w", "WEB", 300))
+    with pytest.raises(IncompatibleState) as refused:
+        stream.run_version(V2, "ckpt", "out-2")
+
+    message = str(refused.value)
+    assert "\n" not in message
+    assert "rules.WEB.key_fields changed from uniqueValue to uniqueValue,type" in message
+    assert f"dedup state migrate --from {stream.checkpoint('ckpt')} --to NEW_CHECKPOINT" in message
+    assert tree_digest(Path(stream.checkpoint("ckpt"))) == before
+
+    # the untouched checkpoint still runs with v1 and still remembers w1
+    counts, ids = stream.run_version(V1, "ckpt", "out-3")
+    assert (counts["in"], counts["duplicates"], ids) == (1, 1, [])
+
+
+def test_stateless_changes_keep_the_checkpoint_and_its_memory(stream):
+    stream.add(event("a1", "a", "APP", 0))
+    stream.run_version(V1, "ckpt", "out-1")
+    # a longer window and unknown types dead-lettered: stateless steps and rule parameters change
+    changed = RuleSet({"APP": DedupRule("APP", 40), "WEB": DedupRule("WEB", 600)}, UnknownTypePolicy.DEAD_LETTER)
+    stream.add(event("a2", "a", "APP", 35), event("o1", "o", "OTHER", 35))
+    counts, ids = stream.run_version(changed, "ckpt", "out-2")
+    assert (counts["in"], counts["duplicates"], counts["dead_lettered"], ids) == (2, 1, 1, [])
+    manifest = read_manifest(Path(stream.checkpoint("ckpt")) / "streamdedup")
+    assert manifest.rules["APP"]["window"] == 40
+
+
+def test_inspect_reports_what_the_job_wrote(stream, spark):
+    stream.add(*[event(f"a{i}", f"a{i}", "APP", i) for i in range(4)],
+               *[event(f"w{i}", f"w{i}", "WEB", i) for i in range(3)],
+               event("a0-again", "a0", "APP", 5))
+    stream.run_version(V1, "ckpt", "out")
+    report = inspect_checkpoint(spark, stream.checkpoint("ckpt"), sample_size=2).as_dict()
+    assert report["keys"] == 7 and report["keys_per_rule"] == {"APP": 4, "WEB": 3}
+    assert report["oldest_expiry"] == T + 0 + 60
+    assert report["newest_expiry"] == T + 2 + 1200
+    assert report["format_versions"] == {"window-dedup/1": 7}
+    assert report["size_bytes"] > 0
+    assert all(len(s) == 2 for s in report["samples"].values())
+    assert report["details"]["last_committed_batch"] == 0
