@@ -108,3 +108,54 @@ INVALID_RECORDS = (
     (b'{"id": "a", "uniqueValue": "", "type": "APP", "timestamp": 1}', "empty_field"),
     (b'{"id": "a", "uniqueValue": "u", "type": "APP", "timestamp": 99999999999999}', "out_of_range"),
 )
+
+
+@dataclass(frozen=True)
+class Batch:
+    """INVALIDATE notifications ``(type, key, t)`` taking effect, then events judged in order."""
+
+    notes: tuple[tuple[str, str, int], ...]
+    steps: tuple[Step, ...]
+
+
+@dataclass(frozen=True)
+class InvalidationScenario:
+    name: str
+    batches: tuple[Batch, ...]
+
+    def notification(self, note: tuple[str, str, int]) -> bytes:
+        event_type, key, t = note
+        return json.dumps({"notification": "INVALIDATE", "exception": "downstream lost it",
+                           "event": {"id": "n", "uniqueValue": key, "type": event_type, "timestamp": t}}).encode()
+
+    def records(self) -> list[list[bytes]]:
+        """Each batch's events, with ids unique across the scenario."""
+        return [[json.dumps({"id": f"b{b}e{i}", "uniqueValue": step.key, "type": step.type,
+                             "timestamp": step.t}).encode() for i, step in enumerate(batch.steps)]
+                for b, batch in enumerate(self.batches)]
+
+    def expected(self) -> list[list[str]]:
+        return [[step.verdict for step in batch.steps] for batch in self.batches]
+
+
+def b(notes: tuple = (), *steps: tuple) -> Batch:
+    return Batch(tuple(notes), s(*steps))
+
+
+INVALIDATION_SCENARIOS = (
+    InvalidationScenario("an invalidated event passes again when re-sent inside its window", (
+        b((), ("APP", "a", T, "emit"), ("APP", "a", T + 5, "dup")),
+        b((("APP", "a", T),), ("APP", "a", T + 6, "emit"), ("APP", "a", T + 10, "dup")))),
+    InvalidationScenario("invalidation is scoped to the rule's type", (
+        b((), ("WEB", "a", T, "emit"), ("APP", "a", T, "emit")),
+        b((("APP", "a", T),), ("WEB", "a", T + 5, "dup"), ("APP", "a", T + 5, "emit")))),
+    InvalidationScenario("every live emission of the key is forgotten", (
+        b((), ("APP", "a", T, "emit"), ("APP", "a", T + 30, "emit")),
+        b((("APP", "a", T + 30),), ("APP", "a", T + 31, "emit"), ("APP", "a", T + 40, "dup")))),
+    InvalidationScenario("invalidating a key never emitted changes nothing else", (
+        b((), ("APP", "b", T, "emit")),
+        b((("APP", "z", T),), ("APP", "b", T + 1, "dup"), ("APP", "z", T + 2, "emit")))),
+    InvalidationScenario("a notification for a type without a rule changes nothing", (
+        b((), ("APP", "a", T, "emit")),
+        b((("MOBILE", "a", T),), ("APP", "a", T + 1, "dup")))),
+)

@@ -171,7 +171,7 @@ class FaultRun:
     def __init__(self, plan: FaultPlan, broker, workdir: Path, redis=None, say: Callable[[str], None] = print):
         self.plan, self.broker, self.redis, self.workdir, self.say = plan, broker, redis, workdir, say
         self.topics = Topics(broker.bootstrap)
-        self.checkpoint = str(workdir / "checkpoint")
+        self.checkpoint = str(workdir / "checkpoint")  # engine_process puts it there
         self.tid = default_transactional_id(self.checkpoint)
         self.rng = random.Random(plan.seed)
         self.faults: list[str] = []
@@ -249,18 +249,40 @@ class FaultRun:
             time.sleep(1)
 
     def engine(self) -> EngineProcess:
-        t = self.topics
-        args = ["--engine", "spark", "--source", t.uri(t.input), "--sink", t.uri(t.output),
-                "--dlq", t.uri(t.dead_letters), "--no-progress", "--summary-json", str(self.workdir / "summary.json")]
-        if self.redis is not None:
-            args += ["--state", self.redis.url]
-        env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "PYSPARK_PYTHON": sys.executable,
-               "DEDUP_KAFKA__DELIVERY": "exactly-once", "DEDUP_SPARK__CHECKPOINT": self.checkpoint,
-               "DEDUP_SPARK__MASTER": "local[2]", "DEDUP_SPARK__MAX_OFFSETS_PER_TRIGGER": str(self.plan.per_batch),
-               "DEDUP_SPARK__TRIGGER": "0 seconds", "DEDUP_SPARK__RESTART": "fixed-delay(attempts=30,delay=2)",
-               "DEDUP_POLICIES__TRANSIENT": "retry(attempts=8,backoff=exponential,delay=0.5,max_delay=8)>fail"}
-        return EngineProcess(args, env, self.workdir / "engine.log")
+        return engine_process(self.topics, self.workdir, self.plan.per_batch, "exactly-once",
+                              self.redis.url if self.redis is not None else None)
 
     def summary(self) -> dict[str, int]:
         path = self.workdir / "summary.json"
         return json.loads(path.read_text()) if path.exists() else {}
+
+
+def engine_process(topics: Topics, workdir: Path, per_batch: int, delivery: str, state: str | None = None,
+                   bounded: bool = False) -> EngineProcess:
+    """The engine over ``topics`` with its checkpoint, log and summary under ``workdir``."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    args = ["--engine", "spark", "--source", topics.uri(topics.input), "--sink", topics.uri(topics.output),
+            "--dlq", topics.uri(topics.dead_letters), "--no-progress", "--summary-json", str(workdir / "summary.json")]
+    if state is not None:
+        args += ["--state", state]
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "PYSPARK_PYTHON": sys.executable,
+           "DEDUP_KAFKA__DELIVERY": delivery, "DEDUP_SPARK__CHECKPOINT": str(workdir / "checkpoint"),
+           "DEDUP_SPARK__MASTER": "local[2]", "DEDUP_SPARK__MAX_OFFSETS_PER_TRIGGER": str(per_batch),
+           "DEDUP_SPARK__TRIGGER": "0 seconds", "DEDUP_SPARK__AVAILABLE_NOW": str(bounded).lower(),
+           "DEDUP_SPARK__RESTART": "fixed-delay(attempts=30,delay=2)",
+           "DEDUP_POLICIES__TRANSIENT": "retry(attempts=8,backoff=exponential,delay=0.5,max_delay=8)>fail"}
+    return EngineProcess(args, env, workdir / "engine.log")
+
+
+def timed_run(topics: Topics, workdir: Path, per_batch: int, delivery: str) -> dict:
+    """A bounded run over the whole input topic: wall seconds (JVM start included) and its summary."""
+    create_topics(topics.bootstrap, topics.output, topics.dead_letters)
+    engine = engine_process(topics, workdir, per_batch, delivery, bounded=True)
+    started = time.monotonic()
+    engine.start()
+    code = engine.proc.wait()
+    seconds = time.monotonic() - started
+    summary = json.loads((workdir / "summary.json").read_text()) if code == 0 else {}
+    return {"delivery": delivery, "exit": code, "seconds": round(seconds, 1), "summary": summary,
+            "events_per_second": round(summary.get("in", 0) / seconds)}
+

@@ -10,8 +10,9 @@ policy) and whose invalid records follow the ``invalid`` policy's last step:
 * ``fail``: the micro-batch fails (``raise_error`` in the plan), so the query stops
   without committing it and the restart strategy decides.
 
-Late records are always dead-lettered (as in the domain core). Wrap it in
-``restart.RestartingEngine`` for the restart strategy.
+Late records are always dead-lettered (as in the domain core). With ``notifications`` (a
+Kafka topic or JSONL directory) INVALIDATE notifications take effect on the state
+(``invalidation``). Wrap it in ``restart.RestartingEngine`` for the restart strategy.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from domain.policies import Policies, Terminal
 
 from adapters.spark.batch_writers import SKIP
 from adapters.spark.engine import SparkEngine
+from adapters.spark.invalidation import with_notifications, without_notifications
 from adapters.spark.metrics import accounting_metrics
 from adapters.spark.plan import DEAD_LETTER, DedupPlan
 from adapters.spark.sources import read_stream
@@ -46,13 +48,22 @@ def apply_invalid_policy(judged: DataFrame, policies: Policies) -> DataFrame:
 class PolicySparkEngine(SparkEngine):
     writer: object | None = None
     policies: Policies | None = None
+    notifications: str | None = None
 
     def judged(self) -> DataFrame:
         """The plan up to the verdicts, invalid records per policy, with its accounting observed."""
-        records = read_stream(self.session(), self.source, self.max_records_per_batch,
-                              self.kafka_options.get("consumer", {}))
-        verdicts = apply_invalid_policy(DedupPlan(self.rules).judge(records), self.policies or Policies())
-        return accounting_metrics(verdicts)
+        verdicts = apply_invalid_policy(self.verdicts(), self.policies or Policies())
+        return accounting_metrics(without_notifications(verdicts))
+
+    def verdicts(self) -> DataFrame:
+        """``SparkEngine.verdicts``, with the INVALIDATE notifications unioned in when configured."""
+        if self.notifications is None:
+            return super().verdicts()
+        consumer = self.kafka_options.get("consumer", {})
+        records = read_stream(self.session(), self.guard.source(self.source), self.max_records_per_batch, consumer)
+        notes = read_stream(self.session(), self.notifications, None, consumer)
+        hook = with_notifications(notes, DedupPlan(self.rules), self.guard.fallback)
+        return DedupPlan(self.rules, before_operator=hook).judge(self.guard.records(records))
 
     def write_batch(self, batch: DataFrame, batch_id: int) -> None:
         if self.writer is None:

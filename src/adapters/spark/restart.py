@@ -12,6 +12,7 @@ settings fail the same way.
 from __future__ import annotations
 
 import logging
+import re
 import threading
 import time
 from dataclasses import dataclass, field
@@ -70,9 +71,18 @@ def _setup_error(exc: BaseException) -> bool:
     return isinstance(exc, PermanentError) and exc.error_class == "setup"
 
 
+_RAISED = re.compile(r"^\s*(?:[\w]+\.)*(\w+(?:Error|Exception|Exhausted|Unavailable|Fenced|Stuck)): (.+?)"
+                     r"(?: SQLSTATE: \w+)?\s*$")
+
+
 def first_line(exc: BaseException) -> str:
-    """The first meaningful line of a (possibly Java) exception's text."""
-    for line in str(exc).splitlines():
+    """What went wrong, in one line: the innermost Python exception raised inside the batch
+    (its text travels through Spark's errors), else the first meaningful line."""
+    texts = [str(exc), str(exc.__cause__ or "")]
+    raised = [m for text in texts for m in map(_RAISED.match, text.splitlines()) if m]
+    if raised:
+        return f"{raised[-1].group(1)}: {raised[-1].group(2)}"[:300]
+    for line in texts[0].splitlines():
         line = line.strip()
         if line and not line.startswith(("===", "---", "Traceback")):
             return line[:300]

@@ -36,14 +36,20 @@ import org.apache.spark.sql.types.StructType;
  * During a migration (adapters.spark.migration) rows may carry {@code fallback} (array of
  * long: the old state's emission times for the key's old key) and {@code fallback_retention}:
  * those emissions make repeats duplicates while live, but are only read, never stored.
+ *
+ * A row with {@code invalidate} = true (optional column; adapters.spark.invalidation) is an
+ * INVALIDATE notification for the key: it comes first in its micro-batch (lowest ord), the
+ * key forgets all its emissions (as domain StateStore.invalidate), and the row comes out
+ * with verdict {@code invalidated}; it is never late and never stored.
  */
 public final class WindowDedup implements FlatMapGroupsWithStateFunction<String, Row, Emissions, Row> {
     public static final String EMIT = "emit";
     public static final String DUPLICATE = "duplicate";
     public static final String LATE = "late";
     public static final String PASS = "pass";
+    public static final String INVALIDATED = "invalidated";
 
-    private final int tIdx, ordIdx, windowIdx, latenessIdx, judgeIdx, fallbackIdx, fallbackRetentionIdx;
+    private final int tIdx, ordIdx, windowIdx, latenessIdx, judgeIdx, fallbackIdx, fallbackRetentionIdx, invalidateIdx;
     private final long idleTimeoutMs;
 
     private WindowDedup(StructType schema, long idleTimeoutMs) {
@@ -55,6 +61,7 @@ public final class WindowDedup implements FlatMapGroupsWithStateFunction<String,
         List<String> names = Arrays.asList(schema.fieldNames());
         this.fallbackIdx = names.indexOf("fallback");
         this.fallbackRetentionIdx = names.indexOf("fallback_retention");
+        this.invalidateIdx = names.indexOf("invalidate");
         this.idleTimeoutMs = idleTimeoutMs;
     }
 
@@ -87,6 +94,11 @@ public final class WindowDedup implements FlatMapGroupsWithStateFunction<String,
         long[] live = state.exists() ? live(state.get().getTimes(), window + lateness, watermark) : new long[0];
         long[] old = fallback(batch.get(0), watermark);
         for (Row row : batch) {
+            if (invalidates(row)) {
+                live = new long[0];
+                out.add(withVerdict(row, INVALIDATED));
+                continue;
+            }
             long t = row.getLong(tIdx);
             boolean duplicate = withinWindow(live, t, window) || withinWindow(old, t, window);
             String verdict = t < watermark - lateness ? LATE : duplicate ? DUPLICATE : EMIT;
@@ -105,6 +117,11 @@ public final class WindowDedup implements FlatMapGroupsWithStateFunction<String,
         }
         state.update(new Emissions(live, retention));
         state.setTimeoutDuration(idleTimeoutMs);
+    }
+
+    /** An INVALIDATE notification row (adapters.spark.invalidation): the key forgets its emissions. */
+    private boolean invalidates(Row row) {
+        return invalidateIdx >= 0 && !row.isNullAt(invalidateIdx) && row.getBoolean(invalidateIdx);
     }
 
     /** The old state's live emissions for this key (read-only), or none. */

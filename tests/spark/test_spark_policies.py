@@ -1,0 +1,108 @@
+"""Error policies and INVALIDATE notifications on the Spark engine, over JSONL directories.
+
+The invalidation scenario tables (tests/scenarios.py) are the ones the in-memory engine
+passes (tests/unit/test_invalidation_scenarios.py); here every scenario runs at once, keys
+prefixed per scenario, one micro-batch per table batch: its notifications, then its events.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from adapters.spark.policy_engine import PolicySparkEngine
+from adapters.spark.restart import RestartingEngine
+from domain.policies import Policies
+from domain.restart import RestartsExhausted, parse_restart
+from domain.rules import RuleSet
+from tests.scenarios import INVALID_RECORDS, INVALIDATION_SCENARIOS
+
+pytestmark = pytest.mark.spark
+
+T = 1_700_000_000
+
+
+class Batches:
+    """One file per micro-batch in each of ``in/`` and ``notes/`` (read in lock-step)."""
+
+    def __init__(self, root: Path):
+        self.root = root
+        self.input, self.notes = root / "in", root / "notes"
+        self.input.mkdir()
+        self.notes.mkdir()
+        self.count = 0
+
+    def add(self, events: list[bytes], notes: list[bytes] = ()) -> None:
+        for directory, lines in ((self.input, events), (self.notes, notes)):
+            path = directory / f"{self.count:04d}.jsonl"
+            path.write_bytes(b"".join(line + b"\n" for line in lines))
+            os.utime(path, (1_000_000 + self.count, 1_000_000 + self.count))
+        self.count += 1
+
+    def engine(self, spark, policies: Policies | None = None, notifications: bool = True) -> PolicySparkEngine:
+        return PolicySparkEngine(RuleSet(), f"jsonl:{self.input}?maxFilesPerTrigger=1", str(self.root / "out"),
+                                 str(self.root / "dlq"), str(self.root / "checkpoint"), master="local[2]", spark=spark,
+                                 policies=policies,
+                                 notifications=f"jsonl:{self.notes}?maxFilesPerTrigger=1" if notifications else None)
+
+    def read(self, name: str) -> list[dict]:
+        return [json.loads(line) for path in sorted((self.root / name).glob("batch=*/part-*"))
+                for line in path.read_text().splitlines() if line]
+
+
+def scoped(record: bytes, prefix: str, field: str = "uniqueValue") -> bytes:
+    obj = json.loads(record)
+    target = obj["event"] if "event" in obj else obj
+    target[field] = f"{prefix}-{target[field]}"
+    if "event" not in obj:
+        obj["id"] = f"{prefix}-{obj['id']}"
+    return json.dumps(obj).encode()
+
+
+def test_invalidation_scenarios_through_spark(spark, tmp_path):
+    batches = Batches(tmp_path)
+    expected_out, rounds = set(), max(len(s.batches) for s in INVALIDATION_SCENARIOS)
+    for r in range(rounds):
+        events, notes = [], []
+        for n, scenario in enumerate(INVALIDATION_SCENARIOS):
+            if r >= len(scenario.batches):
+                continue
+            records = [scoped(v, f"s{n}") for v in scenario.records()[r]]
+            events += records
+            notes += [scoped(scenario.notification(note), f"s{n}") for note in scenario.batches[r].notes]
+            expected_out |= {json.loads(v)["id"] for v, verdict in zip(records, scenario.expected()[r])
+                             if verdict == "emit"}
+        batches.add(events, notes)
+    counts = batches.engine(spark).run(available_now=True).as_dict()
+    assert {e["id"] for e in batches.read("out")} == expected_out
+    events = sum(len(s.batches[r].steps) for s in INVALIDATION_SCENARIOS for r in range(len(s.batches)))
+    assert (counts["in"], counts["out"], counts["dead_lettered"]) == (events, len(expected_out), 0)
+    assert counts["in"] == counts["out"] + counts["duplicates"]
+
+
+def test_invalid_records_are_skipped_when_the_policy_says_skip(spark, tmp_path):
+    batches = Batches(tmp_path)
+    valid = [json.dumps({"id": f"v{i}", "uniqueValue": "k", "type": "APP", "timestamp": T + 40 * i}).encode()
+             for i in range(3)]
+    batches.add([valid[0], *[raw for raw, _ in INVALID_RECORDS], valid[1], valid[2]])
+    counts = batches.engine(spark, Policies.from_strings({"invalid": "skip"}), notifications=False) \
+        .run(available_now=True).as_dict()
+    assert [e["id"] for e in batches.read("out")] == ["v0", "v1", "v2"]
+    assert batches.read("dlq") == []
+    assert (counts["in"], counts["out"], counts["skipped"], counts["dead_lettered"]) == (10, 3, 7, 0)
+    assert counts["invalid"] == 7
+
+
+def test_invalid_fail_policy_stops_the_query_and_the_restart_strategy_gives_up(spark, tmp_path):
+    batches = Batches(tmp_path)
+    batches.add([b"not json"])
+    engine = batches.engine(spark, Policies.from_strings({"invalid": "fail"}), notifications=False)
+    restarting = RestartingEngine(engine, parse_restart("fixed-delay(attempts=1,delay=0)"))
+    with pytest.raises(RestartsExhausted) as error:
+        restarting.run()
+    assert "failed 2 time(s)" in str(error.value) and "policy invalid=fail" in str(error.value)
+    assert "\n" not in str(error.value)
+    assert batches.read("out") == [] and batches.read("dlq") == []

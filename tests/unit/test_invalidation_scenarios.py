@@ -1,0 +1,28 @@
+"""The invalidation scenario tables (tests/scenarios.py) through the domain core and the in-memory store."""
+
+from __future__ import annotations
+
+import pytest
+
+from adapters.memory.state_store import InMemoryStateStore
+from adapters.system import SystemClock
+from domain.dedup import Deduplicator, Verdict
+from domain.events import RawRecord, SourcePosition
+from domain.notifications import parse_notification
+from domain.rules import RuleSet
+from tests.scenarios import INVALIDATION_SCENARIOS
+
+SHORT = {Verdict.EMIT: "emit", Verdict.DUPLICATE: "dup"}
+
+
+@pytest.mark.parametrize("scenario", INVALIDATION_SCENARIOS, ids=lambda s: s.name)
+def test_invalidation_scenario_in_memory(scenario):
+    core = Deduplicator(RuleSet(), InMemoryStateStore(), SystemClock())
+    got, offset = [], 0
+    for batch, records in zip(scenario.batches, scenario.records()):
+        for note in batch.notes:
+            core.invalidate(parse_notification(scenario.notification(note)))
+        outcomes, _ = core.process([RawRecord(v, SourcePosition("in", 0, offset + i)) for i, v in enumerate(records)])
+        offset += len(records)
+        got.append([SHORT.get(o.verdict, o.verdict.value) for o in outcomes])
+    assert got == scenario.expected()
