@@ -11,6 +11,8 @@ import threading
 from pathlib import Path
 
 from app.container import UsageError, container_for, inspect_state_store
+from app.demo import prepare as prepare_demo
+from app.demo import report as report_demo
 from app.generator import StreamSpec, generate
 from app.metrics_server import MetricsServer
 from app.progress import ProgressLine
@@ -92,7 +94,8 @@ def add_run(parser: argparse.ArgumentParser) -> None:
 
 
 def add_demo(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--engine", choices=["memory", "spark"], default="memory")
+    parser.add_argument("--engine", choices=["memory", "spark"], default="spark",
+                        help="spark (default: local mode, JSONL directories) or memory")
     parser.add_argument("--events", type=int, default=20_000, help="unique events to generate")
     parser.add_argument("--out", type=Path, default=Path("demo-out"))
     parser.set_defaults(handler=cmd_demo)
@@ -169,32 +172,11 @@ def cmd_generate(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    out = args.out
-    out.mkdir(parents=True, exist_ok=True)
-    records, expected = generate(StreamSpec(uniques=args.events))
-    source = out / "input.jsonl"
-    source.write_bytes(b"".join(r + b"\n" for r in records))
-    sinks = {name: out / f"{name}.jsonl" for name in ("output", "dead-letters")}
-    for path in sinks.values():
-        path.unlink(missing_ok=True)
-    print(f"dedup demo: {len(records):,} records generated in {source} "
-          f"({expected.duplicates:,} duplicates, {expected.invalid} invalid, {expected.late} late)", file=sys.stderr)
-    settings = load_settings(engine=args.engine, source=f"file:{source}", sink=f"file:{sinks['output']}",
-                             dlq=f"file:{sinks['dead-letters']}")
-    totals = run_engine(settings)
-    return report_demo(totals, expected.as_accounting(), sinks)
-
-
-def report_demo(totals: Accounting, expected: dict[str, int], sinks: dict[str, Path]) -> int:
-    got = totals.as_dict()
-    print(f"{'count':<16}{'expected':>10}{'got':>10}", file=sys.stderr)
-    for name, want in expected.items():
-        mark = "" if got[name] == want else "   <-- MISMATCH"
-        print(f"{name:<16}{want:>10,}{got[name]:>10,}{mark}", file=sys.stderr)
-    ok = all(got[name] == want for name, want in expected.items()) and totals.balanced
-    print(f"dedup demo: {'OK' if ok else 'FAILED'}: unique events in {sinks['output']}, "
-          f"dead letters in {sinks['dead-letters']}", file=sys.stderr)
-    return 0 if ok else 1
+    demo, source = prepare_demo(args.engine, args.out, StreamSpec(uniques=args.events))
+    print(demo.describe(source), file=sys.stderr)
+    progress = ProgressLine() if sys.stderr.isatty() else None
+    totals = run_engine(load_settings(**demo.settings), progress)
+    return report_demo(totals, demo.expected.as_accounting(), demo.outputs)
 
 
 if __name__ == "__main__":

@@ -99,10 +99,29 @@ def build_kafka_engine(core: Deduplicator, metrics, source: str, sink: str, dlq:
                  poll_timeout=poll_timeout)
 
 
-def build_spark_engine(rules: RuleSet, metrics, source: str, sink: str, dlq: str | None, spark: dict):
+def spark_uri(uri: str | None, setting: str) -> str:
+    """A JSONL directory (``file:DIR``) or a Kafka topic; the Spark engine has no stdin/stdout."""
+    if uri and uri != "-" and uri.startswith(("file:", "jsonl:", "kafka://")):
+        return uri
+    raise UsageError(f"invalid setting {setting}: the spark engine reads and writes file:DIRECTORY or "
+                     f"kafka://HOST:PORT/TOPIC, got {uri!r}")
+
+
+def build_spark_engine(rules: RuleSet, metrics, source: str, sink: str, dlq: str | None, spark: dict,
+                       kafka: dict):
     from adapters.spark.engine import SparkEngine
-    return SparkEngine(rules, source, sink, dlq, checkpoint=spark["checkpoint"], trigger=spark["trigger"],
-                       state_provider=spark["state_provider"], master=spark["master"])
+    from adapters.spark.kafka_options import spark_kafka_options
+    try:
+        kafka_options = {role: spark_kafka_options(kafka["config"], role) for role in ("consumer", "producer")}
+    except ValueError as exc:
+        raise UsageError(f"invalid setting kafka.config (DEDUP_KAFKA__CONFIG): {exc}") from None
+    return SparkEngine(rules, spark_uri(source, "source"), spark_uri(sink, "sink"),
+                       spark_uri(dlq or "file:dead-letters", "dlq"), checkpoint=spark["checkpoint"],
+                       trigger_interval=spark["trigger"], available_now=spark["available_now"],
+                       state_provider=spark["state_provider"], master=spark["master"],
+                       max_records_per_batch=spark["max_offsets_per_trigger"],
+                       shuffle_partitions=spark["shuffle_partitions"], conf=spark["conf"],
+                       kafka_options=kafka_options, metrics=metrics)
 
 
 class Container(containers.DeclarativeContainer):
@@ -124,7 +143,7 @@ class Container(containers.DeclarativeContainer):
                                 config.notifications, config.notifications_out, config.batch_size,
                                 config.poll_timeout, config.kafka),
         spark=providers.Factory(build_spark_engine, rules, metrics, config.source, config.sink, config.dlq,
-                                config.spark),
+                                config.spark, config.kafka),
     )
 
 

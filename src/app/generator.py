@@ -55,6 +55,26 @@ class StreamSpec:
 
 def generate(spec: StreamSpec) -> tuple[list[bytes], Expected]:
     """Records in stream order, and the accounting a correct engine must report."""
+    records, _, expected = _build(spec)
+    return records, expected
+
+
+def generate_parts(spec: StreamSpec, parts: int) -> tuple[list[list[bytes]], Expected]:
+    """The same records as ``generate`` in ``parts`` consecutive chunks, plus a last chunk
+    holding the late records, with the same expected accounting.
+
+    For engines that judge lateness against the watermark of earlier micro-batches (Spark,
+    docs/spark-design.md deviation 1): read one chunk per micro-batch, every late record
+    comes after the events that make it late. Moving late records later keeps them late.
+    """
+    records, late, expected = _build(spec)
+    ordinary = [r for r in records if r not in late]
+    size = -(-len(ordinary) // parts)
+    chunks = [ordinary[i:i + size] for i in range(0, len(ordinary), size)]
+    return chunks + [[r for r in records if r in late]], expected
+
+
+def _build(spec: StreamSpec) -> tuple[list[bytes], set[bytes], Expected]:
     rng = random.Random(spec.seed)
     expected = Expected()
     timed: list[tuple[int, int, bytes]] = []
@@ -65,9 +85,10 @@ def generate(spec: StreamSpec) -> tuple[list[bytes], Expected]:
     timed.sort(key=lambda item: (item[0], item[1]))
     records = [value for _, _, value in timed]
     _insert_late(spec, rng, records, expected, t)
+    late = set(records[len(records) - spec.late:]) if spec.late else set()
     _insert_invalid(spec, rng, records, expected)
     expected.records = len(records)
-    return records, expected
+    return records, late, expected
 
 
 def _event(rng: random.Random, unique_value: str, event_type: str, t: int) -> bytes:

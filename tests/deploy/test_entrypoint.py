@@ -24,7 +24,8 @@ from pathlib import Path
 import pytest
 
 from adapters.system import InMemoryMetrics
-from app.generator import StreamSpec, generate
+from app.demo import write_parts
+from app.generator import StreamSpec, generate, generate_parts
 from app.metrics_server import MetricsServer
 from tests.deploy import checkers as c
 
@@ -43,7 +44,7 @@ class LocalImage:
     def __init__(self, cache: Path):
         self.paths = {"/opt/streamdedup/cache": cache, "/opt/streamdedup": c.DEPLOY / "docker",
                       "/opt/venv": Path(sys.prefix), "/app": c.REPO}
-        self._pattern = re.compile("(?<![^:=])(" + "|".join(map(re.escape, self.paths)) + ")(?=[/:,]|$)")
+        self._pattern = re.compile("(?<![^:=,])(" + "|".join(map(re.escape, self.paths)) + ")(?=[/:,]|$)")
 
     def localize(self, word: str) -> str:
         """Image paths at the start of a word or of a list entry, replaced by local ones."""
@@ -159,9 +160,11 @@ def test_the_default_command_runs_the_spark_job_over_files(image, tmp_path):
         pytest.skip(f"the Spark engine (adapters.spark.engine, issue 4) does not import yet: {reason}")
     needs_java()
     image.build_operator_jar()  # as the image's build stage does
-    (tmp_path / "input").mkdir()
-    source, expected = write_stream(tmp_path / "input")  # Spark's file source reads a directory
-    env = image.env(DEDUP_SOURCE=f"file:{source.parent}", DEDUP_SINK=f"file:{tmp_path / 'unique'}",
+    # Spark's file source reads a directory; one file per micro-batch, the late records last
+    parts, counts = generate_parts(StreamSpec(uniques=200, seed=11), 3)
+    write_parts(tmp_path / "input", parts)
+    expected = counts.as_accounting()
+    env = image.env(DEDUP_SOURCE=f"file:{tmp_path / 'input'}?maxFilesPerTrigger=1", DEDUP_SINK=f"file:{tmp_path / 'unique'}",
                     DEDUP_DLQ=f"file:{tmp_path / 'dead-letters'}", DEDUP_SPARK__CHECKPOINT=str(tmp_path / "checkpoint"))
     done = run(image.command(), env, tmp_path, timeout=480)
     output = done.stdout + done.stderr  # spark-submit relays the driver's stderr on its stdout

@@ -64,7 +64,7 @@ class FileRun:
         engine = SparkEngine(rules or RuleSet(), f"jsonl:{self.input}?maxFilesPerTrigger=1",
                              str(self.dir / "out"), str(self.dir / "dlq"), str(self.dir / "checkpoint"),
                              state_provider=state_provider, master="local[2]", spark=self.spark)
-        counts = engine.run(available_now=True)
+        counts = engine.run(available_now=True).as_dict()
         return Result(counts, _read(self.dir / "out"), _read(self.dir / "dlq"))
 
 

@@ -91,7 +91,7 @@ def test_bad_config_file_is_one_line(tmp_path):
 
 
 def test_demo_reports_counts_matching_the_generated_stream(tmp_path):
-    done = run_cli("demo", "--events", "3000", "--out", str(tmp_path / "demo"))
+    done = run_cli("demo", "--engine", "memory", "--events", "3000", "--out", str(tmp_path / "demo"))
     err = done.stderr.decode()
     assert done.returncode == 0, err
     assert "dedup demo: OK" in err and "MISMATCH" not in err

@@ -9,6 +9,7 @@ Kafka lag) in any ``domain.ports.Metrics``.
 from __future__ import annotations
 
 import threading
+from typing import Callable
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
@@ -44,10 +45,12 @@ class ProgressListener(StreamingQueryListener):
     """Adds each progress event of query ``query_id`` to ``totals``; thread-safe to read.
 
     Listener calls arrive asynchronously on Spark's listener bus; ``wait_for(batch_id)``
-    blocks until the progress of that batch has been added.
+    blocks until the progress of that batch has been added. ``on_batch(totals)`` is called
+    after every progress and idle event of the query (a sign of life even with no input).
     """
 
-    def __init__(self, metrics=None):
+    def __init__(self, metrics=None, on_batch: Callable[[Accounting], None] | None = None):
+        self.on_batch = on_batch
         self.query_id: str | None = None
         self.totals = Accounting()
         self.gauges: dict[str, float] = {}
@@ -60,14 +63,15 @@ class ProgressListener(StreamingQueryListener):
         pass
 
     def onQueryIdle(self, event):
-        pass
+        if self._ours(event.id):
+            self._notify()
 
     def onQueryTerminated(self, event):
         pass
 
     def onQueryProgress(self, event):
         progress = event.progress
-        if self.query_id is not None and str(progress.id) != self.query_id:
+        if not self._ours(progress.id):
             return
         counts = accounting_from(progress.observedMetrics.get(OBSERVATION))
         gauges = _gauges(progress)
@@ -78,6 +82,14 @@ class ProgressListener(StreamingQueryListener):
             self.last_batch_id = max(self.last_batch_id, progress.batchId)
             self._changed.notify_all()
         self._publish(counts, gauges)
+        self._notify()
+
+    def _ours(self, query_id) -> bool:
+        return self.query_id is None or str(query_id) == self.query_id
+
+    def _notify(self) -> None:
+        if self.on_batch is not None:
+            self.on_batch(self.totals)
 
     def wait_for(self, batch_id: int, timeout: float = 30.0) -> bool:
         with self._changed:

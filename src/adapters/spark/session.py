@@ -1,8 +1,13 @@
 """Building the SparkSession: the edge where Spark's settings live.
 
-One session per process. The operator jar and, when present, the pre-fetched Kafka
-connector jars (``.cache/jars/spark-kafka/``, see scripts/bootstrap-services.sh) go on
-the classpath; without them the Kafka source and sink are unavailable and say so.
+One session per process. Started by ``dedup run`` (no JVM yet), the session gets the
+engine's defaults, the configured ``spark.conf`` over them, ``--master`` (``local[*]``
+unless configured), and on its classpath the operator jar and, when present, the
+pre-fetched Kafka connector jars (``.cache/jars/spark-kafka/``, scripts/bootstrap-services.sh).
+
+Started by ``spark-submit`` (the JVM is already running), spark-submit's ``--master`` is
+kept and no jar is added: what ``--jars``/``--packages`` put on the classpath is used, and
+a missing class is reported by ``require_classes`` with the jar to pass.
 """
 
 from __future__ import annotations
@@ -11,8 +16,12 @@ import os
 import sys
 from pathlib import Path
 
-from adapters.spark.jvm import SparkSetupError, cache_dir, operator_jar
+from adapters.spark.jvm import OPERATOR_CLASS, SparkSetupError, cache_dir, operator_jar
 
+KAFKA_CLASS = "org.apache.spark.sql.kafka010.KafkaSourceProvider"
+DEFAULT_MASTER = "local[*]"
+LOOPBACK = "127.0.0.1"
+LOG_CONF = Path(__file__).resolve().parent / "conf" / "log4j2.properties"
 STATE_PROVIDERS = {
     "rocksdb": "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
     "memory": "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider",
@@ -47,20 +56,73 @@ def state_store_conf(provider: str) -> dict[str, str]:
     return {"spark.sql.streaming.stateStore.providerClass": STATE_PROVIDERS[provider]}
 
 
-def build_session(master: str = "local[*]", app_name: str = "streamdedup",
+def launched_by_spark_submit() -> bool:
+    """True when spark-submit started this Python driver (its JVM and gateway already run)."""
+    return "PYSPARK_GATEWAY_PORT" in os.environ
+
+
+def build_session(master: str | None = None, app_name: str = "streamdedup",
                   conf: dict[str, str] | None = None):
     """The process's SparkSession (created on first call, then reused as Spark does)."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
-    jars = [operator_jar(), *kafka_jars()]
-    builder = SparkSession.builder.master(master).appName(app_name)
-    for key, value in {**DEFAULT_CONF, **(conf or {})}.items():
+    if launched_by_spark_submit():
+        settings, master = _submitted(master, conf or {})
+    else:
+        master = master or DEFAULT_MASTER
+        settings = {**DEFAULT_CONF, **_local_driver(master), **(conf or {})}
+        settings["spark.jars"] = ",".join(_jars(settings))
+    builder = SparkSession.builder.appName(app_name)
+    if master:
+        builder = builder.master(master)
+    for key, value in settings.items():
         builder = builder.config(key, value)
-    builder = builder.config("spark.jars", ",".join(str(j) for j in jars))
     return builder.getOrCreate()
 
 
-def has_kafka(spark) -> bool:
-    jars = spark.sparkContext.getConf().get("spark.jars", "")
-    return "spark-sql-kafka" in jars
+def _local_driver(master: str) -> dict[str, str]:
+    """The driver started here: a quiet JVM log and, in local mode, loopback addresses only."""
+    conf = {"spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile={LOG_CONF.as_uri()}"}
+    if master.startswith("local"):
+        os.environ.setdefault("SPARK_LOCAL_IP", LOOPBACK)
+        conf.update({"spark.driver.host": LOOPBACK, "spark.driver.bindAddress": LOOPBACK})
+    return conf
+
+
+def _submitted(master: str | None, conf: dict[str, str]) -> tuple[dict[str, str], str | None]:
+    """Settings over what spark-submit was given: its ``--master`` and ``--conf`` values win over
+    the engine's defaults; a configured master replaces only spark-submit's own default."""
+    from pyspark import SparkConf
+
+    submitted = SparkConf()
+    defaults = {key: value for key, value in DEFAULT_CONF.items() if not submitted.contains(key)}
+    if submitted.get("spark.master", DEFAULT_MASTER) != DEFAULT_MASTER:
+        master = None
+    return {**defaults, **conf}, master
+
+
+def _jars(settings: dict[str, str]) -> list[str]:
+    """Configured ``spark.jars`` plus the operator and, unless ``spark.jars.packages`` has it, the connector."""
+    jars = [j for j in settings.get("spark.jars", "").split(",") if j]
+    jars.append(str(operator_jar()))
+    if "spark-sql-kafka" not in settings.get("spark.jars.packages", ""):
+        jars += [str(j) for j in kafka_jars()]
+    return jars
+
+
+def class_loads(spark, name: str) -> bool:
+    return bool(spark.sparkContext._jvm.org.apache.spark.util.Utils.classIsLoadable(name))
+
+
+def require_classes(spark, kafka: bool) -> None:
+    """Raise ``SparkSetupError`` naming the jar to pass when the operator (or the connector) is missing."""
+    if not class_loads(spark, OPERATOR_CLASS):
+        raise SparkSetupError(
+            f"the engine's operator ({OPERATOR_CLASS}) is not on Spark's classpath: pass "
+            f"--jars {operator_jar()} to spark-submit")
+    if kafka and not class_loads(spark, KAFKA_CLASS):
+        raise SparkSetupError(
+            "Spark's Kafka connector is not on the classpath: run scripts/bootstrap --services (fetches it into "
+            f"{cache_dir() / 'jars' / 'spark-kafka'}), or give spark-submit --jars with those jars or "
+            "--packages org.apache.spark:spark-sql-kafka-0-10_2.13:<the pyspark version>")

@@ -14,7 +14,7 @@ A failed write raises; the batch is then not committed and is replayed on restar
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
@@ -41,10 +41,12 @@ class BatchSink:
 
     endpoint: Endpoint
     kind: str
+    kafka_options: dict[str, str] = field(default_factory=dict, repr=False)
 
     @classmethod
-    def from_uri(cls, uri: str, kind: str) -> "BatchSink":
-        return cls(parse_uri(uri), kind)
+    def from_uri(cls, uri: str, kind: str, kafka_options: dict[str, str] | None = None) -> "BatchSink":
+        """``kafka_options``: client settings (``kafka.``-prefixed) for a Kafka topic, under the URI's own."""
+        return cls(parse_uri(uri), kind, dict(kafka_options or {}))
 
     def write(self, rows: DataFrame, batch_id: int) -> None:
         payload = rows.select(F.col("kafka_key").alias("key"), self._value().alias("value"))
@@ -60,6 +62,6 @@ class BatchSink:
     def _write_kafka(self, payload: DataFrame) -> None:
         writer = payload.write.format("kafka").option("kafka.bootstrap.servers", self.endpoint.location) \
             .option("topic", self.endpoint.topic)
-        for key, value in self.endpoint.options.items():
+        for key, value in {**self.kafka_options, **self.endpoint.options}.items():
             writer = writer.option(key, value)
         writer.save()

@@ -48,19 +48,22 @@ def parse_uri(uri: str) -> Endpoint:
     raise SparkSetupError(f"unsupported URI scheme {parts.scheme!r} in {uri!r} (use kafka:// or jsonl:)")
 
 
-def read_stream(spark: SparkSession, uri: str, max_records_per_batch: int | None = None) -> DataFrame:
+def read_stream(spark: SparkSession, uri: str, max_records_per_batch: int | None = None,
+                kafka_options: dict[str, str] | None = None) -> DataFrame:
+    """``kafka_options``: client settings (``kafka.``-prefixed) for a Kafka source, under the URI's own."""
     endpoint = parse_uri(uri)
     if endpoint.kind == "kafka":
-        return read_kafka(spark, endpoint, max_records_per_batch)
+        return read_kafka(spark, endpoint, max_records_per_batch, kafka_options or {})
     return read_jsonl(spark, endpoint.location, endpoint.options)
 
 
-def read_kafka(spark: SparkSession, endpoint: Endpoint, max_records_per_batch: int | None) -> DataFrame:
+def read_kafka(spark: SparkSession, endpoint: Endpoint, max_records_per_batch: int | None,
+               kafka_options: dict[str, str]) -> DataFrame:
     reader = spark.readStream.format("kafka").option("kafka.bootstrap.servers", endpoint.location) \
         .option("subscribe", endpoint.topic).option("startingOffsets", "earliest").option("failOnDataLoss", "true")
     if max_records_per_batch:
         reader = reader.option("maxOffsetsPerTrigger", max_records_per_batch)
-    for key, value in endpoint.options.items():
+    for key, value in {**kafka_options, **endpoint.options}.items():
         reader = reader.option(key, value)
     return reader.load().select(
         "value", F.col("key").alias("kafka_key"), F.col("topic").alias("source"), "partition", "offset",
