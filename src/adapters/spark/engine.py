@@ -28,6 +28,7 @@ from typing import Callable
 from pyspark.sql import DataFrame, SparkSession
 
 from adapters.spark.metrics import ProgressListener, accounting_metrics
+from adapters.spark.migration import CheckpointGuard
 from adapters.spark.plan import DEAD_LETTER, EMIT, DedupPlan
 from adapters.spark.session import build_session, require_classes, state_store_conf
 from adapters.spark.sinks import BatchSink
@@ -62,9 +63,11 @@ class SparkEngine:
     metrics: object | None = None
     on_batch: Callable[[Accounting], None] | None = None
     listener: ProgressListener = field(init=False, repr=False)
+    guard: CheckpointGuard = field(init=False, repr=False)
 
     def __post_init__(self):
         self.listener = ProgressListener(self.metrics)
+        self.guard = CheckpointGuard(self.rules, self.checkpoint)
         producer = self.kafka_options.get("producer", {})
         self._events = BatchSink.from_uri(self.sink, "events", producer)
         self._dead_letters = BatchSink.from_uri(self.dead_letters, "dead_letters", producer)
@@ -79,10 +82,11 @@ class SparkEngine:
         return accounting_metrics(self.verdicts())
 
     def verdicts(self) -> DataFrame:
-        """Source → verdicts (one row per record, with ``verdict`` and ``reason``)."""
-        records = read_stream(self.session(), self.source, self.max_records_per_batch,
+        """Source → verdicts; during a migration from the old job's position, with its old state as fallback."""
+        records = read_stream(self.session(), self.guard.source(self.source), self.max_records_per_batch,
                               self.kafka_options.get("consumer", {}))
-        return DedupPlan(self.rules).judge(records)
+        plan = DedupPlan(self.rules, before_operator=self.guard.fallback)
+        return plan.judge(self.guard.records(records))
 
     def bounded(self, available_now: bool | None = None) -> bool:
         """Whether this run stops once the source's backlog is processed."""
@@ -95,6 +99,7 @@ class SparkEngine:
         """Run the query (see the module docstring); returns this run's accounting counts."""
         spark = self.session()
         self._prepare(spark)
+        self.guard.prepare(spark)  # refuses an incompatible checkpoint before anything is written
         self.listener = ProgressListener(self.metrics, self.on_batch)
         bounded = self.bounded(available_now)
         spark.streams.addListener(self.listener)
