@@ -10,15 +10,17 @@ import sys
 import threading
 from pathlib import Path
 
-from app.container import UsageError, container_for, inspect_state_store
+from app.container import UsageError, container_for
 from app.demo import prepare as prepare_demo
 from app.demo import report as report_demo
 from app.generator import StreamSpec, generate
 from app.metrics_server import MetricsServer
 from app.progress import ProgressLine
 from app.settings import Settings, SettingsError, load_settings
+from app.state_cli import add_state_commands
 from domain.accounting import Accounting
 from domain.errors import DedupError, PolicyExhausted
+from domain.migration import IncompatibleState
 
 EXIT_USAGE, EXIT_STOPPED = 2, 3
 
@@ -27,7 +29,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.handler(args)
-    except (SettingsError, UsageError) as exc:
+    except (SettingsError, UsageError, IncompatibleState) as exc:
         return fail(str(exc), EXIT_USAGE)
     except PolicyExhausted as exc:
         return fail(f"stopped by policy: {exc}. The failing batch was not acknowledged; "
@@ -49,32 +51,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_run(commands.add_parser("run", help="deduplicate a stream"))
     add_demo(commands.add_parser("demo", help="generate a stream with known duplicates and deduplicate it"))
     add_generate(commands.add_parser("generate", help="write a test stream and its expected counts"))
-    state = commands.add_parser("state", help="look into a deduplication state").add_subparsers(
-        dest="state_command", required=True)
-    add_inspect(state.add_parser("inspect", help="keys per rule, samples, expiries, format version, size"))
+    add_state_commands(commands)
     return parser
-
-
-def add_inspect(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--state", required=True, help="memory:SNAPSHOT_PATH or redis://HOST:PORT/DB")
-    parser.add_argument("--samples", type=int, default=3)
-    parser.add_argument("--json", action="store_true", help="print the report as JSON")
-    parser.set_defaults(handler=cmd_inspect)
-
-
-def cmd_inspect(args: argparse.Namespace) -> int:
-    report = inspect_state_store(args.state, args.samples).as_dict()
-    if args.json:
-        print(json.dumps(report, indent=2))
-        return 0
-    for name, value in report.items():
-        if isinstance(value, dict):
-            print(f"{name}:")
-            for k, v in value.items():
-                print(f"  {k}: {v}")
-        else:
-            print(f"{name}: {value}")
-    return 0
 
 
 def add_run(parser: argparse.ArgumentParser) -> None:

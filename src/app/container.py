@@ -30,7 +30,22 @@ def build_rules(rules: dict, unknown_types: str) -> RuleSet:
     return RuleSet(compiled, UnknownTypePolicy(unknown_types))
 
 
-def build_state_store(uri: str):
+def build_state_store(uri: str, migration: dict | None = None, rules: RuleSet | None = None):
+    """The state store at ``uri``; with ``migration.state_from``, consulting that old store read-only."""
+    store = _state_store(uri)
+    if not migration or not migration.get("state_from"):
+        return store
+    from domain.migration import KeyTranslation, MigratingStateStore
+    translations = {}
+    for rule, old_fields in (migration.get("old_key_fields") or {}).items():
+        try:
+            translations[rule] = KeyTranslation(tuple(old_fields), rules.rules[rule].key_fields)
+        except (ValueError, KeyError) as exc:
+            raise UsageError(f"invalid setting migration.old_key_fields.{rule}: {exc}") from None
+    return MigratingStateStore(store, _state_store(migration["state_from"]), rules.max_retention, translations)
+
+
+def _state_store(uri: str):
     if uri == "memory":
         return InMemoryStateStore()
     if uri.startswith("memory:"):
@@ -42,12 +57,19 @@ def build_state_store(uri: str):
 
 
 def inspect_state_store(uri: str, sample_size: int = 3):
-    """A ``StateReport`` for a saved in-memory snapshot or a Redis store."""
+    """A ``StateReport`` for a saved in-memory snapshot, a Redis store or a Spark checkpoint."""
     from pathlib import Path
 
     from adapters.memory.state_store import read_snapshot
     from domain.inspection import inspect_state
 
+    if uri.startswith("spark:"):
+        from adapters.spark.session import build_session
+        from adapters.spark.state_reader import inspect_checkpoint
+        location = uri.removeprefix("spark:")
+        if not Path(location).exists():
+            raise UsageError(f"invalid setting state: no checkpoint at {location}")
+        return inspect_checkpoint(build_session(), location, sample_size)
     if uri.startswith("memory:"):
         path = Path(uri.removeprefix("memory:"))
         if not path.exists():
@@ -60,6 +82,27 @@ def inspect_state_store(uri: str, sample_size: int = 3):
         return inspect_state(f"redis {uri}", store.scan_items(), sample_size, store.memory_bytes())
     finally:
         store.close()
+
+
+def migrate_state(source: str, target: str, rules: RuleSet, old_key_fields: dict[str, tuple[str, ...]],
+                  dry_run: bool) -> list[str]:
+    """Plan the offline step of a state migration and, unless ``dry_run``, do it; returns the steps."""
+    if source.startswith("spark:") and target.startswith("spark:"):
+        from adapters.spark.migration import migrate, plan_migration
+        from adapters.spark.session import build_session
+        spark = build_session()
+        plan = plan_migration(spark, source.removeprefix("spark:"), target.removeprefix("spark:"), rules,
+                              old_key_fields)
+        if not dry_run:
+            migrate(spark, plan)
+        return plan.describe()
+    if source.startswith(("redis://", "rediss://")) and target.startswith(("redis://", "rediss://")):
+        from adapters.redis.migration import apply_redis_migration, plan_redis_migration
+        redis_plan = plan_redis_migration(source, target, rules, old_key_fields)
+        steps = redis_plan.describe()
+        return steps if dry_run else [*steps, f"wrote {apply_redis_migration(redis_plan)} keys"]
+    raise UsageError(f"invalid setting --from/--to: migrate spark:CHECKPOINT to spark:NEW_CHECKPOINT or redis:// "
+                     f"to redis://, got {source!r} and {target!r}")
 
 
 def file_path(uri: str | None, setting: str) -> str:
@@ -131,7 +174,7 @@ class Container(containers.DeclarativeContainer):
     metrics = providers.Singleton(InMemoryMetrics)
     rules = providers.Singleton(build_rules, config.rules, config.unknown_types)
     policies = providers.Singleton(Policies.from_strings, config.policies)
-    state_store = providers.Singleton(build_state_store, config.state)
+    state_store = providers.Singleton(build_state_store, config.state, config.migration, rules)
     core = providers.Singleton(Deduplicator, rules=rules, state=state_store, clock=clock, policies=policies)
 
     engine = providers.Selector(

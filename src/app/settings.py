@@ -100,6 +100,13 @@ class SparkSettings(_Strict):
         return value
 
 
+class MigrationSettings(_Strict):
+    """An upgrade of the memory/kafka engines' state: the old store is consulted read-only until retired."""
+
+    state_from: str | None = None
+    old_key_fields: dict[str, list[str]] = Field(default_factory=dict)
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="DEDUP_", env_nested_delimiter="__", extra="forbid")
 
@@ -120,6 +127,7 @@ class Settings(BaseSettings):
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "WARNING"
     kafka: KafkaSettings = Field(default_factory=KafkaSettings)
     spark: SparkSettings = Field(default_factory=SparkSettings)
+    migration: MigrationSettings = Field(default_factory=MigrationSettings)
 
     @classmethod
     def settings_customise_sources(cls, settings_cls, init_settings, env_settings, dotenv_settings,

@@ -2,13 +2,15 @@
 
 ``MigratingStateStore`` writes every new emission to the new store and consults the old
 store read-only as a fallback: a claim refused by an old, still-live emission is a
-duplicate, exactly as if the old job had remembered it. Once the watermark has moved past
-the migration's start by the longest retention, every old entry has expired and the old
-store is no longer consulted (``retired``).
+duplicate, exactly as if the old job had remembered it. Once a rule's watermark has moved
+past the migration's start by the longest retention, every old entry of that rule has
+expired and the old store is no longer consulted for it (retired, and logged); each rule
+has its own watermark, so each retires on its own.
 """
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from typing import Sequence
 
@@ -16,6 +18,8 @@ from domain.errors import PermanentError
 from domain.ports import StateStore
 from domain.rules import KEY_SEPARATOR
 from domain.state import Claim, Emission
+
+log = logging.getLogger(__name__)
 
 
 class IncompatibleState(PermanentError):
@@ -52,12 +56,23 @@ class KeyTranslation:
 
 @dataclass
 class MigratingStateStore:
+    """The new store, with the old one consulted read-only; retired per rule.
+
+    Each rule has its own watermark, so each rule's old entries are retired on their own:
+    once a claim's ``now`` is ``retention`` past the first ``now`` seen for its rule.
+    """
+
     new: StateStore
     old: StateStore
     retention: int
     translations: dict[str, KeyTranslation] = field(default_factory=dict)
-    started_at: int | None = None
-    retired: bool = False
+    started_at: dict[str, int] = field(default_factory=dict)
+    retired_rules: set[str] = field(default_factory=set)
+
+    @property
+    def retired(self) -> bool:
+        """Every rule seen so far has retired its old entries."""
+        return bool(self.started_at) and set(self.started_at) <= self.retired_rules
 
     def check_and_set(self, claim: Claim) -> bool:
         return self.check_and_set_many([claim])[0]
@@ -69,11 +84,11 @@ class MigratingStateStore:
         return [False if r else next(granted) for r in refused]
 
     def invalidate(self, key: str) -> bool:
-        old_forgot = False if self.retired else self.old.invalidate(self._old_key(key))
+        old_forgot = False if _rule(key) in self.retired_rules else self.old.invalidate(self._old_key(key))
         return self.new.invalidate(key) or old_forgot
 
     def entries(self, key: str, now: int) -> tuple[Emission, ...]:
-        old = () if self.retired else self.old.entries(self._old_key(key), now)
+        old = () if _rule(key) in self.retired_rules else self.old.entries(self._old_key(key), now)
         return old + self.new.entries(key, now)
 
     def close(self) -> None:
@@ -81,10 +96,7 @@ class MigratingStateStore:
         self.old.close()
 
     def _refused_by_old(self, claim: Claim) -> bool:
-        if self.started_at is None:
-            self.started_at = claim.now
-        if self.retired or claim.now >= self.started_at + self.retention:
-            self.retired = True
+        if self._retires(_rule(claim.key), claim.now):
             return False
         for e in self.old.entries(self._old_key(claim.key), claim.now):
             replay = claim.owner and e.owner == claim.owner and e.time == claim.time
@@ -92,6 +104,18 @@ class MigratingStateStore:
                 return True
         return False
 
+    def _retires(self, rule: str, now: int) -> bool:
+        start = self.started_at.setdefault(rule, now)
+        if rule not in self.retired_rules and now >= start + self.retention:
+            log.warning("old state retired for rule %s: its watermark %d is one retention (%d s) past the "
+                        "migration's start %d; it is no longer consulted", rule, now, self.retention, start)
+            self.retired_rules.add(rule)
+        return rule in self.retired_rules
+
     def _old_key(self, key: str) -> str:
-        translation = self.translations.get(key.split(KEY_SEPARATOR, 1)[0])
+        translation = self.translations.get(_rule(key))
         return translation.old_key(key) if translation else key
+
+
+def _rule(key: str) -> str:
+    return key.split(KEY_SEPARATOR, 1)[0]

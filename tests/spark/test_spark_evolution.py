@@ -152,3 +152,41 @@ def test_inspect_reports_what_the_job_wrote(stream, spark):
     assert report["size_bytes"] > 0
     assert all(len(s) == 2 for s in report["samples"].values())
     assert report["details"]["last_committed_batch"] == 0
+
+
+def test_the_cli_inspects_migrates_with_a_dry_run_and_refuses_an_incompatible_run(stream, tmp_path, capsys,
+                                                                                    monkeypatch):
+    from app.cli import main
+
+    stream.add(event("w1", "w", "WEB", 0), event("a1", "a", "APP", 0), event("a2", "a", "APP", 1))
+    stream.run_version(V1, "v1", "out-v1")
+    v1, v2 = Path(stream.checkpoint("v1")), Path(stream.checkpoint("v2"))
+    config = tmp_path / "v2.yaml"
+    config.write_text("rules:\n  WEB: {window: 10m, key_fields: [uniqueValue, type]}\n")
+
+    assert main(["state", "inspect", "--state", f"spark:{v1}", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["keys_per_rule"] == {"APP": 1, "WEB": 1} and report["format_versions"] == {"window-dedup/1": 2}
+
+    # the job's own run refuses v2's settings on v1's checkpoint: exit 2, one line, nothing written
+    before = tree_digest(v1)
+    monkeypatch.setenv("DEDUP_SPARK__CHECKPOINT", str(v1))
+    code = main(["run", "--engine", "spark", "--config", str(config), "--source", f"file:{stream.input}",
+                 "--sink", f"file:{tmp_path / 'o'}", "--dlq", f"file:{tmp_path / 'd'}", "--no-progress"])
+    refusal = [line for line in capsys.readouterr().err.splitlines() if line.startswith("dedup:")]
+    assert len(refusal) == 1 and "rules.WEB.key_fields changed from uniqueValue to uniqueValue,type" in refusal[0]
+    assert code == 2
+    assert tree_digest(v1) == before
+
+    migrate = ["state", "migrate", "--from", f"spark:{v1}", "--to", f"spark:{v2}", "--config", str(config)]
+    assert main([*migrate, "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert "would translate rule WEB's key uniqueValue -> uniqueValue,type: 1 live old keys" in out
+    assert "nothing was written" in out
+    assert not v2.exists() and tree_digest(v1) == before
+
+    assert main(migrate) == 0
+    assert read_manifest(v2 / "streamdedup").migration["fallback_keys"] == 2
+    stream.add(event("w2", "w", "WEB", 100), event("a3", "a", "APP", 10))
+    counts, ids = stream.run_version(V2, "v2", "out-v2")
+    assert (counts["in"], counts["duplicates"], ids) == (2, 2, [])

@@ -64,9 +64,9 @@ class MigrationPlan:
                  f"start the new job at the old job's position: {describe_offsets(self.source_offsets)}"
                  + (f" ({len(self.files_read)} files already read are skipped)" if self.files_read else "")]
         for rule, t in sorted(self.translations.items()):
-            change = "unchanged" if t.old_fields == t.new_fields else "->".join(
-                ",".join(f) for f in (t.old_fields, t.new_fields))
-            lines.append(f"rule {rule}: key fields {change}; {self.keys_per_rule.get(rule, 0)} live old keys")
+            keys = f"{self.keys_per_rule.get(rule, 0)} live old keys"
+            lines.append(f"keep rule {rule}'s key ({','.join(t.new_fields)}): {keys}" if t.old_fields == t.new_fields
+                         else f"translate rule {rule}'s key {','.join(t.old_fields)} -> {','.join(t.new_fields)}: {keys}")
         lines.append(f"export {keys} live old keys to {self.new}/streamdedup/{FALLBACK} (consulted read-only)")
         lines.append("retire the old state once the watermark passes " +
                      (str(self.retire_at) if self.retire_at is not None else "- (nothing live)"))

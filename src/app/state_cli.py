@@ -1,0 +1,78 @@
+"""``dedup state inspect`` and ``dedup state migrate``: look into a dedup state, or prepare an upgrade.
+
+States are named by URI: ``memory:SNAPSHOT_PATH``, ``redis://HOST:PORT/DB`` or
+``spark:CHECKPOINT_DIR`` (a Spark job's checkpoint, read through Spark's state data source).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from app.container import UsageError, container_for, inspect_state_store, migrate_state
+from app.settings import load_settings
+
+
+def add_state_commands(commands) -> None:
+    state = commands.add_parser("state", help="look into a deduplication state, or migrate it").add_subparsers(
+        dest="state_command", required=True)
+    add_inspect(state.add_parser("inspect", help="keys per rule, samples, expiries, format version, size"))
+    add_migrate(state.add_parser("migrate", help="prepare a new job version's state from the old one's"))
+
+
+def add_inspect(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--state", required=True,
+                        help="memory:SNAPSHOT_PATH, redis://HOST:PORT/DB or spark:CHECKPOINT_DIR")
+    parser.add_argument("--samples", type=int, default=3)
+    parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    parser.set_defaults(handler=cmd_inspect)
+
+
+def cmd_inspect(args: argparse.Namespace) -> int:
+    report = inspect_state_store(args.state, args.samples).as_dict()
+    if args.json:
+        print(json.dumps(report, indent=2))
+        return 0
+    for name, value in report.items():
+        if isinstance(value, dict):
+            print(f"{name}:")
+            for k, v in value.items():
+                print(f"  {k}: {v}")
+        else:
+            print(f"{name}: {value}")
+    return 0
+
+
+def add_migrate(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--from", dest="source", required=True,
+                        help="the old job's state: spark:CHECKPOINT_DIR or redis://HOST:PORT/DB")
+    parser.add_argument("--to", dest="target", required=True,
+                        help="the new job's state: a new spark:CHECKPOINT_DIR, or redis://HOST:PORT/DB")
+    parser.add_argument("--config", help="the NEW job's settings file (its rules and key fields)")
+    parser.add_argument("--old-key-fields", action="append", default=[], metavar="RULE=FIELD,FIELD",
+                        help="the old job's key fields for RULE, when its state does not record them")
+    parser.add_argument("--dry-run", action="store_true", help="report what would be done; write nothing")
+    parser.set_defaults(handler=cmd_migrate)
+
+
+def cmd_migrate(args: argparse.Namespace) -> int:
+    settings = load_settings(args.config)
+    rules = container_for(settings).rules()
+    steps = migrate_state(args.source, args.target, rules, old_key_fields(args.old_key_fields), args.dry_run)
+    for step in steps:
+        print(f"{'would ' if args.dry_run else ''}{step}")
+    print("dedup state migrate: dry run, nothing was written" if args.dry_run else
+          f"dedup state migrate: done; start the new job on {args.target}")
+    return 0
+
+
+def old_key_fields(values: list[str]) -> dict[str, tuple[str, ...]]:
+    """``["WEB=uniqueValue", …]`` as ``{"WEB": ("uniqueValue",)}``."""
+    fields = {}
+    for value in values:
+        rule, sep, names = value.partition("=")
+        parsed = tuple(n.strip() for n in names.split(",") if n.strip())
+        if not sep or not rule or not parsed:
+            raise UsageError(f"invalid setting --old-key-fields: expected RULE=FIELD[,FIELD…], got {value!r}")
+        fields[rule] = parsed
+    return fields

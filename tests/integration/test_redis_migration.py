@@ -1,0 +1,120 @@
+"""Upgrading a job on a Redis state: the old store as a read-only fallback, and the offline step.
+
+A redis-server of the test's own (``own_redis``): DB 0 holds what the old job wrote (v1
+values, WEB keyed by ``uniqueValue``), DB 1 is the new job's state (WEB keyed by
+``uniqueValue`` + ``type``).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+
+import pytest
+import redis
+import yaml
+
+from app.cli import main
+from domain.rules import KEY_SEPARATOR
+from domain.state import Emission, decode, encode, encode_v1, version_of
+
+pytestmark = pytest.mark.redis
+
+T = 1_700_000_000
+PREFIX = "dedup:"
+
+
+def key(*parts: str) -> str:
+    return PREFIX + KEY_SEPARATOR.join(parts)
+
+
+def event(id_, value, type_, t) -> str:
+    return json.dumps({"id": id_, "uniqueValue": value, "type": type_, "timestamp": T + t})
+
+
+@pytest.fixture
+def dbs(own_redis):
+    """(old URL, new URL, old client, new client)."""
+    old_url, new_url = own_redis.url, own_redis.url.rsplit("/", 1)[0] + "/1"
+    old, new = redis.Redis.from_url(old_url), redis.Redis.from_url(new_url)
+    # what the old job left: v1 values (time, expiry), WEB keyed by uniqueValue only
+    old.set(key("WEB", "w"), encode_v1((Emission(T, T + 1200),)), ex=3600)
+    old.set(key("WEB", "x"), encode_v1((Emission(T + 10, T + 1210),)), ex=3600)
+    old.set(key("APP", "a"), encode((Emission(T, T + 60, "old:0:0"),)), ex=3600)
+    yield old_url, new_url, old, new
+    old.close()
+    new.close()
+
+
+@pytest.fixture
+def v2_config(tmp_path):
+    path = tmp_path / "v2.yaml"
+    path.write_text(yaml.safe_dump({"rules": {"WEB": {"window": "10m", "key_fields": ["uniqueValue", "type"]}}}))
+    return path
+
+
+def run(tmp_path, config, state, lines, name="run") -> tuple[int, dict, list[str]]:
+    source = tmp_path / f"{name}.jsonl"
+    source.write_text("".join(line + "\n" for line in lines))
+    out, summary = tmp_path / f"{name}-out.jsonl", tmp_path / f"{name}-summary.json"
+    code = main(["run", "--config", str(config), "--source", f"file:{source}", "--sink", f"file:{out}",
+                 "--dlq", f"file:{tmp_path / f'{name}-dlq.jsonl'}", "--state", state,
+                 "--summary-json", str(summary)])
+    ids = [json.loads(line)["id"] for line in out.read_text().splitlines()] if out.exists() else []
+    return code, json.loads(summary.read_text()) if summary.exists() else {}, ids
+
+
+def test_new_job_consults_the_old_store_read_only_until_it_retires(tmp_path, dbs, caplog):
+    old_url, new_url, old, new = dbs
+    config = tmp_path / "migrating.yaml"
+    config.write_text(yaml.safe_dump({
+        "rules": {"WEB": {"window": "10m", "key_fields": ["uniqueValue", "type"]}},
+        "migration": {"state_from": old_url, "old_key_fields": {"WEB": ["uniqueValue"]}}}))
+    old_values = {k: old.get(k) for k in old.keys("*")}
+    with caplog.at_level(logging.WARNING, logger="domain.migration"):
+        code, counts, ids = run(tmp_path, config, new_url, [
+            event("w2", "w", "WEB", 300),   # dup: the old job emitted w at T (old key layout, v1 value)
+            event("a2", "a", "APP", 20),    # dup: the old job emitted a at T (APP key unchanged, v2 value)
+            event("n1", "n", "WEB", 300),   # new: emitted, written to the new store in the new layout
+            event("x2", "x", "WEB", 700),   # 690 s after x: emitted
+            event("z1", "z", "WEB", 5000),  # the watermark passes the migration's start + retention
+            event("w3", "w", "WEB", 5001),  # emitted: the old store is retired, no longer consulted
+        ])
+    assert code == 0
+    assert ids == ["n1", "x2", "z1", "w3"]
+    assert (counts["in"], counts["out"], counts["duplicates"]) == (6, 4, 2)
+    assert any("old state retired for rule WEB" in r.getMessage() for r in caplog.records)
+    # new entries are written in the new layout and format only; the old store is untouched
+    assert {k.decode() for k in new.keys("*")} == {key("WEB", v, "WEB") for v in ("n", "x", "z", "w")}
+    assert all(version_of(new.get(k)) == 2 for k in new.keys("*"))
+    assert {k: old.get(k) for k in old.keys("*")} == old_values
+
+
+def test_migrate_dry_run_reports_and_writes_nothing_then_migrates(tmp_path, dbs, v2_config, capsys):
+    old_url, new_url, old, new = dbs
+    migrate = ["state", "migrate", "--from", old_url, "--to", new_url, "--config", str(v2_config),
+               "--old-key-fields", "WEB=uniqueValue"]
+    assert main([*migrate, "--dry-run"]) == 0
+    report = capsys.readouterr().out
+    assert "would read 3 keys" in report and "v1: 2, v2: 1" in report
+    assert "would copy rule WEB's 2 keys as v2 (uniqueValue -> uniqueValue,type)" in report
+    assert new.dbsize() == 0
+
+    assert main(migrate) == 0
+    assert "wrote 3 keys" in capsys.readouterr().out
+    assert [e.time for e in decode(new.get(key("WEB", "w", "WEB")))] == [T]
+    assert 0 < new.ttl(key("WEB", "w", "WEB")) <= 3600
+
+    # the new job, on the migrated store alone, still drops the old job's duplicates
+    code, counts, ids = run(tmp_path, v2_config, new_url, [event("w2", "w", "WEB", 300), event("n1", "n", "WEB", 5)])
+    assert (code, counts["duplicates"], ids) == (0, 1, ["n1"])
+
+
+def test_inspect_reports_the_counts_of_a_redis_store(tmp_path, dbs, capsys):
+    old_url, _, old, _ = dbs
+    assert main(["state", "inspect", "--state", old_url, "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["keys_per_rule"] == {"WEB": 2, "APP": 1}
+    assert report["format_versions"] == {"v1": 2, "v2": 1}
+    assert (report["oldest_expiry"], report["newest_expiry"]) == (T + 60, T + 1210)
+    assert report["size_bytes"] > 0
