@@ -1,0 +1,186 @@
+"""``dedup run --engine spark`` as a separate process, on a JSONL directory fed file by file.
+
+``FileFeed`` writes a generated stream (``app.generator.generate_parts``) into the input
+directory one part at a time; ``DedupProcess`` starts the CLI on it with its own
+checkpoint, outputs and metrics port, and reads back what the sinks committed. The
+expected outcome comes from the in-memory core (``domain.dedup``) run over the same
+records, independently of Spark.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from adapters.memory.state_store import InMemoryStateStore
+from adapters.system import SystemClock
+from domain.dedup import Deduplicator, Verdict
+from domain.events import RawRecord, SourcePosition
+from domain.rules import RuleSet
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def emitted_ids(records: list[bytes]) -> list[str]:
+    """The ids the domain emits for ``records`` in this order (the reference outcome)."""
+    core = Deduplicator(RuleSet(), InMemoryStateStore(), SystemClock())
+    raws = [RawRecord(r, SourcePosition("ref", 0, i)) for i, r in enumerate(records)]
+    outcomes, _ = core.process(raws)
+    return [json.loads(r)["id"] for r, o in zip(records, outcomes) if o.verdict == Verdict.EMIT]
+
+
+@dataclass
+class FileFeed:
+    """Writes parts into ``directory`` atomically (written aside, then renamed in), in order."""
+
+    directory: Path
+    parts: list[list[bytes]]
+    written: int = 0
+
+    def __post_init__(self):
+        self.directory.mkdir(parents=True, exist_ok=True)
+
+    def add(self, count: int = 1) -> None:
+        for _ in range(count):
+            part = self.parts[self.written]
+            staging = self.directory.parent / f".part-{self.written:04d}.jsonl"
+            staging.write_bytes(b"".join(r + b"\n" for r in part))
+            staging.rename(self.directory / f"part-{self.written:04d}.jsonl")
+            self.written += 1
+            time.sleep(0.05)  # distinct modification times: the file source reads in that order
+
+    def rest(self) -> None:
+        self.add(len(self.parts) - self.written)
+
+    def records_written(self) -> int:
+        return sum(len(p) for p in self.parts[:self.written])
+
+
+@dataclass
+class DedupProcess:
+    """One ``dedup run --engine spark`` process over ``root/in``; outputs under ``root``."""
+
+    root: Path
+    port: int = field(default_factory=free_port)
+    process: subprocess.Popen | None = None
+    runs: int = 0
+
+    def start(self, bounded: bool, idle_event_ms: int = 1000) -> "DedupProcess":
+        self.runs += 1
+        env = {k: v for k, v in os.environ.items() if not k.startswith("DEDUP_")}
+        env.update(PYTHONPATH=str(ROOT / "src"), DEDUP_SPARK__CHECKPOINT=str(self.root / "checkpoint"),
+                   DEDUP_SPARK__AVAILABLE_NOW=str(bounded).lower(), DEDUP_SPARK__TRIGGER="1 second",
+                   DEDUP_SPARK__MASTER="local[2]",
+                   DEDUP_SPARK__CONF=json.dumps({"spark.sql.streaming.noDataProgressEventInterval": str(idle_event_ms)}))
+        command = [sys.executable, "-m", "app.cli", "run", "--engine", "spark",
+                   "--source", f"file:{self.root / 'in'}?maxFilesPerTrigger=1",
+                   "--sink", f"file:{self.root / 'out'}", "--dlq", f"file:{self.root / 'dlq'}",
+                   "--metrics-port", str(self.port), "--summary-json", str(self.summary_path())]
+        self.log = open(self.root / f"run-{self.runs}.log", "wb")
+        self.process = subprocess.Popen(command, env=env, cwd=self.root, stdout=self.log, stderr=subprocess.STDOUT,
+                                        stdin=subprocess.DEVNULL)
+        return self
+
+    def summary_path(self, run: int | None = None) -> Path:
+        return self.root / f"summary-{run or self.runs}.json"
+
+    def summary(self, run: int | None = None) -> dict[str, int]:
+        return json.loads(self.summary_path(run).read_text())
+
+    def output(self, run: int | None = None) -> str:
+        return (self.root / f"run-{run or self.runs}.log").read_text(errors="replace")
+
+    def wait(self, timeout: float = 400) -> int:
+        try:
+            return self.process.wait(timeout)
+        finally:
+            self.log.close()
+
+    def signal(self, sig: int) -> list[int]:
+        """Send ``sig`` to the driver process; returns its children (the Spark JVM) at that moment."""
+        children = child_pids(self.process.pid)
+        self.process.send_signal(sig)
+        return children
+
+    def counter(self, name: str) -> int:
+        """A counter from the process's /metrics (0 until the endpoint answers)."""
+        try:
+            text = self._get("/metrics")[1]
+        except OSError:
+            return 0
+        for line in text.splitlines():
+            if line.startswith(f"dedup_{name}_total "):
+                return int(float(line.split()[1]))
+        return 0
+
+    def health(self) -> tuple[int, dict]:
+        code, body = self._get("/health")
+        return code, json.loads(body)
+
+    def _get(self, path: str) -> tuple[int, str]:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}{path}", timeout=5) as answer:
+                return answer.status, answer.read().decode()
+        except urllib.error.HTTPError as exc:
+            return exc.code, exc.read().decode()
+
+    def wait_for_counter(self, name: str, at_least: int, timeout: float = 400) -> int:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            value = self.counter(name)
+            if value >= at_least:
+                return value
+            if self.process.poll() is not None:
+                raise AssertionError(f"dedup exited with {self.process.returncode}:\n{self.output()[-3000:]}")
+            time.sleep(0.5)
+        raise AssertionError(f"{name} stayed below {at_least} for {timeout} s:\n{self.output()[-3000:]}")
+
+    def committed(self, kind: str = "out") -> list[dict]:
+        """Every record in the sink's committed part files (``out`` or ``dlq``), all batches."""
+        return [json.loads(line) for path in sorted((self.root / kind).glob("batch=*/part-*"))
+                for line in path.read_text().splitlines() if line]
+
+
+def child_pids(pid: int) -> list[int]:
+    children = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            children.append(int(stat.parent.name))
+    return children
+
+
+def wait_gone(pids: list[int], timeout: float = 90) -> None:
+    """Wait until ``pids`` have exited (the JVM leaves when its Python driver is gone); then kill what is left."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and any(_alive(p) for p in pids):
+        time.sleep(0.5)
+    for pid in pids:
+        if _alive(pid):
+            os.kill(pid, signal.SIGKILL)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
