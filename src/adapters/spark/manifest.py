@@ -101,6 +101,14 @@ def compare(checkpoint: Manifest, job: Manifest) -> Comparison:
     return result
 
 
+def refusal(location: str, changes) -> str:
+    """The one-line refusal: what changed, and what to do."""
+    what = "; ".join(c.describe() for c in changes)
+    return (f"checkpoint {location} does not fit this job: {what}. Its state cannot be used as it is; to keep "
+            f"the dedup memory run `dedup state migrate --from {location} --to NEW_CHECKPOINT` and start "
+            f"with spark.checkpoint=NEW_CHECKPOINT, or restore the previous setting. The checkpoint was not modified")
+
+
 def read_manifest(ours: Path) -> Manifest | None:
     path = ours / "manifest.json"
     return Manifest.from_json(path.read_text()) if path.exists() else None

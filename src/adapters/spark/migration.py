@@ -33,7 +33,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from adapters.spark.checkpoint import Checkpoint
-from adapters.spark.manifest import Manifest, compare, job_manifest, read_manifest, write_manifest
+from adapters.spark.manifest import Manifest, compare, job_manifest, read_manifest, refusal, write_manifest
 from adapters.spark.state_reader import describe_offsets, read_state, rule_of, state_schema
 from domain.migration import IncompatibleState, KeyTranslation
 from domain.rules import KEY_SEPARATOR, RuleSet
@@ -216,14 +216,6 @@ class CheckpointGuard:
         log.warning("consulting the old state from %s read-only until the watermark reaches %d",
                     migration["from"], migration["retire_at"])
         return migration
-
-
-def refusal(location: str, changes) -> str:
-    """The one-line refusal: what changed, and what to do."""
-    what = "; ".join(c.describe() for c in changes)
-    return (f"checkpoint {location} does not fit this job: {what}. Its state cannot be used as it is; to keep "
-            f"the dedup memory run `dedup state migrate --from {location} --to NEW_CHECKPOINT` and start "
-            f"with spark.checkpoint=NEW_CHECKPOINT, or restore the previous setting. The checkpoint was not modified")
 
 
 def _old_key(translations: dict[str, dict]) -> Column:
