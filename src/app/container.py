@@ -151,20 +151,39 @@ def spark_uri(uri: str | None, setting: str) -> str:
 
 
 def build_spark_engine(rules: RuleSet, metrics, source: str, sink: str, dlq: str | None, spark: dict,
-                       kafka: dict):
-    from adapters.spark.engine import SparkEngine
+                       kafka: dict, policies: Policies, state: str, notifications: str | None):
+    from adapters.spark.batch_writers import writer_for
     from adapters.spark.kafka_options import spark_kafka_options
+    from adapters.spark.policy_engine import PolicySparkEngine
+    from adapters.spark.restart import RestartingEngine
+    from domain.restart import parse_restart
     try:
         kafka_options = {role: spark_kafka_options(kafka["config"], role) for role in ("consumer", "producer")}
     except ValueError as exc:
         raise UsageError(f"invalid setting kafka.config (DEDUP_KAFKA__CONFIG): {exc}") from None
-    return SparkEngine(rules, spark_uri(source, "source"), spark_uri(sink, "sink"),
-                       spark_uri(dlq or "file:dead-letters", "dlq"), checkpoint=spark["checkpoint"],
-                       trigger_interval=spark["trigger"], available_now=spark["available_now"],
-                       state_provider=spark["state_provider"], master=spark["master"],
-                       max_records_per_batch=spark["max_offsets_per_trigger"],
-                       shuffle_partitions=spark["shuffle_partitions"], conf=spark["conf"],
-                       kafka_options=kafka_options, metrics=metrics)
+    sink, dlq = spark_uri(sink, "sink"), spark_uri(dlq or "file:dead-letters", "dlq")
+    writer = writer_for(sink, dlq, kafka["delivery"], spark["checkpoint"], policies, kafka["config"],
+                        kafka["transactional_id"], kafka_options["producer"])
+    engine = PolicySparkEngine(rules, spark_uri(source, "source"), sink, dlq, checkpoint=spark["checkpoint"],
+                               trigger_interval=spark["trigger"], available_now=spark["available_now"],
+                               state_provider=spark["state_provider"], master=spark["master"],
+                               max_records_per_batch=spark["max_offsets_per_trigger"],
+                               shuffle_partitions=spark["shuffle_partitions"], conf=spark["conf"],
+                               kafka_options=kafka_options, metrics=metrics, writer=writer, policies=policies,
+                               notifications=spark_uri(notifications, "notifications") if notifications else None,
+                               redis_state=spark_redis_state(state, spark["shuffle_partitions"]))
+    return RestartingEngine(engine, parse_restart(spark["restart"]))
+
+
+def spark_redis_state(uri: str, partitions: int):
+    """``None`` for Spark's own state store (``memory``, the default), a Redis judge for ``redis://``."""
+    if uri == "memory":
+        return None
+    if uri.startswith(("redis://", "rediss://", "unix://")):
+        from adapters.spark.redis_state import RedisBatchJudge
+        return RedisBatchJudge(uri, partitions=partitions)
+    raise UsageError(f"invalid setting state: the spark engine keeps its state in its checkpoint ('memory') "
+                     f"or in Redis (redis://HOST:PORT/DB), got {uri!r}")
 
 
 class Container(containers.DeclarativeContainer):
@@ -186,7 +205,7 @@ class Container(containers.DeclarativeContainer):
                                 config.notifications, config.notifications_out, config.batch_size,
                                 config.poll_timeout, config.kafka),
         spark=providers.Factory(build_spark_engine, rules, metrics, config.source, config.sink, config.dlq,
-                                config.spark, config.kafka),
+                                config.spark, config.kafka, policies, config.state, config.notifications),
     )
 
 

@@ -18,21 +18,30 @@ from pyspark.sql.streaming import StreamingQueryListener
 from domain.accounting import Accounting
 
 OBSERVATION = "accounting"
-COUNTED = ("in", "out", "duplicates", "dead_lettered", "late", "invalid", "passed_through")
+COUNTED = ("in", "out", "duplicates", "dead_lettered", "skipped", "late", "invalid", "passed_through")
 
 
-def accounting_metrics(judged: DataFrame) -> DataFrame:
-    """``judged`` with its counts observed under ``OBSERVATION`` (names as ``Accounting.as_dict``)."""
+def accounting_columns() -> list[Column]:
+    """The counts of judged rows, named as ``Accounting.as_dict``."""
     verdict, reason = F.col("verdict"), F.col("reason")
 
     def count_if(condition: Column, name: str) -> Column:
         return F.sum(F.when(condition, 1).otherwise(0)).cast("long").alias(name)
 
-    return judged.observe(
-        OBSERVATION, F.count(F.lit(1)).alias("in"), count_if(verdict == "emit", "out"),
-        count_if(verdict == "duplicate", "duplicates"), count_if(verdict == "dead_letter", "dead_lettered"),
-        count_if(reason == "late", "late"), count_if((verdict == "dead_letter") & (reason != "late"), "invalid"),
-        count_if(F.col("passed"), "passed_through"))
+    return [F.count(F.lit(1)).alias("in"), count_if(verdict == "emit", "out"),
+            count_if(verdict == "duplicate", "duplicates"), count_if(verdict == "dead_letter", "dead_lettered"),
+            count_if(verdict == "skip", "skipped"), count_if(reason == "late", "late"),
+            count_if(reason.isNotNull() & (reason != "late"), "invalid"), count_if(F.col("passed"), "passed_through")]
+
+
+def accounting_metrics(judged: DataFrame) -> DataFrame:
+    """``judged`` with its counts observed under ``OBSERVATION`` (names as ``Accounting.as_dict``)."""
+    return judged.observe(OBSERVATION, *accounting_columns())
+
+
+def accounting_of(judged: DataFrame) -> Accounting:
+    """The counts of a static (micro-batch) DataFrame of judged rows."""
+    return accounting_from(judged.agg(*accounting_columns()).first())
 
 
 def accounting_from(row) -> Accounting:

@@ -12,7 +12,9 @@ policy) and whose invalid records follow the ``invalid`` policy's last step:
 
 Late records are always dead-lettered (as in the domain core). With ``notifications`` (a
 Kafka topic or JSONL directory) INVALIDATE notifications take effect on the state
-(``invalidation``). Wrap it in ``restart.RestartingEngine`` for the restart strategy.
+(``invalidation``). With ``redis_state`` the deduplication state is Redis instead of
+Spark's state store (``redis_state``). Wrap it in ``restart.RestartingEngine`` for the
+restart strategy.
 """
 
 from __future__ import annotations
@@ -24,11 +26,13 @@ from pyspark.sql import functions as F
 
 from domain.policies import Policies, Terminal
 
-from adapters.spark.batch_writers import SKIP
+from adapters.spark.batch_writers import SKIP, AtLeastOnceWriter, retried
 from adapters.spark.engine import SparkEngine
 from adapters.spark.invalidation import with_notifications, without_notifications
-from adapters.spark.metrics import accounting_metrics
-from adapters.spark.plan import DEAD_LETTER, DedupPlan
+from adapters.spark.metrics import accounting_metrics, accounting_of
+from adapters.spark.parse import parse
+from adapters.spark.plan import DEAD_LETTER, DedupPlan, _operator_input, _verdicts
+from adapters.spark.redis_state import RedisBatchJudge
 from adapters.spark.sources import read_stream
 
 
@@ -49,28 +53,69 @@ class PolicySparkEngine(SparkEngine):
     writer: object | None = None
     policies: Policies | None = None
     notifications: str | None = None
+    redis_state: RedisBatchJudge | None = None
 
     def judged(self) -> DataFrame:
-        """The plan up to the verdicts, invalid records per policy, with its accounting observed."""
-        verdicts = apply_invalid_policy(self.verdicts(), self.policies or Policies())
+        """The plan up to the verdicts, invalid records per policy, with its accounting observed.
+
+        With Redis state the stream stops before judging: each micro-batch is judged in
+        ``write_batch`` (``redis_state``), and counted there."""
+        if self.redis_state is not None:
+            return self.operator_input()
+        verdicts = apply_invalid_policy(self.verdicts(), self._policies())
         return accounting_metrics(without_notifications(verdicts))
 
     def verdicts(self) -> DataFrame:
         """``SparkEngine.verdicts``, with the INVALIDATE notifications unioned in when configured."""
         if self.notifications is None:
             return super().verdicts()
-        consumer = self.kafka_options.get("consumer", {})
-        records = read_stream(self.session(), self.guard.source(self.source), self.max_records_per_batch, consumer)
-        notes = read_stream(self.session(), self.notifications, None, consumer)
-        hook = with_notifications(notes, DedupPlan(self.rules), self.guard.fallback)
-        return DedupPlan(self.rules, before_operator=hook).judge(self.guard.records(records))
+        hook = with_notifications(self._notes(), DedupPlan(self.rules), self.guard.fallback)
+        return DedupPlan(self.rules, before_operator=hook).judge(self._records())
+
+    def operator_input(self) -> DataFrame:
+        """Source → the rows the state judges (key, t, window, …), notifications unioned in."""
+        plan = DedupPlan(self.rules)
+        rows = _operator_input(plan.annotate(parse(self._records(), plan.extra_fields)))
+        return rows if self.notifications is None else with_notifications(self._notes(), plan)(rows)
 
     def write_batch(self, batch: DataFrame, batch_id: int) -> None:
-        if self.writer is None:
+        if self.writer is None and self.redis_state is None:
             super().write_batch(batch, batch_id)
             return
         batch.persist()
         try:
-            self.writer.write(batch, batch_id)
+            if self.redis_state is None:
+                self.writer.write(batch, batch_id)
+            else:
+                self._judge_and_write(batch, batch_id)
         finally:
             batch.unpersist()
+
+    def _judge_and_write(self, rows: DataFrame, batch_id: int) -> None:
+        policies = self._policies()
+        judged = retried(lambda: _materialized(self.redis_state.judge(rows, batch_id)), policies)
+        try:
+            verdicts = without_notifications(apply_invalid_policy(_verdicts(judged), policies))
+            writer = self.writer or AtLeastOnceWriter(self._events, self._dead_letters, policies)
+            writer.write(verdicts, batch_id)
+            retried(lambda: self.redis_state.advance(rows, batch_id), policies)
+            self.listener.totals.add(accounting_of(verdicts))
+        finally:
+            judged.unpersist()
+
+    def _records(self) -> DataFrame:
+        records = read_stream(self.session(), self.guard.source(self.source), self.max_records_per_batch,
+                              self.kafka_options.get("consumer", {}))
+        return self.guard.records(records)
+
+    def _notes(self) -> DataFrame:
+        return read_stream(self.session(), self.notifications, None, self.kafka_options.get("consumer", {}))
+
+    def _policies(self) -> Policies:
+        return self.policies or Policies()
+
+
+def _materialized(df: DataFrame) -> DataFrame:
+    df.persist()
+    df.count()
+    return df
