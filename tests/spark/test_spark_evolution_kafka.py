@@ -1,0 +1,53 @@
+"""Upgrading a Spark job that reads Kafka: the new version starts at the old one's offsets.
+
+On the real broker: v1 reads a topic into its checkpoint; ``migrate`` prepares v2's
+checkpoint (the key of WEB becomes uniqueValue + type); v2 reads only what came after v1's
+last committed offsets and still drops repeats of v1's emissions.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from adapters.spark.engine import SparkEngine
+from adapters.spark.migration import migrate, plan_migration
+from adapters.spark.session import kafka_jars
+from tests.integration.kafka_io import create_topics, produce, read_topic, unique
+from tests.spark.test_spark_evolution import V1, V2, event
+
+pytestmark = [pytest.mark.spark, pytest.mark.kafka]
+
+
+@pytest.fixture
+def kafka_spark(spark):
+    if not kafka_jars():
+        pytest.skip("Spark's Kafka connector jars are not in .cache/jars/spark-kafka (scripts/bootstrap --services)")
+    return spark
+
+
+def test_v2_starts_at_v1s_kafka_offsets_and_keeps_its_memory(kafka_spark, kafka_bootstrap, tmp_path):
+    topics = {role: unique(role) for role in ("in", "out1", "dlq1", "out2", "dlq2")}
+    create_topics(kafka_bootstrap, *topics.values())
+    uri = {role: f"kafka://{kafka_bootstrap}/{topic}" for role, topic in topics.items()}
+
+    def run(rules, out, dlq, checkpoint):
+        engine = SparkEngine(rules, uri["in"], uri[out], uri[dlq], str(tmp_path / checkpoint),
+                             spark=kafka_spark, master="local[2]")
+        return engine.run(available_now=True).as_dict()
+
+    produce(kafka_bootstrap, topics["in"], [event("w1", "w", "WEB", 0).encode(), event("a1", "a", "APP", 0).encode(),
+                                            event("x1", "x", "WEB", 10).encode()])
+    assert run(V1, "out1", "dlq1", "v1")["out"] == 3
+
+    plan = plan_migration(kafka_spark, str(tmp_path / "v1"), str(tmp_path / "v2"), V2)
+    assert json.loads(plan.source_offsets[0]) == {topics["in"]: {"0": 3}}
+    migrate(kafka_spark, plan)
+
+    produce(kafka_bootstrap, topics["in"], [event("w2", "w", "WEB", 300).encode(),
+                                            event("n1", "n", "WEB", 300).encode(),
+                                            event("a2", "a", "APP", 20).encode()])
+    counts = run(V2, "out2", "dlq2", "v2")
+    assert (counts["in"], counts["out"], counts["duplicates"]) == (3, 1, 2)
+    assert [json.loads(m.value)["id"] for m in read_topic(kafka_bootstrap, topics["out2"], committed=False)] == ["n1"]
