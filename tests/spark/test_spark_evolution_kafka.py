@@ -13,18 +13,11 @@ import pytest
 
 from adapters.spark.engine import SparkEngine
 from adapters.spark.migration import migrate, plan_migration
-from adapters.spark.session import kafka_jars
 from tests.integration.kafka_io import create_topics, produce, read_topic, unique
+from tests.spark.test_spark_eos import kafka_spark  # noqa: F401 (the fixture)
 from tests.spark.test_spark_evolution import V1, V2, event
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka]
-
-
-@pytest.fixture
-def kafka_spark(spark):
-    if not kafka_jars():
-        pytest.skip("Spark's Kafka connector jars are not in .cache/jars/spark-kafka (scripts/bootstrap --services)")
-    return spark
 
 
 def test_v2_starts_at_v1s_kafka_offsets_and_keeps_its_memory(kafka_spark, kafka_bootstrap, tmp_path):
