@@ -165,6 +165,9 @@ class CheckpointGuard:
         if stored is None and self.checkpoint.has_progress():
             log.warning("checkpoint %s has no manifest (written before manifests); adopting this job's",
                         self.location)
+        elif stored is None:
+            log.warning("checkpoint %s is new: the job starts with an empty dedup state (to keep an older "
+                        "version's memory, see `dedup state migrate`)", self.location)
         elif stored is not None:
             self._refuse_incompatible(stored, job)
         migration = stored.migration if stored else None
