@@ -2,10 +2,7 @@
 
 ``FileFeed`` writes a generated stream (``app.generator.generate_parts``) into the input
 directory one part at a time; ``DedupProcess`` starts the CLI on it with its own
-checkpoint, outputs and metrics port, and reads back what the sinks committed. The
-expected outcome comes from the in-memory core (``domain.dedup``) run over the same
-records, independently of Spark.
-"""
+checkpoint, outputs and metrics port, and reads back what the sinks committed. """
 
 from __future__ import annotations
 
@@ -21,12 +18,6 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from adapters.memory.state_store import InMemoryStateStore
-from adapters.system import SystemClock
-from domain.dedup import Deduplicator, Verdict
-from domain.events import RawRecord, SourcePosition
-from domain.rules import RuleSet
-
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -34,14 +25,6 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-def emitted_ids(records: list[bytes]) -> list[str]:
-    """The ids the domain emits for ``records`` in this order (the reference outcome)."""
-    core = Deduplicator(RuleSet(), InMemoryStateStore(), SystemClock())
-    raws = [RawRecord(r, SourcePosition("ref", 0, i)) for i, r in enumerate(records)]
-    outcomes, _ = core.process(raws)
-    return [json.loads(r)["id"] for r, o in zip(records, outcomes) if o.verdict == Verdict.EMIT]
 
 
 @dataclass
@@ -150,10 +133,10 @@ class DedupProcess:
             time.sleep(0.5)
         raise AssertionError(f"{name} stayed below {at_least} for {timeout} s:\n{self.output()[-3000:]}")
 
-    def committed(self, kind: str = "out") -> list[dict]:
-        """Every record in the sink's committed part files (``out`` or ``dlq``), all batches."""
-        return [json.loads(line) for path in sorted((self.root / kind).glob("batch=*/part-*"))
-                for line in path.read_text().splitlines() if line]
+    def committed(self, kind: str = "out") -> list[bytes]:
+        """Every line in the sink's committed part files (``out`` or ``dlq``), all batches."""
+        return [line for path in sorted((self.root / kind).glob("batch=*/part-*"))
+                for line in path.read_bytes().splitlines() if line]
 
 
 def child_pids(pid: int) -> list[int]:

@@ -1,13 +1,16 @@
 """Stopping ``dedup run --engine spark`` mid-stream, gracefully or with kill -9, and restarting.
 
 The input is a JSONL directory that keeps receiving files (one micro-batch each). The
-reference outcome is the in-memory core's over the same records in the same order.
+reference outcome is the in-memory core's over the same records in the same order
+(``tests.integration.streams.reference``).
 Nothing may be lost; what the sink committed is never emitted twice (a replayed micro-batch
 replaces its own part files).
 """
 
 from __future__ import annotations
 
+import base64
+import json
 import signal
 import time
 from collections import Counter
@@ -15,7 +18,8 @@ from collections import Counter
 import pytest
 
 from app.generator import StreamSpec, generate_parts
-from tests.spark.processes import DedupProcess, FileFeed, emitted_ids, wait_gone
+from tests.integration.streams import reference
+from tests.spark.processes import DedupProcess, FileFeed, wait_gone
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.timeout(1200)]
 
@@ -28,12 +32,12 @@ def stream(tmp_path):
     return FileFeed(tmp_path / "in", parts), expected, DedupProcess(tmp_path)
 
 
-def assert_exactly_the_reference(feed: FileFeed, dedup: DedupProcess, dead_lettered: int) -> None:
-    out_ids = [e["id"] for e in dedup.committed("out")]
-    twice = [i for i, n in Counter(out_ids).items() if n > 1]
-    assert not twice, f"emitted twice: {twice[:5]}"
-    assert sorted(out_ids) == sorted(emitted_ids([r for part in feed.parts for r in part]))
-    assert len(dedup.committed("dlq")) == dead_lettered
+def assert_exactly_the_reference(feed: FileFeed, dedup: DedupProcess) -> None:
+    """Every emission committed once (none lost, none twice), every dead letter once."""
+    want = reference([r for part in feed.parts for r in part])
+    assert Counter(dedup.committed("out")) == Counter(want.emitted)
+    dead = [base64.b64decode(json.loads(line)["value_b64"]) for line in dedup.committed("dlq")]
+    assert Counter(dead) == Counter(want.dead_letters)
 
 
 def test_sigterm_finishes_the_batch_reports_and_a_restart_continues(stream):
@@ -58,7 +62,7 @@ def test_sigterm_finishes_the_batch_reports_and_a_restart_continues(stream):
     assert dedup.wait() == 0, dedup.output()[-3000:]
     second = dedup.summary()
     assert {k: first[k] + second[k] for k in COUNTS} == {k: expected.as_accounting()[k] for k in COUNTS}
-    assert_exactly_the_reference(feed, dedup, expected.dead_lettered)
+    assert_exactly_the_reference(feed, dedup)
 
 
 def test_kill_9_of_the_driver_mid_stream_loses_nothing(stream):
@@ -78,4 +82,4 @@ def test_kill_9_of_the_driver_mid_stream_loses_nothing(stream):
     assert dedup.wait() == 0, dedup.output()[-3000:]
     second = dedup.summary()
     assert 0 < second["in"] < expected.records  # the restart did not start over
-    assert_exactly_the_reference(feed, dedup, expected.dead_lettered)
+    assert_exactly_the_reference(feed, dedup)

@@ -93,8 +93,9 @@ def _local_driver(master: str) -> dict[str, str]:
 def _submitted(master: str | None, conf: dict[str, str]) -> tuple[dict[str, str], str | None]:
     """Settings over what spark-submit was given: its ``--master`` and ``--conf`` values win over
     the engine's defaults; a configured master replaces only spark-submit's own default."""
-    from pyspark import SparkConf
+    from pyspark import SparkConf, SparkContext
 
+    SparkContext._ensure_initialized()  # connects to spark-submit's JVM, whose properties hold its settings
     submitted = SparkConf()
     defaults = {key: value for key, value in DEFAULT_CONF.items() if not submitted.contains(key)}
     if submitted.get("spark.master", DEFAULT_MASTER) != DEFAULT_MASTER:
