@@ -68,7 +68,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--per-batch", type=int, default=100_000)
     parser.add_argument("--kills", type=int, default=3)
     parser.add_argument("--seed", type=int, default=11)
-    parser.add_argument("--timeout", type=float, default=3600)
+    parser.add_argument("--timeout", type=float, default=900, help="seconds allowed per step of the fault run")
     parser.add_argument("--json", type=Path, default=ROOT / "bench" / "results" / "eos_faults.json")
     return parser.parse_args()
 

@@ -46,7 +46,7 @@ class FaultPlan:
     restart_broker: bool = True
     restart_redis: bool = False
     seed: int = 11
-    timeout: float = 280.0
+    timeout: float = 240.0  # seconds without reaching the next step
 
 
 @dataclass
@@ -183,11 +183,11 @@ class FaultRun:
         engine.start()
         reached = 0
         for fault, at in self.schedule(len(records)):
-            self.wait_for(lambda: self.progress() >= max(at, reached + 1), started, engine)
+            self.wait_for(lambda: self.progress() >= max(at, reached + 1), engine)
             reached = self.progress()
             time.sleep(self.rng.uniform(0, 2))
             fault(engine)
-        self.wait_for(lambda: self.progress() >= len(records), started, engine)
+        self.wait_for(lambda: self.progress() >= len(records), engine)
         code = engine.stop()
         report = verify(self.topics, records, self.tid)
         report.last_run = self.summary() | {"exit": code}
@@ -241,7 +241,8 @@ class FaultRun:
     def progress_text(self) -> str:
         return f"{max(self.progress(), 0):,} records committed"
 
-    def wait_for(self, condition: Callable[[], bool], started: float, engine: EngineProcess) -> None:
+    def wait_for(self, condition: Callable[[], bool], engine: EngineProcess) -> None:
+        started = time.monotonic()
         while not condition():
             if time.monotonic() - started > self.plan.timeout:
                 raise TimeoutError(f"no progress to the next step in {self.plan.timeout:.0f}s "
