@@ -1,0 +1,86 @@
+"""parse.py's fast path (from_json + certification) against the domain's strict parser.
+
+Each record is parsed by ``domain.events.parse_event`` (the reference) and by the Spark
+parse on a batch DataFrame; reason and fields must agree. The table also states which
+records the fast path certifies, so a change that silently sends every record down the
+slow path (or certifies a record it must not) fails here.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from domain.errors import InvalidEvent
+from domain.events import parse_event
+
+pytestmark = pytest.mark.spark
+
+OK = '{"id":"e1","uniqueValue":"u-5","type":"APP","timestamp":1700000000}'
+
+# (record, certified by the fast path)
+RECORDS = [
+    (OK, True),
+    ('{"id": "e1", "uniqueValue": "656b4183-282c", "type": "WEB", "timestamp": 1689019717, "x": [1, {"a": null}]}', True),
+    ('{"timestamp":0,"type":"APP","uniqueValue":"k","id":"e1"}', True),
+    ('{"id":"e1","uniqueValue":"k","type":"APP","timestamp":1,"timestamp":2}', True),  # the last key wins
+    ('{"id":"e1","uniqueValue":"true1","type":"APP","timestamp":-0}', True),
+    ('{"id":"1a","uniqueValue":"9e9x","type":"APP","timestamp":1}', True),
+    ('{"id":"e1","uniqueValue":"u\\u00e9","type":"APP","timestamp":1}', True),
+    # string-typed values that a non-string token could also produce: strict path
+    ('{"id":"123","uniqueValue":"k","type":"APP","timestamp":1}', False),
+    ('{"id":"true","uniqueValue":"k","type":"APP","timestamp":1}', False),
+    ('{"id":"Infinity","uniqueValue":"k","type":"APP","timestamp":1}', False),
+    ('{"id":"-1","uniqueValue":"k","type":"APP","timestamp":1}', False),
+    ('{"id":"e1","uniqueValue":"\\u00e9","type":"APP","timestamp":1}', False),
+    # invalid: every one takes the strict path and gets the domain's reason
+    ('{"id":123,"uniqueValue":"k","type":"APP","timestamp":1}', False),
+    ('{"id":-5,"uniqueValue":"k","type":"APP","timestamp":1}', False),
+    ('{"id":1e400,"uniqueValue":"k","type":"APP","timestamp":1}', False),
+    ('{"id":true,"uniqueValue":"k","type":"APP","timestamp":1}', False),
+    ('{"id":{"a":1},"uniqueValue":"k","type":"APP","timestamp":1}', False),
+    ('{"id":"e1","uniqueValue":"k","type":"APP","timestamp":1,"id":1.5}', False),
+    ('{"id":"e1","uniqueValue":"k","type":"APP","timestamp":1,"\\u0069d":7}', False),
+    ('{"id":"e1","uniqueValue":" k","type":"APP","timestamp":1}', False),
+    ('{"id":"e1","uniqueValue":"","type":"APP","timestamp":1}', False),
+    ('{"id":"e1","uniqueValue":"k","type":"APP","timestamp":1.0}', False),
+    ('{"id":"e1","uniqueValue":"k","type":"APP","timestamp":"1"}', False),
+    ('{"id":"e1","uniqueValue":"k","type":"APP","timestamp":9223372036854775808}', False),
+    ('{"id":"e1","uniqueValue":"k","type":"APP","timestamp":253402300800}', False),
+    ('{"id":"e1","uniqueValue":"k","type":"APP","timestamp":null}', False),
+    ('{"id":"e1","uniqueValue":"k","type":"APP"}', False),
+    ("{'id':'e1','uniqueValue':'k','type':'APP','timestamp':1}", False),
+    ('[{"id":"e1","uniqueValue":"k","type":"APP","timestamp":1}]', False),
+    ('{"id":"e1","uniqueValue":"k","type":"APP","timestamp":01}', False),
+    ('{"id":"e1","uniqueValue":"k","type":"APP","timestamp":1,}', False),
+]
+
+
+def domain_outcome(raw: bytes) -> tuple:
+    try:
+        e = parse_event(raw)
+    except InvalidEvent as exc:
+        return (exc.code, None, None, None, None)
+    return (None, e.id, e.unique_value, e.type, e.timestamp)
+
+
+def spark_outcomes(spark, raws: list[bytes]) -> list[tuple]:
+    from adapters.spark.parse import parse
+
+    df = spark.createDataFrame([(i, r) for i, r in enumerate(raws)], "i int, value binary")
+    rows = parse(df).orderBy("i").select("_certified", "reason", "id", "uniqueValue", "type", "timestamp").collect()
+    return [(r[0], tuple(r[1:])) for r in rows]
+
+
+def test_fast_path_agrees_with_the_domain_and_certifies_plain_events(spark):
+    raws = [r.encode() for r, _ in RECORDS] + [b"\x80\x81not utf-8"]
+    outcomes = spark_outcomes(spark, raws)
+    assert [o for _, o in outcomes] == [domain_outcome(r) for r in raws]
+    assert [c for c, _ in outcomes] == [c for _, c in RECORDS] + [False]
+
+
+def test_deviation_trailing_content_after_the_object_is_accepted(spark):
+    """Domain: ``json.loads`` rejects text after the object (not_json). Spark: both
+    ``from_json`` and ``try_parse_json`` read the first value and ignore the rest."""
+    raws = [(OK + " x").encode(), (OK + "}").encode()]
+    assert [domain_outcome(r)[0] for r in raws] == ["not_json", "not_json"]
+    assert [o[1] for o in spark_outcomes(spark, raws)] == [domain_outcome(OK.encode())] * 2
