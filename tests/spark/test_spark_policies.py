@@ -81,6 +81,8 @@ def test_invalidation_scenarios_through_spark(spark, tmp_path):
     events = sum(len(s.batches[r].steps) for s in INVALIDATION_SCENARIOS for r in range(len(s.batches)))
     assert (counts["in"], counts["out"], counts["dead_lettered"]) == (events, len(expected_out), 0)
     assert counts["in"] == counts["out"] + counts["duplicates"]
+    ruled_notes = [n for sc in INVALIDATION_SCENARIOS for batch in sc.batches for n in batch.notes if n[0] != "MOBILE"]
+    assert counts["invalidations"] == len(ruled_notes) == 4
 
 
 def test_invalid_records_are_skipped_when_the_policy_says_skip(spark, tmp_path):
@@ -106,3 +108,23 @@ def test_invalid_fail_policy_stops_the_query_and_the_restart_strategy_gives_up(s
     assert "failed 2 time(s)" in str(error.value) and "policy invalid=fail" in str(error.value)
     assert "\n" not in str(error.value)
     assert batches.read("out") == [] and batches.read("dlq") == []
+
+
+def test_dedup_run_stops_with_one_line_and_exit_3_when_restarts_run_out(spark, tmp_path, monkeypatch, capsys):
+    from app.cli import main
+
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "0.jsonl").write_bytes(json.dumps({"id": "1", "uniqueValue": "u", "type": "APP",
+                                                          "timestamp": T}).encode() + b"\n")
+    (tmp_path / "blocker").write_text("a file where the sink's directory should be")
+    monkeypatch.setenv("DEDUP_SPARK__CHECKPOINT", str(tmp_path / "checkpoint"))
+    monkeypatch.setenv("DEDUP_SPARK__RESTART", "fixed-delay(attempts=1,delay=0)")
+    monkeypatch.setenv("DEDUP_POLICIES__TRANSIENT", "retry(attempts=2,backoff=fixed,delay=0.1)>fail")
+    code = main(["run", "--engine", "spark", "--source", f"file:{tmp_path / 'in'}",
+                 "--sink", f"file:{tmp_path / 'blocker' / 'out'}", "--dlq", f"file:{tmp_path / 'dlq'}",
+                 "--no-progress"])
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("dedup:")]
+    assert code == 3
+    assert lines[-1].startswith("dedup: the streaming query failed 2 time(s) and the restart strategy "
+                                "fixed-delay(attempts=1,delay=0) gave up; last error: ")
+    assert "(after 3 attempts)" in lines[-1]

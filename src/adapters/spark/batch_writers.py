@@ -28,6 +28,7 @@ from pyspark.sql import functions as F
 from domain.errors import DedupError, PolicyExhausted, SinkUnavailable
 from domain.policies import Policies, Resolved, run_with_policy
 
+from adapters.spark.metrics import NOTIFICATION
 from adapters.spark.plan import DEAD_LETTER, DUPLICATE, EMIT
 from adapters.spark.restart import first_line
 from adapters.spark.sinks import BatchSink, dead_letter_document
@@ -53,9 +54,11 @@ def retried(operation: Callable[[], object], policies: Policies, sleep: Callable
 
 
 def batch_counts(batch: DataFrame) -> dict[str, int]:
-    """The batch's accounting (``in``, ``out``, ``duplicates``, ``dead_lettered``, ``skipped``)."""
+    """The batch's accounting (``in``, ``out``, ``duplicates``, ``dead_lettered``, ``skipped``,
+    ``invalidations``)."""
     by_verdict = {row["verdict"]: row["count"] for row in batch.groupBy("verdict").count().collect()}
-    return {"in": sum(by_verdict.values()), "out": by_verdict.get(EMIT, 0),
+    invalidations = by_verdict.pop(NOTIFICATION, 0)
+    return {"in": sum(by_verdict.values()), "out": by_verdict.get(EMIT, 0), "invalidations": invalidations,
             "duplicates": by_verdict.get(DUPLICATE, 0), "dead_lettered": by_verdict.get(DEAD_LETTER, 0),
             "skipped": by_verdict.get(SKIP, 0)}
 

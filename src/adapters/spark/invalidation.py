@@ -11,8 +11,8 @@ re-sent inside its window. The in-memory engine applies notifications before eac
 it polls; here they apply before the events of the micro-batch that reads them.
 
 Notification rows come out of the operator with verdict ``invalidated``; they are not
-input records: ``without_notifications`` drops them before the accounting and the
-outputs. Deviation: a notification that is not valid JSON, not an INVALIDATE, or whose
+input records: the accounting counts them as ``invalidations`` only (``metrics``), and the
+writers, which take ``emit`` and ``dead_letter`` rows, never write them. Deviation: a notification that is not valid JSON, not an INVALIDATE, or whose
 event is invalid or of a type without a rule is ignored (the in-memory engine
 dead-letters the malformed ones with reason ``bad_notification``).
 """
@@ -27,7 +27,6 @@ from pyspark.sql import functions as F
 from adapters.spark.parse import parse
 from adapters.spark.plan import DedupPlan, _operator_input
 
-INVALIDATED = "invalidated"
 FIRST = -(2 ** 63)
 
 Hook = Callable[[DataFrame], DataFrame]
@@ -50,7 +49,3 @@ def with_notifications(notes: DataFrame, plan: DedupPlan, then: Hook | None = No
         return events.unionByName(notification_rows(notes, plan), allowMissingColumns=True)
     return union
 
-
-def without_notifications(judged: DataFrame) -> DataFrame:
-    """The judged input records only: notification rows dropped."""
-    return judged.where(F.col("verdict") != F.lit(INVALIDATED))

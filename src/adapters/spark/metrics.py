@@ -18,20 +18,24 @@ from pyspark.sql.streaming import StreamingQueryListener
 from domain.accounting import Accounting
 
 OBSERVATION = "accounting"
-COUNTED = ("in", "out", "duplicates", "dead_lettered", "skipped", "late", "invalid", "passed_through")
+COUNTED = ("in", "out", "duplicates", "dead_lettered", "skipped", "late", "invalid", "passed_through",
+           "invalidations")
+NOTIFICATION = "invalidated"  # the verdict of an INVALIDATE notification row: not an input record
 
 
 def accounting_columns() -> list[Column]:
-    """The counts of judged rows, named as ``Accounting.as_dict``."""
+    """The counts of judged rows, named as ``Accounting.as_dict``; notification rows count
+    as ``invalidations`` only."""
     verdict, reason = F.col("verdict"), F.col("reason")
 
     def count_if(condition: Column, name: str) -> Column:
         return F.sum(F.when(condition, 1).otherwise(0)).cast("long").alias(name)
 
-    return [F.count(F.lit(1)).alias("in"), count_if(verdict == "emit", "out"),
+    return [count_if(verdict != NOTIFICATION, "in"), count_if(verdict == "emit", "out"),
             count_if(verdict == "duplicate", "duplicates"), count_if(verdict == "dead_letter", "dead_lettered"),
             count_if(verdict == "skip", "skipped"), count_if(reason == "late", "late"),
-            count_if(reason.isNotNull() & (reason != "late"), "invalid"), count_if(F.col("passed"), "passed_through")]
+            count_if(reason.isNotNull() & (reason != "late"), "invalid"), count_if(F.col("passed"), "passed_through"),
+            count_if(verdict == NOTIFICATION, "invalidations")]
 
 
 def accounting_metrics(judged: DataFrame) -> DataFrame:

@@ -28,7 +28,7 @@ from domain.policies import Policies, Terminal
 
 from adapters.spark.batch_writers import SKIP, AtLeastOnceWriter, retried
 from adapters.spark.engine import SparkEngine
-from adapters.spark.invalidation import with_notifications, without_notifications
+from adapters.spark.invalidation import with_notifications
 from adapters.spark.metrics import accounting_metrics, accounting_of
 from adapters.spark.parse import parse
 from adapters.spark.plan import DEAD_LETTER, DedupPlan, _operator_input, _verdicts
@@ -62,8 +62,7 @@ class PolicySparkEngine(SparkEngine):
         ``write_batch`` (``redis_state``), and counted there."""
         if self.redis_state is not None:
             return self.operator_input()
-        verdicts = apply_invalid_policy(self.verdicts(), self._policies())
-        return accounting_metrics(without_notifications(verdicts))
+        return accounting_metrics(apply_invalid_policy(self.verdicts(), self._policies()))
 
     def verdicts(self) -> DataFrame:
         """``SparkEngine.verdicts``, with the INVALIDATE notifications unioned in when configured."""
@@ -95,7 +94,7 @@ class PolicySparkEngine(SparkEngine):
         policies = self._policies()
         judged = retried(lambda: _materialized(self.redis_state.judge(rows, batch_id)), policies)
         try:
-            verdicts = without_notifications(apply_invalid_policy(_verdicts(judged), policies))
+            verdicts = apply_invalid_policy(_verdicts(judged), policies)
             writer = self.writer or AtLeastOnceWriter(self._events, self._dead_letters, policies)
             writer.write(verdicts, batch_id)
             retried(lambda: self.redis_state.advance(rows, batch_id), policies)
