@@ -26,6 +26,13 @@ class StateReport:
     size_bytes: int | None = None
     details: dict = field(default_factory=dict)
 
+    def note_expiries(self, oldest: int | None, newest: int | None) -> None:
+        """Widen the oldest/newest expiry seen so far by ``oldest`` and ``newest`` (``None``: nothing)."""
+        if oldest is not None:
+            self.oldest_expiry = oldest if self.oldest_expiry is None else min(self.oldest_expiry, oldest)
+        if newest is not None:
+            self.newest_expiry = newest if self.newest_expiry is None else max(self.newest_expiry, newest)
+
     @property
     def keys(self) -> int:
         return sum(self.keys_per_rule.values())
@@ -59,6 +66,5 @@ def inspect_state(store: str, items: Iterable[tuple[str, str | bytes]], sample_s
             continue
         report.versions[version] += 1
         for e in entries:
-            report.oldest_expiry = e.expires_at if report.oldest_expiry is None else min(report.oldest_expiry, e.expires_at)
-            report.newest_expiry = e.expires_at if report.newest_expiry is None else max(report.newest_expiry, e.expires_at)
+            report.note_expiries(e.expires_at, e.expires_at)
     return report

@@ -81,11 +81,12 @@ def test_v2_keeps_v1_dedup_memory_then_retires_the_old_state(stream, spark, capl
                event("w2", "w", "WEB", 300),     # dup of w1 under the old key layout
                event("n1", "n", "WEB", 300),     # new key: emitted, written in the new layout
                event("n2", "n", "WEB", 310),     # dup of n1 (new state)
-               event("b1", "b", "APP", 25))      # new key: emitted
+               event("b1", "b", "APP", 25),      # new key: emitted
+               event("l1", "l", "APP", -25))     # late by v1's watermark (T + 10 - 30), though v2's starts afresh
     stream.add(event("x2", "x", "WEB", 600),     # 590 s after x1: still a dup (old state live)
                event("z1", "z", "WEB", 5000))    # moves the watermark past the old state's last expiry
     counts, ids = stream.run_version(V2, "v2", "out-v2")
-    assert (counts["in"], counts["out"], counts["duplicates"]) == (7, 3, 4)
+    assert (counts["in"], counts["out"], counts["duplicates"], counts["late"]) == (8, 3, 4, 1)
     assert ids == ["b1", "n1", "z1"]
 
     new_state = inspect_checkpoint(spark, stream.checkpoint("v2"))

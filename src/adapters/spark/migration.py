@@ -64,9 +64,9 @@ class MigrationPlan:
                  f"start the new job at the old job's position: {describe_offsets(self.source_offsets)}"
                  + (f" ({len(self.files_read)} files already read are skipped)" if self.files_read else "")]
         for rule, t in sorted(self.translations.items()):
-            keys = f"{self.keys_per_rule.get(rule, 0)} live old keys"
-            lines.append(f"keep rule {rule}'s key ({','.join(t.new_fields)}): {keys}" if t.old_fields == t.new_fields
-                         else f"translate rule {rule}'s key {','.join(t.old_fields)} -> {','.join(t.new_fields)}: {keys}")
+            old, new = ",".join(t.old_fields), ",".join(t.new_fields)
+            action = f"keep rule {rule}'s key ({new})" if old == new else f"translate rule {rule}'s key {old} -> {new}"
+            lines.append(f"{action}: {self.keys_per_rule.get(rule, 0)} live old keys")
         lines.append(f"export {keys} live old keys to {self.new}/streamdedup/{FALLBACK} (consulted read-only)")
         lines.append("retire the old state once the watermark passes " +
                      (str(self.retire_at) if self.retire_at is not None else "- (nothing live)"))
@@ -99,15 +99,19 @@ def migrate(spark: SparkSession, plan: MigrationPlan) -> None:
     """Write the fallback, the position and the manifest into the new checkpoint."""
     ours = Checkpoint.at(plan.new).ours
     ours.mkdir(parents=True, exist_ok=True)
-    _live_old_state(spark, plan.old, plan.batch, plan.old_watermark).write.mode("overwrite") \
-        .parquet(str(ours / FALLBACK))
+    live = plan.retire_at is not None  # no live old emission: nothing to consult, retired at once
+    if live:
+        _live_old_state(spark, plan.old, plan.batch, plan.old_watermark).write.mode("overwrite") \
+            .parquet(str(ours / FALLBACK))
     (ours / FILES_READ).write_text(json.dumps(plan.files_read))
     write_manifest(ours, plan.manifest.with_migration({
-        "from": plan.old, "from_batch": plan.batch, "source_offsets": plan.source_offsets,
+        "from": plan.old, "from_batch": plan.batch, "from_watermark": plan.old_watermark,
+        "source_offsets": plan.source_offsets,
         "files_read": len(plan.files_read), "fallback_keys": sum(plan.keys_per_rule.values()),
         "translations": {r: {"old": list(t.old_fields), "new": list(t.new_fields)}
                          for r, t in sorted(plan.translations.items())},
-        "retire_at": plan.retire_at if plan.retire_at is not None else 0, "retired": False}))
+        "retire_at": plan.retire_at if live else plan.old_watermark, "retired": not live,
+        **({} if live else {"retired_at_watermark": plan.old_watermark})}))
 
 
 def _translations(old: Manifest | None, rules: RuleSet, given: dict[str, tuple[str, ...]]) \
@@ -151,7 +155,8 @@ class CheckpointGuard:
 
     def __init__(self, rules: RuleSet, checkpoint: str):
         self.rules, self.location = rules, checkpoint
-        self.migration: dict | None = None
+        self.migration: dict | None = None  # the checkpoint's migration: where the new job starts
+        self.consulting = False  # whether the old state is still consulted (not retired)
         self.checkpoint: Checkpoint | None = None
 
     def prepare(self, spark: SparkSession) -> None:
@@ -170,9 +175,9 @@ class CheckpointGuard:
                         "version's memory, see `dedup state migrate`)", self.location)
         elif stored is not None:
             self._refuse_incompatible(stored, job)
-        migration = stored.migration if stored else None
-        self.migration = self._active_migration(migration)
-        write_manifest(self.checkpoint.ours, job.with_migration(migration))
+        self.migration = stored.migration if stored else None
+        self.consulting = self._consults_old_state(self.migration)
+        write_manifest(self.checkpoint.ours, job.with_migration(self.migration))
 
     def source(self, uri: str) -> str:
         """``uri``, starting at the old job's Kafka offsets while a migrated checkpoint has no progress."""
@@ -192,11 +197,19 @@ class CheckpointGuard:
         return records.join(F.broadcast(read), _path_of(F.col("source")) == F.col("old_path"), "left_anti")
 
     def fallback(self, operator_input: DataFrame) -> DataFrame:
-        """Adds ``fallback`` (old live emission times) and ``fallback_retention`` to the operator's input."""
+        """Adds ``fallback`` (old live emission times), ``fallback_retention`` and ``watermark_floor``.
+
+        The new query's watermark starts afresh; the floor (the old job's watermark) keeps a
+        record the old job would have judged late from being judged at all.
+        """
         if not self.migration:
             return operator_input
+        floor = F.lit(self.migration.get("from_watermark", 0)).cast("long")
+        floored = operator_input.withColumn("watermark_floor", floor)
+        if not self.consulting:
+            return floored
         table = operator_input.sparkSession.read.parquet(str(self.checkpoint.ours / FALLBACK))
-        keyed = operator_input.withColumn("_old_key", _old_key(self.migration["translations"]))
+        keyed = floored.withColumn("_old_key", _old_key(self.migration["translations"]))
         return keyed.join(table, F.col("_old_key") == table["old_key"], "left").drop("_old_key", "old_key")
 
     def _refuse_incompatible(self, stored: Manifest, job: Manifest) -> None:
@@ -207,18 +220,19 @@ class CheckpointGuard:
         if comparison.incompatible:
             raise IncompatibleState(refusal(self.location, comparison.incompatible))
 
-    def _active_migration(self, migration: dict | None) -> dict | None:
+    def _consults_old_state(self, migration: dict | None) -> bool:
+        """Whether the old state is still consulted; retires it (in ``migration``) once it has expired."""
         if not migration or migration.get("retired"):
-            return None
+            return False
         watermark = self.checkpoint.watermark_ms() // 1000
         if self.checkpoint.last_committed() is not None and watermark >= migration["retire_at"]:
             log.warning("old state from %s retired: the watermark %d has passed its last expiry %d; "
                         "it is no longer consulted", migration["from"], watermark, migration["retire_at"])
             migration.update(retired=True, retired_at_watermark=watermark)
-            return None
+            return False
         log.warning("consulting the old state from %s read-only until the watermark reaches %d",
                     migration["from"], migration["retire_at"])
-        return migration
+        return True
 
 
 def _old_key(translations: dict[str, dict]) -> Column:

@@ -57,8 +57,7 @@ def inspect_checkpoint(spark: SparkSession, location: str, sample_size: int = 3)
             F.count(F.lit(1)).alias("keys"), F.min(F.array_min("times") + F.col("retention")).alias("oldest"),
             F.max(F.array_max("times") + F.col("retention")).alias("newest")).collect():
         report.keys_per_rule[row["rule"]] = row["keys"]
-        report.oldest_expiry = _pick(min, report.oldest_expiry, row["oldest"])
-        report.newest_expiry = _pick(max, report.newest_expiry, row["newest"])
+        report.note_expiries(row["oldest"], row["newest"])
         samples = state.filter(F.col("rule") == row["rule"]).limit(sample_size).collect()
         report.samples[row["rule"]] = [r["key"].partition(KEY_SEPARATOR)[2].replace(KEY_SEPARATOR, " | ")
                                        for r in samples]
@@ -90,12 +89,6 @@ def _format(checkpoint: Checkpoint) -> str:
     manifest = read_manifest(checkpoint.ours)
     operator = manifest.operators.get(OPERATOR, {}) if manifest else {}
     return str(operator.get("state_format", "unknown"))
-
-
-def _pick(choose, current, value):
-    if value is None:
-        return current
-    return value if current is None else choose(current, value)
 
 
 def describe_offsets(offsets: list[str]) -> str:

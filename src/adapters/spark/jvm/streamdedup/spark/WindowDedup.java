@@ -35,7 +35,9 @@ import org.apache.spark.sql.types.StructType;
  *
  * During a migration (adapters.spark.migration) rows may carry {@code fallback} (array of
  * long: the old state's emission times for the key's old key) and {@code fallback_retention}:
- * those emissions make repeats duplicates while live, but are only read, never stored.
+ * those emissions make repeats duplicates while live, but are only read, never stored; and
+ * {@code watermark_floor} (s): the old job's watermark, below which the new query's own
+ * (which starts afresh) does not go, so lateness is judged as the old job would have.
  *
  * A row with {@code invalidate} = true (optional column; adapters.spark.invalidation) is an
  * INVALIDATE notification for the key: it comes first in its micro-batch (lowest ord), the
@@ -50,6 +52,7 @@ public final class WindowDedup implements FlatMapGroupsWithStateFunction<String,
     public static final String INVALIDATED = "invalidated";
 
     private final int tIdx, ordIdx, windowIdx, latenessIdx, judgeIdx, fallbackIdx, fallbackRetentionIdx, invalidateIdx;
+    private final int watermarkFloorIdx;
     private final long idleTimeoutMs;
 
     private WindowDedup(StructType schema, long idleTimeoutMs) {
@@ -61,6 +64,7 @@ public final class WindowDedup implements FlatMapGroupsWithStateFunction<String,
         List<String> names = Arrays.asList(schema.fieldNames());
         this.fallbackIdx = names.indexOf("fallback");
         this.fallbackRetentionIdx = names.indexOf("fallback_retention");
+        this.watermarkFloorIdx = names.indexOf("watermark_floor");
         this.invalidateIdx = names.indexOf("invalidate");
         this.idleTimeoutMs = idleTimeoutMs;
     }
@@ -91,6 +95,9 @@ public final class WindowDedup implements FlatMapGroupsWithStateFunction<String,
         if (batch.isEmpty()) return out.iterator();
         batch.sort(Comparator.comparingLong(r -> r.getLong(ordIdx)));
         long window = batch.get(0).getLong(windowIdx), lateness = batch.get(0).getLong(latenessIdx);
+        if (watermarkFloorIdx >= 0 && !batch.get(0).isNullAt(watermarkFloorIdx)) {
+            watermark = Math.max(watermark, batch.get(0).getLong(watermarkFloorIdx));
+        }
         long[] live = state.exists() ? live(state.get().getTimes(), window + lateness, watermark) : new long[0];
         long[] old = fallback(batch.get(0), watermark);
         for (Row row : batch) {
