@@ -114,3 +114,28 @@ def open_transaction_left_behind(bootstrap: str, transactional_id: str, topic: s
     producer.produce(topic, value)
     assert producer.flush(30) == 0
     return value
+
+
+def test_an_invalidate_notification_from_a_topic_lets_the_event_pass_again(kafka_spark, kafka_bootstrap, tmp_path):
+    topics = {role: unique(role) for role in ("in", "out", "dlq", "notes")}
+    create_topics(kafka_bootstrap, *topics.values())
+    event = lambda t: json.dumps({"id": f"e{t}", "uniqueValue": "u-1", "type": "APP", "timestamp": 1_700_000_000 + t}).encode()  # noqa: E731
+    note = json.dumps({"notification": "INVALIDATE", "exception": "downstream lost it",
+                       "event": json.loads(event(0))}).encode()
+    checkpoint = tmp_path / "checkpoint"
+
+    def run():
+        spark_engine = engine(kafka_spark, kafka_bootstrap, {k: topics[k] for k in ("in", "out", "dlq")}, checkpoint,
+                              "exactly-once")
+        spark_engine.notifications = f"kafka://{kafka_bootstrap}/{topics['notes']}"
+        return spark_engine.run(available_now=True).as_dict()
+
+    # 1. u-1 is emitted, its repeat inside the window dropped
+    produce(kafka_bootstrap, topics["in"], [event(0), event(1)])
+    assert run()["duplicates"] == 1
+    # 2. an INVALIDATE for u-1 arrives with a re-send of it: the re-sent event passes
+    produce(kafka_bootstrap, topics["notes"], [note])
+    produce(kafka_bootstrap, topics["in"], [event(2)])
+    counts = run()
+    assert (counts["in"], counts["out"], counts["invalidations"]) == (1, 1, 1)
+    assert [m.value for m in read_topic(kafka_bootstrap, topics["out"])] == [event(0), event(2)]
