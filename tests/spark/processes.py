@@ -75,8 +75,9 @@ class DedupProcess:
                    "--sink", f"file:{self.root / 'out'}", "--dlq", f"file:{self.root / 'dlq'}",
                    "--metrics-port", str(self.port), "--summary-json", str(self.summary_path())]
         self.log = open(self.root / f"run-{self.runs}.log", "wb")
+        # its own process group, as a job started from a shell: Ctrl-C reaches the whole group
         self.process = subprocess.Popen(command, env=env, cwd=self.root, stdout=self.log, stderr=subprocess.STDOUT,
-                                        stdin=subprocess.DEVNULL)
+                                        stdin=subprocess.DEVNULL, start_new_session=True)
         return self
 
     def summary_path(self, run: int | None = None) -> Path:
@@ -99,6 +100,10 @@ class DedupProcess:
         children = child_pids(self.process.pid)
         self.process.send_signal(sig)
         return children
+
+    def interrupt(self) -> None:
+        """Ctrl-C on a terminal: SIGINT to every process of the group (driver, JVM, Python workers)."""
+        os.killpg(self.process.pid, signal.SIGINT)
 
     def counter(self, name: str) -> int:
         """A counter from the process's /metrics (0 until the endpoint answers)."""

@@ -40,7 +40,8 @@ def assert_exactly_the_reference(feed: FileFeed, dedup: DedupProcess) -> None:
     assert Counter(dead) == Counter(want.dead_letters)
 
 
-def test_sigterm_finishes_the_batch_reports_and_a_restart_continues(stream):
+@pytest.mark.parametrize("how", ["SIGTERM", "Ctrl-C"])
+def test_a_stop_request_finishes_the_batch_reports_and_a_restart_continues(stream, how):
     feed, expected, dedup = stream
     feed.add(2)
     dedup.start(bounded=False)
@@ -51,7 +52,10 @@ def test_sigterm_finishes_the_batch_reports_and_a_restart_continues(stream):
     assert code == 200 and health["last_progress_seconds_ago"] < 3, health
     feed.add(2)
     time.sleep(1.5)  # the next micro-batch is picked up (trigger: 1 s)
-    dedup.signal(signal.SIGTERM)
+    if how == "SIGTERM":
+        dedup.signal(signal.SIGTERM)
+    else:
+        dedup.interrupt()
     assert dedup.wait() == 0, dedup.output()[-3000:]
     first = dedup.summary()
     assert "dedup: in=" in dedup.output()

@@ -106,7 +106,11 @@ class SparkEngine:
         try:
             query = self.start_query(bounded)
             self.listener.query_id = str(query.id)
-            await_query(query, bounded, stop or threading.Event())
+            try:
+                await_query(query, bounded, stop or threading.Event())
+            finally:
+                if query.isActive:  # waiting failed (e.g. the gateway): no query is left running
+                    query.stop()
             last = query.lastProgress
             if last is not None:
                 self.listener.wait_for(last["batchId"])

@@ -13,7 +13,10 @@ a missing class is reported by ``require_classes`` with the jar to pass.
 from __future__ import annotations
 
 import os
+import signal
 import sys
+import threading
+from contextlib import contextmanager
 from pathlib import Path
 
 from adapters.spark.jvm import OPERATOR_CLASS, SparkSetupError, cache_dir, operator_jar
@@ -81,7 +84,23 @@ def build_session(master: str | None = None, app_name: str = "streamdedup",
         builder = builder.master(master)
     for key, value in settings.items():
         builder = builder.config(key, value)
-    return builder.getOrCreate()
+    with _sigint_kept():
+        return builder.getOrCreate()
+
+
+@contextmanager
+def _sigint_kept():
+    """PySpark's SparkContext takes over SIGINT (cancel every job, raise KeyboardInterrupt);
+    the application's own handler (Ctrl-C stops gracefully, like SIGTERM) is put back."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    handler = signal.getsignal(signal.SIGINT)
+    try:
+        yield
+    finally:
+        if handler is not None:
+            signal.signal(signal.SIGINT, handler)
 
 
 def _local_driver(master: str) -> dict[str, str]:
