@@ -41,10 +41,11 @@ class Stream(FileRun):
     def checkpoint(self, name: str) -> str:
         return str(self.dir / name)
 
-    def run_version(self, rules: RuleSet, checkpoint: str, output: str) -> tuple[dict, list[str]]:
+    def run_version(self, rules: RuleSet, checkpoint: str, output: str,
+                    provider: str = "rocksdb") -> tuple[dict, list[str]]:
         engine = SparkEngine(rules, f"jsonl:{self.input}?maxFilesPerTrigger=1", str(self.dir / output),
                              str(self.dir / f"{output}-dlq"), self.checkpoint(checkpoint),
-                             master="local[2]", spark=self.spark)
+                             state_provider=provider, master="local[2]", spark=self.spark)
         counts = engine.run(available_now=True).as_dict()
         ids = [json.loads(line)["id"] for path in sorted((self.dir / output).glob("batch=*/part-*"))
                for line in path.read_text().splitlines() if line]
@@ -106,6 +107,31 @@ def test_v2_keeps_v1_dedup_memory_then_retires_the_old_state(stream, spark, capl
     migration = read_manifest(Path(stream.checkpoint("v2")) / "streamdedup").migration
     assert migration["retired"] is True and migration["retired_at_watermark"] == T + 5000
     assert any("retired" in r.getMessage() for r in caplog.records)
+
+
+def test_a_migration_moves_the_memory_to_another_state_store_format(stream, spark):
+    # v1 kept its state in the HDFS-backed store (delta/snapshot files), v2 keeps it in RocksDB:
+    # the state data source reads the old format, the new one is written from scratch
+    stream.add(event("w1", "w", "WEB", 0), event("a1", "a", "APP", 0))
+    stream.run_version(V1, "v1", "out-v1", provider="memory")
+    migrate(spark, plan_migration(spark, stream.checkpoint("v1"), stream.checkpoint("v2"), V2))
+    stream.add(event("w2", "w", "WEB", 30), event("a2", "a", "APP", 5), event("n1", "n", "WEB", 30))
+    counts, ids = stream.run_version(V2, "v2", "out-v2", provider="rocksdb")
+    assert (counts["in"], counts["duplicates"], ids) == (3, 2, ["n1"])
+    assert any(p.suffix == ".delta" for p in (Path(stream.checkpoint("v1")) / "state").rglob("*"))
+    assert any(p.suffix == ".changelog" for p in (Path(stream.checkpoint("v2")) / "state").rglob("*"))
+
+
+def test_changing_the_provider_alone_does_not_take_effect_and_says_so(stream, caplog):
+    stream.add(event("w1", "w", "WEB", 0))
+    stream.run_version(V1, "v1", "out-1", provider="memory")
+    stream.add(event("w2", "w", "WEB", 30))
+    with caplog.at_level(logging.WARNING, logger="adapters.spark.migration"):
+        counts, _ = stream.run_version(V1, "v1", "out-2", provider="rocksdb")
+    assert counts["duplicates"] == 1
+    state = Path(stream.checkpoint("v1")) / "state"
+    assert not any(p.suffix in (".changelog", ".zip") for p in state.rglob("*"))  # still the HDFS-backed store
+    assert any("keeps its state in HDFSBackedStateStoreProvider" in r.getMessage() for r in caplog.records)
 
 
 def test_an_incompatible_change_is_refused_and_the_checkpoint_left_untouched(stream):

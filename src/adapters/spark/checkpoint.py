@@ -52,6 +52,14 @@ class Checkpoint:
         lines = (self.path / "offsets" / str(batch)).read_text().splitlines()
         return [line for line in lines[2:] if line.strip()]
 
+    def recorded_conf(self) -> dict[str, str]:
+        """The SQL settings Spark recorded with the last batch and restores on restart (e.g. the state provider)."""
+        batch = _last_batch(self.path / "offsets")
+        if batch is None:
+            return {}
+        lines = (self.path / "offsets" / str(batch)).read_text().splitlines()
+        return json.loads(lines[1]).get("conf", {}) if len(lines) > 1 else {}
+
     def watermark_ms(self) -> int:
         """The event-time watermark after the last committed batch (0 when none committed)."""
         batch = self.last_committed()

@@ -175,6 +175,7 @@ class CheckpointGuard:
                         "version's memory, see `dedup state migrate`)", self.location)
         elif stored is not None:
             self._refuse_incompatible(stored, job)
+        self._note_provider(spark)
         self.migration = stored.migration if stored else None
         self.consulting = self._consults_old_state(self.migration)
         write_manifest(self.checkpoint.ours, job.with_migration(self.migration))
@@ -219,6 +220,15 @@ class CheckpointGuard:
                         "compatible" if change.compatible else "incompatible")
         if comparison.incompatible:
             raise IncompatibleState(refusal(self.location, comparison.incompatible))
+
+    def _note_provider(self, spark: SparkSession) -> None:
+        """Spark restores the state store provider from the checkpoint: a changed one does not take effect."""
+        key = "spark.sql.streaming.stateStore.providerClass"
+        recorded, wanted = self.checkpoint.recorded_conf().get(key), spark.conf.get(key, None)
+        if recorded and wanted and recorded != wanted:
+            log.warning("checkpoint %s keeps its state in %s (Spark restores it); to move to %s, "
+                        "`dedup state migrate` into a new checkpoint", self.location, recorded.rsplit(".", 1)[-1],
+                        wanted.rsplit(".", 1)[-1])
 
     def _consults_old_state(self, migration: dict | None) -> bool:
         """Whether the old state is still consulted; retires it (in ``migration``) once it has expired."""
