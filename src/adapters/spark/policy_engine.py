@@ -77,6 +77,15 @@ class PolicySparkEngine(SparkEngine):
         rows = _operator_input(plan.annotate(parse(self._records(), plan.extra_fields)))
         return rows if self.notifications is None else with_notifications(self._notes(), plan)(rows)
 
+    def run(self, stop=None, available_now: bool | None = None):
+        """``SparkEngine.run``; the writer's producer (exactly-once) is closed when the run ends."""
+        try:
+            return super().run(stop, available_now)
+        finally:
+            close = getattr(self.writer, "close", None)
+            if close is not None:
+                close()
+
     def write_batch(self, batch: DataFrame, batch_id: int) -> None:
         if self.writer is None and self.redis_state is None:
             super().write_batch(batch, batch_id)
