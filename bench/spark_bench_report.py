@@ -1,0 +1,130 @@
+"""Figures of one Spark benchmark run: memory sampled while it runs, per-batch progress, a plot.
+
+``Sampler`` samples every half second, in a thread, the RSS of the driver JVM plus its
+child processes plus this Python process, and the JVM heap; it also keeps every streaming
+query it sees, so their progress (``recentProgress``) can be read after they stopped.
+``summarize`` turns that into the figures the benchmarks report, ``plot`` into a PNG.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import threading
+import time
+from pathlib import Path
+
+
+class Sampler:
+    def __init__(self, spark, every: float = 0.5):
+        self.spark, self.every = spark, every
+        self.jvm_pid = int(spark._jvm.java.lang.ProcessHandle.current().pid())
+        self.samples: list[dict] = []
+        self.queries: dict[str, object] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> "Sampler":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.sample()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.every):
+            self.sample()
+
+    def sample(self) -> None:
+        for query in self.spark.streams.active:
+            self.queries.setdefault(str(query.id), query)
+        runtime = self.spark._jvm.java.lang.Runtime.getRuntime()
+        pids = [self.jvm_pid, os.getpid(), *children(self.jvm_pid)]
+        self.samples.append({"t": time.time(), "rss_mb": round(sum(map(rss_mb, pids))),
+                             "heap_used_mb": round((runtime.totalMemory() - runtime.freeMemory()) / 2**20),
+                             "heap_committed_mb": round(runtime.totalMemory() / 2**20)})
+
+    def progress(self) -> list[dict]:
+        events = [json.loads(p.json) for q in self.queries.values() for p in q.recentProgress]
+        return sorted(events, key=lambda p: (p["timestamp"], p["batchId"]))
+
+
+def rss_mb(pid: int) -> float:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return 0.0
+
+
+def children(pid: int) -> list[int]:
+    found = []
+    for task in Path(f"/proc/{pid}/task").glob("*/children"):
+        try:
+            found += [int(c) for c in task.read_text().split()]
+        except OSError:
+            continue
+    return found
+
+
+def summarize(mode: str, sampler: Sampler, started: float, ended: float, warmup: int) -> dict:
+    batches = [_batch(p) for p in sampler.progress() if p["numInputRows"] > 0]
+    steady = batches[warmup:] if len(batches) > warmup else batches
+    durations = sorted(b["ms"] for b in steady) or [0]
+    samples = [s for s in sampler.samples if started <= s["t"] <= ended + 1]
+    rows = sum(b["rows"] for b in batches)
+    last = batches[-1] if batches else {"state_rows": 0, "state_bytes": 0}
+    return {
+        "mode": mode, "events": rows, "seconds": round(ended - started, 1), "batches_count": len(batches),
+        "events_per_s": round(sum(b["rows"] for b in steady) / max(sum(durations), 1) * 1000),
+        "events_per_s_overall": round(rows / max(ended - started, 1e-9)),
+        "batch_ms_p50": statistics.median(durations),
+        "batch_ms_p99": durations[min(len(durations) - 1, int(0.99 * len(durations)))],
+        "state_rows": last["state_rows"], "state_bytes": last["state_bytes"],
+        "peak_rss_mb": max((s["rss_mb"] for s in samples), default=0),
+        "peak_heap_used_mb": max((s["heap_used_mb"] for s in samples), default=0),
+        "started": started, "batches": batches, "samples": samples,
+    }
+
+
+def _batch(p: dict) -> dict:
+    state = p["stateOperators"][0] if p.get("stateOperators") else {}
+    custom = state.get("customMetrics", {})
+    return {"batch": p["batchId"], "start": p["timestamp"], "rows": p["numInputRows"],
+            "ms": p["durationMs"].get("triggerExecution", 0), "durations": p["durationMs"],
+            "state_rows": state.get("numRowsTotal", 0),
+            "state_bytes": max(state.get("memoryUsedBytes", 0), custom.get("rocksdbPinnedBlocksMemoryUsage", 0)),
+            "rocksdb": {k: v for k, v in custom.items() if k.startswith("rocksdb")},
+            "observed": p.get("observedMetrics", {})}
+
+
+def plot(results: list[dict], path: Path) -> None:
+    """Rate, batch duration, state rows and memory over each mode's run time."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from datetime import datetime
+
+    fig, axes = plt.subplots(2, 2, figsize=(13, 8))
+    for r in results:
+        ends = [datetime.fromisoformat(b["start"].replace("Z", "+00:00")).timestamp() - r["started"] + b["ms"] / 1000
+                for b in r["batches"]]
+        axes[0][0].plot(ends, [b["rows"] / max(b["ms"], 1) * 1000 for b in r["batches"]], "o-", label=r["mode"])
+        axes[0][1].plot(ends, [b["ms"] / 1000 for b in r["batches"]], "o-", label=r["mode"])
+        axes[1][0].plot(ends, [b["state_rows"] / 1e6 for b in r["batches"]], "o-", label=r["mode"])
+        times = [s["t"] - r["started"] for s in r["samples"]]
+        axes[1][1].plot(times, [s["rss_mb"] for s in r["samples"]], label=f"{r['mode']} RSS (JVM + Python)")
+        axes[1][1].plot(times, [s["heap_used_mb"] for s in r["samples"]], ":", label=f"{r['mode']} JVM heap used")
+    titles = ["events/s per micro-batch", "micro-batch duration (s)", "state rows (millions)", "memory (MB)"]
+    for ax, title in zip(sum(axes.tolist(), []), titles):
+        ax.set_title(title)
+        ax.set_xlabel("seconds since the mode started")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)

@@ -1,0 +1,204 @@
+"""The Spark engine over a Kafka backlog, Kafka → Kafka, vs the bare native operator in the same run.
+
+    .venv/bin/python bench/spark_kafka_bench.py --events 14000000 --dup-ratio 0.25 --batch 2000000
+
+Starts a local Kafka broker (``deploy/local/services.py``) unless ``--bootstrap`` (or
+``DEDUP_TEST_KAFKA``) names a running one, preloads a 2-partition topic with ``--events``
+records written by Spark itself, then runs each mode over the whole backlog
+(``availableNow``, ``--batch`` records per micro-batch), local[2], RocksDB state:
+
+* ``native``: ``from_json`` of key and time → ``withWatermark(600 s)`` →
+  ``dropDuplicatesWithinWatermark(key)`` → the record's bytes to a Kafka topic. Not the
+  domain's semantics (docs/spark-design.md); the reference for raw operator speed.
+* ``engine``: ``SparkEngine`` as ``dedup run --engine spark`` runs it: parse, rules, the
+  JVM WindowDedup operator, accounting, unique events and dead letters to Kafka topics.
+
+Record ``i`` (event time ``T0 + i * spread / events``) has key ``i`` for the first
+``keys = events * (1 - dup_ratio)`` records, then repeats a key spread over all keys;
+``--app-share`` of the keys are APP (30 s), the rest WEB (10 min); ``--invalid-share`` of the
+records have a string timestamp (dead-lettered as wrong_type). Reported per mode: sustained
+events/s (steady batches: records / summed batch durations, the first ``--warmup`` left
+out) and over the whole run, batch duration p50/p99, state rows and bytes, peak RSS of the
+driver JVM + Python (sampled every half second), the JVM heap, and the state checkpoint on
+disk. State bytes are RocksDB's memory (pinned blocks; memoryUsedBytes reads 0 with bounded memory). Figures go to
+``bench/results/spark_kafka_bench.json`` and a PNG plot over time next to it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT / "src"), str(ROOT / "bench")]
+
+from spark_bench_report import Sampler, plot, summarize  # noqa: E402
+
+T0 = 1_700_000_000
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--events", type=int, default=2_000_000)
+    p.add_argument("--dup-ratio", type=float, default=0.25, help="share of records repeating an earlier key")
+    p.add_argument("--app-share", type=float, default=0.3, help="share of keys of type APP (others WEB)")
+    p.add_argument("--spread-s", type=int, default=600, help="event-time spread of the whole backlog (s)")
+    p.add_argument("--invalid-share", type=float, default=0.001)
+    p.add_argument("--batch", type=int, default=1_000_000, help="maxOffsetsPerTrigger")
+    p.add_argument("--warmup", type=int, default=1, help="first batches left out of the sustained rate")
+    p.add_argument("--modes", default="engine,native", help="run in this order, in one driver")
+    p.add_argument("--driver-memory", default="4g")
+    p.add_argument("--bootstrap", default=os.environ.get("DEDUP_TEST_KAFKA"))
+    p.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "spark_kafka_bench.json")
+    return p.parse_args(argv)
+
+
+def main(argv=None) -> None:
+    args = parse_args(argv)
+    with tempfile.TemporaryDirectory(prefix="spark-kafka-bench-") as workdir, Broker(args, Path(workdir)) as broker:
+        from adapters.spark.session import build_session
+
+        spark = build_session("local[2]", "streamdedup-kafka-bench", {
+            "spark.driver.memory": args.driver_memory,
+            "spark.sql.streaming.numRecentProgressUpdates": "100000"})
+        spark.sparkContext.setLogLevel("ERROR")
+        topic = f"bench-{uuid.uuid4().hex[:6]}"
+        broker.create(topic)
+        seconds = preload(spark, broker.bootstrap, topic, args)
+        print(f"preloaded {args.events:,} records into {topic} in {seconds:.0f} s", flush=True)
+        modes = {"native": run_native, "engine": run_engine}
+        results = [measure(spark, mode, modes[mode], broker, topic, args, Path(workdir))
+                   for mode in args.modes.split(",")]
+    report(results, args)
+
+
+def preload(spark, bootstrap: str, topic: str, args) -> float:
+    """Writes the backlog with Spark's Kafka writer (see the module docstring for its shape)."""
+    from pyspark.sql import functions as F
+
+    keys = max(1, int(args.events * (1 - args.dup_ratio)))
+    i = F.col("id")
+    key = F.when(i < keys, i).otherwise(F.pmod(i * F.lit(2_654_435_761), F.lit(keys)))
+    digest = F.md5(key.cast("string"))
+    type_ = F.when(F.pmod(F.xxhash64(key), F.lit(10_000)) < int(args.app_share * 10_000), "APP").otherwise("WEB")
+    t = F.lit(T0) + (i * F.lit(args.spread_s) / F.lit(args.events)).cast("long")
+    invalid = F.pmod(F.xxhash64(i, F.lit(7)), F.lit(1_000_000)) < int(args.invalid_share * 1_000_000)
+    fields = [F.md5(i.cast("string")).alias("id"),
+              F.concat_ws("-", digest.substr(1, 8), digest.substr(9, 4), key.cast("string")).alias("uniqueValue"),
+              type_.alias("type")]
+    doc = F.when(invalid, F.to_json(F.struct(*fields, t.cast("string").alias("timestamp")))) \
+        .otherwise(F.to_json(F.struct(*fields, t.alias("timestamp"))))
+    started = time.perf_counter()
+    # one writing task, blocks of 1,000 records alternating between the 2 partitions: each
+    # partition is in event-time order and a micro-batch's share of each covers the same times
+    partition = F.pmod((i / 1000).cast("long"), F.lit(2)).cast("int")
+    spark.range(args.events, numPartitions=1).select(doc.alias("value"), partition.alias("partition")) \
+        .write.format("kafka") \
+        .option("kafka.bootstrap.servers", bootstrap).option("topic", topic) \
+        .option("kafka.linger.ms", "50").option("kafka.batch.size", str(1 << 20)).save()
+    return time.perf_counter() - started
+
+
+def run_native(spark, broker: "Broker", topic: str, args, checkpoint: Path) -> None:
+    from pyspark.sql import functions as F
+
+    from adapters.spark.session import state_store_conf
+
+    for key, value in state_store_conf("rocksdb").items():
+        spark.conf.set(key, value)
+    fields = F.from_json(F.col("value").cast("string"), "uniqueValue string, type string, timestamp bigint")
+    rows = spark.readStream.format("kafka").option("kafka.bootstrap.servers", broker.bootstrap) \
+        .option("subscribe", topic).option("startingOffsets", "earliest") \
+        .option("maxOffsetsPerTrigger", args.batch).load() \
+        .select("value", F.concat_ws("\x1f", fields["type"], fields["uniqueValue"]).alias("key"),
+                F.timestamp_seconds(fields["timestamp"]).alias("ts"))
+    unique = rows.withWatermark("ts", "600 seconds").dropDuplicatesWithinWatermark(["key"]).select("value")
+    out = broker.create(f"{topic}-native-out")
+    query = unique.writeStream.format("kafka").option("kafka.bootstrap.servers", broker.bootstrap) \
+        .option("topic", out).option("checkpointLocation", str(checkpoint)) \
+        .trigger(availableNow=True).start()
+    query.awaitTermination()
+
+
+def run_engine(spark, broker: "Broker", topic: str, args, checkpoint: Path) -> None:
+    from adapters.spark.engine import SparkEngine
+    from domain.rules import RuleSet
+
+    out, dlq = broker.create(f"{topic}-engine-out"), broker.create(f"{topic}-engine-dlq")
+    kafka = f"kafka://{broker.bootstrap}"
+    engine = SparkEngine(RuleSet(), f"{kafka}/{topic}", f"{kafka}/{out}", f"{kafka}/{dlq}", str(checkpoint),
+                         available_now=True, max_records_per_batch=args.batch, spark=spark)
+    counts = engine.run()
+    print(f"  engine accounting: {counts.as_dict()}", flush=True)
+
+
+def measure(spark, mode: str, run, broker: "Broker", topic: str, args, workdir: Path) -> dict:
+    print(f"running {mode} ...", flush=True)
+    checkpoint = workdir / f"checkpoint-{mode}"
+    with Sampler(spark) as sampler:
+        started = time.time()
+        run(spark, broker, topic, args, checkpoint)
+        ended = time.time()
+    result = summarize(mode, sampler, started, ended, args.warmup)
+    result["checkpoint_bytes"] = sum(p.stat().st_size for p in checkpoint.rglob("*") if p.is_file())
+    print(f"  {mode}: {result['events_per_s']:,} events/s sustained, {result['events_per_s_overall']:,} overall, "
+          f"batch p50 {result['batch_ms_p50']:,} ms p99 {result['batch_ms_p99']:,} ms, "
+          f"state rows {result['state_rows']:,}, peak RSS {result['peak_rss_mb']:,} MB", flush=True)
+    return result
+
+
+def report(results: list[dict], args) -> None:
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    figures = {"args": {k: str(v) for k, v in vars(args).items()}, "load_average": os.getloadavg(),
+               "results": results}
+    by_mode = {r["mode"]: r for r in results}
+    if {"native", "engine"} <= by_mode.keys():
+        figures["engine_to_native"] = round(by_mode["engine"]["events_per_s"] / by_mode["native"]["events_per_s"], 3)
+    args.out.write_text(json.dumps(figures, indent=2))
+    png = args.out.with_suffix(".png")
+    plot(results, png)
+    print(f"figures: {args.out}\nplot:    {png}")
+    for r in results:
+        print(f"{r['mode']:>7}: {r['events_per_s']:>9,} events/s  batch p50 {r['batch_ms_p50']:,} ms  "
+              f"p99 {r['batch_ms_p99']:,} ms  state rows {r['state_rows']:,}  state bytes {r['state_bytes']:,}  "
+              f"peak RSS {r['peak_rss_mb']:,} MB")
+
+
+class Broker:
+    """The broker named by ``--bootstrap``, or a local one started (and stopped) here."""
+
+    def __init__(self, args, workdir: Path):
+        self.bootstrap, self.workdir, self.local = args.bootstrap, workdir, None
+
+    def __enter__(self) -> "Broker":
+        if not self.bootstrap:
+            import importlib.util
+            spec = importlib.util.spec_from_file_location("local_services", ROOT / "deploy/local/services.py")
+            services = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(services)
+            self.local = services.KafkaBroker(self.workdir / "kafka", heap="1g").start()
+            self.bootstrap = self.local.bootstrap
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.local is not None:
+            self.local.stop()
+
+    def create(self, name: str) -> str:
+        from confluent_kafka.admin import AdminClient, NewTopic
+
+        admin = AdminClient({"bootstrap.servers": self.bootstrap})
+        for future in admin.create_topics([NewTopic(name, num_partitions=2, replication_factor=1)]).values():
+            future.result(timeout=60)
+        time.sleep(0.5)  # let the new partitions' leaders settle
+        return name
+
+
+if __name__ == "__main__":
+    main()
