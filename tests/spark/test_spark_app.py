@@ -20,7 +20,7 @@ import pytest
 
 from adapters.spark.jvm import operator_jar
 from adapters.spark.kafka_options import spark_kafka_options
-from adapters.spark.session import kafka_jars
+from adapters.spark.session import classpath_jars, kafka_jars
 from app.cli import main, run_engine
 from app.demo import write_parts
 from app.generator import StreamSpec, generate_parts
@@ -189,3 +189,11 @@ def test_under_spark_submit_its_master_conf_and_jars_are_kept(tmp_path):
     assert sorted(Path(j).name for j in session["jars"].split(",")) == sorted(Path(j).name for j in jars.split(","))
     assert session["timezone"] == "Europe/Paris"  # spark-submit's --conf over the engine's default (UTC)
     assert session["partitions"] == "5"  # the configured spark.conf over the engine's default (2)
+
+
+def test_the_connector_is_added_only_when_not_configured_already():
+    packages = {"spark.jars.packages": "org.apache.spark:spark-sql-kafka-0-10_2.13:4.0.1"}
+    assert classpath_jars(packages) == [str(operator_jar())]
+    given = {"spark.jars": "/opt/jars/spark-sql-kafka-0-10_2.13-4.0.1.jar"}
+    assert classpath_jars(given) == ["/opt/jars/spark-sql-kafka-0-10_2.13-4.0.1.jar", str(operator_jar())]
+    assert classpath_jars({}) == [str(operator_jar()), *map(str, kafka_jars())]

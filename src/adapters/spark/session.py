@@ -78,7 +78,7 @@ def build_session(master: str | None = None, app_name: str = "streamdedup",
     else:
         master = master or DEFAULT_MASTER
         settings = {**DEFAULT_CONF, **_local_driver(master), **(conf or {})}
-        settings["spark.jars"] = ",".join(_jars(settings))
+        settings["spark.jars"] = ",".join(classpath_jars(settings))
     builder = SparkSession.builder.appName(app_name)
     if master:
         builder = builder.master(master)
@@ -126,11 +126,11 @@ def _submitted(master: str | None, conf: dict[str, str]) -> tuple[dict[str, str]
     return {**defaults, **conf}, master
 
 
-def _jars(settings: dict[str, str]) -> list[str]:
-    """Configured ``spark.jars`` plus the operator and, unless ``spark.jars.packages`` has it, the connector."""
+def classpath_jars(settings: dict[str, str]) -> list[str]:
+    """Configured ``spark.jars`` plus the operator and, unless configured already, the connector."""
     jars = [j for j in settings.get("spark.jars", "").split(",") if j]
     jars.append(str(operator_jar()))
-    if "spark-sql-kafka" not in settings.get("spark.jars.packages", ""):
+    if "spark-sql-kafka" not in settings.get("spark.jars.packages", "") + settings.get("spark.jars", ""):
         jars += [str(j) for j in kafka_jars()]
     return jars
 
