@@ -86,27 +86,27 @@ def test_v2_keeps_v1_dedup_memory_then_retires_the_old_state(stream, spark, capl
                event("l1", "l", "APP", -25))     # late by v1's watermark (T + 10 - 30), though v2's starts afresh
     stream.add(event("x2", "x", "WEB", 600),     # 590 s after x1: still a dup (old state live)
                event("z1", "z", "WEB", 5000))    # moves the watermark past the old state's last expiry
-    counts, ids = stream.run_version(V2, "v2", "out-v2")
+    with caplog.at_level(logging.WARNING, logger="adapters.spark.migration"):
+        counts, ids = stream.run_version(V2, "v2", "out-v2")
     assert (counts["in"], counts["out"], counts["duplicates"], counts["late"]) == (8, 3, 4, 1)
     assert ids == ["b1", "n1", "z1"]
 
     new_state = inspect_checkpoint(spark, stream.checkpoint("v2"))
     assert dict(new_state.keys_per_rule) == {"APP": 1, "WEB": 2}
     assert sorted(new_state.samples["WEB"]) == ["n | WEB", "z | WEB"]
-    assert "old state expired" in new_state.details["migration"]
+    # the batch that moved the watermark past the old state's last expiry retired it, and said so
+    assert any("retired: the watermark 1700005000" in r.getMessage() for r in caplog.records)
+    assert new_state.details["migration"].startswith(f"old state retired at watermark {T + 5000}")
 
-    # restart after the watermark passed the last old expiry: the old state is retired and no
-    # longer consulted (its fallback and the old checkpoint can be gone)
+    # the next start leaves the old state out: its fallback and the old checkpoint can be gone
     shutil.rmtree(Path(stream.checkpoint("v2")) / "streamdedup" / "fallback")
     shutil.rmtree(stream.checkpoint("v1"))
     stream.add(event("w3", "w", "WEB", 5001), event("z2", "z", "WEB", 5002))
-    with caplog.at_level(logging.WARNING, logger="adapters.spark.migration"):
-        counts, ids = stream.run_version(V2, "v2", "out-v2")
+    counts, ids = stream.run_version(V2, "v2", "out-v2")
     assert (counts["in"], counts["out"], counts["duplicates"]) == (2, 1, 1)
     assert "w3" in ids
     migration = read_manifest(Path(stream.checkpoint("v2")) / "streamdedup").migration
     assert migration["retired"] is True and migration["retired_at_watermark"] == T + 5000
-    assert any("retired" in r.getMessage() for r in caplog.records)
 
 
 def test_a_migration_moves_the_memory_to_another_state_store_format(stream, spark):

@@ -16,9 +16,10 @@
 new key (``domain.migration.KeyTranslation``: the old key fields must be among the new
 ones), the fallback is joined to the operator's input (a stream-static join, stateless),
 and the operator treats the old emissions as read-only live emissions until they expire;
-new emissions are written in the new state only. Once the watermark has passed
-``retire_at`` no old emission can be live: the next start leaves the fallback out and the
-manifest records the retirement.
+new emissions are written in the new state only; lateness is judged from at least the old
+job's watermark. Once the watermark has passed ``retire_at`` no old emission can be live:
+the running query says so and records it in the manifest (``retirement``), and the next
+start leaves the fallback out.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from pyspark.sql import functions as F
 
 from adapters.spark.checkpoint import Checkpoint
 from adapters.spark.manifest import Manifest, compare, job_manifest, read_manifest, refusal, write_manifest
+from adapters.spark.retirement import RetirementWatch
 from adapters.spark.state_reader import describe_offsets, read_state, rule_of, state_schema
 from domain.migration import IncompatibleState, KeyTranslation
 from domain.rules import KEY_SEPARATOR, RuleSet
@@ -179,6 +181,8 @@ class CheckpointGuard:
         self.migration = stored.migration if stored else None
         self.consulting = self._consults_old_state(self.migration)
         write_manifest(self.checkpoint.ours, job.with_migration(self.migration))
+        if self.consulting:
+            spark.streams.addListener(RetirementWatch(spark, self.migration["retire_at"], self._retire))
 
     def source(self, uri: str) -> str:
         """``uri``, starting at the old job's Kafka offsets while a migrated checkpoint has no progress."""
@@ -220,6 +224,15 @@ class CheckpointGuard:
                         "compatible" if change.compatible else "incompatible")
         if comparison.incompatible:
             raise IncompatibleState(refusal(self.location, comparison.incompatible))
+
+    def _retire(self, watermark: int) -> None:
+        """Called by the running query's ``RetirementWatch``: record and say that the old state is retired."""
+        log.warning("old state from %s retired: the watermark %d has passed its last expiry %d; no old emission "
+                    "is live, it is no longer consulted (the next start leaves it out of the plan)",
+                    self.migration["from"], watermark, self.migration["retire_at"])
+        self.migration.update(retired=True, retired_at_watermark=watermark)
+        stored = read_manifest(self.checkpoint.ours)
+        write_manifest(self.checkpoint.ours, stored.with_migration(self.migration))
 
     def _note_provider(self, spark: SparkSession) -> None:
         """Spark restores the state store provider from the checkpoint: a changed one does not take effect."""

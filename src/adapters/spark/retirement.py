@@ -1,0 +1,52 @@
+"""Noticing, while the query runs, that a migration's old state has expired.
+
+``RetirementWatch`` listens to the query's progress; the first micro-batch after which the
+watermark reaches ``retire_at`` (the old state's last expiry) calls ``on_retire(watermark)`` once.
+From then on no old emission is live, so the fallback cannot change a verdict; the next
+start leaves it out of the plan. The watch removes itself when the query terminates.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime
+from typing import Callable
+
+from pyspark.sql.streaming import StreamingQueryListener
+
+log = logging.getLogger(__name__)
+
+
+class RetirementWatch(StreamingQueryListener):
+    def __init__(self, spark, retire_at: int, on_retire: Callable[[int], None]):
+        self.spark, self.retire_at, self.on_retire = spark, retire_at, on_retire
+        self.done = False
+
+    def onQueryStarted(self, event):
+        pass
+
+    def onQueryIdle(self, event):
+        pass
+
+    def onQueryProgress(self, event):
+        times = event.progress.eventTime
+        # the plan's watermark delay is 0: the next batch's watermark is the highest time seen so far
+        seen = [t for t in (seconds(times.get("watermark")), seconds(times.get("max"))) if t is not None]
+        watermark = max(seen, default=None)
+        if not self.done and watermark is not None and watermark >= self.retire_at:
+            self.done = True
+            self.on_retire(watermark)
+
+    def onQueryTerminated(self, event):
+        self.done = True
+        try:
+            self.spark.streams.removeListener(self)
+        except Exception as exc:  # noqa: BLE001 - the session may be stopping; the watch is inert anyway
+            log.debug("could not remove the retirement watch: %s", exc)
+
+
+def seconds(timestamp: str | None) -> int | None:
+    """Epoch seconds of a progress event's ISO-8601 watermark (``2023-11-14T22:13:20.000Z``)."""
+    if not timestamp:
+        return None
+    return int(datetime.fromisoformat(timestamp.replace("Z", "+00:00")).timestamp())
