@@ -163,7 +163,19 @@ def await_query(query, bounded: bool, stop: threading.Event) -> None:
 
 
 def _stop_after_running_batch(query, poll: float = 0.1) -> None:
-    """Graceful stop: wait for the running micro-batch to commit, then stop the query."""
-    while query.isActive and query.status["isTriggerActive"]:
+    """Graceful stop: let the running micro-batch commit, then stop the query.
+
+    Stops as soon as no micro-batch runs, or right after the running one reported its
+    progress: behind a backlog Spark starts the next batch at once, and waiting for a gap
+    would drain the whole backlog. That next batch is cancelled before it commits and is
+    processed again on restart.
+    """
+    seen = _last_progress(query)
+    while query.isActive and query.status["isTriggerActive"] and _last_progress(query) == seen:
         time.sleep(poll)
     query.stop()
+
+
+def _last_progress(query) -> tuple | None:
+    last = query.lastProgress
+    return None if last is None else (last["batchId"], last["timestamp"])
