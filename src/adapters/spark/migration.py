@@ -152,7 +152,8 @@ class CheckpointGuard:
     ``prepare(spark)`` compares the job's manifest with the checkpoint's: an incompatible
     change raises ``IncompatibleState`` (one line: the change and the remedy) and leaves the
     checkpoint untouched; otherwise the manifest is (re)written. Checkpoints that are not
-    local paths are not checked (logged).
+    local paths are not checked (logged). While a migration's old state is consulted, a
+    ``RetirementWatch`` on the query retires it once the watermark passes its last expiry.
     """
 
     def __init__(self, rules: RuleSet, checkpoint: str):
@@ -175,7 +176,7 @@ class CheckpointGuard:
         elif stored is None:
             log.warning("checkpoint %s is new: the job starts with an empty dedup state (to keep an older "
                         "version's memory, see `dedup state migrate`)", self.location)
-        elif stored is not None:
+        else:
             self._refuse_incompatible(stored, job)
         self._note_provider(spark)
         self.migration = stored.migration if stored else None

@@ -21,9 +21,11 @@ class RetirementWatch(StreamingQueryListener):
     def __init__(self, spark, retire_at: int, on_retire: Callable[[int], None]):
         self.spark, self.retire_at, self.on_retire = spark, retire_at, on_retire
         self.done = False
+        self.query_id: str | None = None  # the first query started after the watch: the engine's
 
     def onQueryStarted(self, event):
-        pass
+        if self.query_id is None:
+            self.query_id = str(event.id)
 
     def onQueryIdle(self, event):
         pass
@@ -33,11 +35,14 @@ class RetirementWatch(StreamingQueryListener):
         # the plan's watermark delay is 0: the next batch's watermark is the highest time seen so far
         seen = [t for t in (seconds(times.get("watermark")), seconds(times.get("max"))) if t is not None]
         watermark = max(seen, default=None)
-        if not self.done and watermark is not None and watermark >= self.retire_at:
+        ours = str(event.progress.id) == self.query_id
+        if ours and not self.done and watermark is not None and watermark >= self.retire_at:
             self.done = True
             self.on_retire(watermark)
 
     def onQueryTerminated(self, event):
+        if str(event.id) != self.query_id:
+            return
         self.done = True
         try:
             self.spark.streams.removeListener(self)

@@ -71,6 +71,8 @@ def _progress(checkpoint: Checkpoint) -> dict:
                "watermark": checkpoint.watermark_ms() // 1000, "checkpoint_bytes": checkpoint.total_bytes(),
                "manifest": "present" if manifest else "absent (written by the first run of this version)"}
     if manifest and manifest.migration:
+        # the operator judges with the old job's watermark until its own passes it
+        details["watermark"] = max(details["watermark"], manifest.migration.get("from_watermark", 0))
         details["migration"] = _migration_status(manifest.migration, details["watermark"])
     return details
 
