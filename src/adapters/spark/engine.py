@@ -28,7 +28,7 @@ from typing import Callable
 from pyspark.sql import DataFrame, SparkSession
 
 from adapters.spark.metrics import ProgressListener, accounting_metrics
-from adapters.spark.migration import CheckpointGuard
+from adapters.spark.guard import CheckpointGuard
 from adapters.spark.plan import DEAD_LETTER, EMIT, DedupPlan
 from adapters.spark.session import build_session, require_classes, state_store_conf
 from adapters.spark.sinks import BatchSink

@@ -12,7 +12,7 @@
 * the new manifest, with a ``migration`` section (the key translation per rule, and
   ``retire_at``: the last old expiry).
 
-``CheckpointGuard`` applies it while the job runs: each event's old key is derived from its
+``guard.CheckpointGuard`` applies it while the job runs: each event's old key is derived from its
 new key (``domain.migration.KeyTranslation``: the old key fields must be among the new
 ones), the fallback is joined to the operator's input (a stream-static join, stateless),
 and the operator treats the old emissions as read-only live emissions until they expire;
@@ -25,22 +25,17 @@ start leaves the fallback out.
 from __future__ import annotations
 
 import json
-import logging
-import re
 from dataclasses import dataclass, field
-from urllib.parse import quote
 
-from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from adapters.spark.checkpoint import Checkpoint
-from adapters.spark.manifest import Manifest, compare, job_manifest, read_manifest, refusal, write_manifest
-from adapters.spark.retirement import RetirementWatch
+from adapters.spark.manifest import Manifest, job_manifest, read_manifest, write_manifest
 from adapters.spark.state_reader import describe_offsets, read_state, rule_of, state_schema
 from domain.migration import IncompatibleState, KeyTranslation
-from domain.rules import KEY_SEPARATOR, RuleSet
+from domain.rules import RuleSet
 
-log = logging.getLogger(__name__)
 FALLBACK, FILES_READ = "fallback", "files-read.json"
 DEFAULT_OLD_KEY_FIELDS = ("uniqueValue",)
 
@@ -144,136 +139,3 @@ def _live_old_state(spark: SparkSession, old: str, batch: int, watermark: int) -
     live = F.filter("times", lambda t: t + F.col("retention") > F.lit(watermark))
     return state.select(F.col("key").alias("old_key"), live.alias("fallback"),
                         F.col("retention").alias("fallback_retention")).filter(F.size("fallback") > 0)
-
-
-class CheckpointGuard:
-    """The engine's start-up check and, during a migration, its position and fallback.
-
-    ``prepare(spark)`` compares the job's manifest with the checkpoint's: an incompatible
-    change raises ``IncompatibleState`` (one line: the change and the remedy) and leaves the
-    checkpoint untouched; otherwise the manifest is (re)written. Checkpoints that are not
-    local paths are not checked (logged). While a migration's old state is consulted, a
-    ``RetirementWatch`` on the query retires it once the watermark passes its last expiry.
-    """
-
-    def __init__(self, rules: RuleSet, checkpoint: str):
-        self.rules, self.location = rules, checkpoint
-        self.migration: dict | None = None  # the checkpoint's migration: where the new job starts
-        self.consulting = False  # whether the old state is still consulted (not retired)
-        self.checkpoint: Checkpoint | None = None
-
-    def prepare(self, spark: SparkSession) -> None:
-        try:
-            self.checkpoint = Checkpoint.at(self.location)
-        except ValueError:
-            log.warning("checkpoint %s is not a local path: its manifest is not checked", self.location)
-            return
-        job = job_manifest(self.rules, state_schema(spark))
-        stored = read_manifest(self.checkpoint.ours)
-        if stored is None and self.checkpoint.has_progress():
-            log.warning("checkpoint %s has no manifest (written before manifests); adopting this job's",
-                        self.location)
-        elif stored is None:
-            log.warning("checkpoint %s is new: the job starts with an empty dedup state (to keep an older "
-                        "version's memory, see `dedup state migrate`)", self.location)
-        else:
-            self._refuse_incompatible(stored, job)
-        self._note_provider(spark)
-        self.migration = stored.migration if stored else None
-        self.consulting = self._consults_old_state(self.migration)
-        write_manifest(self.checkpoint.ours, job.with_migration(self.migration))
-        if self.consulting:
-            spark.streams.addListener(RetirementWatch(spark, self.migration["retire_at"], self._retire))
-
-    def source(self, uri: str) -> str:
-        """``uri``, starting at the old job's Kafka offsets while a migrated checkpoint has no progress."""
-        if not self.migration or self.checkpoint.has_progress() or not uri.startswith("kafka:"):
-            return uri
-        offsets = self.migration["source_offsets"]
-        separator = "&" if "?" in uri else "?"
-        return f"{uri}{separator}startingOffsets={quote(offsets[0], safe='')}"
-
-    def records(self, records: DataFrame) -> DataFrame:
-        """``records`` without the files the old job had read (file sources, during a migration)."""
-        if not self.migration or not self.migration.get("files_read"):
-            return records
-        spark = records.sparkSession
-        paths = json.loads((self.checkpoint.ours / FILES_READ).read_text())
-        read = spark.createDataFrame([(_path_of_text(p),) for p in paths], "old_path string")
-        return records.join(F.broadcast(read), _path_of(F.col("source")) == F.col("old_path"), "left_anti")
-
-    def fallback(self, operator_input: DataFrame) -> DataFrame:
-        """Adds ``fallback`` (old live emission times), ``fallback_retention`` and ``watermark_floor``.
-
-        The new query's watermark starts afresh; the floor (the old job's watermark) keeps a
-        record the old job would have judged late from being judged at all.
-        """
-        if not self.migration:
-            return operator_input
-        floor = F.lit(self.migration.get("from_watermark", 0)).cast("long")
-        floored = operator_input.withColumn("watermark_floor", floor)
-        if not self.consulting:
-            return floored
-        table = operator_input.sparkSession.read.parquet(str(self.checkpoint.ours / FALLBACK))
-        keyed = floored.withColumn("_old_key", _old_key(self.migration["translations"]))
-        return keyed.join(table, F.col("_old_key") == table["old_key"], "left").drop("_old_key", "old_key")
-
-    def _refuse_incompatible(self, stored: Manifest, job: Manifest) -> None:
-        comparison = compare(stored, job)
-        for change in comparison.changes:
-            log.warning("checkpoint %s: %s (%s)", self.location, change.describe(),
-                        "compatible" if change.compatible else "incompatible")
-        if comparison.incompatible:
-            raise IncompatibleState(refusal(self.location, comparison.incompatible))
-
-    def _retire(self, watermark: int) -> None:
-        """Called by the running query's ``RetirementWatch``: record and say that the old state is retired."""
-        log.warning("old state from %s retired: the watermark %d has passed its last expiry %d; no old emission "
-                    "is live, it is no longer consulted (the next start leaves it out of the plan)",
-                    self.migration["from"], watermark, self.migration["retire_at"])
-        self.migration.update(retired=True, retired_at_watermark=watermark)
-        stored = read_manifest(self.checkpoint.ours)
-        write_manifest(self.checkpoint.ours, stored.with_migration(self.migration))
-
-    def _note_provider(self, spark: SparkSession) -> None:
-        """Spark restores the state store provider from the checkpoint: a changed one does not take effect."""
-        key = "spark.sql.streaming.stateStore.providerClass"
-        recorded, wanted = self.checkpoint.recorded_conf().get(key), spark.conf.get(key, None)
-        if recorded and wanted and recorded != wanted:
-            log.warning("checkpoint %s keeps its state in %s (Spark restores it); to move to %s, "
-                        "`dedup state migrate` into a new checkpoint", self.location, recorded.rsplit(".", 1)[-1],
-                        wanted.rsplit(".", 1)[-1])
-
-    def _consults_old_state(self, migration: dict | None) -> bool:
-        """Whether the old state is still consulted; retires it (in ``migration``) once it has expired."""
-        if not migration or migration.get("retired"):
-            return False
-        watermark = self.checkpoint.watermark_ms() // 1000
-        if self.checkpoint.last_committed() is not None and watermark >= migration["retire_at"]:
-            log.warning("old state from %s retired: the watermark %d has passed its last expiry %d; "
-                        "it is no longer consulted", migration["from"], watermark, migration["retire_at"])
-            migration.update(retired=True, retired_at_watermark=watermark)
-            return False
-        log.warning("consulting the old state from %s read-only until the watermark reaches %d",
-                    migration["from"], migration["retire_at"])
-        return True
-
-
-def _old_key(translations: dict[str, dict]) -> Column:
-    """The old layout's key of each judged row, derived from its new key (``KeyTranslation``)."""
-    parts = F.split(F.col("key"), KEY_SEPARATOR)
-    column = None
-    for rule, t in translations.items():
-        positions = [1 + t["new"].index(f) for f in t["old"]]
-        old = F.concat_ws(KEY_SEPARATOR, F.lit(rule), *[parts.getItem(i) for i in positions])
-        case = F.col("judge") & (parts.getItem(0) == rule)
-        column = F.when(case, old) if column is None else column.when(case, old)
-    return F.lit(None).cast("string") if column is None else column
-
-
-def _path_of(column: Column) -> Column:
-    return F.regexp_replace(column, r"^file:/+", "/")
-
-
-def _path_of_text(path: str) -> str:
-    return re.sub(r"^file:/+", "/", path)
