@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import json
+import shutil
 from collections import Counter
 from pathlib import Path
 
@@ -139,3 +140,17 @@ def test_an_invalidate_notification_from_a_topic_lets_the_event_pass_again(kafka
     counts = run()
     assert (counts["in"], counts["out"], counts["invalidations"]) == (1, 1, 1)
     assert [m.value for m in read_topic(kafka_bootstrap, topics["out"])] == [event(0), event(2)]
+
+
+def test_a_checkpoint_created_anew_at_the_same_location_is_a_new_query(kafka_spark, kafka_bootstrap, topics,
+                                                                      tmp_path):
+    records, _ = generate(StreamSpec(uniques=400, seed=8))
+    produce(kafka_bootstrap, topics["in"], records)
+    checkpoint = tmp_path / "checkpoint"
+    engine(kafka_spark, kafka_bootstrap, topics, checkpoint, "exactly-once", per_batch=300).run(available_now=True)
+    # the job is reset: same checkpoint location (so same transactional id), batch ids from 0 again
+    shutil.rmtree(checkpoint)
+    engine(kafka_spark, kafka_bootstrap, topics, checkpoint, "exactly-once", per_batch=300).run(available_now=True)
+    # the old query's commit markers did not make the new one skip its batches: all written again
+    out = Counter(m.value for m in read_topic(kafka_bootstrap, topics["out"]))
+    assert out == Counter({value: 2 * n for value, n in Counter(reference(records).emitted).items()})

@@ -18,6 +18,7 @@ decides whether it runs again.
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass
 from typing import Callable, Mapping
@@ -81,8 +82,10 @@ class ExactlyOnceWriter:
     dead_letters: BatchSink
     producer: TransactionalProducer
     policies: Policies
+    checkpoint: str | None = None
 
     def write(self, batch: DataFrame, batch_id: int) -> None:
+        self.producer.query_id = self.producer.query_id or query_id_of(self.checkpoint)
         if self.dead_letters.endpoint.kind != "kafka":
             retried(lambda: self.dead_letters.write(batch.filter(F.col("verdict") == DEAD_LETTER), batch_id),
                     self.policies)
@@ -106,6 +109,19 @@ class ExactlyOnceWriter:
 
     def close(self) -> None:
         self.producer.close()
+
+
+def query_id_of(checkpoint: str | None) -> str | None:
+    """The query id Spark keeps in a local checkpoint's ``metadata`` file (None elsewhere).
+
+    The commit markers carry it, so a checkpoint created anew at the same location (batch
+    ids from 0 again) is not mistaken for the old query."""
+    from adapters.spark.checkpoint import local_path
+
+    try:
+        return json.loads((local_path(checkpoint) / "metadata").read_text().splitlines()[0])["id"]
+    except (TypeError, ValueError, OSError, IndexError, KeyError):
+        return None
 
 
 def writer_for(sink: str, dead_letters: str, delivery: str, checkpoint: str, policies: Policies,
@@ -133,4 +149,4 @@ def writer_for(sink: str, dead_letters: str, delivery: str, checkpoint: str, pol
         "commit_topic", control_topic_for(endpoint.topic))), kafka_settings or {})
     tid = transactional_id or default_transactional_id(checkpoint)
     return ExactlyOnceWriter(endpoint.topic, letters, TransactionalProducer(endpoint, commits, tid, kafka_settings),
-                             policies)
+                             policies, checkpoint)

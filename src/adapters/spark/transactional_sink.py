@@ -1,10 +1,10 @@
 """Exactly-once Kafka output for the Spark engine: one Kafka transaction per micro-batch.
 
-``TransactionalBatchWriter`` is called from ``foreachBatch`` with the judged micro-batch and
-its ``batch_id``. It collects the batch's unique events and dead letters to the driver and
-produces them, together with a *commit marker* ``(transactional id, batch_id, counts)`` on a
-control topic, in one transaction of a producer whose ``transactional.id`` is stable for
-the query (derived from its checkpoint location unless configured). Before writing, it
+``batch_writers.ExactlyOnceWriter`` collects a judged micro-batch's unique events and dead
+letters to the driver (``BatchOutput``); ``TransactionalProducer`` produces them, with a
+*commit marker* ``(transactional id, query id, batch_id, counts)`` on a control topic, in
+one transaction of a producer whose ``transactional.id`` is stable for the query (derived
+from its checkpoint location unless configured). Before writing, it
 reads the last committed marker of its id from the control topic (``read_committed``): a
 batch whose id is not above it was already committed, and is skipped.
 
@@ -77,26 +77,29 @@ class CommitLog:
                 return
             raise SinkUnavailable(f"cannot create the commit topic {self.endpoint}: {describe(exc)}") from None
 
-    def last_committed(self, transactional_id: str) -> int:
-        """The highest batch id committed under ``transactional_id`` (``NO_BATCH`` when none)."""
+    def last_committed(self, transactional_id: str, query_id: str | None = None) -> int:
+        """The highest batch id committed under ``transactional_id`` by query ``query_id``
+        (``NO_BATCH`` when none). Markers of another query (a checkpoint deleted and created
+        anew at the same location restarts batch ids at 0) do not count."""
         consumer = Consumer({**client_settings(self.settings, "consumer"), "bootstrap.servers": self.endpoint.bootstrap,
                              "group.id": f"{transactional_id}-marker-reader", "enable.auto.commit": "false",
                              "isolation.level": "read_committed", "enable.partition.eof": "true"})
         try:
             consumer.assign([TopicPartition(self.endpoint.topic, 0, 0)])
-            return self._scan(consumer, transactional_id.encode())
+            return self._scan(consumer, transactional_id.encode(), query_id)
         except KafkaException as exc:
             raise SinkUnavailable(f"cannot read the commit topic {self.endpoint}: {describe(exc)}") from None
         finally:
             consumer.close()
 
-    def _scan(self, consumer: Consumer, key: bytes) -> int:
+    def _scan(self, consumer: Consumer, key: bytes, query_id: str | None) -> int:
         last, deadline = NO_BATCH, time.monotonic() + self.timeout
         while time.monotonic() < deadline:
             for message in consumer.consume(1000, 0.5):
                 if message.error() is None:
-                    if message.key() == key:
-                        last = max(last, json.loads(message.value())["batch_id"])
+                    marker = json.loads(message.value()) if message.key() == key else None
+                    if marker and (query_id is None or marker.get("query_id") in (None, query_id)):
+                        last = max(last, marker["batch_id"])
                 elif message.error().code() == KafkaError._PARTITION_EOF:
                     return last
                 else:
@@ -104,8 +107,8 @@ class CommitLog:
         raise SinkUnavailable(f"the commit topic {self.endpoint} was not read to its end within {self.timeout:g}s")
 
     @staticmethod
-    def marker(transactional_id: str, batch_id: int, counts: Mapping[str, int]) -> bytes:
-        return json.dumps({"transactional_id": transactional_id, "batch_id": batch_id,
+    def marker(transactional_id: str, batch_id: int, counts: Mapping[str, int], query_id: str | None = None) -> bytes:
+        return json.dumps({"transactional_id": transactional_id, "query_id": query_id, "batch_id": batch_id,
                            "counts": dict(counts), "time": time.time()}).encode()
 
 
@@ -128,6 +131,7 @@ class TransactionalProducer:
         self.timeout = timeout
         self._channel: ProducerChannel | None = None
         self._committed: int | None = None
+        self.query_id: str | None = None  # the streaming query's id (its checkpoint's), when known
 
     def write(self, output: BatchOutput) -> bool:
         """Produce ``output`` in one transaction; False when its batch was committed before."""
@@ -163,7 +167,7 @@ class TransactionalProducer:
             self._committed = None
             self.commits.ensure()
         if self._committed is None:
-            self._committed = self.commits.last_committed(self.transactional_id)
+            self._committed = self.commits.last_committed(self.transactional_id, self.query_id)
         return self._channel
 
     def _transaction(self, channel: ProducerChannel, output: BatchOutput) -> None:
@@ -172,7 +176,7 @@ class TransactionalProducer:
         for topic, key, value in output.rows:
             channel.produce(topic, value, key)
         channel.produce(self.commits.endpoint.topic,
-                        CommitLog.marker(self.transactional_id, output.batch_id, output.counts),
+                        CommitLog.marker(self.transactional_id, output.batch_id, output.counts, self.query_id),
                         self.transactional_id.encode())
         producer.commit_transaction(self.timeout)
 
