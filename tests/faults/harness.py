@@ -183,7 +183,7 @@ class FaultRun:
         engine.start()
         reached = 0
         for fault, at in self.schedule(len(records)):
-            self.wait_for(lambda: self.progress() >= max(at, reached + 1), engine)
+            self.wait_for(lambda: self.progress() >= min(max(at, reached + 1), len(records)), engine)
             reached = self.progress()
             time.sleep(self.rng.uniform(0, 2))
             fault(engine)

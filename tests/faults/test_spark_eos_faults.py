@@ -33,7 +33,7 @@ def test_with_redis_state_through_kills_a_broker_restart_and_a_redis_restart(own
                                                                              tmp_path):
     if not kafka_jars():
         pytest.skip("Spark's Kafka connector jars are missing (scripts/bootstrap --services)")
-    plan = FaultPlan(uniques=8_000, per_batch=2_000, kills=3, restart_broker=True, restart_redis=True, seed=12)
+    plan = FaultPlan(uniques=8_000, per_batch=1_000, kills=3, restart_broker=True, restart_redis=True, seed=12)
     report = FaultRun(plan, own_broker, tmp_path, redis=own_redis).run()
     print("\n".join(report.lines()))
     assert len(report.faults) == 5 and any("redis" in f for f in report.faults)
