@@ -54,6 +54,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--warmup", type=int, default=1, help="first batches left out of the sustained rate")
     p.add_argument("--modes", default="engine,native", help="run in this order, in one driver")
     p.add_argument("--driver-memory", default="4g")
+    p.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
+                   help="a Spark setting over the engine's defaults, for both modes (repeatable)")
     p.add_argument("--bootstrap", default=os.environ.get("DEDUP_TEST_KAFKA"))
     p.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "spark_kafka_bench.json")
     return p.parse_args(argv)
@@ -66,7 +68,8 @@ def main(argv=None) -> None:
 
         spark = build_session("local[2]", "streamdedup-kafka-bench", {
             "spark.driver.memory": args.driver_memory,
-            "spark.sql.streaming.numRecentProgressUpdates": "100000"})
+            "spark.sql.streaming.numRecentProgressUpdates": "100000",
+            **dict(item.split("=", 1) for item in args.conf)})
         spark.sparkContext.setLogLevel("ERROR")
         topic = f"bench-{uuid.uuid4().hex[:6]}"
         broker.create(topic)
