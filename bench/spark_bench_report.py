@@ -1,7 +1,9 @@
 """Figures of one Spark benchmark run: memory sampled while it runs, per-batch progress, a plot.
 
-``Sampler`` samples every half second, in a thread, the RSS of the driver JVM plus its
-child processes plus this Python process, and the JVM heap; it also keeps every streaming
+``Sampler`` samples every half second, in a thread, the memory of the driver JVM plus its
+child processes plus this Python process, and the JVM heap. Memory is the proportional set
+size (PSS): pages shared between processes count once, so a child the JVM forks (for a
+moment a copy of it) does not double the figure as summed RSS would; it also keeps every streaming
 query it sees, so their progress (``recentProgress``) can be read after they stopped.
 ``summarize`` turns that into the figures the benchmarks report, ``plot`` into a PNG.
 """
@@ -43,7 +45,7 @@ class Sampler:
             self.queries.setdefault(str(query.id), query)
         runtime = self.spark._jvm.java.lang.Runtime.getRuntime()
         pids = [self.jvm_pid, os.getpid(), *children(self.jvm_pid)]
-        self.samples.append({"t": time.time(), "rss_mb": round(sum(map(rss_mb, pids))),
+        self.samples.append({"t": time.time(), "memory_mb": round(sum(map(pss_mb, pids))),
                              "heap_used_mb": round((runtime.totalMemory() - runtime.freeMemory()) / 2**20),
                              "heap_committed_mb": round(runtime.totalMemory() / 2**20)})
 
@@ -52,13 +54,15 @@ class Sampler:
         return sorted(events, key=lambda p: (p["timestamp"], p["batchId"]))
 
 
-def rss_mb(pid: int) -> float:
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    except OSError:
-        pass
+def pss_mb(pid: int) -> float:
+    """The process's proportional set size; its RSS where ``smaps_rollup`` is missing (Linux < 4.14)."""
+    for path, field in ((f"/proc/{pid}/smaps_rollup", "Pss:"), (f"/proc/{pid}/status", "VmRSS:")):
+        try:
+            for line in Path(path).read_text().splitlines():
+                if line.startswith(field):
+                    return int(line.split()[1]) / 1024
+        except OSError:
+            continue
     return 0.0
 
 
@@ -86,7 +90,7 @@ def summarize(mode: str, sampler: Sampler, started: float, ended: float, warmup:
         "batch_ms_p50": statistics.median(durations),
         "batch_ms_p99": durations[min(len(durations) - 1, int(0.99 * len(durations)))],
         "state_rows": last["state_rows"], "state_bytes": last["state_bytes"],
-        "peak_rss_mb": max((s["rss_mb"] for s in samples), default=0),
+        "peak_memory_mb": max((s["memory_mb"] for s in samples), default=0),
         "peak_heap_used_mb": max((s["heap_used_mb"] for s in samples), default=0),
         "started": started, "batches": batches, "samples": samples,
     }
@@ -118,7 +122,7 @@ def plot(results: list[dict], path: Path) -> None:
         axes[0][1].plot(ends, [b["ms"] / 1000 for b in r["batches"]], "o-", label=r["mode"])
         axes[1][0].plot(ends, [b["state_rows"] / 1e6 for b in r["batches"]], "o-", label=r["mode"])
         times = [s["t"] - r["started"] for s in r["samples"]]
-        axes[1][1].plot(times, [s["rss_mb"] for s in r["samples"]], label=f"{r['mode']} RSS (JVM + Python)")
+        axes[1][1].plot(times, [s["memory_mb"] for s in r["samples"]], label=f"{r['mode']} memory (PSS, JVM + Python)")
         axes[1][1].plot(times, [s["heap_used_mb"] for s in r["samples"]], ":", label=f"{r['mode']} JVM heap used")
     titles = ["events/s per micro-batch", "micro-batch duration (s)", "state rows (millions)", "memory (MB)"]
     for ax, title in zip(sum(axes.tolist(), []), titles):

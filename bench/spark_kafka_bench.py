@@ -18,7 +18,7 @@ Record ``i`` (event time ``T0 + i * spread / events``) has key ``i`` for the fir
 ``--app-share`` of the keys are APP (30 s), the rest WEB (10 min); ``--invalid-share`` of the
 records have a string timestamp (dead-lettered as wrong_type). Reported per mode: sustained
 events/s (steady batches: records / summed batch durations, the first ``--warmup`` left
-out) and over the whole run, batch duration p50/p99, state rows and bytes, peak RSS of the
+out) and over the whole run, batch duration p50/p99, state rows and bytes, peak memory (PSS) of the
 driver JVM + Python (sampled every half second), the JVM heap, and the state checkpoint on
 disk. State bytes are RocksDB's memory (pinned blocks; memoryUsedBytes reads 0 with bounded memory). Figures go to
 ``bench/results/spark_kafka_bench.json`` and a PNG plot over time next to it.
@@ -152,7 +152,7 @@ def measure(spark, mode: str, run, broker: "Broker", topic: str, args, workdir: 
     result["checkpoint_bytes"] = sum(p.stat().st_size for p in checkpoint.rglob("*") if p.is_file())
     print(f"  {mode}: {result['events_per_s']:,} events/s sustained, {result['events_per_s_overall']:,} overall, "
           f"batch p50 {result['batch_ms_p50']:,} ms p99 {result['batch_ms_p99']:,} ms, "
-          f"state rows {result['state_rows']:,}, peak RSS {result['peak_rss_mb']:,} MB", flush=True)
+          f"state rows {result['state_rows']:,}, peak memory {result['peak_memory_mb']:,} MB", flush=True)
     return result
 
 
@@ -170,7 +170,7 @@ def report(results: list[dict], args) -> None:
     for r in results:
         print(f"{r['mode']:>7}: {r['events_per_s']:>9,} events/s  batch p50 {r['batch_ms_p50']:,} ms  "
               f"p99 {r['batch_ms_p99']:,} ms  state rows {r['state_rows']:,}  state bytes {r['state_bytes']:,}  "
-              f"peak RSS {r['peak_rss_mb']:,} MB")
+              f"peak memory {r['peak_memory_mb']:,} MB")
 
 
 class Broker:
