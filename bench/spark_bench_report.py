@@ -3,8 +3,8 @@
 ``Sampler`` samples every half second, in a thread, the memory of the driver JVM plus its
 child processes plus this Python process, and the JVM heap. Memory is the proportional set
 size (PSS): pages shared between processes count once, so a child the JVM forks (for a
-moment a copy of it) does not double the figure as summed RSS would; it also keeps every streaming
-query it sees, so their progress (``recentProgress``) can be read after they stopped.
+moment a copy of it) does not double the figure as summed RSS would. It also keeps every
+streaming query it sees, so their progress (``recentProgress``) can be read after they stopped.
 ``summarize`` turns that into the figures the benchmarks report, ``plot`` into a PNG.
 """
 

@@ -18,10 +18,11 @@ Record ``i`` (event time ``T0 + i * spread / events``) has key ``i`` for the fir
 ``--app-share`` of the keys are APP (30 s), the rest WEB (10 min); ``--invalid-share`` of the
 records have a string timestamp (dead-lettered as wrong_type). Reported per mode: sustained
 events/s (steady batches: records / summed batch durations, the first ``--warmup`` left
-out) and over the whole run, batch duration p50/p99, state rows and bytes, peak memory (PSS) of the
-driver JVM + Python (sampled every half second), the JVM heap, and the state checkpoint on
-disk. State bytes are RocksDB's memory (pinned blocks; memoryUsedBytes reads 0 with bounded memory). Figures go to
-``bench/results/spark_kafka_bench.json`` and a PNG plot over time next to it.
+out) and over the whole run, batch duration p50/p99, state rows and bytes, peak memory
+(PSS) of the driver JVM + Python (sampled every half second), the JVM heap, and the state
+checkpoint on disk. State bytes are RocksDB's memory (pinned blocks; memoryUsedBytes reads
+0 with bounded memory). Figures go to ``bench/results/spark_kafka_bench.json`` and a PNG
+plot over time next to it.
 """
 
 from __future__ import annotations
@@ -54,11 +55,18 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--warmup", type=int, default=1, help="first batches left out of the sustained rate")
     p.add_argument("--modes", default="engine,native", help="run in this order, in one driver")
     p.add_argument("--driver-memory", default="4g")
-    p.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
+    p.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", type=spark_setting,
                    help="a Spark setting over the engine's defaults, for both modes (repeatable)")
     p.add_argument("--bootstrap", default=os.environ.get("DEDUP_TEST_KAFKA"))
     p.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "spark_kafka_bench.json")
     return p.parse_args(argv)
+
+
+def spark_setting(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+    return key.strip(), value
 
 
 def main(argv=None) -> None:
@@ -69,7 +77,7 @@ def main(argv=None) -> None:
         spark = build_session("local[2]", "streamdedup-kafka-bench", {
             "spark.driver.memory": args.driver_memory,
             "spark.sql.streaming.numRecentProgressUpdates": "100000",
-            **dict(item.split("=", 1) for item in args.conf)})
+            **dict(args.conf)})
         spark.sparkContext.setLogLevel("ERROR")
         topic = f"bench-{uuid.uuid4().hex[:6]}"
         broker.create(topic)
