@@ -14,4 +14,4 @@ services:
 	@scripts/bootstrap --services
 
 unit: setup
-	.venv/bin/python -m pytest tests/unit tests/contracts/test_state_store_memory.py
+	.venv/bin/python -m pytest tests/unit tests/contracts/test_state_store_memory.py tests/contracts/test_sinks_jsonl.py

@@ -1,0 +1,111 @@
+"""The output contracts: every EventSink and DeadLetterSink adapter must pass these.
+
+An adapter's test module subclasses ``EventSinkContract`` or ``DeadLetterSinkContract`` and
+implements ``make_sink`` (a fresh sink) and ``written`` (what the sink made durable, in
+order: the values for events, a ``ReadDeadLetter`` each for dead letters).
+Reading back goes through the adapter's real medium (the file, the topic), never the
+sink object itself.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from domain.events import Event, RawRecord, SourcePosition
+from domain.ports import DeadLetter, DeadLetterSink, EventSink
+
+T = 1_689_019_596
+
+
+@dataclass(frozen=True)
+class ReadDeadLetter:
+    value: bytes
+    reason: str
+    error: str
+    error_class: str
+    source: str
+    partition: int
+    offset: int
+    attempts: int
+    time: float
+
+
+def record(value: bytes, offset: int, source: str = "events-in", partition: int = 3) -> RawRecord:
+    return RawRecord(value, SourcePosition(source, partition, offset), key=b"k%d" % offset)
+
+
+def event(uid: str, t: int = T, type_: str = "WEB") -> Event:
+    return Event(id=f"{uid}@{t}", unique_value=uid, type=type_, timestamp=t)
+
+
+# Original bytes the sinks must not touch: odd spacing, key order, escapes, non-ASCII text.
+UNIQUE_VALUES = [
+    b'{"id": "a@1", "uniqueValue": "a", "type": "WEB", "timestamp": 1689019596}',
+    b'{ "timestamp":1689019597,"type":"APP","uniqueValue":"b","id":"b@2" , "extra": [1, 2]}',
+    '{"id": "c@3", "uniqueValue": "c\\u00e9 \u2603", "type": "WEB", "timestamp": 1689019598}'.encode(),
+]
+
+
+class SinkContract:
+    """What both kinds of sink share: built fresh per test, read back through their medium."""
+
+    def make_sink(self):
+        raise NotImplementedError
+
+    def written(self) -> list:
+        raise NotImplementedError
+
+    def test_flush_with_nothing_written_writes_nothing(self):
+        sink = self.make_sink()
+        sink.flush()
+        assert self.written() == []
+        sink.close()
+
+
+class EventSinkContract(SinkContract):
+    def make_sink(self) -> EventSink:
+        raise NotImplementedError
+
+    def test_each_unique_event_is_written_once_with_its_original_bytes_in_order(self):
+        sink = self.make_sink()
+        for i, value in enumerate(UNIQUE_VALUES):
+            sink.write(record(value, 10 + i), event(f"u{i}"))
+        sink.flush()
+        assert self.written() == UNIQUE_VALUES
+        sink.close()
+
+    def test_flush_makes_earlier_writes_durable_and_later_ones_follow(self):
+        sink = self.make_sink()
+        sink.write(record(UNIQUE_VALUES[0], 1), event("u0"))
+        sink.flush()
+        assert self.written() == UNIQUE_VALUES[:1]
+        sink.write(record(UNIQUE_VALUES[1], 2), event("u1"))
+        sink.flush()
+        assert self.written() == UNIQUE_VALUES[:2]
+        sink.close()
+
+
+DEAD_LETTERS = [
+    DeadLetter(record(b"not json at all", 7), "not_json", "Expecting value: line 1 column 1", "invalid", 1,
+               1_700_000_000.125),
+    DeadLetter(record(b"\xff\xfe\x00 binary, not UTF-8", 8, partition=0), "not_utf8",
+               "'utf-8' codec can't decode byte 0xff", "invalid", 1, 1_700_000_001.5),
+    DeadLetter(record(UNIQUE_VALUES[0], 9, source="other-topic"), "late",
+               "event time is older than the watermark minus the rule's lateness", "invalid", 3, 1_700_000_002.0),
+]
+
+
+class DeadLetterSinkContract(SinkContract):
+    def make_sink(self) -> DeadLetterSink:
+        raise NotImplementedError
+
+    def test_each_dead_letter_keeps_its_original_bytes_reason_position_attempts_and_time(self):
+        sink = self.make_sink()
+        for dead_letter in DEAD_LETTERS:
+            sink.write(dead_letter)
+        sink.flush()
+        expected = [ReadDeadLetter(d.record.value, d.reason, d.error, d.error_class, d.record.position.source,
+                                   d.record.position.partition, d.record.position.offset, d.attempts, d.time)
+                    for d in DEAD_LETTERS]
+        assert self.written() == expected
+        sink.close()
