@@ -14,4 +14,5 @@ services:
 	@scripts/bootstrap --services
 
 unit: setup
-	.venv/bin/python -m pytest tests/unit tests/contracts/test_state_store_memory.py tests/contracts/test_sinks_jsonl.py
+	.venv/bin/python -m pytest tests/unit tests/contracts/test_state_store_memory.py tests/contracts/test_sinks_jsonl.py \
+		tests/contracts/test_sources_jsonl.py tests/contracts/test_notifications_jsonl.py

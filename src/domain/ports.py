@@ -47,9 +47,12 @@ class EventSource(Protocol):
         """True once a bounded source has returned its last record; never for an unbounded one."""
 
     def commit(self, records: Sequence[RawRecord]) -> None:
-        """Acknowledge that ``records`` reached their final place; a restart resumes after them.
+        """Acknowledge that ``records`` reached their final place.
 
-        Only called after the sinks flushed the records' outcomes (at-least-once).
+        Only called after the sinks flushed the records' outcomes (at-least-once). A source
+        that keeps positions (a Kafka consumer group) resumes after the acknowledged records
+        on restart and hands out the unacknowledged ones again; a file is read from its
+        start on every run.
         """
 
     def close(self) -> None: ...
@@ -110,7 +113,11 @@ class StateStore(Protocol):
 @runtime_checkable
 class NotificationSource(Protocol):
     def poll(self, timeout: float) -> list[Notification]:
-        """Notifications that arrived since the last call; invalid ones are dead-lettered by the adapter."""
+        """Notifications that arrived since the last call; invalid ones are never returned.
+
+        The adapter dead-letters invalid ones where it has a dead-letter output (Kafka),
+        else logs and counts them (a file, which keeps the line).
+        """
 
     def commit(self) -> None:
         """Acknowledge every notification returned so far (called once they took effect)."""

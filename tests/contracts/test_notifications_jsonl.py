@@ -1,0 +1,59 @@
+"""The notification contract against the JSONL file adapters (one notification per line of a real file)."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from adapters.files.notifications import JsonlNotificationSink, JsonlNotificationSource
+from domain.errors import SourceUnavailable
+from domain.notifications import encode_notification
+from tests.contracts.notification_contract import MALFORMED, NOTES, NotificationContract, poll
+
+
+class TestJsonlNotifications(NotificationContract):
+    @pytest.fixture(autouse=True)
+    def _path(self, tmp_path):
+        self.path = tmp_path / "notifications.jsonl"
+        self.path.touch()
+
+    def make_sink(self):
+        return JsonlNotificationSink(str(self.path))
+
+    def make_source(self):
+        return JsonlNotificationSource(str(self.path))
+
+    def append_raw(self, values):
+        with open(self.path, "ab") as file:
+            file.writelines(value + b"\n" for value in values)
+
+    def published(self):
+        return [line for line in self.path.read_bytes().splitlines() if line.strip()]
+
+    def test_a_malformed_line_is_logged_and_skipped(self, caplog):
+        caplog.set_level(logging.WARNING, logger="adapters.files.notifications")
+        self.append_raw(MALFORMED)
+        source = self.make_source()
+        assert source.poll(0) == []
+        assert source.rejected == len(MALFORMED)
+        prefix = f"ignored notification in {self.path}: "
+        assert all(r.message.startswith(prefix) for r in caplog.records)
+        assert [r.message[len(prefix):].split()[0] for r in caplog.records] == ["bad_notification"] * 4 + [
+            "missing_field"]  # the last one's event lacks its uniqueValue
+        source.close()
+
+    def test_a_line_still_being_written_is_read_once_it_is_complete(self):
+        line = encode_notification(NOTES[0])
+        source = self.make_source()
+        with open(self.path, "ab") as file:
+            file.write(line[:20])
+            file.flush()
+            assert source.poll(0) == []
+            file.write(line[20:] + b"\n")
+        assert poll(source, 1) == NOTES[:1]
+        source.close()
+
+    def test_a_file_that_cannot_be_read_is_source_unavailable(self):
+        with pytest.raises(SourceUnavailable, match="cannot read notifications"):
+            JsonlNotificationSource(str(self.path.parent / "missing.jsonl"))
