@@ -103,6 +103,7 @@ def _batch(p: dict) -> dict:
             "ms": p["durationMs"].get("triggerExecution", 0), "durations": p["durationMs"],
             "state_rows": state.get("numRowsTotal", 0),
             "state_bytes": max(state.get("memoryUsedBytes", 0), custom.get("rocksdbPinnedBlocksMemoryUsage", 0)),
+            "state_ms": {k: state[k] for k in ("allUpdatesTimeMs", "allRemovalsTimeMs", "commitTimeMs") if k in state},
             "rocksdb": {k: v for k, v in custom.items() if k.startswith("rocksdb")},
             "observed": p.get("observedMetrics", {})}
 

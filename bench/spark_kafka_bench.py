@@ -12,6 +12,9 @@ records written by Spark itself, then runs each mode over the whole backlog
   domain's semantics (docs/spark-design.md); the reference for raw operator speed.
 * ``engine``: ``SparkEngine`` as ``dedup run --engine spark`` runs it: parse, rules, the
   JVM WindowDedup operator, accounting, unique events and dead letters to Kafka topics.
+* ``engine-untracked``: the same with RocksDB's row count off
+  (``trackTotalNumberOfRows=false``: no read before each write, no state-rows gauge); its
+  state rows are counted from the checkpoint (Spark's state data source) after the run.
 
 Record ``i`` (event time ``T0 + i * spread / events``) has key ``i`` for the first
 ``keys = events * (1 - dup_ratio)`` records, then repeats a key spread over all keys;
@@ -42,6 +45,7 @@ sys.path[:0] = [str(ROOT / "src"), str(ROOT / "bench")]
 from spark_bench_report import Sampler, plot, summarize  # noqa: E402
 
 T0 = 1_700_000_000
+MODES = ("engine", "engine-untracked", "native")
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -53,13 +57,17 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--invalid-share", type=float, default=0.001)
     p.add_argument("--batch", type=int, default=1_000_000, help="maxOffsetsPerTrigger")
     p.add_argument("--warmup", type=int, default=1, help="first batches left out of the sustained rate")
-    p.add_argument("--modes", default="engine,native", help="run in this order, in one driver")
+    p.add_argument("--modes", default="engine,engine-untracked,native", help="run in this order, in one driver")
     p.add_argument("--driver-memory", default="4g")
     p.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", type=spark_setting,
                    help="a Spark setting over the engine's defaults, for both modes (repeatable)")
     p.add_argument("--bootstrap", default=os.environ.get("DEDUP_TEST_KAFKA"))
     p.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "spark_kafka_bench.json")
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    unknown = set(args.modes.split(",")) - set(MODES)
+    if unknown:
+        p.error(f"unknown --modes {', '.join(sorted(unknown))} (choose from {', '.join(MODES)})")
+    return args
 
 
 def spark_setting(text: str) -> tuple[str, str]:
@@ -83,7 +91,7 @@ def main(argv=None) -> None:
         broker.create(topic)
         seconds = preload(spark, broker.bootstrap, topic, args)
         print(f"preloaded {args.events:,} records into {topic} in {seconds:.0f} s", flush=True)
-        modes = {"native": run_native, "engine": run_engine}
+        modes = {"native": run_native, "engine": run_engine, "engine-untracked": run_engine_untracked}
         results = [measure(spark, mode, modes[mode], broker, topic, args, Path(workdir))
                    for mode in args.modes.split(",")]
     report(results, args)
@@ -119,9 +127,9 @@ def preload(spark, bootstrap: str, topic: str, args) -> float:
 def run_native(spark, broker: "Broker", topic: str, args, checkpoint: Path) -> None:
     from pyspark.sql import functions as F
 
-    from adapters.spark.session import state_store_conf
+    from adapters.spark.session import TRACK_ROWS, state_store_conf
 
-    for key, value in state_store_conf("rocksdb").items():
+    for key, value in {**state_store_conf("rocksdb"), TRACK_ROWS: "true"}.items():
         spark.conf.set(key, value)
     fields = F.from_json(F.col("value").cast("string"), "uniqueValue string, type string, timestamp bigint")
     rows = spark.readStream.format("kafka").option("kafka.bootstrap.servers", broker.bootstrap) \
@@ -137,16 +145,23 @@ def run_native(spark, broker: "Broker", topic: str, args, checkpoint: Path) -> N
     query.awaitTermination()
 
 
-def run_engine(spark, broker: "Broker", topic: str, args, checkpoint: Path) -> None:
+def run_engine(spark, broker: "Broker", topic: str, args, checkpoint: Path, track_rows: bool = True) -> None:
     from adapters.spark.engine import SparkEngine
+    from adapters.spark.session import TRACK_ROWS
     from domain.rules import RuleSet
 
-    out, dlq = broker.create(f"{topic}-engine-out"), broker.create(f"{topic}-engine-dlq")
+    name = checkpoint.name.removeprefix("checkpoint-")
+    out, dlq = broker.create(f"{topic}-{name}-out"), broker.create(f"{topic}-{name}-dlq")
     kafka = f"kafka://{broker.bootstrap}"
     engine = SparkEngine(RuleSet(), f"{kafka}/{topic}", f"{kafka}/{out}", f"{kafka}/{dlq}", str(checkpoint),
-                         available_now=True, max_records_per_batch=args.batch, spark=spark)
+                         available_now=True, max_records_per_batch=args.batch, spark=spark,
+                         conf={TRACK_ROWS: str(track_rows).lower()})
     counts = engine.run()
-    print(f"  engine accounting: {counts.as_dict()}", flush=True)
+    print(f"  {name} accounting: {counts.as_dict()}", flush=True)
+
+
+def run_engine_untracked(spark, broker: "Broker", topic: str, args, checkpoint: Path) -> None:
+    run_engine(spark, broker, topic, args, checkpoint, track_rows=False)
 
 
 def measure(spark, mode: str, run, broker: "Broker", topic: str, args, workdir: Path) -> dict:
@@ -157,6 +172,10 @@ def measure(spark, mode: str, run, broker: "Broker", topic: str, args, workdir: 
         run(spark, broker, topic, args, checkpoint)
         ended = time.time()
     result = summarize(mode, sampler, started, ended, args.warmup)
+    if mode == "engine-untracked":
+        from adapters.spark.state_reader import read_state
+
+        result["state_rows"] = read_state(spark, str(checkpoint)).count()
     result["checkpoint_bytes"] = sum(p.stat().st_size for p in checkpoint.rglob("*") if p.is_file())
     print(f"  {mode}: {result['events_per_s']:,} events/s sustained, {result['events_per_s_overall']:,} overall, "
           f"batch p50 {result['batch_ms_p50']:,} ms p99 {result['batch_ms_p99']:,} ms, "
@@ -169,8 +188,10 @@ def report(results: list[dict], args) -> None:
     figures = {"args": {k: str(v) for k, v in vars(args).items()}, "load_average": os.getloadavg(),
                "results": results}
     by_mode = {r["mode"]: r for r in results}
-    if {"native", "engine"} <= by_mode.keys():
-        figures["engine_to_native"] = round(by_mode["engine"]["events_per_s"] / by_mode["native"]["events_per_s"], 3)
+    for mode in ("engine", "engine-untracked"):
+        if {"native", mode} <= by_mode.keys():
+            ratio = by_mode[mode]["events_per_s"] / by_mode["native"]["events_per_s"]
+            figures[f"{mode.replace('-', '_')}_to_native"] = round(ratio, 3)
     args.out.write_text(json.dumps(figures, indent=2))
     png = args.out.with_suffix(".png")
     plot(results, png)

@@ -60,10 +60,12 @@ class FileRun:
         os.utime(path, (1_000_000 + self.files, 1_000_000 + self.files))
         self.files += 1
 
-    def run(self, rules: RuleSet | None = None, state_provider: str = "rocksdb") -> Result:
+    def run(self, rules: RuleSet | None = None, state_provider: str = "rocksdb", metrics=None,
+            conf: dict[str, str] | None = None) -> Result:
         engine = SparkEngine(rules or RuleSet(), f"jsonl:{self.input}?maxFilesPerTrigger=1",
                              str(self.dir / "out"), str(self.dir / "dlq"), str(self.dir / "checkpoint"),
-                             state_provider=state_provider, master="local[2]", spark=self.spark)
+                             state_provider=state_provider, master="local[2]", spark=self.spark,
+                             metrics=metrics, conf=conf or {})
         counts = engine.run(available_now=True).as_dict()
         return Result(counts, _read(self.dir / "out"), _read(self.dir / "dlq"))
 

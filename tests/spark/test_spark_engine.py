@@ -13,10 +13,12 @@ import base64
 import pytest
 
 from adapters.memory.state_store import InMemoryStateStore
-from adapters.system import SystemClock
+from adapters.spark.session import TRACK_ROWS
+from adapters.system import InMemoryMetrics, SystemClock
 from domain.dedup import Deduplicator, Verdict
 from domain.events import RawRecord, SourcePosition
 from domain.rules import DedupRule, RuleSet, UnknownTypePolicy
+from tests.spark.conftest import FileRun
 
 pytestmark = pytest.mark.spark
 
@@ -173,6 +175,23 @@ def test_memory_state_provider_gives_the_same_verdicts(files):
     files.add(event("c5", "c", "WEB", 1299), event("c6", "c", "WEB", 1300))
     result = files.run(state_provider="memory")
     assert result.out_ids == ["a1", "b1", "b3", "c1", "c4", "c6"]
+
+
+def test_the_state_rows_gauge_counts_keys_unless_rocksdb_row_tracking_is_off(files, tmp_path):
+    inputs = [event("s1", "s", "APP", 0), event("s2", "s", "APP", 1), event("u1", "u", "WEB", 0)]
+    files.add(*inputs)
+    (tmp_path / "untracked").mkdir()
+    untracked_files = FileRun(files.spark, tmp_path / "untracked")
+    untracked_files.add(*inputs)
+    tracked, untracked = InMemoryMetrics(), InMemoryMetrics()
+    first = files.run(metrics=tracked)
+    try:
+        second = untracked_files.run(metrics=untracked, conf={TRACK_ROWS: "false"})
+    finally:
+        files.spark.conf.unset(TRACK_ROWS)  # the session is shared by the whole test session
+    assert first.out_ids == second.out_ids == ["s1", "u1"]
+    assert tracked.gauges["state_rows"] == 2  # APP:s and WEB:u
+    assert "state_rows" not in untracked.gauges and untracked.gauges["batch_duration_ms"] > 0
 
 
 def test_deviation_lateness_is_judged_against_the_previous_micro_batch(files):

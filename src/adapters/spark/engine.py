@@ -30,7 +30,7 @@ from pyspark.sql import DataFrame, SparkSession
 from adapters.spark.metrics import ProgressListener, accounting_metrics
 from adapters.spark.guard import CheckpointGuard
 from adapters.spark.plan import DEAD_LETTER, EMIT, DedupPlan
-from adapters.spark.session import build_session, require_classes, state_store_conf
+from adapters.spark.session import build_session, require_classes, state_rows_tracked, state_store_conf
 from adapters.spark.sinks import BatchSink
 from adapters.spark.sources import parse_uri, read_stream
 from domain.accounting import Accounting
@@ -100,7 +100,7 @@ class SparkEngine:
         spark = self.session()
         self._prepare(spark)
         self.guard.prepare(spark)  # refuses an incompatible checkpoint before anything is written
-        self.listener = ProgressListener(self.metrics, self.on_batch)
+        self.listener = ProgressListener(self.metrics, self.on_batch, state_rows_tracked(spark, self.state_provider))
         bounded = self.bounded(available_now)
         spark.streams.addListener(self.listener)
         try:

@@ -60,10 +60,14 @@ class ProgressListener(StreamingQueryListener):
     Listener calls arrive asynchronously on Spark's listener bus; ``wait_for(batch_id)``
     blocks until the progress of that batch has been added. ``on_batch(totals)`` is called
     after every progress and idle event of the query (a sign of life even with no input).
+    ``state_rows_tracked``: False when RocksDB does not count its rows
+    (``trackTotalNumberOfRows=false``); Spark then reports 0 and no ``state_rows`` gauge is set.
     """
 
-    def __init__(self, metrics=None, on_batch: Callable[[Accounting], None] | None = None):
+    def __init__(self, metrics=None, on_batch: Callable[[Accounting], None] | None = None,
+                 state_rows_tracked: bool = True):
         self.on_batch = on_batch
+        self.state_rows_tracked = state_rows_tracked
         self.query_id: str | None = None
         self.totals = Accounting()
         self.gauges: dict[str, float] = {}
@@ -88,6 +92,8 @@ class ProgressListener(StreamingQueryListener):
             return
         counts = accounting_from(progress.observedMetrics.get(OBSERVATION))
         gauges = _gauges(progress)
+        if not self.state_rows_tracked:
+            gauges.pop("state_rows", None)
         with self._changed:
             self.totals.add(counts)
             self.gauges.update(gauges)
