@@ -4,8 +4,10 @@
 
 Starts a local Kafka broker (``deploy/local/services.py``) unless ``--bootstrap`` (or
 ``DEDUP_TEST_KAFKA``) names a running one, preloads a 2-partition topic with ``--events``
-records written by Spark itself, then runs each mode over the whole backlog
-(``availableNow``, ``--batch`` records per micro-batch), local[2], RocksDB state:
+records written by Spark itself, primes every mode with an unmeasured pass over a small
+topic of the same shape (``--prime`` records; without it the first mode pays the JVM's
+warm-up: 10–15% in trials), then runs each mode over the whole backlog (``availableNow``,
+``--batch`` records per micro-batch), local[2], RocksDB state:
 
 * ``native``: ``from_json`` of key and time → ``withWatermark(600 s)`` →
   ``dropDuplicatesWithinWatermark(key)`` → the record's bytes to a Kafka topic. Not the
@@ -31,6 +33,7 @@ plot over time next to it.
 from __future__ import annotations
 
 import argparse
+from argparse import Namespace
 import json
 import os
 import sys
@@ -57,6 +60,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--invalid-share", type=float, default=0.001)
     p.add_argument("--batch", type=int, default=1_000_000, help="maxOffsetsPerTrigger")
     p.add_argument("--warmup", type=int, default=1, help="first batches left out of the sustained rate")
+    p.add_argument("--prime", type=int, default=1_000_000,
+                   help="records of an unmeasured first pass of every mode (0: none; the first mode then "
+                        "pays the JVM's warm-up)")
     p.add_argument("--modes", default="engine,engine-untracked,native", help="run in this order, in one driver")
     p.add_argument("--driver-memory", default="4g")
     p.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", type=spark_setting,
@@ -92,21 +98,24 @@ def main(argv=None) -> None:
         seconds = preload(spark, broker.bootstrap, topic, args)
         print(f"preloaded {args.events:,} records into {topic} in {seconds:.0f} s", flush=True)
         modes = {"native": run_native, "engine": run_engine, "engine-untracked": run_engine_untracked}
+        if args.prime:
+            prime(spark, broker, topic, args, [modes[mode] for mode in args.modes.split(",")], Path(workdir))
         results = [measure(spark, mode, modes[mode], broker, topic, args, Path(workdir))
                    for mode in args.modes.split(",")]
     report(results, args)
 
 
-def preload(spark, bootstrap: str, topic: str, args) -> float:
+def preload(spark, bootstrap: str, topic: str, args, events: int | None = None) -> float:
     """Writes the backlog with Spark's Kafka writer (see the module docstring for its shape)."""
     from pyspark.sql import functions as F
 
-    keys = max(1, int(args.events * (1 - args.dup_ratio)))
+    events = events or args.events
+    keys = max(1, int(events * (1 - args.dup_ratio)))
     i = F.col("id")
     key = F.when(i < keys, i).otherwise(F.pmod(i * F.lit(2_654_435_761), F.lit(keys)))
     digest = F.md5(key.cast("string"))
     type_ = F.when(F.pmod(F.xxhash64(key), F.lit(10_000)) < int(args.app_share * 10_000), "APP").otherwise("WEB")
-    t = F.lit(T0) + (i * F.lit(args.spread_s) / F.lit(args.events)).cast("long")
+    t = F.lit(T0) + (i * F.lit(args.spread_s) / F.lit(events)).cast("long")
     invalid = F.pmod(F.xxhash64(i, F.lit(7)), F.lit(1_000_000)) < int(args.invalid_share * 1_000_000)
     fields = [F.md5(i.cast("string")).alias("id"),
               F.concat_ws("-", digest.substr(1, 8), digest.substr(9, 4), key.cast("string")).alias("uniqueValue"),
@@ -117,11 +126,22 @@ def preload(spark, bootstrap: str, topic: str, args) -> float:
     # one writing task, blocks of 1,000 records alternating between the 2 partitions: each
     # partition is in event-time order and a micro-batch's share of each covers the same times
     partition = F.pmod((i / 1000).cast("long"), F.lit(2)).cast("int")
-    spark.range(args.events, numPartitions=1).select(doc.alias("value"), partition.alias("partition")) \
+    spark.range(events, numPartitions=1).select(doc.alias("value"), partition.alias("partition")) \
         .write.format("kafka") \
         .option("kafka.bootstrap.servers", bootstrap).option("topic", topic) \
         .option("kafka.linger.ms", "50").option("kafka.batch.size", str(1 << 20)).save()
     return time.perf_counter() - started
+
+
+def prime(spark, broker: "Broker", topic: str, args, runs: list, workdir: Path) -> None:
+    """Runs every mode once, unmeasured, over a small topic of the same shape: the JIT and the
+    heap are then warm for all of them, not only for the modes after the first."""
+    started = time.perf_counter()
+    primer = broker.create(f"{topic}-prime")
+    preload(spark, broker.bootstrap, primer, args, args.prime)
+    for i, run in enumerate(runs):
+        run(spark, broker, primer, Namespace(**{**vars(args), "batch": max(1, args.prime // 4)}), workdir / f"prime-{i}")
+    print(f"primed every mode on {args.prime:,} records in {time.perf_counter() - started:.0f} s", flush=True)
 
 
 def run_native(spark, broker: "Broker", topic: str, args, checkpoint: Path) -> None:

@@ -64,7 +64,7 @@ TRACK_ROWS = "spark.sql.streaming.stateStore.rocksdb.trackTotalNumberOfRows"
 
 def state_rows_tracked(spark: SparkSession, provider: str) -> bool:
     """Whether the state store counts its rows. RocksDB's count costs a read per write
-    (about 20% of the Kafka → Kafka rate at 6.5 M keys, bench/spark_kafka_bench.py);
+    (5–15% of the Kafka → Kafka rate at 10 M keys, docs/spark-design.md);
     ``TRACK_ROWS=false`` trades the state-rows gauge for that."""
     return provider != "rocksdb" or spark.conf.get(TRACK_ROWS, "true").strip().lower() != "false"
 
