@@ -33,7 +33,6 @@ plot over time next to it.
 from __future__ import annotations
 
 import argparse
-from argparse import Namespace
 import json
 import os
 import sys
@@ -139,8 +138,9 @@ def prime(spark, broker: "Broker", topic: str, args, runs: list, workdir: Path) 
     started = time.perf_counter()
     primer = broker.create(f"{topic}-prime")
     preload(spark, broker.bootstrap, primer, args, args.prime)
+    small = argparse.Namespace(**{**vars(args), "batch": max(1, args.prime // 4)})
     for i, run in enumerate(runs):
-        run(spark, broker, primer, Namespace(**{**vars(args), "batch": max(1, args.prime // 4)}), workdir / f"prime-{i}")
+        run(spark, broker, primer, small, workdir / f"prime-{i}")
     print(f"primed every mode on {args.prime:,} records in {time.perf_counter() - started:.0f} s", flush=True)
 
 

@@ -91,9 +91,7 @@ class ProgressListener(StreamingQueryListener):
         if not self._ours(progress.id):
             return
         counts = accounting_from(progress.observedMetrics.get(OBSERVATION))
-        gauges = _gauges(progress)
-        if not self.state_rows_tracked:
-            gauges.pop("state_rows", None)
+        gauges = _gauges(progress, self.state_rows_tracked)
         with self._changed:
             self.totals.add(counts)
             self.gauges.update(gauges)
@@ -124,13 +122,14 @@ class ProgressListener(StreamingQueryListener):
             self._metrics.gauge(name, value)
 
 
-def _gauges(progress) -> dict[str, float]:
+def _gauges(progress, state_rows_tracked: bool) -> dict[str, float]:
     gauges = {"batch_duration_ms": float(progress.durationMs.get("triggerExecution", 0)),
               "input_rows_per_second": float(progress.inputRowsPerSecond or 0.0),
               "processed_rows_per_second": float(progress.processedRowsPerSecond or 0.0)}
     if progress.stateOperators:
         state = progress.stateOperators[0]
-        gauges["state_rows"] = float(state.numRowsTotal)
+        if state_rows_tracked:
+            gauges["state_rows"] = float(state.numRowsTotal)
         gauges["state_bytes"] = float(state.memoryUsedBytes)
     lag = [float(s.metrics.get("maxOffsetsBehindLatest") or 0) for s in progress.sources if s.metrics]
     if lag:

@@ -34,6 +34,8 @@ STATE_PROVIDERS = {
     "memory": "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider",
 }
 
+TRACK_ROWS = "spark.sql.streaming.stateStore.rocksdb.trackTotalNumberOfRows"
+
 DEFAULT_CONF = {
     "spark.sql.shuffle.partitions": "2",
     "spark.ui.enabled": "false",
@@ -57,9 +59,6 @@ DEFAULT_CONF = {
 
 def kafka_jars() -> list[Path]:
     return sorted((cache_dir() / "jars" / "spark-kafka").glob("*.jar"))
-
-
-TRACK_ROWS = "spark.sql.streaming.stateStore.rocksdb.trackTotalNumberOfRows"
 
 
 def state_rows_tracked(spark: SparkSession, provider: str) -> bool:
