@@ -1,4 +1,4 @@
-"""parse.py's fast path (from_json + certification) against the domain's strict parser.
+"""parse.py's fast path (the JVM PlainEvent scanner) against the domain's strict parser.
 
 Each record is parsed by ``domain.events.parse_event`` (the reference) and by the Spark
 parse on a batch DataFrame; reason and fields must agree. The table also states which
@@ -21,17 +21,21 @@ OK = '{"id":"e1","uniqueValue":"u-5","type":"APP","timestamp":1700000000}'
 RECORDS = [
     (OK, True),
     ('{"id": "e1", "uniqueValue": "656b4183-282c", "type": "WEB", "timestamp": 1689019717, "x": [1, {"a": null}]}', True),
-    ('{"timestamp":0,"type":"APP","uniqueValue":"k","id":"e1"}', True),
-    ('{"id":"e1","uniqueValue":"k","type":"APP","timestamp":1,"timestamp":2}', True),  # the last key wins
+    (' \t\r\n{"timestamp":0,"type":"APP","uniqueValue":"k","id":"e1"} \n', True),
     ('{"id":"e1","uniqueValue":"true1","type":"APP","timestamp":-0}', True),
     ('{"id":"1a","uniqueValue":"9e9x","type":"APP","timestamp":1}', True),
-    ('{"id":"e1","uniqueValue":"u\\u00e9","type":"APP","timestamp":1}', True),
-    # string-typed values that a non-string token could also produce: strict path
-    ('{"id":"123","uniqueValue":"k","type":"APP","timestamp":1}', False),
-    ('{"id":"true","uniqueValue":"k","type":"APP","timestamp":1}', False),
-    ('{"id":"Infinity","uniqueValue":"k","type":"APP","timestamp":1}', False),
-    ('{"id":"-1","uniqueValue":"k","type":"APP","timestamp":1}', False),
-    ('{"id":"e1","uniqueValue":"\\u00e9","type":"APP","timestamp":1}', False),
+    ('{"id":"123","uniqueValue":"k","type":"APP","timestamp":1}', True),
+    ('{"id":"true","uniqueValue":"k","type":"APP","timestamp":1}', True),
+    ('{"id":"Infinity","uniqueValue":"k","type":"APP","timestamp":1}', True),
+    ('{"id":"-1","uniqueValue":" k ","type":"APP","timestamp":253402300799}', True),
+    ('{"id":"e1","uniqueValue":"k","type":"APP","timestamp":1,"x":-0.5e+3,"y":"caf\u00e9 \\u00e9\\n\\"","z":[],"w":{}}', True),
+    ('{"id":"e1","uniqueValue":"k","type":"APP","timestamp":1,"x":' + "[" * 63 + "]" * 63 + "}", True),
+    # valid, but the fast path cannot vouch for it: strict path
+    ('{"id":"e1","uniqueValue":"k","type":"APP","timestamp":1,"timestamp":2}', False),  # the last key wins
+    ('{"id":"e1","uniqueValue":"u\\u00e9","type":"APP","timestamp":1}', False),
+    ('{"id":"e1","uniqueValue":"caf\u00e9","type":"APP","timestamp":1}', False),
+    ('{"id":"e1","uniqueValue":"k","type":"APP","timestamp":1,"\\u0078":1}', False),
+    ('{"id":"e1","uniqueValue":"k","type":"APP","timestamp":1,"x":' + "[" * 65 + "]" * 65 + "}", False),
     # invalid: every one takes the strict path and gets the domain's reason
     ('{"id":123,"uniqueValue":"k","type":"APP","timestamp":1}', False),
     ('{"id":-5,"uniqueValue":"k","type":"APP","timestamp":1}', False),
@@ -40,14 +44,21 @@ RECORDS = [
     ('{"id":{"a":1},"uniqueValue":"k","type":"APP","timestamp":1}', False),
     ('{"id":"e1","uniqueValue":"k","type":"APP","timestamp":1,"id":1.5}', False),
     ('{"id":"e1","uniqueValue":"k","type":"APP","timestamp":1,"\\u0069d":7}', False),
-    ('{"id":"e1","uniqueValue":" k","type":"APP","timestamp":1}', False),
+    ('{"id":"e1","uniqueValue":" ","type":"APP","timestamp":1}', False),
     ('{"id":"e1","uniqueValue":"","type":"APP","timestamp":1}', False),
     ('{"id":"e1","uniqueValue":"k","type":"APP","timestamp":1.0}', False),
+    ('{"id":"e1","uniqueValue":"k","type":"APP","timestamp":1e3}', False),
+    ('{"id":"e1","uniqueValue":"k","type":"APP","timestamp":-1}', False),
     ('{"id":"e1","uniqueValue":"k","type":"APP","timestamp":"1"}', False),
     ('{"id":"e1","uniqueValue":"k","type":"APP","timestamp":9223372036854775808}', False),
     ('{"id":"e1","uniqueValue":"k","type":"APP","timestamp":253402300800}', False),
     ('{"id":"e1","uniqueValue":"k","type":"APP","timestamp":null}', False),
     ('{"id":"e1","uniqueValue":"k","type":"APP"}', False),
+    ('{"id":"e1","uniqueValue":"k","type":"APP","timestamp":1,"x":01}', False),
+    ('{"id":"e1","uniqueValue":"k","type":"APP","timestamp":1,"x":1.}', False),
+    ('{"id":"e1","uniqueValue":"k","type":"APP","timestamp":1,"x":"a\\q"}', False),
+    ('{"id":"e1","uniqueValue":"k","type":"APP","timestamp":1,"x":"a\tb"}', False),
+    ('{"id":"e1","uniqueValue":"k","type":"APP","timestamp":1,"x":tru}', False),
     ("{'id':'e1','uniqueValue':'k','type':'APP','timestamp':1}", False),
     ('[{"id":"e1","uniqueValue":"k","type":"APP","timestamp":1}]', False),
     ('{"id":"e1","uniqueValue":"k","type":"APP","timestamp":01}', False),
@@ -72,10 +83,11 @@ def spark_outcomes(spark, raws: list[bytes]) -> list[tuple]:
 
 
 def test_fast_path_agrees_with_the_domain_and_certifies_plain_events(spark):
-    raws = [r.encode() for r, _ in RECORDS] + [b"\x80\x81not utf-8"]
+    bad_utf8 = [b"\x80\x81not utf-8", OK.encode()[:-2] + b',"x":"\xed\xa0\x80"}', OK.encode()[:-2] + b',"x":"\xc0\xaf"}']
+    raws = [r.encode() for r, _ in RECORDS] + bad_utf8
     outcomes = spark_outcomes(spark, raws)
     assert [o for _, o in outcomes] == [domain_outcome(r) for r in raws]
-    assert [c for c, _ in outcomes] == [c for _, c in RECORDS] + [False]
+    assert [c for c, _ in outcomes] == [c for _, c in RECORDS] + [False] * len(bad_utf8)
 
 
 def test_deviation_trailing_content_after_the_object_is_accepted(spark):

@@ -1,8 +1,8 @@
-"""The one JVM operator the engine needs, built from source on first use.
+"""The engine's JVM code, built from source on first use.
 
 ``jvm/streamdedup/spark/WindowDedup.java`` is the domain's judgement as a
 ``flatMapGroupsWithState`` function: it runs per key inside the JVM, so no Python runs per
-key. The jar is compiled with the JDK's ``javac`` against pyspark's own jars and cached
+key. ``PlainEvent.java`` is the parser's fast path (adapters.spark.parse). The jar is compiled with the JDK's ``javac`` against pyspark's own jars and cached
 under ``.cache/jars/streamdedup-spark/``, named by a hash of the sources, so a changed
 source is rebuilt and a stale jar is never used.
 """
@@ -22,6 +22,7 @@ from domain.errors import PermanentError
 SOURCES = Path(__file__).resolve().parent / "jvm"
 ROOT = Path(__file__).resolve().parents[3]
 OPERATOR_CLASS = "streamdedup.spark.WindowDedup"
+PLAIN_EVENT_CLASS = "streamdedup.spark.PlainEvent"
 
 
 class SparkSetupError(PermanentError):

@@ -8,13 +8,13 @@ required field (missing, null, type, empty / range). JSON is parsed once, into a
 the only second look at the text is for a non-integral-looking timestamp (``1.0``), which
 the variant normalises to an integer.
 
-Fast path: most records are plain, valid events. ``from_json`` with a fixed schema reads
-them at native speed, and cheap checks on its result *certify* that it is what the strict
-checks would give (``certified``). Only records that are not certified go through the
-strict VARIANT checks: their text is passed on, a certified record's text is replaced by
-null, so the strict expressions cost next to nothing for it. A record can be certified
-wrongly only if the checks below are unsound; a valid record that is not certified merely
-takes the slow path. Rules with extra key fields use the strict path for every record.
+Fast path: most records are plain, valid events. A JVM scanner
+(``jvm/streamdedup/spark/PlainEvent.java``, one pass over the bytes, no per-record parser
+or reader) *certifies* such a record and returns its fields; it is sound by construction
+(a record it cannot vouch for gets null). Only records that are not certified go through
+the strict VARIANT checks: their text is passed on, a certified record's text is replaced
+by null, so the strict expressions cost next to nothing for it. Rules with extra key
+fields use the strict path for every record.
 """
 
 from __future__ import annotations
@@ -29,8 +29,7 @@ from domain.events import MAX_TIMESTAMP, REQUIRED_STRING_FIELDS
 INTEGER_TYPES = ("BIGINT", "INT", "SMALLINT", "TINYINT")
 FAST_FIELDS = (*REQUIRED_STRING_FIELDS, "timestamp")
 FAST_SCHEMA = "id string, uniqueValue string, type string, timestamp bigint"
-NOT_A_NUMBER = r"[^0-9.eE+-]"
-STRICT_JSON = {"allowSingleQuotes": "false", "allowNonNumericNumbers": "false"}
+PLAIN_EVENT = "streamdedup_plain_event"
 # Python's str.strip() whitespace: Unicode White_Space plus the ASCII separators 0x1c-0x1f.
 BLANK = r"(?U)^[\s\x1c-\x1f]*$"
 
@@ -50,35 +49,19 @@ def parse(raw: DataFrame, extra_fields: tuple[str, ...] = ()) -> DataFrame:
     text = F.col("value").cast("string")
     if extra_fields:
         return _strict(raw, text, extra_fields)
-    df = raw.withColumns({"_raw": text, "_fast": F.from_json(text, FAST_SCHEMA, STRICT_JSON)})
-    df = _strict(df.withColumn("_certified", certified()), F.when(~F.col("_certified"), F.col("_raw")), ())
+    df = raw.withColumns({"_raw": text, "_fast": plain_event(raw)})
+    df = _strict(df.withColumn("_certified", F.col("_fast").isNotNull()), F.when(~F.col("_certified"), F.col("_raw")), ())
     fields = {n: F.when(F.col("_certified"), F.col(f"_fast.{n}")).otherwise(F.col(n)) for n in FAST_FIELDS}
     outcome = {c: F.when(~F.col("_certified"), F.col(c)) for c in ("reason", "detail", "field")}
     return df.withColumns({**fields, **outcome})
 
 
-def certified() -> Column:
-    """True when ``_fast`` (from_json) holds exactly what the strict checks accept.
+def plain_event(raw: DataFrame) -> Column:
+    """The fast path's fields of ``value`` (struct per ``FAST_SCHEMA``), null unless certified."""
+    from adapters.spark.jvm import PLAIN_EVENT_CLASS
 
-    The timestamp's schema type accepts integer tokens only. A string field's schema type
-    accepts any token, turning a non-string one into its JSON text (``1`` -> ``"1"``, ``true``,
-    ``[..]``, ``{..}``, ``1.5E3``, and a non-finite number quoted: ``"Infinity"``), so a
-    value is certified only if no such text can look like it: its first character is
-    printable ASCII and not a space (so it is not blank either), nor one of ``-[{IN"``;
-    ``true``/``false`` are not certified; one starting with a digit must hold a character
-    no number has. Duplicate keys: both paths take the last one.
-    """
-    text, fast = F.col("_raw"), F.col("_fast")
-    checks = [F.is_valid_utf8(text), fast.isNotNull(), fast["timestamp"].between(0, MAX_TIMESTAMP)]
-    checks += [_certified_string(fast[name]) for name in REQUIRED_STRING_FIELDS]
-    return F.coalesce(reduce(lambda acc, check: acc & check, checks), F.lit(False))
-
-
-def _certified_string(value: Column) -> Column:
-    first = F.ascii(value)
-    return first.between(33, 126) & ~first.isin(*map(ord, "-[{IN\"")) \
-        & (~first.isin(ord("t"), ord("f")) | ~value.isin("true", "false")) \
-        & (~first.between(ord("0"), ord("9")) | value.rlike(NOT_A_NUMBER))
+    raw.sparkSession.udf.registerJavaFunction(PLAIN_EVENT, PLAIN_EVENT_CLASS, FAST_SCHEMA)
+    return F.call_function(PLAIN_EVENT, F.col("value"))
 
 
 def _strict(raw: DataFrame, text: Column, extra_fields: tuple[str, ...]) -> DataFrame:
