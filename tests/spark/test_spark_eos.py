@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Producer
 
+from adapters.spark import batch_writers
 from adapters.spark.batch_writers import writer_for
 from adapters.spark.policy_engine import PolicySparkEngine
 from adapters.spark.session import kafka_jars
@@ -154,3 +155,38 @@ def test_a_checkpoint_created_anew_at_the_same_location_is_a_new_query(kafka_spa
     # the old query's commit markers did not make the new one skip its batches: all written again
     out = Counter(m.value for m in read_topic(kafka_bootstrap, topics["out"]))
     assert out == Counter({value: 2 * n for value, n in Counter(reference(records).emitted).items()})
+
+
+def test_at_least_once_writes_both_outputs_in_one_kafka_write(kafka_spark, kafka_bootstrap, topics, tmp_path):
+    records, expected = generate(StreamSpec(uniques=600, seed=7))
+    produce(kafka_bootstrap, topics["in"], records)
+    spark_engine = engine(kafka_spark, kafka_bootstrap, topics, tmp_path / "checkpoint", "at-least-once", per_batch=400)
+    assert spark_engine.writer.reads_once
+    counts = spark_engine.run(available_now=True).as_dict()
+    want = reference(records)
+    assert Counter(m.value for m in read_topic(kafka_bootstrap, topics["out"])) == Counter(want.emitted)
+    assert Counter(dead_letter_bytes(read_topic(kafka_bootstrap, topics["dlq"]))) == Counter(want.dead_letters)
+    assert {k: counts[k] for k in ("in", "out", "duplicates", "dead_lettered")} == \
+        {k: expected.as_accounting()[k] for k in ("in", "out", "duplicates", "dead_lettered")}
+
+
+def test_a_retried_single_kafka_write_counts_each_record_once(kafka_spark, kafka_bootstrap, topics, tmp_path,
+                                                              monkeypatch):
+    records, expected = generate(StreamSpec(uniques=600, seed=8))
+    produce(kafka_bootstrap, topics["in"], records)
+    real_write, failed = batch_writers.write_judged, []
+
+    def fail_once_after_writing(batch, batch_id, *sinks):
+        real_write(batch, batch_id, *sinks)  # the plan ran and its rows were counted: then the write "fails"
+        if not failed:
+            failed.append(batch_id)
+            raise RuntimeError("the broker went away")
+
+    monkeypatch.setattr(batch_writers, "write_judged", fail_once_after_writing)
+    spark_engine = engine(kafka_spark, kafka_bootstrap, topics, tmp_path / "checkpoint", "at-least-once", per_batch=400)
+    spark_engine.writer.policies = Policies.from_strings({"transient": "retry(attempts=2,backoff=fixed,delay=0)>fail"})
+    counts = spark_engine.run(available_now=True).as_dict()
+    assert failed == [0]
+    assert {k: counts[k] for k in ("in", "out", "duplicates", "dead_lettered")} == \
+        {k: expected.as_accounting()[k] for k in ("in", "out", "duplicates", "dead_lettered")}
+    assert set(m.value for m in read_topic(kafka_bootstrap, topics["out"])) == set(reference(records).emitted)

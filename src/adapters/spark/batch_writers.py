@@ -1,9 +1,10 @@
 """Writing a judged micro-batch under a delivery guarantee, retrying transient failures.
 
-Called from ``foreachBatch`` with the (persisted) judged batch and its ``batch_id``:
+Called from ``foreachBatch`` with the judged batch and its ``batch_id`` (persisted by the caller
+unless the writer ``reads_once``):
 
 * ``AtLeastOnceWriter``: Spark's own writers (``sinks.BatchSink``): Kafka topics, or JSONL
-  directories replaced per batch. A batch replayed after a crash between the write and
+  directories replaced per batch; both outputs in one Kafka write when they can share it. A batch replayed after a crash between the write and
   Spark's checkpoint commit is written to Kafka again.
 * ``ExactlyOnceWriter``: unique events and dead letters collected to the driver and
   produced in one Kafka transaction with a commit marker (``transactional_sink``); a
@@ -26,13 +27,14 @@ from typing import Callable, Mapping
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from domain.accounting import Accounting
 from domain.errors import DedupError, PolicyExhausted, SinkUnavailable
 from domain.policies import Policies, Resolved, run_with_policy
 
-from adapters.spark.metrics import NOTIFICATION
+from adapters.spark.metrics import NOTIFICATION, accounting_of
 from adapters.spark.plan import DEAD_LETTER, DUPLICATE, EMIT
 from adapters.spark.restart import first_line
-from adapters.spark.sinks import BatchSink, dead_letter_document
+from adapters.spark.sinks import BatchSink, dead_letter_document, reads_once, write_judged
 from adapters.spark.transactional_sink import BatchOutput, TransactionalProducer
 
 SKIP = "skip"
@@ -70,10 +72,40 @@ class AtLeastOnceWriter:
     dead_letters: BatchSink
     policies: Policies
 
-    def write(self, batch: DataFrame, batch_id: int) -> None:
-        retried(lambda: self.events.write(batch.filter(F.col("verdict") == EMIT), batch_id), self.policies)
-        retried(lambda: self.dead_letters.write(batch.filter(F.col("verdict") == DEAD_LETTER), batch_id),
-                self.policies)
+    @property
+    def reads_once(self) -> bool:
+        """Whether ``write`` reads the batch once (one Kafka write for both outputs), so the caller
+        need not cache it; otherwise each output reads it and the caller must persist it."""
+        return reads_once(self.events, self.dead_letters)
+
+    def write(self, batch: DataFrame, batch_id: int,
+              recount: Callable[[int, Accounting], None] | None = None) -> None:
+        """Writes the batch's unique events and dead letters, each write retried per policy.
+
+        When ``reads_once``, a retry reads the batch again, so its observed accounting would
+        count the rows of the failed attempt's finished tasks twice: the batch is then cached
+        from the second attempt on and ``recount(batch_id, counts)`` gets its exact counts."""
+        if not self.reads_once:
+            retried(lambda: self.events.write(batch.filter(F.col("verdict") == EMIT), batch_id), self.policies)
+            retried(lambda: self.dead_letters.write(batch.filter(F.col("verdict") == DEAD_LETTER), batch_id),
+                    self.policies)
+            return
+        attempts = 0
+
+        def attempt():
+            nonlocal attempts
+            attempts += 1
+            if attempts == 2:
+                batch.persist()
+            write_judged(batch, batch_id, self.events, self.dead_letters)
+
+        try:
+            retried(attempt, self.policies)
+            if attempts > 1 and recount is not None:
+                recount(batch_id, accounting_of(batch))
+        finally:
+            if attempts > 1:
+                batch.unpersist()
 
 
 @dataclass

@@ -29,9 +29,9 @@ from pyspark.sql import DataFrame, SparkSession
 
 from adapters.spark.metrics import ProgressListener, accounting_metrics
 from adapters.spark.guard import CheckpointGuard
-from adapters.spark.plan import DEAD_LETTER, EMIT, DedupPlan
+from adapters.spark.plan import DedupPlan
 from adapters.spark.session import build_session, require_classes, state_rows_tracked, state_store_conf
-from adapters.spark.sinks import BatchSink
+from adapters.spark.sinks import BatchSink, reads_once, write_judged
 from adapters.spark.sources import parse_uri, read_stream
 from domain.accounting import Accounting
 from domain.errors import PermanentError
@@ -140,11 +140,16 @@ class SparkEngine:
 
 
 def write_outputs(batch: DataFrame, batch_id: int, events: BatchSink, dead_letters: BatchSink) -> None:
-    """The ``foreachBatch`` writer: emitted rows to ``events``, dead-lettered rows to ``dead_letters``."""
+    """The ``foreachBatch`` writer: emitted rows to ``events``, dead-lettered rows to ``dead_letters``.
+
+    The batch is cached only when the outputs read it twice (``sinks.reads_once``): each read
+    of an uncached batch would run the whole plan, the stateful operator included, again."""
+    if reads_once(events, dead_letters):
+        write_judged(batch, batch_id, events, dead_letters)
+        return
     batch.persist()
     try:
-        events.write(batch.filter(batch.verdict == EMIT), batch_id)
-        dead_letters.write(batch.filter(batch.verdict == DEAD_LETTER), batch_id)
+        write_judged(batch, batch_id, events, dead_letters)
     finally:
         batch.unpersist()
 

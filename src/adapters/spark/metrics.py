@@ -73,6 +73,7 @@ class ProgressListener(StreamingQueryListener):
         self.gauges: dict[str, float] = {}
         self.batch_durations_ms: list[int] = []
         self.last_batch_id = -1
+        self._recounted: dict[int, Accounting] = {}
         self._metrics = metrics
         self._changed = threading.Condition()
 
@@ -90,9 +91,11 @@ class ProgressListener(StreamingQueryListener):
         progress = event.progress
         if not self._ours(progress.id):
             return
-        counts = accounting_from(progress.observedMetrics.get(OBSERVATION))
         gauges = _gauges(progress, self.state_rows_tracked)
         with self._changed:
+            counts = self._recounted.pop(progress.batchId, None)
+            if counts is None:
+                counts = accounting_from(progress.observedMetrics.get(OBSERVATION))
             self.totals.add(counts)
             self.gauges.update(gauges)
             self.batch_durations_ms.append(int(progress.durationMs.get("triggerExecution", 0)))
@@ -100,6 +103,12 @@ class ProgressListener(StreamingQueryListener):
             self._changed.notify_all()
         self._publish(counts, gauges)
         self._notify()
+
+    def recount(self, batch_id: int, counts: Accounting) -> None:
+        """``counts`` replace the observed accounting of micro-batch ``batch_id`` (its plan ran
+        more than once, e.g. a retried write, so the observed counts are inflated)."""
+        with self._changed:
+            self._recounted[batch_id] = counts
 
     def _ours(self, query_id) -> bool:
         return self.query_id is None or str(query_id) == self.query_id

@@ -90,6 +90,9 @@ class PolicySparkEngine(SparkEngine):
         if self.writer is None and self.redis_state is None:
             super().write_batch(batch, batch_id)
             return
+        if self.redis_state is None and getattr(self.writer, "reads_once", False):
+            self.writer.write(batch, batch_id, recount=self.listener.recount)
+            return
         batch.persist()
         try:
             if self.redis_state is None:

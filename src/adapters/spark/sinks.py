@@ -7,7 +7,9 @@ computed and before Spark commits the batch to the checkpoint.
   ``overwrite``, so a replayed batch replaces its own earlier attempt (effectively once).
   Readers take every ``part-*`` file under the directory.
 * Kafka: Spark's Kafka writer, at-least-once: a batch replayed after a crash between the
-  write and the checkpoint commit is written again.
+  write and the checkpoint commit is written again. When unique events and dead letters go
+  to topics of the same cluster with the same client options, ``write_judged`` writes both
+  in one Kafka write with a topic per row, reading the judged batch once (no cache).
 
 A failed write raises; the batch is then not committed and is replayed on restart.
 """
@@ -19,6 +21,7 @@ from dataclasses import dataclass, field
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from adapters.spark.plan import DEAD_LETTER, EMIT
 from adapters.spark.sources import Endpoint, parse_uri
 
 
@@ -56,12 +59,44 @@ class BatchSink:
             payload.select(F.col("value").cast("string")).write.mode("overwrite") \
                 .text(f"{self.endpoint.location}/batch={batch_id:010d}")
 
+    def shares_writer_with(self, other: "BatchSink") -> bool:
+        """Whether one Kafka write (a topic per row) can serve both sinks: same cluster, same options."""
+        return self.endpoint.kind == other.endpoint.kind == "kafka" \
+            and self.endpoint.location == other.endpoint.location and self._client_options() == other._client_options()
+
     def _value(self) -> Column:
         return F.col("value") if self.kind == "events" else dead_letter_document().cast("binary")
 
-    def _write_kafka(self, payload: DataFrame) -> None:
-        writer = payload.write.format("kafka").option("kafka.bootstrap.servers", self.endpoint.location) \
-            .option("topic", self.endpoint.topic)
-        for key, value in {**self.kafka_options, **self.endpoint.options}.items():
+    def _client_options(self) -> dict[str, str]:
+        return {**self.kafka_options, **self.endpoint.options}
+
+    def _write_kafka(self, payload: DataFrame, per_row_topic: bool = False) -> None:
+        writer = payload.write.format("kafka").option("kafka.bootstrap.servers", self.endpoint.location)
+        if not per_row_topic:
+            writer = writer.option("topic", self.endpoint.topic)
+        for key, value in self._client_options().items():
             writer = writer.option(key, value)
         writer.save()
+
+
+def reads_once(events: BatchSink, dead_letters: BatchSink) -> bool:
+    """Whether ``write_judged`` reads the judged batch once (so it needs no cache)."""
+    return events.shares_writer_with(dead_letters)
+
+
+def write_judged(batch: DataFrame, batch_id: int, events: BatchSink, dead_letters: BatchSink) -> None:
+    """Unique events (verdict ``emit``) to ``events``, dead letters to ``dead_letters``.
+
+    One Kafka write with a topic per row when ``reads_once``; otherwise one write per sink,
+    each reading ``batch`` (which the caller should then have persisted).
+    """
+    emit, dead = F.col("verdict") == EMIT, F.col("verdict") == DEAD_LETTER
+    if not reads_once(events, dead_letters):
+        events.write(batch.filter(emit), batch_id)
+        dead_letters.write(batch.filter(dead), batch_id)
+        return
+    payload = batch.filter(emit | dead).select(
+        F.when(emit, F.lit(events.endpoint.topic)).otherwise(F.lit(dead_letters.endpoint.topic)).alias("topic"),
+        F.col("kafka_key").alias("key"),
+        F.when(emit, F.col("value")).otherwise(dead_letter_document().cast("binary")).alias("value"))
+    events._write_kafka(payload, per_row_topic=True)
