@@ -33,6 +33,7 @@ from adapters.spark.plan import DedupPlan
 from adapters.spark.session import build_session, require_classes, state_rows_tracked, state_store_conf
 from adapters.spark.sinks import BatchSink, reads_once, write_judged
 from adapters.spark.sources import parse_uri, read_stream
+from adapters.spark.state_rows import StateRowGauge, state_row_counter
 from domain.accounting import Accounting
 from domain.errors import PermanentError
 from domain.rules import RuleSet
@@ -64,6 +65,7 @@ class SparkEngine:
     on_batch: Callable[[Accounting], None] | None = None
     listener: ProgressListener = field(init=False, repr=False)
     guard: CheckpointGuard = field(init=False, repr=False)
+    state_rows: object | None = field(init=False, default=None, repr=False)  # the operator's StateRowCount
 
     def __post_init__(self):
         self.listener = ProgressListener(self.metrics)
@@ -85,7 +87,7 @@ class SparkEngine:
         """Source → verdicts; during a migration from the old job's position, with its old state as fallback."""
         records = read_stream(self.session(), self.guard.source(self.source), self.max_records_per_batch,
                               self.kafka_options.get("consumer", {}))
-        plan = DedupPlan(self.rules, before_operator=self.guard.fallback)
+        plan = DedupPlan(self.rules, before_operator=self.guard.fallback, state_rows=self.state_rows)
         return plan.judge(self.guard.records(records))
 
     def bounded(self, available_now: bool | None = None) -> bool:
@@ -100,7 +102,10 @@ class SparkEngine:
         spark = self.session()
         self._prepare(spark)
         self.guard.prepare(spark)  # refuses an incompatible checkpoint before anything is written
-        self.listener = ProgressListener(self.metrics, self.on_batch, state_rows_tracked(spark, self.state_provider))
+        tracked = state_rows_tracked(spark, self.state_provider)
+        self.state_rows = state_row_counter(spark)
+        gauge = StateRowGauge.open(spark, self.checkpoint, self.state_rows, count_missing=not tracked)
+        self.listener = ProgressListener(self.metrics, self.on_batch, tracked, gauge)
         bounded = self.bounded(available_now)
         spark.streams.addListener(self.listener)
         try:

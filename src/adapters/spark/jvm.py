@@ -80,13 +80,17 @@ def _javac() -> str:
     return found
 
 
-def judge(df, key_column: str, idle_timeout_ms: int):
+def judge(df, key_column: str, idle_timeout_ms: int, state_rows=None):
     """Apply the JVM operator to ``df`` (a streaming DataFrame); returns ``df`` plus ``verdict``.
 
     ``df`` needs long columns ``t``, ``ord``, ``window``, ``lateness`` and a watermark.
+    ``state_rows``: the ``StateRowCount`` that counts the operator's keys (a new one if None).
     """
     from pyspark.sql import DataFrame
 
+    from adapters.spark.state_rows import state_row_counter
+
     spark = df.sparkSession
     operator = spark._jvm.streamdedup.spark.WindowDedup
-    return DataFrame(operator.judge(df._jdf, key_column, int(idle_timeout_ms)), spark)
+    counter = state_rows if state_rows is not None else state_row_counter(spark)
+    return DataFrame(operator.judge(df._jdf, key_column, int(idle_timeout_ms), counter), spark)

@@ -61,13 +61,17 @@ class ProgressListener(StreamingQueryListener):
     blocks until the progress of that batch has been added. ``on_batch(totals)`` is called
     after every progress and idle event of the query (a sign of life even with no input).
     ``state_rows_tracked``: False when RocksDB does not count its rows
-    (``trackTotalNumberOfRows=false``); Spark then reports 0 and no ``state_rows`` gauge is set.
+    (``trackTotalNumberOfRows=false``, the engine's default); Spark then reports 0, and the
+    ``state_rows`` gauge comes from the operator's own count (``state_rows``, a
+    ``state_rows.StateRowGauge``), or is left out without one. After each micro-batch the
+    figure is kept in the checkpoint through ``state_rows.record``.
     """
 
     def __init__(self, metrics=None, on_batch: Callable[[Accounting], None] | None = None,
-                 state_rows_tracked: bool = True):
+                 state_rows_tracked: bool = True, state_rows=None):
         self.on_batch = on_batch
         self.state_rows_tracked = state_rows_tracked
+        self.state_rows = state_rows
         self.query_id: str | None = None
         self.totals = Accounting()
         self.gauges: dict[str, float] = {}
@@ -91,7 +95,7 @@ class ProgressListener(StreamingQueryListener):
         progress = event.progress
         if not self._ours(progress.id):
             return
-        gauges = _gauges(progress, self.state_rows_tracked)
+        gauges = _gauges(progress, self.state_rows_tracked, self.state_rows)
         with self._changed:
             counts = self._recounted.pop(progress.batchId, None)
             if counts is None:
@@ -131,14 +135,17 @@ class ProgressListener(StreamingQueryListener):
             self._metrics.gauge(name, value)
 
 
-def _gauges(progress, state_rows_tracked: bool) -> dict[str, float]:
+def _gauges(progress, state_rows_tracked: bool, operator_count=None) -> dict[str, float]:
     gauges = {"batch_duration_ms": float(progress.durationMs.get("triggerExecution", 0)),
               "input_rows_per_second": float(progress.inputRowsPerSecond or 0.0),
               "processed_rows_per_second": float(progress.processedRowsPerSecond or 0.0)}
     if progress.stateOperators:
         state = progress.stateOperators[0]
-        if state_rows_tracked:
-            gauges["state_rows"] = float(state.numRowsTotal)
+        rows = state.numRowsTotal if state_rows_tracked else operator_count.rows() if operator_count else None
+        if rows is not None:
+            gauges["state_rows"] = float(rows)
+        if operator_count is not None:
+            operator_count.record(rows)
         gauges["state_bytes"] = float(state.memoryUsedBytes)
     lag = [float(s.metrics.get("maxOffsetsBehindLatest") or 0) for s in progress.sources if s.metrics]
     if lag:

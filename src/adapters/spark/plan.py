@@ -34,6 +34,7 @@ class DedupPlan:
     rules: RuleSet
     idle_timeout_ms: int | None = None
     before_operator: Callable[[DataFrame], DataFrame] | None = None  # e.g. a migration's old-state lookup
+    state_rows: object | None = None  # the JVM StateRowCount counting the operator's keys (adapters.spark.state_rows)
 
     @property
     def extra_fields(self) -> tuple[str, ...]:
@@ -53,7 +54,7 @@ class DedupPlan:
         operator_input = _operator_input(annotated)
         if self.before_operator is not None:
             operator_input = self.before_operator(operator_input)
-        judged = jvm.judge(operator_input.withWatermark("ts", "0 seconds"), "key", timeout)
+        judged = jvm.judge(operator_input.withWatermark("ts", "0 seconds"), "key", timeout, self.state_rows)
         return _verdicts(judged)
 
     def annotate(self, parsed: DataFrame) -> DataFrame:

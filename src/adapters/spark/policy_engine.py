@@ -69,7 +69,7 @@ class PolicySparkEngine(SparkEngine):
         if self.notifications is None:
             return super().verdicts()
         hook = with_notifications(self._notes(), DedupPlan(self.rules), self.guard.fallback)
-        return DedupPlan(self.rules, before_operator=hook).judge(self._records())
+        return DedupPlan(self.rules, before_operator=hook, state_rows=self.state_rows).judge(self._records())
 
     def operator_input(self) -> DataFrame:
         """Source → the rows the state judges (key, t, window, …), notifications unioned in."""

@@ -7,6 +7,7 @@ import java.util.Comparator;
 import java.util.Iterator;
 import java.util.List;
 
+import org.apache.spark.TaskContext;
 import org.apache.spark.api.java.function.FlatMapGroupsWithStateFunction;
 import org.apache.spark.sql.Dataset;
 import org.apache.spark.sql.Encoders;
@@ -43,6 +44,8 @@ import org.apache.spark.sql.types.StructType;
  * INVALIDATE notification for the key: it comes first in its micro-batch (lowest ord), the
  * key forgets all its emissions (as domain StateStore.invalidate), and the row comes out
  * with verdict {@code invalidated}; it is never late and never stored.
+ *
+ * Every key it creates or removes is counted in a {@link StateRowCount}.
  */
 public final class WindowDedup implements FlatMapGroupsWithStateFunction<String, Row, Emissions, Row> {
     public static final String EMIT = "emit";
@@ -54,8 +57,9 @@ public final class WindowDedup implements FlatMapGroupsWithStateFunction<String,
     private final int tIdx, ordIdx, windowIdx, latenessIdx, judgeIdx, fallbackIdx, fallbackRetentionIdx, invalidateIdx;
     private final int watermarkFloorIdx;
     private final long idleTimeoutMs;
+    private final StateRowCount stateRows;
 
-    private WindowDedup(StructType schema, long idleTimeoutMs) {
+    private WindowDedup(StructType schema, long idleTimeoutMs, StateRowCount stateRows) {
         this.tIdx = schema.fieldIndex("t");
         this.ordIdx = schema.fieldIndex("ord");
         this.windowIdx = schema.fieldIndex("window");
@@ -67,15 +71,17 @@ public final class WindowDedup implements FlatMapGroupsWithStateFunction<String,
         this.watermarkFloorIdx = names.indexOf("watermark_floor");
         this.invalidateIdx = names.indexOf("invalidate");
         this.idleTimeoutMs = idleTimeoutMs;
+        this.stateRows = stateRows;
     }
 
-    /** Judge every row of {@code in}, grouped by {@code keyColumn}; adds a {@code verdict} column. */
-    public static Dataset<Row> judge(Dataset<Row> in, String keyColumn, long idleTimeoutMs) {
+    /** Judge every row of {@code in}, grouped by {@code keyColumn}; adds a {@code verdict} column.
+     *  {@code stateRows} (registered with the SparkContext) counts the keys in the state. */
+    public static Dataset<Row> judge(Dataset<Row> in, String keyColumn, long idleTimeoutMs, StateRowCount stateRows) {
         StructType schema = in.schema();
         StructType out = schema.add("verdict", DataTypes.StringType, false);
         return in.groupBy(keyColumn)
                  .as(Encoders.STRING(), Encoders.row(schema))
-                 .flatMapGroupsWithState(new WindowDedup(schema, idleTimeoutMs), OutputMode.Append(),
+                 .flatMapGroupsWithState(new WindowDedup(schema, idleTimeoutMs, stateRows), OutputMode.Append(),
                          Encoders.bean(Emissions.class), Encoders.row(out),
                          GroupStateTimeout.ProcessingTimeTimeout());
     }
@@ -84,7 +90,7 @@ public final class WindowDedup implements FlatMapGroupsWithStateFunction<String,
     public Iterator<Row> call(String key, Iterator<Row> rows, GroupState<Emissions> state) {
         long watermark = state.getCurrentWatermarkMs() / 1000;
         if (state.hasTimedOut()) {
-            keepLive(state, state.get().getTimes(), state.get().getRetention(), watermark);
+            if (!keepLive(state, state.get().getTimes(), state.get().getRetention(), watermark)) counted(state, -1);
             return Collections.emptyIterator();
         }
         List<Row> batch = new ArrayList<>();
@@ -98,7 +104,8 @@ public final class WindowDedup implements FlatMapGroupsWithStateFunction<String,
         if (watermarkFloorIdx >= 0 && !batch.get(0).isNullAt(watermarkFloorIdx)) {
             watermark = Math.max(watermark, batch.get(0).getLong(watermarkFloorIdx));
         }
-        long[] live = state.exists() ? live(state.get().getTimes(), window + lateness, watermark) : new long[0];
+        boolean existed = state.exists();
+        long[] live = existed ? live(state.get().getTimes(), window + lateness, watermark) : new long[0];
         long[] old = fallback(batch.get(0), watermark);
         for (Row row : batch) {
             if (invalidates(row)) {
@@ -112,18 +119,25 @@ public final class WindowDedup implements FlatMapGroupsWithStateFunction<String,
             if (verdict == EMIT) live = append(live, t);
             out.add(withVerdict(row, verdict));
         }
-        keepLive(state, live, window + lateness, watermark);
+        boolean kept = keepLive(state, live, window + lateness, watermark);
+        if (kept != existed) counted(state, kept ? 1 : -1);
         return out.iterator();
     }
 
-    private void keepLive(GroupState<Emissions> state, long[] times, long retention, long watermark) {
+    /** Stores the live ones of {@code times}, or removes the key if none is; true if the key is kept. */
+    private boolean keepLive(GroupState<Emissions> state, long[] times, long retention, long watermark) {
         long[] live = live(times, retention, watermark);
         if (live.length == 0) {
             state.remove();
-            return;
+            return false;
         }
         state.update(new Emissions(live, retention));
         state.setTimeoutDuration(idleTimeoutMs);
+        return true;
+    }
+
+    private void counted(GroupState<Emissions> state, long change) {
+        stateRows.add(state.getCurrentProcessingTimeMs(), TaskContext.getPartitionId(), change);
     }
 
     /** An INVALIDATE notification row (adapters.spark.invalidation): the key forgets its emissions. */

@@ -1,0 +1,81 @@
+package streamdedup.spark;
+
+import java.util.HashMap;
+import java.util.Map;
+import java.util.TreeMap;
+
+import org.apache.spark.util.AccumulatorV2;
+
+/**
+ * The number of keys in WindowDedup's state, counted by the operator itself, so that RocksDB
+ * need not count its rows (its trackTotalNumberOfRows reads every key before writing it).
+ *
+ * A task adds each key's change (+1 created, -1 removed) under its micro-batch's time and its
+ * partition. Spark merges a task's changes once the task succeeds; a partition judged again for
+ * the same micro-batch (replayed after a crash, or read again by a retried write) replaces its
+ * earlier change instead of adding to it: a micro-batch's time is kept in the offset log, so a
+ * replay has the same. Changes of all but the last {@value #KEPT} micro-batches are folded into
+ * one settled sum. The value is the net change since the accumulator was created.
+ */
+public final class StateRowCount extends AccumulatorV2<long[], Long> {
+    static final int KEPT = 64;
+
+    private long settled;
+    private final TreeMap<Long, HashMap<Integer, long[]>> recent = new TreeMap<>();
+
+    /** A change of {@code change} keys in micro-batch {@code batchTimeMs}, partition {@code partition}. */
+    public void add(long batchTimeMs, int partition, long change) {
+        if (change != 0) recent.computeIfAbsent(batchTimeMs, k -> new HashMap<>())
+                .computeIfAbsent(partition, k -> new long[1])[0] += change;
+    }
+
+    @Override
+    public void add(long[] batchPartitionChange) {
+        add(batchPartitionChange[0], (int) batchPartitionChange[1], batchPartitionChange[2]);
+    }
+
+    @Override
+    public synchronized void merge(AccumulatorV2<long[], Long> other) {
+        StateRowCount task = (StateRowCount) other;
+        settled += task.settled;
+        task.recent.forEach((batch, partitions) -> recent.computeIfAbsent(batch, k -> new HashMap<>())
+                .putAll(partitions));
+        while (recent.size() > KEPT) settled += sum(recent.pollFirstEntry().getValue());
+    }
+
+    @Override
+    public synchronized Long value() {
+        long total = settled;
+        for (Map<Integer, long[]> partitions : recent.values()) total += sum(partitions);
+        return total;
+    }
+
+    @Override
+    public synchronized boolean isZero() {
+        return settled == 0 && recent.isEmpty();
+    }
+
+    @Override
+    public synchronized StateRowCount copy() {
+        StateRowCount copy = new StateRowCount();
+        copy.settled = settled;
+        recent.forEach((batch, partitions) -> {
+            HashMap<Integer, long[]> cells = new HashMap<>();
+            partitions.forEach((partition, cell) -> cells.put(partition, cell.clone()));
+            copy.recent.put(batch, cells);
+        });
+        return copy;
+    }
+
+    @Override
+    public synchronized void reset() {
+        settled = 0;
+        recent.clear();
+    }
+
+    private static long sum(Map<Integer, long[]> partitions) {
+        long total = 0;
+        for (long[] cell : partitions.values()) total += cell[0];
+        return total;
+    }
+}
