@@ -174,12 +174,28 @@ def run_engine(spark, broker: "Broker", topic: str, args, checkpoint: Path, trac
     name = checkpoint.name.removeprefix("checkpoint-")
     out, dlq = broker.create(f"{topic}-{name}-out"), broker.create(f"{topic}-{name}-dlq")
     kafka = f"kafka://{broker.bootstrap}"
+    gauges = StateRowsPerBatch()
     engine = SparkEngine(RuleSet(), f"{kafka}/{topic}", f"{kafka}/{out}", f"{kafka}/{dlq}", str(checkpoint),
-                         available_now=True, max_records_per_batch=args.batch, spark=spark,
+                         available_now=True, max_records_per_batch=args.batch, spark=spark, metrics=gauges,
                          conf={TRACK_ROWS: str(track_rows).lower()})
     counts = engine.run()
     print(f"  {name} accounting: {counts.as_dict()}", flush=True)
-    return {"state_rows_gauge": engine.listener.gauges.get("state_rows")}
+    return {"state_rows_gauge": engine.listener.gauges.get("state_rows"), "state_rows_per_batch": gauges.rows}
+
+
+class StateRowsPerBatch:
+    """A ``domain.ports.Metrics`` keeping the engine's ``state_rows`` gauge of every micro-batch
+    (Spark's progress reports 0 rows when RocksDB does not count them)."""
+
+    def __init__(self):
+        self.rows: list[int] = []
+
+    def increment(self, name: str, amount: int = 1) -> None:
+        pass
+
+    def gauge(self, name: str, value: float) -> None:
+        if name == "state_rows":
+            self.rows.append(int(value))
 
 
 def run_engine_tracked(spark, broker: "Broker", topic: str, args, checkpoint: Path) -> dict:
@@ -193,7 +209,11 @@ def measure(spark, mode: str, run, broker: "Broker", topic: str, args, workdir: 
         started = time.time()
         extra = run(spark, broker, topic, args, checkpoint) or {}
         ended = time.time()
+    per_batch = extra.pop("state_rows_per_batch", None)
     result = {**summarize(mode, sampler, started, ended, args.warmup), **extra}
+    if per_batch and len(per_batch) == len(result["batches"]):
+        for batch, rows in zip(result["batches"], per_batch):
+            batch["state_rows"] = rows
     if mode == "engine":
         from adapters.spark.state_reader import read_state
 

@@ -52,8 +52,8 @@ class StateRowGauge:
         path = location.ours / FILE
         if path.exists():
             return cls(counter, path, int(json.loads(path.read_text())["rows"]))
-        if location.last_committed() is None:
-            return cls(counter, path, 0)
+        if location.last_committed() is None or not (location.path / "state").exists():
+            return cls(counter, path, 0)  # no operator state yet (or none at all: Redis state)
         if not count_missing:
             return cls(counter, path, None)
         from adapters.spark.state_reader import read_state

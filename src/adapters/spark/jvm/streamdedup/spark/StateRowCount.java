@@ -22,11 +22,18 @@ public final class StateRowCount extends AccumulatorV2<long[], Long> {
 
     private long settled;
     private final TreeMap<Long, HashMap<Integer, long[]>> recent = new TreeMap<>();
+    private transient long[] lastCell;  // a task adds to one (batch, partition) cell: found once
+    private transient long lastBatch;
+    private transient int lastPartition;
 
     /** A change of {@code change} keys in micro-batch {@code batchTimeMs}, partition {@code partition}. */
     public void add(long batchTimeMs, int partition, long change) {
-        if (change != 0) recent.computeIfAbsent(batchTimeMs, k -> new HashMap<>())
-                .computeIfAbsent(partition, k -> new long[1])[0] += change;
+        if (lastCell == null || lastBatch != batchTimeMs || lastPartition != partition) {
+            lastCell = recent.computeIfAbsent(batchTimeMs, k -> new HashMap<>()).computeIfAbsent(partition, k -> new long[1]);
+            lastBatch = batchTimeMs;
+            lastPartition = partition;
+        }
+        lastCell[0] += change;
     }
 
     @Override
@@ -71,6 +78,7 @@ public final class StateRowCount extends AccumulatorV2<long[], Long> {
     public synchronized void reset() {
         settled = 0;
         recent.clear();
+        lastCell = null;
     }
 
     private static long sum(Map<Integer, long[]> partitions) {
