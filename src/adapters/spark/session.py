@@ -48,7 +48,7 @@ DEFAULT_CONF = {
     "spark.sql.streaming.stateStore.rocksdb.maxMemoryUsageMB": "512",
     "spark.sql.streaming.stateStore.rocksdb.writeBufferCacheRatio": "0.5",
     "spark.sql.streaming.stateStore.rocksdb.highPriorityPoolRatio": "0.1",
-    # RocksDB's row count reads every key before writing it (~20% of the Kafka rate at 10 M
+    # RocksDB's row count reads every key before writing it (14–24% of the Kafka rate at 10 M
     # keys); the operator counts its keys itself (adapters.spark.state_rows).
     TRACK_ROWS: "false",
     # Whole-stage code for the parse + rules pipeline exceeds HotSpot's 8,000-bytecode JIT
@@ -66,7 +66,7 @@ def kafka_jars() -> list[Path]:
 
 def state_rows_tracked(spark: SparkSession, provider: str) -> bool:
     """Whether the state store counts its rows. RocksDB's count costs a read per write
-    (about a fifth of the Kafka → Kafka rate at 10 M keys, docs/spark-design.md), so it is
+    (14–24% of the Kafka → Kafka rate at 10 M keys, docs/spark-design.md), so it is
     off by default and the operator counts its keys instead (``state_rows``)."""
     return provider != "rocksdb" or spark.conf.get(TRACK_ROWS, DEFAULT_CONF[TRACK_ROWS]).strip().lower() != "false"
 
