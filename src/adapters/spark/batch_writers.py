@@ -34,7 +34,7 @@ from domain.policies import Policies, Resolved, run_with_policy
 from adapters.spark.metrics import NOTIFICATION, accounting_of
 from adapters.spark.plan import DEAD_LETTER, DUPLICATE, EMIT
 from adapters.spark.restart import first_line
-from adapters.spark.sinks import BatchSink, dead_letter_document, reads_once, write_judged
+from adapters.spark.sinks import BatchSink, kafka_records, reads_once, write_judged
 from adapters.spark.transactional_sink import BatchOutput, TransactionalProducer
 
 SKIP = "skip"
@@ -126,16 +126,8 @@ class ExactlyOnceWriter:
 
     def collect(self, batch: DataFrame, batch_id: int) -> BatchOutput:
         """The batch's Kafka records on the driver, as ``(topic, key, value)``."""
-        verdict = F.col("verdict")
-        kept = verdict == EMIT
-        if self.dead_letters.endpoint.kind == "kafka":
-            kept = kept | (verdict == DEAD_LETTER)
-        table = batch.filter(kept).select(
-            F.when(verdict == EMIT, F.lit(self.events_topic))
-            .otherwise(F.lit(self.dead_letters.endpoint.topic)).alias("topic"),
-            F.col("kafka_key").alias("key"),
-            F.when(verdict == EMIT, F.col("value")).otherwise(dead_letter_document().cast("binary")).alias("value"),
-        ).toArrow()
+        letters = self.dead_letters.endpoint.topic if self.dead_letters.endpoint.kind == "kafka" else None
+        table = kafka_records(batch, self.events_topic, letters).toArrow()
         rows = list(zip(*(table.column(name).to_pylist() for name in ("topic", "key", "value"))))
         return BatchOutput(batch_id, rows, batch_counts(batch))
 

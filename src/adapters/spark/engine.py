@@ -149,14 +149,14 @@ def write_outputs(batch: DataFrame, batch_id: int, events: BatchSink, dead_lette
 
     The batch is cached only when the outputs read it twice (``sinks.reads_once``): each read
     of an uncached batch would run the whole plan, the stateful operator included, again."""
-    if reads_once(events, dead_letters):
-        write_judged(batch, batch_id, events, dead_letters)
-        return
-    batch.persist()
+    cached = not reads_once(events, dead_letters)
+    if cached:
+        batch.persist()
     try:
         write_judged(batch, batch_id, events, dead_letters)
     finally:
-        batch.unpersist()
+        if cached:
+            batch.unpersist()
 
 
 def await_query(query, bounded: bool, stop: threading.Event) -> None:

@@ -17,6 +17,7 @@ import tempfile
 import zipfile
 from pathlib import Path
 
+from adapters.spark.state_rows import state_row_counter
 from domain.errors import PermanentError
 
 SOURCES = Path(__file__).resolve().parent / "jvm"
@@ -87,8 +88,6 @@ def judge(df, key_column: str, idle_timeout_ms: int, state_rows=None):
     ``state_rows``: the ``StateRowCount`` that counts the operator's keys (a new one if None).
     """
     from pyspark.sql import DataFrame
-
-    from adapters.spark.state_rows import state_row_counter
 
     spark = df.sparkSession
     operator = spark._jvm.streamdedup.spark.WindowDedup

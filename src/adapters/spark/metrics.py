@@ -96,6 +96,8 @@ class ProgressListener(StreamingQueryListener):
         if not self._ours(progress.id):
             return
         gauges = _gauges(progress, self.state_rows_tracked, self.state_rows)
+        if self.state_rows is not None and progress.stateOperators:  # kept before wait_for() sees the batch
+            self.state_rows.record(int(gauges["state_rows"]) if "state_rows" in gauges else None)
         with self._changed:
             counts = self._recounted.pop(progress.batchId, None)
             if counts is None:
@@ -144,8 +146,6 @@ def _gauges(progress, state_rows_tracked: bool, operator_count=None) -> dict[str
         rows = state.numRowsTotal if state_rows_tracked else operator_count.rows() if operator_count else None
         if rows is not None:
             gauges["state_rows"] = float(rows)
-        if operator_count is not None:
-            operator_count.record(rows)
         gauges["state_bytes"] = float(state.memoryUsedBytes)
     lag = [float(s.metrics.get("maxOffsetsBehindLatest") or 0) for s in progress.sources if s.metrics]
     if lag:

@@ -24,6 +24,7 @@ from functools import reduce
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from adapters.spark.jvm import PLAIN_EVENT_CLASS
 from domain.events import MAX_TIMESTAMP, REQUIRED_STRING_FIELDS
 
 INTEGER_TYPES = ("BIGINT", "INT", "SMALLINT", "TINYINT")
@@ -58,8 +59,6 @@ def parse(raw: DataFrame, extra_fields: tuple[str, ...] = ()) -> DataFrame:
 
 def plain_event(raw: DataFrame) -> Column:
     """The fast path's fields of ``value`` (struct per ``FAST_SCHEMA``), null unless certified."""
-    from adapters.spark.jvm import PLAIN_EVENT_CLASS
-
     raw.sparkSession.udf.registerJavaFunction(PLAIN_EVENT, PLAIN_EVENT_CLASS, FAST_SCHEMA)
     return F.call_function(PLAIN_EVENT, F.col("value"))
 

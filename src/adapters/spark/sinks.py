@@ -90,13 +90,20 @@ def write_judged(batch: DataFrame, batch_id: int, events: BatchSink, dead_letter
     One Kafka write with a topic per row when ``reads_once``; otherwise one write per sink,
     each reading ``batch`` (which the caller should then have persisted).
     """
-    emit, dead = F.col("verdict") == EMIT, F.col("verdict") == DEAD_LETTER
     if not reads_once(events, dead_letters):
-        events.write(batch.filter(emit), batch_id)
-        dead_letters.write(batch.filter(dead), batch_id)
+        events.write(batch.filter(F.col("verdict") == EMIT), batch_id)
+        dead_letters.write(batch.filter(F.col("verdict") == DEAD_LETTER), batch_id)
         return
-    payload = batch.filter(emit | dead).select(
-        F.when(emit, F.lit(events.endpoint.topic)).otherwise(F.lit(dead_letters.endpoint.topic)).alias("topic"),
+    events._write_kafka(kafka_records(batch, events.endpoint.topic, dead_letters.endpoint.topic),
+                        per_row_topic=True)
+
+
+def kafka_records(batch: DataFrame, events_topic: str, dead_letters_topic: str | None) -> DataFrame:
+    """The batch's Kafka records, ``(topic, key, value)``: each unique event's original bytes to
+    ``events_topic``, each dead letter's document to ``dead_letters_topic`` (None: left out)."""
+    emit, dead = F.col("verdict") == EMIT, F.col("verdict") == DEAD_LETTER
+    kept = emit if dead_letters_topic is None else emit | dead
+    return batch.filter(kept).select(
+        F.when(emit, F.lit(events_topic)).otherwise(F.lit(dead_letters_topic)).alias("topic"),
         F.col("kafka_key").alias("key"),
         F.when(emit, F.col("value")).otherwise(dead_letter_document().cast("binary")).alias("value"))
-    events._write_kafka(payload, per_row_topic=True)
