@@ -1,4 +1,4 @@
-"""Inspectable fakes for the ports that are not infrastructure (clock, failing stores and sinks)."""
+"""Inspectable fakes for the ports (clock, sources, committers, failing stores and sinks): no mocks."""
 
 from __future__ import annotations
 
@@ -51,13 +51,14 @@ class FlakyStateStore:
 
 
 class ListSink:
-    """Collects written events; ``fail_values`` are rejected with ``error``."""
+    """Collects written events; ``fail_values`` are rejected with ``error``; flushes go to ``journal``."""
 
-    def __init__(self, fail_values=(), error=SinkUnavailable("broker refused the write")):
+    def __init__(self, fail_values=(), error=SinkUnavailable("broker refused the write"), journal=None):
         self.written: list[bytes] = []
         self.fail_values = set(fail_values)
         self.error = error
         self.flushes = 0
+        self.journal = [] if journal is None else journal
 
     def write(self, record, event):
         if record.value in self.fail_values:
@@ -66,6 +67,7 @@ class ListSink:
 
     def flush(self):
         self.flushes += 1
+        self.journal.append("flush")
 
     def close(self):
         pass
@@ -91,6 +93,72 @@ class ListNotificationSink:
 
     def publish(self, notification):
         self.published.append(notification)
+
+    def close(self):
+        pass
+
+
+def offsets(records) -> list[int]:
+    return [r.position.offset for r in records]
+
+
+class ListSource:
+    """An event source handing out one of ``batches`` per poll (``[]`` is an empty poll); bounded.
+
+    Acknowledgements go to ``journal`` as ``("ack", offsets)``.
+    """
+
+    def __init__(self, batches, journal=None):
+        self.batches = list(batches)
+        self.polls = 0
+        self.journal = [] if journal is None else journal
+
+    def poll(self, max_records, timeout):
+        self.polls += 1
+        return self.batches.pop(0) if self.batches else []
+
+    @property
+    def exhausted(self):
+        return not self.batches
+
+    def commit(self, records):
+        self.journal.append(("ack", offsets(records)))
+
+    def close(self):
+        pass
+
+
+class RecordingCommitter:
+    """A batch committer writing its calls to ``journal``; ``fail_commit`` is raised by ``commit``."""
+
+    def __init__(self, journal=None, fail_commit=None):
+        self.journal = [] if journal is None else journal
+        self.fail_commit = fail_commit
+
+    def begin(self):
+        self.journal.append("begin")
+
+    def commit(self, records):
+        if self.fail_commit is not None:
+            raise self.fail_commit
+        self.journal.append(("commit", offsets(records)))
+
+    def abort(self):
+        self.journal.append("abort")
+
+
+class ListNotificationSource:
+    """Hands out one list of ``arrivals`` per poll; counts the acknowledgements."""
+
+    def __init__(self, arrivals):
+        self.arrivals = list(arrivals)
+        self.commits = 0
+
+    def poll(self, timeout):
+        return self.arrivals.pop(0) if self.arrivals else []
+
+    def commit(self):
+        self.commits += 1
 
     def close(self):
         pass

@@ -117,12 +117,13 @@ def file_path(uri: str | None, setting: str) -> str:
 def build_memory_engine(core: Deduplicator, metrics, source: str, sink: str, dlq: str | None,
                         notifications: str | None, notifications_out: str | None,
                         batch_size: int, poll_timeout: float) -> InMemoryEngine:
+    from domain.pipeline import BatchPipeline
     dlq_path = file_path(dlq or "file:dead-letters.jsonl", "dlq")
     notes_in = JsonlNotificationSource(file_path(notifications, "notifications")) if notifications else None
     notes_out = JsonlNotificationSink(file_path(notifications_out, "notifications_out")) if notifications_out else None
     delivery = Delivery(core, JsonlSink(file_path(sink, "sink")), JsonlDeadLetterSink(dlq_path), notes_out)
-    return InMemoryEngine(core, JsonlSource(file_path(source, "source")), delivery, metrics,
-                          notifications=notes_in, batch_size=batch_size, poll_timeout=poll_timeout)
+    return InMemoryEngine(BatchPipeline(core, JsonlSource(file_path(source, "source")), delivery, metrics,
+                                        notifications=notes_in, batch_size=batch_size, poll_timeout=poll_timeout))
 
 
 def build_kafka_engine(core: Deduplicator, metrics, source: str, sink: str, dlq: str | None,

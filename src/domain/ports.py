@@ -7,9 +7,9 @@ Every method documents what it guarantees and what it raises. Adapters raise onl
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterable, Protocol, Sequence, runtime_checkable
+from typing import Protocol, Sequence, runtime_checkable
 
-from domain.events import Event, RawRecord, SourcePosition
+from domain.events import Event, RawRecord
 from domain.state import Claim, Emission
 
 
@@ -84,6 +84,33 @@ class DeadLetterSink(Protocol):
 
 
 @runtime_checkable
+class BatchCommitter(Protocol):
+    """Makes a judged batch final: its outputs and its input acknowledgement go together.
+
+    The pipeline calls ``begin`` before judging a batch, ``commit`` once every outcome of
+    the batch was delivered and flushed, and ``abort`` when a policy stopped the batch.
+    """
+
+    def begin(self) -> None:
+        """Open a batch; the outputs written from now on belong to it (a Kafka transaction).
+
+        Raises ``SinkUnavailable`` when it cannot be opened; nothing was written then.
+        """
+
+    def commit(self, records: Sequence[RawRecord]) -> None:
+        """Make the open batch final and acknowledge ``records`` to their source, together.
+
+        On failure nothing of the batch is acknowledged (a committer that held its outputs
+        back aborts them and rewinds the source) and a ``DedupError`` is raised
+        (``SinkUnavailable``, ``SourceUnavailable``): a restart processes the batch again.
+        """
+
+    def abort(self) -> None:
+        """Give up the open batch: held-back outputs are discarded and its records are not
+        acknowledged, so they are read again. Does nothing when no batch is open; never raises."""
+
+
+@runtime_checkable
 class StateStore(Protocol):
     """Remembers emissions per key. Times are in the rule's time basis (seconds)."""
 
@@ -146,7 +173,3 @@ class Clock(Protocol):
         """Wall-clock seconds since the epoch."""
 
     def sleep(self, seconds: float) -> None: ...
-
-
-def positions(records: Iterable[RawRecord]) -> list[SourcePosition]:
-    return [r.position for r in records]

@@ -20,11 +20,11 @@ import time
 from typing import Sequence
 
 from adapters.kafka.engine import build_kafka_engine
-from adapters.memory.engine import BatchCommitter, SourceCommitter
 from adapters.memory.state_store import InMemoryStateStore
 from adapters.system import SystemClock
 from domain.dedup import Deduplicator
 from domain.events import RawRecord
+from domain.ports import BatchCommitter
 from domain.rules import RuleSet
 
 
@@ -66,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
         f"kafka://{args.bootstrap}/{args.dlq}", exactly_once=args.exactly_once, kafka_settings=settings,
         batch_size=args.batch_size, stop_at_end=True)
     if args.hang_before_commit:
-        engine.committer = HangBeforeCommit(engine.committer or SourceCommitter(engine.source), args.hang_before_commit)
+        engine.pipeline.committer = HangBeforeCommit(engine.pipeline.committer, args.hang_before_commit)
     engine.on_batch = lambda totals: print("BATCH " + json.dumps(totals.as_dict()), flush=True)
     totals = engine.run()
     core.state.close()

@@ -91,9 +91,10 @@ def test_generated_backlog_with_redis_state_matches_its_expected_counts(kafka_bo
 def test_an_aborted_transaction_is_invisible_and_its_batch_is_read_again(kafka_bootstrap, topics):
     produce(kafka_bootstrap, topics["in"], [r.value for r in golden_stream() if r.verdict == "emit"][:10])
     engine = kafka_engine(kafka_bootstrap, topics, exactly_once=True)
-    committer, sink = engine.committer, engine.delivery.sink
+    pipeline = engine.pipeline
+    committer, sink = pipeline.committer, pipeline.delivery.sink
     try:
-        batch = poll_until(engine.source, 10)
+        batch = poll_until(pipeline.source, 10)
         committer.begin()
         for record in batch:
             sink.write(record, parse_event(record.value))
@@ -101,9 +102,9 @@ def test_an_aborted_transaction_is_invisible_and_its_batch_is_read_again(kafka_b
         committer.abort()
         assert len(read_topic(kafka_bootstrap, topics["out"], committed=False)) == 10
         assert read_topic(kafka_bootstrap, topics["out"]) == []
-        again = poll_until(engine.source, 10)
+        again = poll_until(pipeline.source, 10)
         assert [r.position for r in again] == [r.position for r in batch]
-        engine.step(again, committer)
+        pipeline.step(again)
         assert len(read_topic(kafka_bootstrap, topics["out"])) == 10
     finally:
         engine.close()

@@ -83,10 +83,10 @@ def test_the_engine_forgets_an_invalidated_key(kafka_bootstrap):
     engine = build_kafka_engine(core, *uris, notifications_uri=f"kafka://{kafka_bootstrap}/{topics['notes']}",
                                 stop_at_end=True)
     deadline = time.monotonic() + 30
-    while engine.totals.invalidations == 0 and time.monotonic() < deadline:
-        engine.apply_notifications()
+    while engine.pipeline.totals.invalidations == 0 and time.monotonic() < deadline:
+        engine.pipeline.apply_notifications()
         time.sleep(0.2)
-    assert engine.totals.invalidations == 1
+    assert engine.pipeline.totals.invalidations == 1
     # 3. u-1 sent again inside the window is emitted again
     produce(kafka_bootstrap, topics["in"], [event("u-1", T + 2)])
     assert engine.run().out == 1

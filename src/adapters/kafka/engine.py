@@ -1,4 +1,4 @@
-"""The ``kafka`` engine: the in-memory engine's loop over Kafka clients.
+"""The ``kafka`` engine: the domain's batch pipeline over Kafka clients.
 
 consume → deduplicate (the domain core, state in memory or Redis) → produce → acknowledge.
 At-least-once by default: a batch's offsets are committed after its events and dead letters
@@ -16,13 +16,13 @@ from __future__ import annotations
 import logging
 import threading
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
-from adapters.memory.engine import InMemoryEngine
 from adapters.system import InMemoryMetrics
 from domain.accounting import Accounting
 from domain.dedup import Deduplicator
 from domain.delivery import Delivery
+from domain.pipeline import BatchPipeline
 from domain.ports import Metrics
 
 from adapters.kafka.config import KafkaConfigurationError, KafkaEndpoint, parse_kafka_uri, producer_config
@@ -38,21 +38,23 @@ log = logging.getLogger(__name__)
 
 
 @dataclass
-class KafkaEngine(InMemoryEngine):
-    """An ``InMemoryEngine`` that owns Kafka clients: ``run`` closes them when it returns or raises."""
+class KafkaEngine:
+    """The batch pipeline over Kafka clients it owns: ``run`` closes them when it returns or raises."""
 
+    pipeline: BatchPipeline
     resources: list = field(default_factory=list)
+    on_batch: Callable[[Accounting], None] | None = None
 
     def run(self, stop: threading.Event | None = None) -> Accounting:
+        """``BatchPipeline.run``: until the input ends or ``stop`` is set; returns the totals."""
         try:
-            return super().run(stop)
+            return self.pipeline.run(stop, self.on_batch)
         finally:
             self.close()
 
     def close(self) -> None:
         """Abort an open transaction, leave the consumer groups, flush and close the producers."""
-        if isinstance(self.committer, TransactionalCommitter):
-            self.committer.abort()
+        self.pipeline.committer.abort()
         _close_all(self.resources)
 
 
@@ -89,8 +91,9 @@ def build_kafka_engine(core: Deduplicator, source_uri: str, sink_uri: str, dlq_u
         raise
     log.info("kafka engine: %s (group %s) -> %s, dead letters -> %s, %s", endpoints["source"], source.group,
              endpoints["sink"], endpoints["dlq"], f"exactly-once ({txn_id})" if exactly_once else "at-least-once")
-    return KafkaEngine(core, source, delivery, metrics or InMemoryMetrics(), notifications=notifications,
-                       committer=committer, batch_size=batch_size, poll_timeout=poll_timeout, resources=resources)
+    pipeline = BatchPipeline(core, source, delivery, metrics or InMemoryMetrics(), committer,
+                             notifications=notifications, batch_size=batch_size, poll_timeout=poll_timeout)
+    return KafkaEngine(pipeline, resources)
 
 
 def _delivery(core: Deduplicator, endpoints: dict[str, KafkaEndpoint], channels: "_Channels") -> Delivery:

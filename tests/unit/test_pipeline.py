@@ -1,0 +1,113 @@
+"""The batch pipeline (poll → judge → deliver → commit) over inspectable fakes."""
+
+import json
+import threading
+
+import pytest
+
+from adapters.memory.state_store import InMemoryStateStore
+from adapters.system import InMemoryMetrics
+from domain.dedup import Deduplicator
+from domain.delivery import Delivery
+from domain.errors import PolicyExhausted, SourceUnavailable
+from domain.events import Event, RawRecord, SourcePosition
+from domain.pipeline import BatchPipeline, SourceCommitter
+from domain.policies import Policies
+from domain.ports import BatchCommitter, Notification
+from domain.rules import RuleSet
+from tests.fakes import (FakeClock, FlakyStateStore, ListDeadLetterSink, ListNotificationSource, ListSink,
+                         ListSource, RecordingCommitter)
+
+T = 1_700_000_000
+
+
+def event(unique_value: str, t: int = T) -> bytes:
+    return json.dumps({"id": f"id-{unique_value}-{t}", "uniqueValue": unique_value, "type": "APP",
+                       "timestamp": t}).encode()
+
+
+def records(*values: bytes, first: int = 0) -> list[RawRecord]:
+    return [RawRecord(v, SourcePosition("in", 0, first + i)) for i, v in enumerate(values)]
+
+
+def pipeline(source, journal=None, state=None, committer=None, notifications=None, policies=None):
+    core = Deduplicator(RuleSet(), state or InMemoryStateStore(), FakeClock(), policies or Policies())
+    delivery = Delivery(core, ListSink(journal=journal), ListDeadLetterSink())
+    return BatchPipeline(core, source, delivery, InMemoryMetrics(), committer, notifications=notifications)
+
+
+def test_each_batch_is_acknowledged_only_after_its_outcomes_were_flushed():
+    journal = []
+    source = ListSource([records(event("a"), event("a", T + 1)), [], records(event("b"), first=2)], journal)
+    seen = []
+
+    totals = pipeline(source, journal).run(on_batch=lambda t: seen.append(t.as_dict()["in"]))
+
+    assert journal == ["flush", ("ack", [0, 1]), "flush", ("ack", [2])]
+    assert (totals.records_in, totals.out, totals.duplicates) == (3, 2, 1) and totals.balanced
+    assert seen == [2, 3]  # on_batch gets the running totals after every committed batch
+    assert source.polls == 4  # an empty poll is not the end; the empty poll after the last batch is
+
+
+def test_the_default_committer_acknowledges_the_source():
+    line = pipeline(ListSource([]))
+    assert isinstance(line.committer, SourceCommitter) and isinstance(line.committer, BatchCommitter)
+
+
+def test_a_given_committer_frames_every_batch():
+    journal = []
+    source = ListSource([records(event("a")), records(event("b"), first=1)], journal)
+    pipeline(source, journal, committer=RecordingCommitter(journal)).run()
+    assert journal == ["begin", "flush", ("commit", [0]), "begin", "flush", ("commit", [1])]
+
+
+def test_the_metrics_count_what_the_totals_count():
+    line = pipeline(ListSource([records(event("a"), event("a", T + 1), b"not json")]))
+    totals = line.run()
+    counters = dict(line.metrics.counters)
+    assert counters == {"in": 3, "out": 1, "duplicates": 1, "dead_lettered": 1, "invalid": 1}
+    assert (totals.out, totals.duplicates, totals.dead_lettered, totals.invalid) == (1, 1, 1, 1)
+
+
+def test_notifications_are_applied_before_each_poll():
+    forget_a = Notification("INVALIDATE", "downstream lost it", Event("x", "a", "APP", T))
+    notes = ListNotificationSource([[], [forget_a]])
+    source = ListSource([records(event("a")), records(event("a", T + 1), first=1)])
+    line = pipeline(source, notifications=notes)
+
+    totals = line.run()
+
+    # 1. a is emitted; 2. the notification makes the state forget a; 3. a's repeat is emitted again
+    assert (totals.out, totals.duplicates, totals.invalidations) == (2, 0, 1)
+    assert notes.commits == 1 and line.metrics.counters["invalidations"] == 1
+
+
+def test_a_fail_policy_aborts_the_batch_and_nothing_is_acknowledged():
+    journal, seen = [], []
+    source = ListSource([records(event("a"))], journal)
+    line = pipeline(source, journal, state=FlakyStateStore(InMemoryStateStore(), failures=1),
+                    committer=RecordingCommitter(journal), policies=Policies.from_strings({"transient": "fail"}))
+
+    with pytest.raises(PolicyExhausted):
+        line.run(on_batch=seen.append)
+
+    assert journal == ["begin", "abort"]
+    assert line.totals.records_in == 0 and seen == [] and dict(line.metrics.counters) == {}
+
+
+def test_a_batch_that_cannot_be_committed_is_not_counted():
+    journal = []
+    failing = RecordingCommitter(journal, fail_commit=SourceUnavailable("the group coordinator went away"))
+    line = pipeline(ListSource([records(event("a"))]), journal, committer=failing)
+
+    with pytest.raises(SourceUnavailable):
+        line.run()
+
+    assert journal == ["begin", "flush"] and line.totals.records_in == 0
+
+
+def test_a_set_stop_ends_the_run_before_the_next_poll():
+    stop = threading.Event()
+    stop.set()
+    source = ListSource([records(event("a"))])
+    assert pipeline(source).run(stop).records_in == 0 and source.polls == 0
