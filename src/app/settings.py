@@ -21,7 +21,7 @@ from pydantic_settings import (BaseSettings, EnvSettingsSource, NoDecode, Pydant
                                SettingsConfigDict)
 from pydantic_settings import SettingsError as _SourceError
 
-from domain.policies import ERROR_CLASSES, parse_chain
+from domain.policies import DEFAULT_POLICIES, ERROR_CLASSES, parse_chain
 from domain.restart import parse_restart
 from domain.rules import DEFAULT_RULES, TimeBasis, UnknownTypePolicy, parse_duration
 
@@ -60,9 +60,11 @@ class RuleSettings(_Strict):
 
 
 class PolicySettings(_Strict):
-    invalid: str = "dead-letter"
-    bug: str = "dead-letter"
-    transient: str = "retry(attempts=5,backoff=exponential,delay=0.2,max_delay=10)>fail"
+    """One chain per error class (``domain.policies``); the defaults are the domain's."""
+
+    invalid: str = DEFAULT_POLICIES["invalid"]
+    bug: str = DEFAULT_POLICIES["bug"]
+    transient: str = DEFAULT_POLICIES["transient"]
 
     @field_validator(*ERROR_CLASSES)
     @classmethod

@@ -14,17 +14,18 @@ zero or more ``retry`` steps followed by one terminal step.
   the event passes again when it is re-sent.
 * ``fail``: stop the engine without acknowledging the input; a restart retries the record.
 
-Chains are written ``retry(attempts=5,backoff=exponential,delay=0.1)>dead-letter``.
+Chains are written ``retry(attempts=5,backoff=exponential,delay=0.1)>dead-letter``; each
+step is a ``domain.syntax`` step, delays are durations (``0.2``, ``2s``, ``1m``).
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Callable, Generic, TypeVar
 
 from domain.errors import DedupError, classify
+from domain.syntax import parse_step, real_number, seconds, whole_number, word
 
 T = TypeVar("T")
 ERROR_CLASSES = ("invalid", "bug", "transient")
@@ -109,12 +110,13 @@ class Policies:
         return cls({k: parse_chain(v) for k, v in merged.items()})
 
 
-_STEP = re.compile(r"^\s*([a-z-]+)\s*(?:\((.*)\))?\s*$")
+_RETRY = {"retry": {"attempts": whole_number, "backoff": word, "delay": seconds, "max_delay": seconds,
+                    "factor": real_number}}
 
 
 def parse_chain(text: str) -> PolicyChain:
     """Parse ``retry(...)>...>terminal``; raises ValueError with the offending step."""
-    steps = [s for s in text.split(">")]
+    steps = text.split(">")
     if not text.strip():
         raise ValueError("empty policy")
     retries = tuple(_parse_retry(s) for s in steps[:-1])
@@ -127,17 +129,10 @@ def parse_chain(text: str) -> PolicyChain:
 
 
 def _parse_retry(step: str) -> Retry:
-    match = _STEP.match(step)
-    if not match or match.group(1) != "retry":
-        raise ValueError(f"only retry(...) steps may come before the last step; got {step.strip()!r}")
-    kwargs = {}
-    for item in filter(None, (p.strip() for p in (match.group(2) or "").split(","))):
-        name, _, value = item.partition("=")
-        name = name.strip().replace("-", "_")
-        if name not in ("attempts", "backoff", "delay", "max_delay", "factor"):
-            raise ValueError(f"unknown retry option {name!r}")
-        kwargs[name] = value.strip() if name == "backoff" else (int(value) if name == "attempts" else float(value))
-    return Retry(**kwargs)
+    _, options = parse_step(step, _RETRY, what="a step before the last")
+    if "attempts" not in options:
+        raise ValueError(f"retry needs attempts=N; got {step.strip()!r}")
+    return Retry(**options)
 
 
 @dataclass(frozen=True)

@@ -12,19 +12,17 @@ failures so far:
 * ``none``: never restart.
 
 When the strategy gives up, the job stops with ``RestartsExhausted`` (a one-line message,
-exit code 3 from the CLI). Durations are seconds, with an optional ``s``/``m``/``h`` suffix.
+exit code 3 from the CLI). Delays and intervals are durations (``domain.syntax``): seconds,
+with an optional ``s``/``m``/``h``/``d`` unit.
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Sequence
 
 from domain.errors import DedupError
-
-_STRATEGY = re.compile(r"^\s*([a-z-]+)\s*(?:\((.*)\))?\s*$")
-_UNITS = {"s": 1, "m": 60, "h": 3600}
+from domain.syntax import parse_step, real_number, seconds, whole_number
 
 
 class RestartsExhausted(DedupError):
@@ -68,43 +66,17 @@ class RestartStrategy:
 
 
 _OPTIONS = {
-    "none": (),
-    "fixed-delay": ("attempts", "delay"),
-    "exponential-delay": ("attempts", "delay", "max_delay", "factor"),
-    "failure-rate": ("failures", "interval", "delay"),
+    "none": {},
+    "fixed-delay": {"attempts": whole_number, "delay": seconds},
+    "exponential-delay": {"attempts": whole_number, "delay": seconds, "max_delay": seconds, "factor": real_number},
+    "failure-rate": {"failures": whole_number, "interval": seconds, "delay": seconds},
 }
 
 
 def parse_restart(text: str) -> RestartStrategy:
-    """Parse ``kind(option=value,...)``; raises ValueError naming what is wrong."""
-    match = _STRATEGY.match(text or "")
-    if not match or match.group(1) not in _OPTIONS:
-        raise ValueError(f"must be one of {', '.join(f'{k}(...)' for k in _OPTIONS)}; got {text!r}")
-    kind, options = match.group(1), {}
-    for item in filter(None, (p.strip() for p in (match.group(2) or "").split(","))):
-        name, _, value = (part.strip() for part in item.partition("="))
-        name = name.replace("-", "_")
-        if name not in _OPTIONS[kind]:
-            raise ValueError(f"{kind} takes {', '.join(_OPTIONS[kind]) or 'no options'}; got {name!r}")
-        options[name] = _number(name, value)
-    return _checked(RestartStrategy(kind, **options))
-
-
-def _number(name: str, value: str) -> float | int:
-    try:
-        if name in ("attempts", "failures"):
-            return int(value)
-        if name == "factor":
-            return float(value)
-        unit = _UNITS.get(value[-1:], None)
-        return float(value[:-1]) * unit if unit else float(value)
-    except ValueError:
-        raise ValueError(f"{name} must be a number, got {value!r}") from None
-
-
-def _checked(strategy: RestartStrategy) -> RestartStrategy:
-    if strategy.attempts < 0 or strategy.failures < 0:
-        raise ValueError("attempts and failures must be >= 0")
-    if min(strategy.delay, strategy.max_delay, strategy.interval) < 0 or strategy.factor < 1:
-        raise ValueError("delays and intervals must be >= 0 and factor >= 1")
+    """Parse ``kind(option=value,...)`` (``domain.syntax``); raises ValueError naming what is wrong."""
+    kind, options = parse_step(text, _OPTIONS, what="the restart strategy")
+    strategy = RestartStrategy(kind, **options)
+    if strategy.factor < 1:
+        raise ValueError(f"factor must be >= 1, got {strategy.factor:g}")
     return strategy

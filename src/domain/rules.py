@@ -24,12 +24,12 @@ Semantics (the contract every engine meets; the README repeats it):
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from enum import Enum
 
 from domain.errors import UnknownEventType
 from domain.events import Event
+from domain.syntax import parse_duration  # noqa: F401 - re-exported: settings read windows and lateness with it
 
 KEY_SEPARATOR = "\x1f"
 
@@ -98,19 +98,3 @@ class RuleSet:
     @property
     def max_retention(self) -> int:
         return max((r.retention for r in self.rules.values()), default=0)
-
-
-_DURATION = re.compile(r"^\s*(\d+)\s*(ms|s|m|h|d)?\s*$")
-_UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
-
-
-def parse_duration(value: str | int) -> int:
-    """Whole seconds from ``30``, ``"30s"``, ``"10m"``, ``"2h"`` or ``"1d"``."""
-    if isinstance(value, bool):
-        raise ValueError(f"not a duration: {value!r}")
-    if isinstance(value, int):
-        return value
-    match = _DURATION.match(str(value))
-    if not match or match.group(2) == "ms":
-        raise ValueError(f"not a duration in whole seconds: {value!r} (use e.g. 30, 30s, 10m, 2h)")
-    return int(match.group(1)) * _UNIT_SECONDS[match.group(2) or "s"]

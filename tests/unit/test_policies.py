@@ -3,12 +3,13 @@
 import pytest
 
 from adapters.memory.state_store import InMemoryStateStore
+from app.settings import load_settings
 from domain.accounting import Accounting
 from domain.dedup import Deduplicator, Verdict
 from domain.delivery import Delivery
 from domain.errors import InvalidEvent, PolicyExhausted, ProcessingBug, StateUnavailable
 from domain.events import RawRecord, SourcePosition
-from domain.policies import Policies, Retry, Terminal, parse_chain, run_with_policy
+from domain.policies import DEFAULT_POLICIES, Policies, Retry, Terminal, parse_chain, run_with_policy
 from domain.rules import RuleSet
 from tests.fakes import FakeClock, FlakyStateStore, ListDeadLetterSink, ListNotificationSink, ListSink
 
@@ -29,8 +30,11 @@ def test_chain_parses_retries_then_terminal():
 
 @pytest.mark.parametrize("text, message", [
     ("retry(attempts=2)", "must end in one of"),
-    ("skip>dead-letter", "only retry"),
-    ("retry(tries=2)>skip", "unknown retry option"),
+    ("skip>dead-letter", r"a step before the last must be one of retry\(\.\.\.\); got 'skip'"),
+    ("retry(tries=2)>skip", "retry takes attempts, backoff, delay, max_delay, factor; got 'tries'"),
+    ("retry(delay=1)>skip", "retry needs attempts=N"),
+    ("retry(attempts=2,delay=nan)>skip", "delay must be a finite duration, got 'nan'"),
+    ("retry(attempts=2,max_delay=-1)>skip", "max_delay must not be negative, got '-1'"),
     ("retry(attempts=2,backoff=linear)>skip", "fixed or exponential"),
     ("", "empty policy"),
 ])
@@ -130,3 +134,7 @@ def test_accounting_balances_and_reports_unbalanced():
     assert counts.balanced and "UNBALANCED" not in counts.summary_line()
     counts.records_in = 4
     assert not counts.balanced and counts.summary_line().endswith("UNBALANCED")
+
+
+def test_the_settings_default_to_the_domain_policies():
+    assert load_settings().policies.model_dump() == DEFAULT_POLICIES

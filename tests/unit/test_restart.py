@@ -36,8 +36,10 @@ def test_durations_take_units_and_the_strategy_prints_back():
 @pytest.mark.parametrize("value, message", [
     ("sometimes", "must be one of none(...), fixed-delay(...)"),
     ("fixed-delay(attempts=2,factor=3)", "fixed-delay takes attempts, delay; got 'factor'"),
-    ("fixed-delay(attempts=x)", "attempts must be a number"),
-    ("exponential-delay(factor=0.5)", "factor >= 1"),
+    ("fixed-delay(attempts=x)", "attempts must be a whole number, got 'x'"),
+    ("fixed-delay(attempts=3,delay=-1)", "delay must not be negative, got '-1'"),
+    ("failure-rate(interval=inf)", "interval must be a finite duration, got 'inf'"),
+    ("exponential-delay(factor=0.5)", "factor must be >= 1, got 0.5"),
 ])
 def test_a_bad_restart_setting_stops_with_one_line_naming_it(value, message):
     with pytest.raises(SettingsError) as error:
