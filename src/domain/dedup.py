@@ -54,9 +54,6 @@ class Watermarks:
         self._by_rule[rule.event_type] = current
         return current
 
-    def of(self, rule: DedupRule) -> int | None:
-        return self._by_rule.get(rule.event_type)
-
 
 @dataclass
 class Deduplicator:

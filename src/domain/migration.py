@@ -98,11 +98,8 @@ class MigratingStateStore:
     def _refused_by_old(self, claim: Claim) -> bool:
         if self._retires(_rule(claim.key), claim.now):
             return False
-        for e in self.old.entries(self._old_key(claim.key), claim.now):
-            replay = claim.owner and e.owner == claim.owner and e.time == claim.time
-            if not replay and abs(claim.time - e.time) < claim.window:
-                return True
-        return False
+        old = self.old.entries(self._old_key(claim.key), claim.now)
+        return any(claim.within_window(e) and not claim.replays(e) for e in old)
 
     def _retires(self, rule: str, now: int) -> bool:
         start = self.started_at.setdefault(rule, now)

@@ -76,9 +76,6 @@ class DedupRule:
         values = (event.field_value(name) for name in self.key_fields)
         return KEY_SEPARATOR.join((self.event_type, *values))
 
-    def is_duplicate_time(self, t: int, emitted_t: int) -> bool:
-        return abs(t - emitted_t) < self.window
-
 
 DEFAULT_RULES = (DedupRule("APP", 30), DedupRule("WEB", 600))
 

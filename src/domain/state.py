@@ -53,6 +53,15 @@ class Claim:
     def emission(self) -> Emission:
         return Emission(self.time, self.expires_at, self.owner)
 
+    def replays(self, emission: Emission) -> bool:
+        """``emission`` is this claim's own: the same record (owner) judged before, at the same time."""
+        return bool(self.owner) and emission.owner == self.owner and emission.time == self.time
+
+    def within_window(self, emission: Emission) -> bool:
+        """The window test: ``emission`` lies less than ``window`` away, in either direction,
+        so the claim is a duplicate of it (``|t - t_emitted| < window``, ``domain.rules``)."""
+        return abs(self.time - emission.time) < self.window
+
 
 @dataclass(frozen=True)
 class Decision:
@@ -71,10 +80,9 @@ def decide(entries: tuple[Emission, ...], claim: Claim) -> Decision:
     kept = tuple(e for e in entries if e.kept_until > claim.now)
     changed = len(kept) != len(entries)
     live = [e for e in kept if e.expires_at > claim.now]
-    for emission in live:
-        if claim.owner and emission.owner == claim.owner and emission.time == claim.time:
-            return Decision(True, kept, changed)
-    if any(abs(claim.time - e.time) < claim.window for e in live):
+    if any(claim.replays(e) for e in live):
+        return Decision(True, kept, changed)
+    if any(claim.within_window(e) for e in live):
         return Decision(False, kept, changed)
     return Decision(True, kept + (claim.emission(),), True)
 
