@@ -167,17 +167,19 @@ def run_native(spark, broker: "Broker", topic: str, args, checkpoint: Path) -> N
 
 
 def run_engine(spark, broker: "Broker", topic: str, args, checkpoint: Path, track_rows: bool = False) -> dict:
-    from adapters.spark.engine import SparkEngine
+    from adapters.spark.engine import build_spark_engine
     from adapters.spark.session import TRACK_ROWS
+    from domain.policies import Policies
     from domain.rules import RuleSet
 
     name = checkpoint.name.removeprefix("checkpoint-")
     out, dlq = broker.create(f"{topic}-{name}-out"), broker.create(f"{topic}-{name}-dlq")
     kafka = f"kafka://{broker.bootstrap}"
     gauges = StateRowsPerBatch()
-    engine = SparkEngine(RuleSet(), f"{kafka}/{topic}", f"{kafka}/{out}", f"{kafka}/{dlq}", str(checkpoint),
-                         available_now=True, max_records_per_batch=args.batch, spark=spark, metrics=gauges,
-                         conf={TRACK_ROWS: str(track_rows).lower()})
+    engine = build_spark_engine(RuleSet(), Policies(), source=f"{kafka}/{topic}", sink=f"{kafka}/{out}",
+                                dead_letters=f"{kafka}/{dlq}", checkpoint=str(checkpoint), available_now=True,
+                                max_offsets_per_trigger=args.batch, spark=spark, metrics=gauges,
+                                conf={TRACK_ROWS: str(track_rows).lower()})
     counts = engine.run()
     print(f"  {name} accounting: {counts.as_dict()}", flush=True)
     return {"state_rows_gauge": engine.listener.gauges.get("state_rows"), "state_rows_per_batch": gauges.rows}

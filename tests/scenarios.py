@@ -88,6 +88,14 @@ SCENARIOS = (
         ("APP", "k", T + 10, "dup"),
         ("APP", "k", T + 10_000, "emit"),
         ("APP", "k", T + 10_005, "dup"))),
+    Scenario("the same uniqueValue under two types is two keys", s(
+        ("APP", "d", T, "emit"),
+        ("WEB", "d", T, "emit"),
+        ("APP", "d", T + 1, "dup"))),
+    Scenario("out-of-order window boundary: W-1 earlier dropped, W earlier emitted", s(
+        ("APP", "f", T + 500, "emit"),
+        ("APP", "f", T + 471, "dup"),
+        ("APP", "f", T + 470, "emit"))),
     Scenario("types without a rule pass through", s(
         ("MOBILE", "a", T, "emit"),
         ("MOBILE", "a", T, "emit"),
@@ -99,14 +107,30 @@ SCENARIOS = (
         ("APP", "k199", T + 210, "dup"))),
 )
 
-INVALID_RECORDS = (
+INVALID_RECORDS = (  # (original bytes, the reason every engine dead-letters them with)
+    (b"\x80\x81not utf-8", "not_utf8"),
     (b"not json", "not_json"),
-    (b"[1]", "not_object"),
+    (b"[1, 2]", "not_object"),
+    (b'"text"', "not_object"),
+    (b'{"uniqueValue":"k","type":"APP","timestamp":1}', "missing_field"),
     (b'{"id": "a", "type": "APP", "timestamp": 1}', "missing_field"),
+    (b'{"id":"1","uniqueValue":"k","type":"APP"}', "missing_field"),
+    (b'{"id":null,"uniqueValue":"k","type":"APP","timestamp":1}', "null_field"),
     (b'{"id": "a", "uniqueValue": null, "type": "APP", "timestamp": 1}', "null_field"),
+    (b'{"id":"1","uniqueValue":"k","type":"APP","timestamp":null}', "null_field"),
+    (b'{"id":1,"uniqueValue":"k","type":"APP","timestamp":1}', "wrong_type"),
+    (b'{"id":"1","uniqueValue":["k"],"type":"APP","timestamp":1}', "wrong_type"),
     (b'{"id": "a", "uniqueValue": "u", "type": "APP", "timestamp": "1"}', "wrong_type"),
+    (b'{"id":"1","uniqueValue":"k","type":"APP","timestamp":1.0}', "wrong_type"),
+    (b'{"id":"1","uniqueValue":"k","type":"APP","timestamp":1e3}', "wrong_type"),
+    (b'{"id":"1","uniqueValue":"k","type":"APP","timestamp":true}', "wrong_type"),
     (b'{"id": "a", "uniqueValue": "", "type": "APP", "timestamp": 1}', "empty_field"),
+    (b'{"id":"1","uniqueValue":"  ","type":"APP","timestamp":1}', "empty_field"),
+    (b'{"id":"1","uniqueValue":"k","type":"","timestamp":1}', "empty_field"),
+    (b'{"id":"1","uniqueValue":"k","type":"APP","timestamp":-1}', "out_of_range"),
+    (b'{"id":"1","uniqueValue":"k","type":"APP","timestamp":253402300800}', "out_of_range"),
     (b'{"id": "a", "uniqueValue": "u", "type": "APP", "timestamp": 99999999999999}', "out_of_range"),
+    (b'{"id":"1","uniqueValue":"k","type":"APP","timestamp":100000000000000000000000}', "out_of_range"),
 )
 
 

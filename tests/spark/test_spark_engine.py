@@ -1,14 +1,16 @@
 """The Spark engine against the domain's semantics (domain/rules.py), over JSONL files.
 
-Each scenario table lists events in arrival order with the verdict the domain gives.
-Single-batch tables are also run through the in-memory core (domain.dedup) as a
-reference model. Deviations of the Spark engine are pinned by the tests named
-``test_deviation_*``; docs/spark-design.md states each one.
+The golden scenario tables of tests/scenarios.py run here as through every engine; each
+scenario's events are cut into micro-batches before each ``late`` step (a record becomes
+late only against an earlier micro-batch: deviation 1 of docs/spark-design.md). The other
+deviations are pinned by the tests named ``test_deviation_*``, each checked against the
+in-memory core as the reference model.
 """
 
 from __future__ import annotations
 
 import base64
+import json
 
 import pytest
 
@@ -18,6 +20,7 @@ from adapters.system import InMemoryMetrics, SystemClock
 from domain.dedup import Deduplicator, Verdict
 from domain.events import RawRecord, SourcePosition
 from domain.rules import DedupRule, RuleSet, UnknownTypePolicy
+from tests.scenarios import INVALID_RECORDS, SCENARIOS, Scenario
 from tests.spark.conftest import FileRun
 
 pytestmark = pytest.mark.spark
@@ -30,99 +33,47 @@ def event(id_, key, type_, t, **extra):
     return {"id": id_, "uniqueValue": key, "type": type_, "timestamp": T + t, **extra}
 
 
-# (event, verdict) in arrival order; ids are unique across the table. Times never fall
-# behind a rule's highest time by more than its lateness, so nothing here is late.
-GOLDEN = [
-    # in-order duplicate dropped
-    (event("a1", "a", "APP", 0), EMIT),
-    (event("a2", "a", "APP", 5), DUP),
-    # APP window 30 s: W-1 s is a duplicate, W s is not
-    (event("b1", "b", "APP", 100), EMIT),
-    (event("b2", "b", "APP", 129), DUP),
-    (event("b3", "b", "APP", 130), EMIT),
-    # WEB window 600 s, same times: per-type windows are independent
-    (event("c1", "c", "WEB", 100), EMIT),
-    (event("c2", "c", "WEB", 130), DUP),
-    (event("c3", "c", "WEB", 699), DUP),
-    (event("c4", "c", "WEB", 700), EMIT),
-    # the same uniqueValue under two types: two keys, both emitted
-    (event("d1", "d", "APP", 200), EMIT),
-    (event("d2", "d", "WEB", 200), EMIT),
-    # out of order: judged by |t - t_emitted| in either direction
-    (event("f1", "f", "APP", 500), EMIT),
-    (event("f2", "f", "APP", 471), DUP),
-    (event("f3", "f", "APP", 470), EMIT),
-    # the emitted chain, not the last event seen, decides: 0 emit, 20 dup, 35 emit, 50 dup
-    (event("g1", "g", "APP", 600), EMIT),
-    (event("g2", "g", "APP", 620), DUP),
-    (event("g3", "g", "APP", 635), EMIT),
-    (event("g4", "g", "APP", 650), DUP),
-    # FACTS.md backlog in one micro-batch: t, t+10, t+10000, t+10005 with window 30
-    (event("e1", "e", "APP", 1000), EMIT),
-    (event("e2", "e", "APP", 1010), DUP),
-    (event("e3", "e", "APP", 11000), EMIT),
-    (event("e4", "e", "APP", 11005), DUP),
-    # a type without a rule is passed through untouched, even when repeated
-    (event("h1", "h", "OTHER", 0), EMIT),
-    (event("h2", "h", "OTHER", 0), EMIT),
-]
+def micro_batches(scenario: Scenario) -> list[list[bytes]]:
+    batches: list[list[bytes]] = [[]]
+    for step, record in zip(scenario.steps, scenario.records()):
+        if step.verdict == "late" and batches[-1]:
+            batches.append([])
+        batches[-1].append(record)
+    return batches
+
+
+def rules_of(scenario: Scenario) -> RuleSet:
+    return RuleSet({t: DedupRule(t, w, allowed_lateness=scenario.lateness) for t, w in scenario.windows})
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS, ids=lambda sc: sc.name)
+def test_scenario(files, scenario):
+    for batch in micro_batches(scenario):
+        files.add(*batch)
+    result = files.run(rules_of(scenario))
+    emitted, reasons = {e["id"] for e in result.out}, result.reasons()
+    labels = ["emit" if f"e{i}" in emitted else reasons.get(record.decode(), "dup")
+              for i, record in enumerate(scenario.records())]
+    assert labels == scenario.expected()
+    assert result.counts["in"] == result.counts["out"] + result.counts["duplicates"] + result.counts["dead_lettered"]
 
 
 def reference_verdicts(events, rules: RuleSet) -> dict[str, str]:
     core = Deduplicator(rules, InMemoryStateStore(), SystemClock())
-    records = [RawRecord(_json(e), SourcePosition("ref", 0, i)) for i, e in enumerate(events)]
+    records = [RawRecord(json.dumps(e).encode(), SourcePosition("ref", 0, i)) for i, e in enumerate(events)]
     outcomes, _ = core.process(records)
     return {e["id"]: {Verdict.EMIT: EMIT, Verdict.DUPLICATE: DUP}.get(o.verdict, o.verdict.value)
             for e, o in zip(events, outcomes)}
 
 
-def _json(e) -> bytes:
-    import json
-    return json.dumps(e).encode()
-
-
-def test_golden_table_in_one_micro_batch(files):
-    events = [e for e, _ in GOLDEN]
-    expected = {e["id"]: v for e, v in GOLDEN}
-    assert reference_verdicts(events, RuleSet()) == expected  # the table states the domain's semantics
-    files.add(*events)
-    result = files.run()
-    assert result.out_ids == sorted(i for i, v in expected.items() if v == EMIT)
-    assert result.counts == {"in": len(GOLDEN), "out": 15, "duplicates": 9, "dead_lettered": 0, "skipped": 0,
-                             "late": 0, "invalid": 0, "passed_through": 2, "invalidations": 0}
-
-
-INVALID = [
-    (b"\x80\x81not utf-8", "not_utf8"),
-    (b"not json", "not_json"),
-    (b"[1, 2]", "not_object"),
-    (b'"text"', "not_object"),
-    (b'{"uniqueValue":"k","type":"APP","timestamp":1}', "missing_field"),
-    (b'{"id":"1","type":"APP","timestamp":1}', "missing_field"),
-    (b'{"id":"1","uniqueValue":"k","type":"APP"}', "missing_field"),
-    (b'{"id":null,"uniqueValue":"k","type":"APP","timestamp":1}', "null_field"),
-    (b'{"id":"1","uniqueValue":"k","type":"APP","timestamp":null}', "null_field"),
-    (b'{"id":1,"uniqueValue":"k","type":"APP","timestamp":1}', "wrong_type"),
-    (b'{"id":"1","uniqueValue":["k"],"type":"APP","timestamp":1}', "wrong_type"),
-    (b'{"id":"1","uniqueValue":"k","type":"APP","timestamp":"1"}', "wrong_type"),
-    (b'{"id":"1","uniqueValue":"k","type":"APP","timestamp":1.0}', "wrong_type"),
-    (b'{"id":"1","uniqueValue":"k","type":"APP","timestamp":1e3}', "wrong_type"),
-    (b'{"id":"1","uniqueValue":"k","type":"APP","timestamp":true}', "wrong_type"),
-    (b'{"id":"1","uniqueValue":"  ","type":"APP","timestamp":1}', "empty_field"),
-    (b'{"id":"1","uniqueValue":"k","type":"","timestamp":1}', "empty_field"),
-    (b'{"id":"1","uniqueValue":"k","type":"APP","timestamp":-1}', "out_of_range"),
-    (b'{"id":"1","uniqueValue":"k","type":"APP","timestamp":253402300800}', "out_of_range"),
-    (b'{"id":"1","uniqueValue":"k","type":"APP","timestamp":100000000000000000000000}', "out_of_range"),
-]
-
-
 def test_invalid_records_are_dead_lettered_with_their_bytes_and_reason(files):
-    files.add(*[raw for raw, _ in INVALID], b"", b"   ")  # blank lines are framing, not records
+    files.add(*[raw for raw, _ in INVALID_RECORDS], b"", b"   ")  # blank lines are framing, not records
     result = files.run()
-    expected = {(raw.decode() if _utf8(raw) else base64.b64encode(raw).decode()): reason for raw, reason in INVALID}
+    expected = {(raw.decode() if _utf8(raw) else base64.b64encode(raw).decode()): reason
+                for raw, reason in INVALID_RECORDS}
     assert result.reasons() == expected
-    assert all(base64.b64decode(d["value_b64"]) in {raw for raw, _ in INVALID} for d in result.dead_letters)
-    assert result.counts["in"] == result.counts["dead_lettered"] == result.counts["invalid"] == len(INVALID)
+    assert all(base64.b64decode(d["value_b64"]) in {raw for raw, _ in INVALID_RECORDS} for d in result.dead_letters)
+    assert result.counts["in"] == result.counts["dead_lettered"] == result.counts["invalid"] == len(INVALID_RECORDS)
     assert result.out == []
 
 
@@ -171,10 +122,11 @@ def test_restart_continues_from_the_checkpoint(files):
 
 
 def test_memory_state_provider_gives_the_same_verdicts(files):
-    files.add(*[e for e, _ in GOLDEN[:9]])
-    files.add(event("c5", "c", "WEB", 1299), event("c6", "c", "WEB", 1300))
+    files.add(event("b1", "b", "APP", 100), event("b2", "b", "APP", 129), event("b3", "b", "APP", 130))
+    files.add(event("c1", "c", "WEB", 100), event("c2", "c", "WEB", 699), event("c3", "c", "WEB", 700))
+    files.add(event("c4", "c", "WEB", 1299), event("c5", "c", "WEB", 1300))
     result = files.run(state_provider="memory")
-    assert result.out_ids == ["a1", "b1", "b3", "c1", "c4", "c6"]
+    assert result.out_ids == ["b1", "b3", "c1", "c3", "c5"]
 
 
 def test_the_state_rows_gauge_counts_keys_with_and_without_rocksdb_row_tracking(files, tmp_path):

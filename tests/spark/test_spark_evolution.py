@@ -15,7 +15,6 @@ from pathlib import Path
 
 import pytest
 
-from adapters.spark.engine import SparkEngine
 from adapters.spark.manifest import read_manifest
 from adapters.spark.migration import migrate, plan_migration
 from adapters.spark.state_reader import inspect_checkpoint
@@ -43,9 +42,8 @@ class Stream(FileRun):
 
     def run_version(self, rules: RuleSet, checkpoint: str, output: str,
                     provider: str = "rocksdb") -> tuple[dict, list[str]]:
-        engine = SparkEngine(rules, f"jsonl:{self.input}?maxFilesPerTrigger=1", str(self.dir / output),
-                             str(self.dir / f"{output}-dlq"), self.checkpoint(checkpoint),
-                             state_provider=provider, master="local[2]", spark=self.spark)
+        engine = self.engine(rules, sink=output, dead_letters=f"{output}-dlq", checkpoint=checkpoint,
+                             state_provider=provider)
         counts = engine.run(available_now=True).as_dict()
         ids = [json.loads(line)["id"] for path in sorted((self.dir / output).glob("batch=*/part-*"))
                for line in path.read_text().splitlines() if line]

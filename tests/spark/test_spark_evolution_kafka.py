@@ -11,8 +11,9 @@ import json
 
 import pytest
 
-from adapters.spark.engine import SparkEngine
+from adapters.spark.engine import build_spark_engine
 from adapters.spark.migration import migrate, plan_migration
+from domain.policies import Policies
 from tests.integration.kafka_io import create_topics, produce, read_topic, unique
 from tests.spark.test_spark_eos import kafka_spark  # noqa: F401 (the fixture)
 from tests.spark.test_spark_evolution import V1, V2, event
@@ -26,8 +27,8 @@ def test_v2_starts_at_v1s_kafka_offsets_and_keeps_its_memory(kafka_spark, kafka_
     uri = {role: f"kafka://{kafka_bootstrap}/{topic}" for role, topic in topics.items()}
 
     def run(rules, out, dlq, checkpoint):
-        engine = SparkEngine(rules, uri["in"], uri[out], uri[dlq], str(tmp_path / checkpoint),
-                             spark=kafka_spark, master="local[2]")
+        engine = build_spark_engine(rules, Policies(), source=uri["in"], sink=uri[out], dead_letters=uri[dlq],
+                                    checkpoint=str(tmp_path / checkpoint), spark=kafka_spark, master="local[2]")
         return engine.run(available_now=True).as_dict()
 
     produce(kafka_bootstrap, topics["in"], [event("w1", "w", "WEB", 0).encode(), event("a1", "a", "APP", 0).encode(),

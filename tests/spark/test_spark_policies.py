@@ -13,8 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from adapters.spark.policy_engine import PolicySparkEngine
-from adapters.spark.restart import RestartingEngine
+from adapters.spark.engine import SparkEngine, build_spark_engine
 from domain.policies import Policies
 from domain.restart import RestartsExhausted, parse_restart
 from domain.rules import RuleSet
@@ -42,11 +41,13 @@ class Batches:
             os.utime(path, (1_000_000 + self.count, 1_000_000 + self.count))
         self.count += 1
 
-    def engine(self, spark, policies: Policies | None = None, notifications: bool = True) -> PolicySparkEngine:
-        return PolicySparkEngine(RuleSet(), f"jsonl:{self.input}?maxFilesPerTrigger=1", str(self.root / "out"),
-                                 str(self.root / "dlq"), str(self.root / "checkpoint"), master="local[2]", spark=spark,
-                                 policies=policies,
-                                 notifications=f"jsonl:{self.notes}?maxFilesPerTrigger=1" if notifications else None)
+    def engine(self, spark, policies: Policies | None = None, notifications: bool = True,
+               restart: str = "exponential-delay(attempts=5,delay=1)") -> SparkEngine:
+        return build_spark_engine(RuleSet(), policies or Policies(), source=f"jsonl:{self.input}?maxFilesPerTrigger=1",
+                                  sink=str(self.root / "out"), dead_letters=str(self.root / "dlq"),
+                                  checkpoint=str(self.root / "checkpoint"), master="local[2]", spark=spark,
+                                  restart=parse_restart(restart),
+                                  notifications=f"jsonl:{self.notes}?maxFilesPerTrigger=1" if notifications else None)
 
     def read(self, name: str) -> list[dict]:
         return [json.loads(line) for path in sorted((self.root / name).glob("batch=*/part-*"))
@@ -94,17 +95,18 @@ def test_invalid_records_are_skipped_when_the_policy_says_skip(spark, tmp_path):
         .run(available_now=True).as_dict()
     assert [e["id"] for e in batches.read("out")] == ["v0", "v1", "v2"]
     assert batches.read("dlq") == []
-    assert (counts["in"], counts["out"], counts["skipped"], counts["dead_lettered"]) == (10, 3, 7, 0)
-    assert counts["invalid"] == 7
+    invalid = len(INVALID_RECORDS)
+    assert (counts["in"], counts["out"], counts["skipped"], counts["dead_lettered"]) == (3 + invalid, 3, invalid, 0)
+    assert counts["invalid"] == invalid
 
 
 def test_invalid_fail_policy_stops_the_query_and_the_restart_strategy_gives_up(spark, tmp_path):
     batches = Batches(tmp_path)
     batches.add([b"not json"])
-    engine = batches.engine(spark, Policies.from_strings({"invalid": "fail"}), notifications=False)
-    restarting = RestartingEngine(engine, parse_restart("fixed-delay(attempts=1,delay=0)"))
+    engine = batches.engine(spark, Policies.from_strings({"invalid": "fail"}), notifications=False,
+                            restart="fixed-delay(attempts=1,delay=0)")
     with pytest.raises(RestartsExhausted) as error:
-        restarting.run()
+        engine.run()
     assert "failed 2 time(s)" in str(error.value) and "policy invalid=fail" in str(error.value)
     assert "\n" not in str(error.value)
     assert batches.read("out") == [] and batches.read("dlq") == []

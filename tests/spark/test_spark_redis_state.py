@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 import redis
 
-from adapters.spark.policy_engine import PolicySparkEngine
-from adapters.spark.redis_state import RedisBatchJudge
+from adapters.spark.engine import build_spark_engine
 from app.generator import StreamSpec, generate
+from domain.policies import Policies
 from domain.rules import RuleSet
 from tests.integration.streams import reference
 
@@ -33,9 +33,9 @@ def write_batches(directory: Path, records: list[bytes], size: int) -> int:
 
 
 def run(spark, root: Path, redis_url: str) -> dict:
-    engine = PolicySparkEngine(RuleSet(), f"jsonl:{root / 'in'}?maxFilesPerTrigger=1", str(root / "out"),
-                               str(root / "dlq"), str(root / "checkpoint"), master="local[2]", spark=spark,
-                               redis_state=RedisBatchJudge(redis_url, prefix="spark-test:"))
+    engine = build_spark_engine(RuleSet(), Policies(), source=f"jsonl:{root / 'in'}?maxFilesPerTrigger=1",
+                                sink=str(root / "out"), dead_letters=str(root / "dlq"),
+                                checkpoint=str(root / "checkpoint"), state=redis_url, master="local[2]", spark=spark)
     return engine.run(available_now=True).as_dict()
 
 

@@ -6,7 +6,7 @@ import threading
 
 import pytest
 
-from adapters.spark.restart import RestartingEngine
+from adapters.spark.restart import run_restarting
 from app.settings import SettingsError, load_settings
 from domain.errors import PermanentError
 from domain.restart import RestartsExhausted, parse_restart
@@ -55,9 +55,8 @@ class FailingJob:
     def __init__(self, failures: int, error: Exception | None = None):
         self.failures, self.runs = failures, 0
         self.error = error or RuntimeError("Job aborted.\nCaused by: broker gone\n\tat org.apache...")
-        self.totals = "partial"
 
-    def run(self, stop=None):
+    def __call__(self):
         self.runs += 1
         if self.runs <= self.failures:
             raise self.error
@@ -67,19 +66,17 @@ class FailingJob:
 def test_a_failing_job_is_restarted_with_the_strategys_delays():
     sleeps = []
     job = FailingJob(failures=2)
-    engine = RestartingEngine(job, parse_restart("exponential-delay(attempts=3,delay=1,factor=2)"),
-                              clock=iter(range(100)).__next__)
     stop = threading.Event()
     stop.wait = lambda delay: sleeps.append(delay) or False
-    assert engine.run(stop) == "done"
+    strategy = parse_restart("exponential-delay(attempts=3,delay=1,factor=2)")
+    assert run_restarting(job, strategy, stop, clock=iter(range(100)).__next__) == "done"
     assert (job.runs, sleeps) == (3, [1, 2])
 
 
 def test_when_the_strategy_gives_up_the_job_stops_with_one_line():
     job = FailingJob(failures=5)
-    engine = RestartingEngine(job, parse_restart("fixed-delay(attempts=2,delay=0)"))
     with pytest.raises(RestartsExhausted) as error:
-        engine.run()
+        run_restarting(job, parse_restart("fixed-delay(attempts=2,delay=0)"), threading.Event())
     assert job.runs == 3
     assert str(error.value) == ("the streaming query failed 3 time(s) and the restart strategy "
                                 "fixed-delay(attempts=2,delay=0) gave up; last error: Job aborted.")
@@ -91,12 +88,12 @@ def test_setup_errors_are_not_restarted():
 
     job = FailingJob(failures=1, error=SetupError("no javac"))
     with pytest.raises(SetupError):
-        RestartingEngine(job, parse_restart("fixed-delay(attempts=5,delay=0)")).run()
+        run_restarting(job, parse_restart("fixed-delay(attempts=5,delay=0)"), threading.Event())
     assert job.runs == 1
 
 
-def test_attributes_reach_the_wrapped_engine():
-    job = FailingJob(failures=0)
-    engine = RestartingEngine(job, parse_restart("none"))
-    engine.on_batch = print
-    assert job.on_batch is print and engine.totals == "partial"
+def test_a_stop_while_waiting_for_a_restart_ends_the_job_without_restarting_it():
+    job, stop = FailingJob(failures=1), threading.Event()
+    stop.wait = lambda delay: True  # SIGTERM arrived during the wait
+    assert run_restarting(job, parse_restart("fixed-delay(attempts=5,delay=30)"), stop) is None
+    assert job.runs == 1

@@ -1,7 +1,14 @@
-"""The Spark engine: source → parse → judge (per the RuleSet) → unique events + dead letters.
+"""The Spark engine: one streaming query assembled from parts (see docs/spark-design.md).
 
-``SparkEngine(...).run(stop)`` starts one streaming query and returns the ``Accounting`` of
-the micro-batches this run processed, calling ``on_batch(totals)`` after every query
+``build_spark_engine`` chooses the parts from the settings, for ``dedup run`` and the tests alike:
+
+* the **judge**: ``OperatorJudge`` (the JVM operator judges in the stream, its state kept in
+  the checkpoint) or ``redis_state.RedisBatchJudge`` (each micro-batch judged against Redis);
+* the **writer**: ``batch_writers.AtLeastOnceWriter`` or ``ExactlyOnceWriter``;
+* the **restart strategy** (``domain.restart``), applied by ``restart.run_restarting``.
+
+``SparkEngine(...).run(stop)`` runs the query and returns the ``Accounting`` of the
+micro-batches its last start processed, calling ``on_batch(totals)`` after every query
 progress, idle ones included (the CLI's progress line and the health check's stall
 detection rest on it). Bounded (``available_now``, the default for a JSONL directory
 source) it processes what the source holds at start, then stops; otherwise (the default
@@ -9,13 +16,11 @@ for Kafka) it runs until ``stop`` is set, then lets the running micro-batch fini
 stops the query cleanly. A restart with the same checkpoint continues after the last
 committed micro-batch.
 
-Failure behaviour: an exception in a micro-batch (a sink write, the operator) fails the
-query and ``run`` raises ``SparkQueryError``; that batch is not committed and is replayed on
-restart. Unique events written to a JSONL directory are replaced on replay (effectively
-once); to Kafka they may repeat (Spark's Kafka writer is at-least-once).
-
-The query is assembled from separable steps: ``judged()`` (source → verdicts, observed),
-``write_outputs`` (the ``foreachBatch`` writer) and ``start_query``.
+Failure behaviour: a micro-batch's work (judging against Redis, a write) is retried per the
+``transient`` policy; when that gives up, or anything else fails the batch (the operator,
+``invalid=fail``), the batch is not committed and the query fails; the restart strategy
+decides whether it starts again (replaying that batch) or ``run`` raises
+``RestartsExhausted``. Setup errors (``error_class`` ``setup``) are raised at once.
 """
 
 from __future__ import annotations
@@ -23,19 +28,25 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, Mapping
 
 from pyspark.sql import DataFrame, SparkSession
 
-from adapters.spark.metrics import ProgressListener, accounting_metrics
+from adapters.spark.batch_writers import writer_for
 from adapters.spark.guard import CheckpointGuard
-from adapters.spark.plan import DedupPlan
+from adapters.spark.invalidation import with_notifications
+from adapters.spark.kafka_options import spark_kafka_options
+from adapters.spark.metrics import ProgressListener, accounting_metrics, accounting_of
+from adapters.spark.plan import DedupPlan, Hook
+from adapters.spark.redis_state import RedisBatchJudge
+from adapters.spark.restart import retried, run_restarting
 from adapters.spark.session import build_session, require_classes, state_rows_tracked, state_store_conf
-from adapters.spark.sinks import BatchSink, reads_once, write_judged
 from adapters.spark.sources import parse_uri, read_stream
 from adapters.spark.state_rows import StateRowGauge, state_row_counter
 from domain.accounting import Accounting
 from domain.errors import PermanentError
+from domain.policies import Policies
+from domain.restart import RestartStrategy
 from domain.rules import RuleSet
 
 
@@ -46,117 +57,213 @@ class SparkQueryError(PermanentError):
 
 
 @dataclass
-class SparkEngine:
-    rules: RuleSet
+class SparkQuery:
+    """Where the query reads and keeps its checkpoint, and how it runs. ``available_now``:
+    process what the source holds, then stop (default: yes for a JSONL directory, no for Kafka)."""
+
     source: str
-    sink: str
-    dead_letters: str
     checkpoint: str
-    trigger_interval: str = "0 seconds"
+    notifications: str | None = None
+    trigger: str = "1 second"
     available_now: bool | None = None
     state_provider: str = "rocksdb"
     master: str | None = None
-    max_records_per_batch: int | None = None
+    max_offsets_per_trigger: int | None = None
     shuffle_partitions: int | None = None
     conf: dict[str, str] = field(default_factory=dict)
-    kafka_options: dict[str, dict[str, str]] = field(default_factory=dict, repr=False)
-    spark: SparkSession | None = None
+    consumer_options: dict[str, str] = field(default_factory=dict, repr=False)
+
+
+class OperatorJudge:
+    """The JVM operator judges in the stream (``DedupPlan.judge``); its state is kept in the checkpoint."""
+
+    in_stream = True  # the stream's rows carry their verdicts; the plan observes their accounting
+
+    def stream(self, plan: DedupPlan, records: DataFrame) -> DataFrame:
+        return plan.judge(records)
+
+    def judged(self, plan: DedupPlan, rows: DataFrame, batch_id: int) -> DataFrame:
+        return rows
+
+    def committed(self, rows: DataFrame, batch_id: int) -> None:
+        """Spark commits the operator's state with the batch."""
+
+
+def build_spark_engine(rules: RuleSet, policies: Policies, *, source: str, sink: str, dead_letters: str,
+                       checkpoint: str, state: str = "memory", delivery: str = "at-least-once",
+                       kafka_config: Mapping[str, str] | None = None, transactional_id: str | None = None,
+                       restart: RestartStrategy | None = None, metrics=None, spark: SparkSession | None = None,
+                       **query) -> "SparkEngine":
+    """The engine with the parts the settings name: Spark's state (``state="memory"``) or a
+    ``redis://`` URL as the judge; ``delivery`` as the writer. ``kafka_config``: librdkafka
+    settings (``ValueError`` names one Spark's Kafka client cannot take). ``query``: the
+    ``SparkQuery`` fields."""
+    config = dict(kafka_config or {})
+    consumer, producer = (spark_kafka_options(config, role) for role in ("consumer", "producer"))
+    writer = writer_for(sink, dead_letters, delivery, checkpoint, config, transactional_id, producer)
+    judge = OperatorJudge() if state == "memory" else RedisBatchJudge(state, partitions=query.get(
+        "shuffle_partitions") or 2)
+    return SparkEngine(rules, SparkQuery(source, checkpoint, consumer_options=consumer, **query), writer, judge,
+                       policies, restart or RestartStrategy(), metrics, spark=spark)
+
+
+@dataclass
+class SparkEngine:
+    rules: RuleSet
+    query: SparkQuery
+    writer: object  # batch_writers.AtLeastOnceWriter or ExactlyOnceWriter
+    judge: object = field(default_factory=OperatorJudge)  # or redis_state.RedisBatchJudge
+    policies: Policies = field(default_factory=Policies)
+    restart: RestartStrategy = field(default_factory=RestartStrategy)
     metrics: object | None = None
     on_batch: Callable[[Accounting], None] | None = None
+    spark: SparkSession | None = None
     listener: ProgressListener = field(init=False, repr=False)
     guard: CheckpointGuard = field(init=False, repr=False)
     state_rows: object | None = field(init=False, default=None, repr=False)  # the operator's StateRowCount
 
     def __post_init__(self):
         self.listener = ProgressListener(self.metrics)
-        self.guard = CheckpointGuard(self.rules, self.checkpoint)
-        producer = self.kafka_options.get("producer", {})
-        self._events = BatchSink.from_uri(self.sink, "events", producer)
-        self._dead_letters = BatchSink.from_uri(self.dead_letters, "dead_letters", producer)
+        self.guard = CheckpointGuard(self.rules, self.query.checkpoint)
 
     def session(self) -> SparkSession:
         if self.spark is None:
-            self.spark = build_session(self.master, conf=self.conf)
+            self.spark = build_session(self.query.master, conf=self.query.conf)
         return self.spark
 
     def judged(self) -> DataFrame:
-        """The streaming plan up to the verdicts, with its accounting observed."""
-        return accounting_metrics(self.verdicts())
+        """Source → the stream ``write_batch`` gets: verdicts, observed (or, with Redis, the rows to judge)."""
+        records = self._read(self.guard.source(self.query.source), self.query.max_offsets_per_trigger)
+        hook: Hook = self.guard.fallback
+        if self.query.notifications:
+            hook = with_notifications(self._read(self.query.notifications), DedupPlan(self.rules), hook)
+        stream = self.judge.stream(self.plan(hook), self.guard.records(records))
+        return accounting_metrics(stream) if self.judge.in_stream else stream
 
-    def verdicts(self) -> DataFrame:
-        """Source → verdicts; during a migration from the old job's position, with its old state as fallback."""
-        records = read_stream(self.session(), self.guard.source(self.source), self.max_records_per_batch,
-                              self.kafka_options.get("consumer", {}))
-        plan = DedupPlan(self.rules, before_operator=self.guard.fallback, state_rows=self.state_rows)
-        return plan.judge(self.guard.records(records))
+    def plan(self, before_operator: Hook | None = None) -> DedupPlan:
+        invalid = self.policies.chains["invalid"].terminal
+        return DedupPlan(self.rules, invalid, before_operator=before_operator, state_rows=self.state_rows)
 
     def bounded(self, available_now: bool | None = None) -> bool:
         """Whether this run stops once the source's backlog is processed."""
-        for choice in (available_now, self.available_now):
+        for choice in (available_now, self.query.available_now):
             if choice is not None:
                 return choice
-        return parse_uri(self.source).kind == "jsonl"
+        return parse_uri(self.query.source).kind == "jsonl"
 
     def run(self, stop: threading.Event | None = None, available_now: bool | None = None) -> Accounting:
-        """Run the query (see the module docstring); returns this run's accounting counts."""
-        spark = self.session()
-        self._prepare(spark)
-        self.guard.prepare(spark)  # refuses an incompatible checkpoint before anything is written
-        tracked = state_rows_tracked(spark, self.state_provider)
-        self.state_rows = state_row_counter(spark)
-        gauge = StateRowGauge.open(spark, self.checkpoint, self.state_rows, count_missing=not tracked)
-        self.listener = ProgressListener(self.metrics, self.on_batch, tracked, gauge)
-        bounded = self.bounded(available_now)
-        spark.streams.addListener(self.listener)
-        try:
-            query = self.start_query(bounded)
-            self.listener.query_id = str(query.id)
-            try:
-                await_query(query, bounded, stop or threading.Event())
-            finally:
-                if query.isActive:  # waiting failed (e.g. the gateway): no query is left running
-                    query.stop()
-            last = query.lastProgress
-            if last is not None:
-                self.listener.wait_for(last["batchId"])
-        finally:
-            spark.streams.removeListener(self.listener)
+        """Run the query, restarted per ``restart`` (see the module docstring); returns its last start's counts."""
+        stop = stop or threading.Event()
+        run_restarting(lambda: self.run_query(stop, available_now), self.restart, stop)
         return self.listener.totals
+
+    def run_query(self, stop: threading.Event, available_now: bool | None = None) -> Accounting:
+        """Start the query once and wait for it; the writer's clients are closed when it ends."""
+        spark = self.session()
+        try:
+            self._prepare(spark)
+            self.guard.prepare(spark)  # refuses an incompatible checkpoint before anything is written
+            self._listen(spark)
+            spark.streams.addListener(self.listener)
+            try:
+                self._await(self.start_query(self.bounded(available_now)), self.bounded(available_now), stop)
+            finally:
+                spark.streams.removeListener(self.listener)
+        finally:
+            self.writer.close()
+        return self.listener.totals
+
+    def _listen(self, spark: SparkSession) -> None:
+        tracked = state_rows_tracked(spark, self.query.state_provider)
+        self.state_rows = state_row_counter(spark)
+        gauge = StateRowGauge.open(spark, self.query.checkpoint, self.state_rows, count_missing=not tracked)
+        self.listener = ProgressListener(self.metrics, self.on_batch, tracked, gauge)
+
+    def _await(self, query, bounded: bool, stop: threading.Event) -> None:
+        self.listener.query_id = str(query.id)
+        try:
+            await_query(query, bounded, stop)
+        finally:
+            if query.isActive:  # waiting failed (e.g. the gateway): no query is left running
+                query.stop()
+        last = query.lastProgress
+        if last is not None:
+            self.listener.wait_for(last["batchId"])
 
     def _prepare(self, spark: SparkSession) -> None:
         """Checks the classpath and sets the SQL settings a query reads when it starts."""
-        kafka = any(parse_uri(uri).kind == "kafka" for uri in (self.source, self.sink, self.dead_letters))
-        require_classes(spark, kafka)
-        runtime = state_store_conf(self.state_provider)
-        if self.shuffle_partitions:
-            runtime["spark.sql.shuffle.partitions"] = str(self.shuffle_partitions)
-        runtime.update({k: v for k, v in self.conf.items() if k.startswith("spark.sql.")})
+        require_classes(spark, self.writer.kafka or parse_uri(self.query.source).kind == "kafka")
+        runtime = state_store_conf(self.query.state_provider)
+        if self.query.shuffle_partitions:
+            runtime["spark.sql.shuffle.partitions"] = str(self.query.shuffle_partitions)
+        runtime.update({k: v for k, v in self.query.conf.items() if k.startswith("spark.sql.")})
         for key, value in runtime.items():
             spark.conf.set(key, value)
 
+    def _read(self, uri: str, max_records: int | None = None) -> DataFrame:
+        return read_stream(self.session(), uri, max_records, self.query.consumer_options)
+
     def start_query(self, bounded: bool):
         writer = self.judged().writeStream.foreachBatch(self.write_batch) \
-            .option("checkpointLocation", self.checkpoint).queryName(f"streamdedup-{id(self)}")
-        trigger = {"availableNow": True} if bounded else {"processingTime": self.trigger_interval}
+            .option("checkpointLocation", self.query.checkpoint).queryName(f"streamdedup-{id(self)}")
+        trigger = {"availableNow": True} if bounded else {"processingTime": self.query.trigger}
         return writer.trigger(**trigger).start()
 
     def write_batch(self, batch: DataFrame, batch_id: int) -> None:
-        write_outputs(batch, batch_id, self._events, self._dead_letters)
+        """The ``foreachBatch`` function: judge (Redis: here), write, let the judge commit, count.
+
+        Caching is decided here alone: every read of an uncached DataFrame runs the plan again
+        (the source read, the stateful operator, or the Redis claims). The input is cached when
+        the judge reads it (Redis: judging, then its watermarks); the judged batch when the
+        writer reads it more than once (``writer.reads``) or it is judged and counted here. A
+        write retried after a failure reads the batch again: it is cached from then on and,
+        when the plan observed its accounting, recounted (the failed attempt's tasks counted).
+        """
+        in_stream = self.judge.in_stream
+        with _Cache(batch, 1 if in_stream else 2) as rows:
+            with _Cache(self.judge.judged(self.plan(), rows.df, batch_id),
+                        self.writer.reads + (0 if in_stream else 2)) as judged:
+                if not in_stream:
+                    retried(judged.df.count, self.policies)  # judged now: a Redis failure is retried as such
+                self._write(judged, batch_id)
+                if not in_stream:
+                    retried(lambda: self.judge.committed(rows.df, batch_id), self.policies)
+                    self.listener.totals.add(accounting_of(judged.df))
+
+    def _write(self, judged: "_Cache", batch_id: int) -> None:
+        recount, attempts = self.judge.in_stream and not judged.cached, 0
+
+        def attempt():
+            nonlocal attempts
+            attempts += 1
+            if attempts > 1:
+                judged.persist()
+            self.writer.write(judged.df, batch_id)
+
+        retried(attempt, self.policies)
+        if attempts > 1 and recount:
+            self.listener.recount(batch_id, accounting_of(judged.df))
 
 
-def write_outputs(batch: DataFrame, batch_id: int, events: BatchSink, dead_letters: BatchSink) -> None:
-    """The ``foreachBatch`` writer: emitted rows to ``events``, dead-lettered rows to ``dead_letters``.
+class _Cache:
+    """A micro-batch DataFrame, persisted while it is read more than once (``SparkEngine.write_batch``)."""
 
-    The batch is cached only when the outputs read it twice (``sinks.reads_once``): each read
-    of an uncached batch would run the whole plan, the stateful operator included, again."""
-    cached = not reads_once(events, dead_letters)
-    if cached:
-        batch.persist()
-    try:
-        write_judged(batch, batch_id, events, dead_letters)
-    finally:
-        if cached:
-            batch.unpersist()
+    def __init__(self, df: DataFrame, reads: int):
+        self.df, self.cached = df, False
+        if reads > 1:
+            self.persist()
+
+    def persist(self) -> None:
+        if not self.cached:
+            self.df.persist()
+            self.cached = True
+
+    def __enter__(self) -> "_Cache":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.cached:
+            self.df.unpersist()
 
 
 def await_query(query, bounded: bool, stop: threading.Event) -> None:

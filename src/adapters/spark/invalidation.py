@@ -19,17 +19,12 @@ dead-letters the malformed ones with reason ``bad_notification``).
 
 from __future__ import annotations
 
-from typing import Callable
-
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from adapters.spark.parse import parse
-from adapters.spark.plan import DedupPlan, _operator_input
+from adapters.spark.plan import DedupPlan, Hook
 
 FIRST = -(2 ** 63)
-
-Hook = Callable[[DataFrame], DataFrame]
 
 
 def notification_rows(notes: DataFrame, plan: DedupPlan) -> DataFrame:
@@ -37,7 +32,7 @@ def notification_rows(notes: DataFrame, plan: DedupPlan) -> DataFrame:
     text = F.col("value").cast("string")
     events = notes.where(F.get_json_object(text, "$.notification") == F.lit("INVALIDATE")) \
         .withColumn("value", F.get_json_object(text, "$.event").cast("binary"))
-    rows = _operator_input(plan.annotate(parse(events, plan.extra_fields)))
+    rows = plan.operator_input(events)
     return rows.where(F.col("judge")).withColumns({"ord": F.lit(FIRST), "invalidate": F.lit(True)})
 
 

@@ -16,24 +16,24 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQueryListener
 
 from domain.accounting import Accounting
+from domain.dedup import BUCKET_OF
+
+from adapters.spark.plan import NOTIFICATION
 
 OBSERVATION = "accounting"
-COUNTED = ("in", "out", "duplicates", "dead_lettered", "skipped", "late", "invalid", "passed_through",
-           "invalidations")
-NOTIFICATION = "invalidated"  # the verdict of an INVALIDATE notification row: not an input record
+COUNTED = tuple(Accounting().as_dict())
 
 
 def accounting_columns() -> list[Column]:
-    """The counts of judged rows, named as ``Accounting.as_dict``; notification rows count
-    as ``invalidations`` only."""
+    """The counts of judged rows, named as ``Accounting.as_dict``: a verdict counts in its
+    bucket as the domain's ``BUCKET_OF`` says; notification rows count as ``invalidations`` only."""
     verdict, reason = F.col("verdict"), F.col("reason")
 
     def count_if(condition: Column, name: str) -> Column:
         return F.sum(F.when(condition, 1).otherwise(0)).cast("long").alias(name)
 
-    return [count_if(verdict != NOTIFICATION, "in"), count_if(verdict == "emit", "out"),
-            count_if(verdict == "duplicate", "duplicates"), count_if(verdict == "dead_letter", "dead_lettered"),
-            count_if(verdict == "skip", "skipped"), count_if(reason == "late", "late"),
+    buckets = [count_if(verdict == v.value, bucket) for v, bucket in BUCKET_OF.items()]
+    return [count_if(verdict != NOTIFICATION, "in"), *buckets, count_if(reason == "late", "late"),
             count_if(reason.isNotNull() & (reason != "late"), "invalid"), count_if(F.col("passed"), "passed_through"),
             count_if(verdict == NOTIFICATION, "invalidations")]
 

@@ -6,8 +6,11 @@ chosen by its type); the judgement itself is one JVM ``flatMapGroupsWithState`` 
 here decides semantics: windows, lateness, key scoping and the unknown-type policy come
 from the RuleSet, and the operator implements ``domain.state.decide``.
 
-``judge(records)`` returns every input row once with ``verdict`` (``emit``, ``duplicate``
-or ``dead_letter``), ``reason`` and ``passed`` (emitted without a rule).
+``judge(records)`` returns every input row once with ``verdict`` (the domain's
+``Verdict`` values: ``emit``, ``duplicate``, ``dead-letter``, or ``skip`` for invalid records
+under ``invalid=skip``), ``reason`` and ``passed`` (emitted without a rule). With Redis as the
+state, the stream stops at ``state_input`` and each micro-batch is judged by
+``adapters.spark.redis_state``, whose verdicts ``verdicts`` turns into the same rows.
 """
 
 from __future__ import annotations
@@ -21,19 +24,29 @@ from pyspark.sql import functions as F
 
 from adapters.spark import jvm
 from adapters.spark.parse import drop_work_columns, key_field_text, parse
+from domain.dedup import Verdict
 from domain.events import REQUIRED_STRING_FIELDS
+from domain.policies import Terminal
 from domain.rules import KEY_SEPARATOR, DedupRule, RuleSet, TimeBasis, UnknownTypePolicy
 
 RECORD_COLUMNS = ("value", "kafka_key", "source", "partition", "offset", "ord")
 PASS_GROUPS = 64  # rows passed through are spread over this many stateless groups
-EMIT, DUPLICATE, DEAD_LETTER = "emit", "duplicate", "dead_letter"
+EMIT, DUPLICATE, DEAD_LETTER, SKIP = (v.value for v in (Verdict.EMIT, Verdict.DUPLICATE, Verdict.DEAD_LETTER,
+                                                        Verdict.SKIP))
+NOTIFICATION = "invalidated"  # the verdict of an INVALIDATE notification row: not an input record
+Hook = Callable[[DataFrame], DataFrame]
 
 
 @dataclass(frozen=True)
 class DedupPlan:
+    """``invalid``: the ``invalid`` policy's last step, applied per micro-batch (docs/spark-design.md,
+    deviation 4): ``skip`` marks invalid records skipped, ``fail`` fails the micro-batch
+    (``raise_error``), ``dead-letter`` and ``invalidate`` (no key to forget) dead-letter them."""
+
     rules: RuleSet
+    invalid: Terminal = Terminal.DEAD_LETTER
     idle_timeout_ms: int | None = None
-    before_operator: Callable[[DataFrame], DataFrame] | None = None  # e.g. a migration's old-state lookup
+    before_operator: Hook | None = None  # e.g. a migration's old-state lookup, notifications
     state_rows: object | None = None  # the JVM StateRowCount counting the operator's keys (adapters.spark.state_rows)
 
     @property
@@ -49,13 +62,46 @@ class DedupPlan:
         others through (a filter-and-union split would let Spark's predicate pushdown copy
         the whole parse expression into each branch's filter).
         """
-        annotated = self.annotate(parse(records, self.extra_fields))
         timeout = self.idle_timeout_ms or 1000 * max(self.rules.max_retention, 1)
-        operator_input = _operator_input(annotated)
-        if self.before_operator is not None:
-            operator_input = self.before_operator(operator_input)
-        judged = jvm.judge(operator_input.withWatermark("ts", "0 seconds"), "key", timeout, self.state_rows)
-        return _verdicts(judged)
+        judged = jvm.judge(self.state_input(records).withWatermark("ts", "0 seconds"), "key", timeout,
+                           self.state_rows)
+        return self.verdicts(judged)
+
+    def state_input(self, records: DataFrame) -> DataFrame:
+        """The rows the state judges (``operator_input``), through ``before_operator``."""
+        rows = self.operator_input(records)
+        return rows if self.before_operator is None else self.before_operator(rows)
+
+    def operator_input(self, records: DataFrame) -> DataFrame:
+        """Records → one row per record with its rule's columns: ``key``, ``t``, ``window``,
+        ``lateness``, ``judge`` (a valid event with a rule), ``reason``/``detail`` of a rejection."""
+        annotated = self.annotate(parse(records, self.extra_fields))
+        judge = F.col("reason").isNull() & F.col("ruled")
+        spread = F.concat(F.lit("\u0000"), F.pmod(F.col("ord"), F.lit(PASS_GROUPS)).cast("string"))
+        return annotated.select(*RECORD_COLUMNS, "reason", "detail", "t", "ts", "window", "lateness",
+                                judge.alias("judge"), F.when(judge, F.col("key")).otherwise(spread).alias("key"))
+
+    def verdicts(self, judged: DataFrame) -> DataFrame:
+        """The judged rows (the operator's verdicts ``emit``, ``duplicate``, ``late``, ``pass``,
+        ``invalidated``) as the plan's output, invalid records per ``invalid``."""
+        verdict, late, passed = F.col("verdict"), F.col("verdict") == "late", F.col("verdict") == "pass"
+        valid = F.col("reason").isNull()
+        return judged.select(
+            *RECORD_COLUMNS,
+            F.when(late, DEAD_LETTER).when(passed & ~valid, self._invalid_verdict()).when(passed, EMIT)
+            .otherwise(verdict).alias("verdict"),
+            F.when(late, "late").otherwise(F.col("reason")).alias("reason"),
+            F.when(late, F.lit("event time is older than the watermark minus the rule's lateness"))
+            .otherwise(F.col("detail")).alias("detail"),
+            (passed & valid).alias("passed"))
+
+    def _invalid_verdict(self) -> Column:
+        if self.invalid is Terminal.SKIP:
+            return F.lit(SKIP)
+        if self.invalid is Terminal.FAIL:
+            message = F.concat(F.lit("invalid record (policy invalid=fail): "), F.col("reason"))
+            return F.raise_error(message).cast("string")
+        return F.lit(DEAD_LETTER)
 
     def annotate(self, parsed: DataFrame) -> DataFrame:
         """Adds the rule's columns; rejects unknown types and missing key fields per the RuleSet."""
@@ -90,25 +136,6 @@ class DedupPlan:
             .when((F.col("reason") == "missing_field") & F.col("detail").isNull(), F.lit("a key field is missing")) \
             .otherwise(F.col("detail"))
 
-
-
-def _operator_input(annotated: DataFrame) -> DataFrame:
-    judge = F.col("reason").isNull() & F.col("ruled")
-    spread = F.concat(F.lit("\u0000"), F.pmod(F.col("ord"), F.lit(PASS_GROUPS)).cast("string"))
-    return annotated.select(*RECORD_COLUMNS, "reason", "detail", "t", "ts", "window", "lateness",
-                            judge.alias("judge"), F.when(judge, F.col("key")).otherwise(spread).alias("key"))
-
-
-def _verdicts(judged: DataFrame) -> DataFrame:
-    verdict, late, passed = F.col("verdict"), F.col("verdict") == "late", F.col("verdict") == "pass"
-    valid = F.col("reason").isNull()
-    return judged.select(
-        *RECORD_COLUMNS,
-        F.when(late | (passed & ~valid), DEAD_LETTER).when(passed, EMIT).otherwise(verdict).alias("verdict"),
-        F.when(late, "late").otherwise(F.col("reason")).alias("reason"),
-        F.when(late, F.lit("event time is older than the watermark minus the rule's lateness"))
-        .otherwise(F.col("detail")).alias("detail"),
-        (passed & valid).alias("passed"))
 
 
 def _time_of(rule: DedupRule) -> Column:

@@ -1,7 +1,7 @@
 """Redis as the Spark engine's deduplication state (``--state redis://…``).
 
 Instead of the stateful JVM operator, each micro-batch is judged against Redis inside
-``foreachBatch``: the batch's operator-input rows (``plan._operator_input``: key, t, window,
+``foreachBatch``: the batch's operator-input rows (``DedupPlan.state_input``: key, t, window,
 lateness, judge, ord, and ``invalidate`` for notifications) are partitioned by key and
 sorted by arrival order, and each partition runs one ``mapInArrow`` task that, per Arrow
 batch, first forgets the keys of INVALIDATE notifications, then sends all its claims to
@@ -28,6 +28,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import StringType, StructField, StructType
 
+from adapters.spark.plan import DedupPlan
 from domain.rules import KEY_SEPARATOR
 from domain.state import Claim
 
@@ -90,11 +91,21 @@ class PartitionJudge:
 
 @dataclass
 class RedisBatchJudge:
-    """Judges a micro-batch of operator-input rows against Redis (see the module docstring)."""
+    """The Spark engine's ``judge`` part with Redis as the state (see the module docstring)."""
 
     url: str
     prefix: str = "dedup:"
     partitions: int = 2
+    in_stream = False  # the stream stops before judging; each micro-batch is judged here
+
+    def stream(self, plan: DedupPlan, records: DataFrame) -> DataFrame:
+        return plan.state_input(records)
+
+    def judged(self, plan: DedupPlan, rows: DataFrame, batch_id: int) -> DataFrame:
+        return plan.verdicts(self.judge(rows, batch_id))
+
+    def committed(self, rows: DataFrame, batch_id: int) -> None:
+        self.advance(rows, batch_id)
 
     def judge(self, rows: DataFrame, batch_id: int) -> DataFrame:
         """``rows`` plus ``verdict`` (emit, duplicate, late, pass or invalidated), like the JVM operator's."""

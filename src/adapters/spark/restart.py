@@ -1,11 +1,13 @@
-"""Supervising the streaming query: restart it when it fails, per a ``RestartStrategy``.
+"""What happens when a micro-batch's work or the whole query fails.
 
-``RestartingEngine`` wraps an engine with ``run(stop)``. When the run raises (the query
-failed: a micro-batch kept failing after its retries, or the sink or source was gone),
-the strategy decides whether to wait and run again; every restart continues from the
-checkpoint, so the failed micro-batch is replayed with the same ``batch_id``. When the
-strategy gives up it raises ``RestartsExhausted`` with a one-line message. Setup errors
-(``error_class`` ``setup``: a missing jar, JDK or connector) are not restarted: the same
+``retried`` runs one piece of a micro-batch's work (judging against Redis, a write) under the
+``transient`` policy: a failed Spark job counts as a transient sink failure; when the
+retries are used up it raises ``PolicyExhausted``, the batch is not committed and the query
+fails. ``run_restarting`` then lets the ``RestartStrategy`` decide whether to wait and run
+the query again; every restart continues from the checkpoint, so the failed micro-batch is
+replayed with the same ``batch_id``. When the strategy gives up it raises
+``RestartsExhausted`` with a one-line message. Setup errors (``error_class`` ``setup``: a
+missing jar, JDK or connector, an incompatible checkpoint) are not restarted: the same
 settings fail the same way.
 """
 
@@ -15,55 +17,51 @@ import logging
 import re
 import threading
 import time
-from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, TypeVar
 
-from domain.errors import PermanentError
+from domain.errors import DedupError, PermanentError, PolicyExhausted, SinkUnavailable
+from domain.policies import Policies, Resolved, run_with_policy
 from domain.restart import RestartsExhausted, RestartStrategy
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
-@dataclass
-class RestartingEngine:
-    engine: object
-    strategy: RestartStrategy
-    sleep: Callable[[float], None] = time.sleep
-    clock: Callable[[], float] = time.monotonic
-    failures: list[float] = field(default_factory=list)
+def retried(operation: Callable[[], T], policies: Policies, sleep: Callable[[float], None] = time.sleep) -> T:
+    """Run a micro-batch's work under the transient policy; raises ``PolicyExhausted`` when it gives up."""
+    def attempt():
+        try:
+            return operation()
+        except DedupError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - a failed Spark job: the sink could not take the batch
+            raise SinkUnavailable(f"batch write failed: {first_line(exc)}") from None
 
-    def __getattr__(self, name):
-        return getattr(self.engine, name)
+    result = run_with_policy(attempt, policies, sleep)
+    if isinstance(result, Resolved):
+        raise PolicyExhausted(result.error, result.attempts)
+    return result.value
 
-    def __setattr__(self, name, value):
-        if name in ("engine", "strategy", "sleep", "clock", "failures"):
-            object.__setattr__(self, name, value)
-        else:
-            setattr(self.engine, name, value)
 
-    def run(self, stop: threading.Event | None = None):
-        """Run until the engine returns, ``stop`` is set, or the strategy gives up."""
-        stop = stop or threading.Event()
-        while True:
-            try:
-                return self.engine.run(stop=stop)
-            except Exception as exc:  # noqa: BLE001 - the strategy decides on any query failure
-                if _setup_error(exc):
-                    raise
-                reason = first_line(exc)
-            self.failures.append(self.clock())
-            delay = self.strategy.delay_after(self.failures)
-            if delay is None or stop.is_set():
-                raise RestartsExhausted(f"the streaming query failed {len(self.failures)} time(s) and the restart "
-                                        f"strategy {self.strategy} gave up; last error: {reason}")
-            log.warning("the streaming query failed (%s); restart %d in %.1fs", reason, len(self.failures), delay)
-            if stop.wait(delay):
-                return self._totals()
-
-    def _totals(self):
-        """What the engine counted so far, when a stop request ends the wait for a restart."""
-        totals = getattr(self.engine, "totals", None)
-        return totals if totals is not None else self.engine.listener.totals
+def run_restarting(run: Callable[[], T], strategy: RestartStrategy, stop: threading.Event,
+                   clock: Callable[[], float] = time.monotonic) -> T | None:
+    """``run()`` until it returns, ``stop`` is set (then None) or the strategy gives up."""
+    failures: list[float] = []
+    while True:
+        try:
+            return run()
+        except Exception as exc:  # noqa: BLE001 - the strategy decides on any query failure
+            if _setup_error(exc):
+                raise
+            reason = first_line(exc)
+        failures.append(clock())
+        delay = strategy.delay_after(failures)
+        if delay is None or stop.is_set():
+            raise RestartsExhausted(f"the streaming query failed {len(failures)} time(s) and the restart "
+                                    f"strategy {strategy} gave up; last error: {reason}")
+        log.warning("the streaming query failed (%s); restart %d in %.1fs", reason, len(failures), delay)
+        if stop.wait(delay):
+            return None
 
 
 def _setup_error(exc: BaseException) -> bool:
