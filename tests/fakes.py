@@ -23,6 +23,7 @@ class FlakyStateStore:
 
     def __init__(self, inner, failures: int):
         self.inner = inner
+        self.durable = inner.durable
         self.failures = failures
         self.calls = 0
 

@@ -12,6 +12,7 @@ import json
 import os
 import re
 import tomllib
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -163,12 +164,17 @@ class _EnvSource(EnvSettingsSource):
         return data
 
 
+_CONFIG_FILE: ContextVar[str | None] = ContextVar("config_file", default=None)
+
+
 class _ConfigFileSource(PydanticBaseSettingsSource):
+    """The file ``load_settings`` was given (``--config``), else the one ``DEDUP_CONFIG`` names."""
+
     def get_field_value(self, field, field_name):  # pragma: no cover - __call__ is used
         return None, field_name, False
 
     def __call__(self) -> dict[str, Any]:
-        path = os.environ.get("DEDUP_CONFIG")
+        path = _CONFIG_FILE.get() or os.environ.get("DEDUP_CONFIG")
         return read_config_file(Path(path)) if path else {}
 
 
@@ -194,8 +200,7 @@ def read_config_file(path: Path) -> dict[str, Any]:
 
 def load_settings(config_file: str | None = None, **overrides: Any) -> Settings:
     """Build the settings; raises ``SettingsError`` naming the first invalid setting."""
-    if config_file:
-        os.environ["DEDUP_CONFIG"] = config_file
+    token = _CONFIG_FILE.set(config_file)
     try:
         return Settings(**{k: v for k, v in overrides.items() if v is not None})
     except ValidationError as exc:
@@ -205,6 +210,8 @@ def load_settings(config_file: str | None = None, **overrides: Any) -> Settings:
         name = field.group(1) if field else "settings"
         raise SettingsError(f"invalid setting {name} (DEDUP_{name.upper()}__*): "
                             "a nested value from the environment is not valid JSON") from None
+    finally:
+        _CONFIG_FILE.reset(token)
 
 
 def describe(exc: ValidationError) -> str:

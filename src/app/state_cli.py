@@ -9,8 +9,12 @@ from __future__ import annotations
 import argparse
 import json
 
-from app.container import UsageError, container_for, inspect_state_store, migrate_state
+from pathlib import Path
+
+from app.container import UsageError, build_state_store, container_for
 from app.settings import load_settings
+from domain.inspection import StateReport, inspect_state
+from domain.rules import RuleSet
 
 
 def add_state_commands(commands) -> None:
@@ -64,6 +68,51 @@ def cmd_migrate(args: argparse.Namespace) -> int:
     print("dedup state migrate: dry run, nothing was written" if args.dry_run else
           f"dedup state migrate: done; start the new job on {args.target}")
     return 0
+
+
+def inspect_state_store(uri: str, sample_size: int = 3) -> StateReport:
+    """A ``StateReport`` for a saved in-memory snapshot, a durable store (Redis) or a Spark checkpoint."""
+    if uri.startswith("spark:"):
+        from adapters.spark.session import build_session
+        from adapters.spark.state_reader import inspect_checkpoint
+        location = uri.removeprefix("spark:")
+        if not Path(location).exists():
+            raise UsageError(f"invalid setting state: no checkpoint at {location}")
+        return inspect_checkpoint(build_session(), location, sample_size)
+    if uri.startswith("memory:"):
+        from adapters.memory.state_store import read_snapshot
+        path = Path(uri.removeprefix("memory:"))
+        if not path.exists():
+            raise UsageError(f"invalid setting state: no snapshot at {path}")
+        return inspect_state(f"snapshot {path}", read_snapshot(path), sample_size, path.stat().st_size)
+    store = build_state_store(uri)
+    if not store.durable:
+        raise UsageError(f"invalid setting state: {uri!r} cannot be inspected (a volatile in-memory state)")
+    try:
+        return inspect_state(f"redis {store.address}", store.scan_items(), sample_size, store.memory_bytes())
+    finally:
+        store.close()
+
+
+def migrate_state(source: str, target: str, rules: RuleSet, old_key_fields: dict[str, tuple[str, ...]],
+                  dry_run: bool) -> list[str]:
+    """Plan the offline step of a state migration and, unless ``dry_run``, do it; returns the steps."""
+    if source.startswith("spark:") and target.startswith("spark:"):
+        from adapters.spark.migration import migrate, plan_migration
+        from adapters.spark.session import build_session
+        spark = build_session()
+        plan = plan_migration(spark, source.removeprefix("spark:"), target.removeprefix("spark:"), rules,
+                              old_key_fields)
+        if not dry_run:
+            migrate(spark, plan)
+        return plan.describe()
+    if source.startswith(("redis://", "rediss://")) and target.startswith(("redis://", "rediss://")):
+        from adapters.redis.migration import apply_redis_migration, plan_redis_migration
+        redis_plan = plan_redis_migration(source, target, rules, old_key_fields)
+        steps = redis_plan.describe()
+        return steps if dry_run else [*steps, f"wrote {apply_redis_migration(redis_plan)} keys"]
+    raise UsageError(f"invalid setting --from/--to: migrate spark:CHECKPOINT to spark:NEW_CHECKPOINT or redis:// "
+                     f"to redis://, got {source!r} and {target!r}")
 
 
 def old_key_fields(values: list[str]) -> dict[str, tuple[str, ...]]:

@@ -70,6 +70,11 @@ class MigratingStateStore:
     retired_rules: set[str] = field(default_factory=set)
 
     @property
+    def durable(self) -> bool:
+        """New emissions go to the new store: it decides what survives a crash."""
+        return self.new.durable
+
+    @property
     def retired(self) -> bool:
         """Every rule seen so far has retired its old entries."""
         return bool(self.started_at) and set(self.started_at) <= self.retired_rules

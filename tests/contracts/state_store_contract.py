@@ -21,11 +21,20 @@ class StateStoreContract:
     def make_store(self) -> StateStore:
         raise NotImplementedError
 
+    def reopen(self) -> StateStore:
+        """A new instance over ``self.store``'s storage, as a process restarted after a crash builds it."""
+        raise NotImplementedError
+
     def setup_method(self):
         self.store = self.make_store()
 
     def teardown_method(self):
         self.store.close()
+
+    def test_durable_says_whether_emissions_survive_a_crash(self):
+        assert self.store.check_and_set(claim("APP\x1fa", 100)) is True
+        after_crash = self.reopen()  # the first instance is never closed: nothing is saved on the way out
+        assert after_crash.check_and_set(claim("APP\x1fa", 101)) is (not self.store.durable)
 
     def test_first_claim_is_granted_and_repeat_inside_window_refused(self):
         assert self.store.check_and_set(claim("APP\x1fa", 100)) is True

@@ -7,6 +7,9 @@ class TestInMemoryStateStore(StateStoreContract):
     def make_store(self):
         return InMemoryStateStore()
 
+    def reopen(self):
+        return InMemoryStateStore()
+
     def test_expired_keys_are_evicted_not_just_ignored(self):
         for i in range(1000):
             self.store.check_and_set(claim(f"APP\x1fk{i}", 100 + i, now=100))
@@ -18,3 +21,6 @@ class TestInMemoryStateStore(StateStoreContract):
 class TestMigratingStateStoreOverEmptyOld(StateStoreContract):
     def make_store(self):
         return MigratingStateStore(InMemoryStateStore(), InMemoryStateStore(), retention=600)
+
+    def reopen(self):
+        return self.make_store()

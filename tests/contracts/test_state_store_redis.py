@@ -42,6 +42,9 @@ class TestRedisStateStore(StateStoreContract):
     def make_store(self):
         return fresh_store(self.url)
 
+    def reopen(self):
+        return RedisStateStore(self.url, key_prefix=self.store.key_prefix)
+
     def test_values_are_v2_with_the_owner_and_are_kept_one_retention_after_expiry(self):
         self.store.check_and_set(claim("APP\x1fa", 100, owner="in:0:7"))
         key = self.store.key_prefix + "APP\x1fa"

@@ -22,6 +22,8 @@ class InMemoryStateStore:
     not by the stream.
     """
 
+    durable = False  # a snapshot, when configured, is written at close: a crash loses what came since
+
     def __init__(self, snapshot: str | Path | None = None):
         self._entries: dict[str, tuple[Emission, ...]] = {}
         self._expiries: dict[str, list[tuple[int, str]]] = {}

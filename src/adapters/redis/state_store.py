@@ -46,6 +46,8 @@ class RedisStateStore:
     policy's job.
     """
 
+    durable = True
+
     def __init__(self, url: str, key_prefix: str = DEFAULT_PREFIX, *, ttl_grace: int = 0,
                  socket_timeout: float = 5.0, connect_timeout: float = 2.0, chunk_size: int = 2000,
                  **options):

@@ -1,0 +1,51 @@
+"""The composition root: typed settings wired by keyword, providers a test can swap."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+from dependency_injector import providers
+
+from adapters.memory.state_store import InMemoryStateStore
+from app.container import UsageError, container_for
+from app.settings import load_settings
+from tests.fakes import FlakyStateStore
+
+T = 1_689_019_596
+
+
+def write_events(path, *keys_and_times) -> None:
+    path.write_text("".join(json.dumps({"id": f"e{i}", "uniqueValue": key, "type": "APP", "timestamp": t}) + "\n"
+                            for i, (key, t) in enumerate(keys_and_times)))
+
+
+def test_a_test_swaps_the_state_store_provider_and_sees_what_the_engine_claimed(tmp_path):
+    write_events(tmp_path / "in.jsonl", ("a", T), ("a", T + 5), ("b", T + 6))
+    container = container_for(load_settings(engine="memory", source=f"file:{tmp_path / 'in.jsonl'}",
+                                            sink=f"file:{tmp_path / 'out.jsonl'}", dlq=f"file:{tmp_path / 'dlq.jsonl'}"))
+    store = FlakyStateStore(InMemoryStateStore(), failures=1)  # one transient failure, retried by the policy
+    container.state_store.override(providers.Object(store))
+    totals = container.engine().run()
+    assert (totals.out, totals.duplicates) == (2, 1)
+    assert store.calls == 2 and len(store.inner) == 2  # the swapped store judged the batch, after one retry
+    assert container.core().state is store
+
+
+def test_exactly_once_refuses_a_store_that_does_not_survive_a_crash_even_behind_a_migration(tmp_path):
+    settings = load_settings(engine="kafka", source="kafka://127.0.0.1:9/in", sink="kafka://127.0.0.1:9/out",
+                             dlq="kafka://127.0.0.1:9/dlq", kafka={"delivery": "exactly-once"},
+                             migration={"state_from": "memory"})
+    with pytest.raises(UsageError, match="exactly-once needs a state that survives a crash"):
+        container_for(settings).engine()
+
+
+def test_a_config_file_is_read_without_writing_the_process_environment(tmp_path, monkeypatch):
+    monkeypatch.delenv("DEDUP_CONFIG", raising=False)
+    config = tmp_path / "dedup.yaml"
+    config.write_text("rules:\n  APP:\n    window: 45s\n")
+    settings = load_settings(str(config))
+    assert container_for(settings).rules().rules["APP"].window == 45
+    assert "DEDUP_CONFIG" not in os.environ
+    assert load_settings().effective_rules()["APP"].window == 30  # the next load does not see the last file
