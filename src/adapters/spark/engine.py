@@ -1,26 +1,21 @@
 """The Spark engine: one streaming query assembled from parts (see docs/spark-design.md).
 
-``build_spark_engine`` chooses the parts from the settings, for ``dedup run`` and the tests alike:
+``build_spark_engine`` chooses the parts from the settings, for ``dedup run`` and the tests
+alike: the **judge** (``OperatorJudge``, the JVM operator in the stream with its state in the
+checkpoint, or ``redis_state.RedisBatchJudge``), the **writer** (``batch_writers``: at-least-once
+or exactly-once) and the **restart strategy** (``domain.restart``, ``restart.run_restarting``).
 
-* the **judge**: ``OperatorJudge`` (the JVM operator judges in the stream, its state kept in
-  the checkpoint) or ``redis_state.RedisBatchJudge`` (each micro-batch judged against Redis);
-* the **writer**: ``batch_writers.AtLeastOnceWriter`` or ``ExactlyOnceWriter``;
-* the **restart strategy** (``domain.restart``), applied by ``restart.run_restarting``.
-
-``SparkEngine(...).run(stop)`` runs the query and returns the ``Accounting`` of the
-micro-batches its last start processed, calling ``on_batch(totals)`` after every query
-progress, idle ones included (the CLI's progress line and the health check's stall
-detection rest on it). Bounded (``available_now``, the default for a JSONL directory
-source) it processes what the source holds at start, then stops; otherwise (the default
-for Kafka) it runs until ``stop`` is set, then lets the running micro-batch finish and
-stops the query cleanly. A restart with the same checkpoint continues after the last
-committed micro-batch.
+``run(stop)`` returns the ``Accounting`` of the micro-batches its last start processed and
+calls ``on_batch(totals)`` after every progress, idle ones included. Bounded
+(``available_now``, the default for a JSONL directory) it stops once the backlog at start is
+processed; otherwise it runs until ``stop`` is set, lets the running micro-batch commit and
+stops. A restart with the same checkpoint continues after the last committed micro-batch.
 
 Failure behaviour: a micro-batch's work (judging against Redis, a write) is retried per the
 ``transient`` policy; when that gives up, or anything else fails the batch (the operator,
 ``invalid=fail``), the batch is not committed and the query fails; the restart strategy
-decides whether it starts again (replaying that batch) or ``run`` raises
-``RestartsExhausted``. Setup errors (``error_class`` ``setup``) are raised at once.
+starts it again (replaying that batch) or ``run`` raises ``RestartsExhausted``. Setup errors
+(``error_class`` ``setup``) are raised at once.
 """
 
 from __future__ import annotations
