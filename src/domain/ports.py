@@ -9,20 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol, Sequence, runtime_checkable
 
+from domain.dead_letters import DeadLetter  # noqa: F401 - defined there, re-exported for the ports' users
 from domain.events import Event, RawRecord
 from domain.state import Claim, Emission
-
-
-@dataclass(frozen=True)
-class DeadLetter:
-    """A record that could not be delivered: original bytes plus why, where from and when."""
-
-    record: RawRecord
-    reason: str
-    error: str
-    error_class: str
-    attempts: int
-    time: float
 
 
 @dataclass(frozen=True)

@@ -2,32 +2,21 @@
 
 An adapter's test module subclasses ``EventSinkContract`` or ``DeadLetterSinkContract`` and
 implements ``make_sink`` (a fresh sink) and ``written`` (what the sink made durable, in
-order: the values for events, a ``ReadDeadLetter`` each for dead letters).
+order: the values for events, for dead letters each one as ``domain.dead_letters`` decodes
+what the medium holds).
 Reading back goes through the adapter's real medium (the file, the topic), never the
 sink object itself.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import replace
 
+from domain.dead_letters import MAX_ERROR_CHARS
 from domain.events import Event, RawRecord, SourcePosition
 from domain.ports import DeadLetter, DeadLetterSink, EventSink
 
 T = 1_689_019_596
-
-
-@dataclass(frozen=True)
-class ReadDeadLetter:
-    value: bytes
-    reason: str
-    error: str
-    error_class: str
-    source: str
-    partition: int
-    offset: int
-    attempts: int
-    time: float
 
 
 def record(value: bytes, offset: int, source: str = "events-in", partition: int = 3) -> RawRecord:
@@ -88,10 +77,11 @@ class EventSinkContract(SinkContract):
 DEAD_LETTERS = [
     DeadLetter(record(b"not json at all", 7), "not_json", "Expecting value: line 1 column 1", "invalid", 1,
                1_700_000_000.125),
-    DeadLetter(record(b"\xff\xfe\x00 binary, not UTF-8", 8, partition=0), "not_utf8",
+    DeadLetter(replace(record(b"\xff\xfe\x00 binary, not UTF-8", 8, partition=0), key=b"\x00\xffkey"), "not_utf8",
                "'utf-8' codec can't decode byte 0xff", "invalid", 1, 1_700_000_001.5),
-    DeadLetter(record(UNIQUE_VALUES[0], 9, source="other-topic"), "late",
+    DeadLetter(replace(record(UNIQUE_VALUES[0], 9, source="other-topic"), key=None), "late",
                "event time is older than the watermark minus the rule's lateness", "invalid", 3, 1_700_000_002.0),
+    DeadLetter(record(UNIQUE_VALUES[2], 10), "bug", "KeyError: 'caf\u00e9 \u2603'", "bug", 2, 1_700_000_003.999),
 ]
 
 
@@ -99,13 +89,17 @@ class DeadLetterSinkContract(SinkContract):
     def make_sink(self) -> DeadLetterSink:
         raise NotImplementedError
 
-    def test_each_dead_letter_keeps_its_original_bytes_reason_position_attempts_and_time(self):
+    def test_each_dead_letter_keeps_its_original_bytes_key_reason_position_attempts_and_time(self):
         sink = self.make_sink()
         for dead_letter in DEAD_LETTERS:
             sink.write(dead_letter)
         sink.flush()
-        expected = [ReadDeadLetter(d.record.value, d.reason, d.error, d.error_class, d.record.position.source,
-                                   d.record.position.partition, d.record.position.offset, d.attempts, d.time)
-                    for d in DEAD_LETTERS]
-        assert self.written() == expected
+        assert self.written() == DEAD_LETTERS
+        sink.close()
+
+    def test_the_error_is_cut_to_its_bound_and_the_time_to_the_millisecond(self):
+        sink = self.make_sink()
+        sink.write(replace(DEAD_LETTERS[0], error="x" * (MAX_ERROR_CHARS + 5), time=1_700_000_000.1236))
+        sink.flush()
+        assert self.written() == [replace(DEAD_LETTERS[0], error="x" * MAX_ERROR_CHARS, time=1_700_000_000.124)]
         sink.close()

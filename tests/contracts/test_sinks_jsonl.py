@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import base64
 import json
 
 import pytest
 
 from adapters.files.jsonl import JsonlDeadLetterSink, JsonlSink
-from tests.contracts.sink_contract import DeadLetterSinkContract, EventSinkContract, ReadDeadLetter
+from domain.dead_letters import from_document
+from tests.contracts.sink_contract import DeadLetterSinkContract, EventSinkContract
 
 
 class TestJsonlSink(EventSinkContract):
@@ -34,19 +34,4 @@ class TestJsonlDeadLetterSink(DeadLetterSinkContract):
     def written(self):
         if not self.path.exists():
             return []
-        return [read(json.loads(line)) for line in self.path.read_bytes().splitlines()]
-
-
-def read(doc: dict) -> ReadDeadLetter:
-    value = base64.b64decode(doc["value_b64"])
-    assert doc["value"] == (value.decode() if _utf8(value) else None)
-    return ReadDeadLetter(value, doc["reason"], doc["error"], doc["error_class"], doc["source"]["name"],
-                          doc["source"]["partition"], doc["source"]["offset"], doc["attempts"], doc["time"])
-
-
-def _utf8(value: bytes) -> bool:
-    try:
-        value.decode()
-    except UnicodeDecodeError:
-        return False
-    return True
+        return [from_document(json.loads(line)) for line in self.path.read_bytes().splitlines()]

@@ -9,8 +9,8 @@ from adapters.kafka.config import parse_kafka_uri, producer_config
 from adapters.kafka.dead_letters import KafkaDeadLetterSink
 from adapters.kafka.producer import ProducerChannel
 from adapters.kafka.sink import KafkaSink
-from tests.contracts.sink_contract import (UNIQUE_VALUES, DeadLetterSinkContract, EventSinkContract, ReadDeadLetter,
-                                          event, record)
+from domain.dead_letters import from_headers
+from tests.contracts.sink_contract import UNIQUE_VALUES, DeadLetterSinkContract, EventSinkContract, event, record
 from tests.integration.kafka_io import create_topics, read_topic, unique
 
 pytestmark = pytest.mark.kafka
@@ -49,11 +49,4 @@ class TestKafkaDeadLetterSink(KafkaTopic, DeadLetterSinkContract):
         return KafkaDeadLetterSink(self.channel, self.topic)
 
     def written(self):
-        return [read(m) for m in self.messages()]
-
-
-def read(message) -> ReadDeadLetter:
-    h = message.headers
-    return ReadDeadLetter(message.value, h["dedup.reason"], h["dedup.error"], h["dedup.error_class"],
-                          h["dedup.source.topic"], int(h["dedup.source.partition"]), int(h["dedup.source.offset"]),
-                          int(h["dedup.attempts"]), float(h["dedup.time"]))
+        return [from_headers(m.value, m.key, m.raw_headers) for m in self.messages()]

@@ -18,6 +18,7 @@ class Message:
     headers: dict[str, str]
     partition: int
     offset: int
+    raw_headers: tuple[tuple[str, bytes], ...] = ()  # as read, in order
 
 
 def unique(prefix: str) -> str:
@@ -80,8 +81,9 @@ def _read_to_end(consumer: Consumer, partitions: int, timeout: float) -> list[Me
             raise TimeoutError(f"read {len(out)} messages, partitions at end: {sorted(at_end)}")
         for m in consumer.consume(1000, 0.5):
             if m.error() is None:
-                headers = {k: v.decode() for k, v in (m.headers() or [])}
-                out.append(Message(m.value(), m.key(), headers, m.partition(), m.offset()))
+                raw = tuple(m.headers() or ())
+                headers = {k: v.decode() for k, v in raw}
+                out.append(Message(m.value(), m.key(), headers, m.partition(), m.offset(), raw))
             elif m.error().code() == KafkaError._PARTITION_EOF:
                 at_end.add(m.partition())
             else:

@@ -5,7 +5,6 @@ Blank lines are framing, not records. A source's position is (path, 0, line numb
 
 from __future__ import annotations
 
-import base64
 import json
 import sys
 from pathlib import Path
@@ -13,7 +12,7 @@ from typing import BinaryIO, Sequence
 
 from domain.errors import SinkUnavailable, SourceUnavailable
 from domain.events import Event, RawRecord, SourcePosition
-from domain.ports import DeadLetter
+from domain.dead_letters import DeadLetter, to_document
 
 STDIO = "-"
 
@@ -93,23 +92,7 @@ class JsonlSink(_LineWriter):
 
 
 class JsonlDeadLetterSink(_LineWriter):
-    """Writes one JSON object per dead letter: reason, error, source, time, attempts and the
-    original bytes (``value`` as text when it is UTF-8, always ``value_b64``)."""
+    """Writes one JSON document per dead letter, as ``domain.dead_letters.to_document`` defines it."""
 
     def write(self, dead_letter: DeadLetter) -> None:
-        self._write_line(json.dumps(dead_letter_to_json(dead_letter)).encode())
-
-
-def dead_letter_to_json(dl: DeadLetter) -> dict:
-    record = dl.record
-    try:
-        text = record.value.decode("utf-8")
-    except UnicodeDecodeError:
-        text = None
-    return {
-        "reason": dl.reason, "error": dl.error, "error_class": dl.error_class,
-        "source": {"name": record.position.source, "partition": record.position.partition,
-                   "offset": record.position.offset},
-        "attempts": dl.attempts, "time": dl.time,
-        "value": text, "value_b64": base64.b64encode(record.value).decode(),
-    }
+        self._write_line(json.dumps(to_document(dead_letter)).encode())

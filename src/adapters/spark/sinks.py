@@ -11,6 +11,9 @@ computed and before Spark commits the batch to the checkpoint.
   to topics of the same cluster with the same client options, ``write_judged`` writes both
   in one Kafka write with a topic per row, reading the judged batch once (no cache).
 
+Dead letters are encoded as ``domain.dead_letters`` defines them (``adapters.spark.dead_letters``):
+on Kafka the original key and value with ``dedup.*`` headers, in a directory the JSON document.
+
 A failed write raises; the batch is then not committed and is replayed on restart.
 """
 
@@ -21,21 +24,9 @@ from dataclasses import dataclass, field
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from adapters.spark.dead_letters import json_document, kafka_headers, no_headers
 from adapters.spark.plan import DEAD_LETTER, EMIT
 from adapters.spark.sources import Endpoint, parse_uri
-
-
-def dead_letter_document() -> Column:
-    """The dead letter as ``adapters.files.jsonl.dead_letter_to_json`` writes it."""
-    text = F.col("value").cast("string")
-    return F.to_json(F.struct(
-        F.col("reason"), F.col("detail").alias("error"),
-        F.lit("invalid").alias("error_class"),
-        F.struct(F.col("source").alias("name"), "partition", "offset").alias("source"),
-        F.lit(1).alias("attempts"), F.unix_timestamp(F.current_timestamp()).cast("double").alias("time"),
-        F.when(F.is_valid_utf8(text), text).alias("value"),
-        F.base64("value").alias("value_b64"),
-    ), {"ignoreNullFields": "false"})
 
 
 @dataclass(frozen=True)
@@ -52,9 +43,9 @@ class BatchSink:
         return cls(parse_uri(uri), kind, dict(kafka_options or {}))
 
     def write(self, rows: DataFrame, batch_id: int) -> None:
-        payload = rows.select(F.col("kafka_key").alias("key"), self._value().alias("value"))
+        payload = rows.select(*self._columns())
         if self.endpoint.kind == "kafka":
-            self._write_kafka(payload)
+            self.write_kafka(payload)
         else:
             payload.select(F.col("value").cast("string")).write.mode("overwrite") \
                 .text(f"{self.endpoint.location}/batch={batch_id:010d}")
@@ -64,13 +55,17 @@ class BatchSink:
         return self.endpoint.kind == other.endpoint.kind == "kafka" \
             and self.endpoint.location == other.endpoint.location and self._client_options() == other._client_options()
 
-    def _value(self) -> Column:
-        return F.col("value") if self.kind == "events" else dead_letter_document().cast("binary")
+    def _columns(self) -> list[Column]:
+        """Kafka: key, original value and, for dead letters, their headers; a JSONL directory: the line."""
+        if self.endpoint.kind != "kafka":
+            return [(F.col("value") if self.kind == "events" else json_document()).alias("value")]
+        columns = [F.col("kafka_key").alias("key"), F.col("value")]
+        return columns if self.kind == "events" else [*columns, kafka_headers().alias("headers")]
 
     def _client_options(self) -> dict[str, str]:
         return {**self.kafka_options, **self.endpoint.options}
 
-    def _write_kafka(self, payload: DataFrame, per_row_topic: bool = False) -> None:
+    def write_kafka(self, payload: DataFrame, per_row_topic: bool = False) -> None:
         writer = payload.write.format("kafka").option("kafka.bootstrap.servers", self.endpoint.location)
         if not per_row_topic:
             writer = writer.option("topic", self.endpoint.topic)
@@ -79,31 +74,27 @@ class BatchSink:
         writer.save()
 
 
-def reads_once(events: BatchSink, dead_letters: BatchSink) -> bool:
-    """Whether ``write_judged`` reads the judged batch once (so it needs no cache)."""
-    return events.shares_writer_with(dead_letters)
-
-
 def write_judged(batch: DataFrame, batch_id: int, events: BatchSink, dead_letters: BatchSink) -> None:
     """Unique events (verdict ``emit``) to ``events``, dead letters to ``dead_letters``.
 
-    One Kafka write with a topic per row when ``reads_once``; otherwise one write per sink,
-    each reading ``batch`` (which the caller should then have persisted).
+    One Kafka write with a topic per row when the sinks share a writer; otherwise one write
+    per sink, each reading ``batch`` (which the caller should then have cached).
     """
-    if not reads_once(events, dead_letters):
+    if not events.shares_writer_with(dead_letters):
         events.write(batch.filter(F.col("verdict") == EMIT), batch_id)
         dead_letters.write(batch.filter(F.col("verdict") == DEAD_LETTER), batch_id)
         return
-    events._write_kafka(kafka_records(batch, events.endpoint.topic, dead_letters.endpoint.topic),
+    events.write_kafka(kafka_records(batch, events.endpoint.topic, dead_letters.endpoint.topic),
                         per_row_topic=True)
 
 
 def kafka_records(batch: DataFrame, events_topic: str, dead_letters_topic: str | None) -> DataFrame:
-    """The batch's Kafka records, ``(topic, key, value)``: each unique event's original bytes to
-    ``events_topic``, each dead letter's document to ``dead_letters_topic`` (None: left out)."""
+    """The batch's Kafka records, ``(topic, key, value, headers)``: each unique event's original bytes
+    to ``events_topic`` (no headers), each dead letter's original bytes with its ``dedup.*`` headers
+    to ``dead_letters_topic`` (None: left out)."""
     emit, dead = F.col("verdict") == EMIT, F.col("verdict") == DEAD_LETTER
     kept = emit if dead_letters_topic is None else emit | dead
     return batch.filter(kept).select(
         F.when(emit, F.lit(events_topic)).otherwise(F.lit(dead_letters_topic)).alias("topic"),
         F.col("kafka_key").alias("key"),
-        F.when(emit, F.col("value")).otherwise(dead_letter_document().cast("binary")).alias("value"))
+        F.col("value"), F.when(emit, no_headers()).otherwise(kafka_headers()).alias("headers"))

@@ -114,10 +114,10 @@ class CommitLog:
 
 @dataclass(frozen=True)
 class BatchOutput:
-    """A micro-batch's output collected on the driver: ``(topic, key, value)`` rows and its counts."""
+    """A micro-batch's output collected on the driver: ``(topic, key, value, headers)`` rows and its counts."""
 
     batch_id: int
-    rows: list[tuple[str, bytes | None, bytes]]
+    rows: list[tuple[str, bytes | None, bytes, list[tuple[str, bytes]] | None]]
     counts: dict[str, int]
 
 
@@ -173,8 +173,8 @@ class TransactionalProducer:
     def _transaction(self, channel: ProducerChannel, output: BatchOutput) -> None:
         producer = channel.producer
         producer.begin_transaction()
-        for topic, key, value in output.rows:
-            channel.produce(topic, value, key)
+        for topic, key, value, headers in output.rows:
+            channel.produce(topic, value, key, headers)
         channel.produce(self.commits.endpoint.topic,
                         CommitLog.marker(self.transactional_id, output.batch_id, output.counts, self.query_id),
                         self.transactional_id.encode())

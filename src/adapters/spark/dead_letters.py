@@ -1,0 +1,79 @@
+"""The dead letter as Spark column expressions, mirroring ``domain.dead_letters``.
+
+Spark cannot call the domain's encoders per row without leaving the JVM, so this module
+builds the same encodings from ``domain.dead_letters.FIELDS`` in native expressions over a
+judged batch's columns (``reason``, ``detail``, ``source``, ``partition``, ``offset``,
+``value``, ``kafka_key``): ``kafka_headers()`` is the Kafka ``headers`` column
+(``array<struct<key: string, value: binary>>``, the value and key go as they are) and
+``json_document()`` the JSONL document. ``tests/spark/test_dead_letters.py`` holds both to the
+domain's encoders, field by field.
+
+The Spark engine dead-letters invalid and late records only, each once: ``error_class`` is
+``invalid`` and ``attempts`` 1; ``time`` is the micro-batch's ``current_timestamp()`` (one
+instant per micro-batch). Its ``error`` texts for invalid records are its parser's own
+(README, "Dead letters").
+"""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+from pyspark.sql import Column
+from pyspark.sql import functions as F
+
+from domain.dead_letters import FIELDS, INTEGER, MAX_ERROR_CHARS, TIME, Field, nest
+
+HEADERS_TYPE = "array<struct<key:string,value:binary>>"
+
+
+def field_columns(overrides: Mapping[str, Column] | None = None) -> dict[str, Column]:
+    """Each field of ``FIELDS`` by name, typed as the definition (``time`` in milliseconds).
+
+    ``overrides``: columns to use instead of the engine's (``error_class``, ``attempts``, ``time``)."""
+    columns = {
+        "reason": F.col("reason"),
+        "error": F.substring(F.coalesce(F.col("detail"), F.lit("")), 1, MAX_ERROR_CHARS),
+        "error_class": F.lit("invalid"),
+        "source.topic": F.col("source"),
+        "source.partition": F.col("partition").cast("long"),
+        "source.offset": F.col("offset").cast("long"),
+        "attempts": F.lit(1).cast("long"),
+        "time": F.unix_millis(F.current_timestamp()),
+    }
+    return {**columns, **(overrides or {})}
+
+
+def kafka_headers(columns: Mapping[str, Column] | None = None) -> Column:
+    """The ``headers`` column of a dead letter's Kafka record (``domain.dead_letters.to_headers``)."""
+    columns = field_columns(columns)
+    return F.array(*[F.struct(F.lit(f.header).alias("key"), _text(f, columns[f.name]).cast("binary").alias("value"))
+                     for f in FIELDS])
+
+
+def no_headers() -> Column:
+    """The ``headers`` of a record that is not a dead letter."""
+    return F.lit(None).cast(HEADERS_TYPE)
+
+
+def json_document(columns: Mapping[str, Column] | None = None) -> Column:
+    """The dead letter's JSON document as a string (``domain.dead_letters.to_document``)."""
+    columns = field_columns(columns)
+    flat = {f.name: (columns[f.name] / 1000).cast("double") if f.kind == TIME else columns[f.name] for f in FIELDS}
+    flat.update(key=F.base64(F.col("kafka_key")), value=F.base64(F.col("value")))
+    return F.to_json(_struct(nest(flat)), {"ignoreNullFields": "false"})
+
+
+def producer_headers(rows: list | None) -> list[tuple[str, bytes]] | None:
+    """A collected ``headers`` value (Arrow's list of ``{"key", "value"}``) as confluent-kafka takes it."""
+    return None if rows is None else [(row["key"], row["value"]) for row in rows]
+
+
+def _text(field: Field, column: Column) -> Column:
+    if field.kind == TIME:
+        seconds = ((column - F.pmod(column, F.lit(1000))) / 1000).cast("long")
+        return F.concat(seconds.cast("string"), F.lit("."), F.lpad(F.pmod(column, F.lit(1000)).cast("string"), 3, "0"))
+    return column.cast("string") if field.kind == INTEGER else column
+
+
+def _struct(tree: dict) -> Column:
+    return F.struct(*[(_struct(value) if isinstance(value, dict) else value).alias(name) for name, value in tree.items()])

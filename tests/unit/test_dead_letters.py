@@ -1,0 +1,96 @@
+"""The dead letter's one definition: its exact encodings on Kafka and in a file, and the decoders."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+import pytest
+
+from domain.dead_letters import (MAX_ERROR_CHARS, DeadLetter, from_document, from_headers, to_document,
+                                 to_headers)
+from domain.events import RawRecord, SourcePosition
+
+LETTER = DeadLetter(RawRecord(b'{"id": 1}', SourcePosition("events", 2, 41), b"u-1"), "wrong_type",
+                    "field 'id' must be a string, got number", "invalid", 1, 1_795_325_944.7)
+
+
+def test_on_kafka_the_metadata_are_dedup_headers_of_utf8_text_in_a_fixed_order():
+    assert to_headers(LETTER) == [
+        ("dedup.reason", b"wrong_type"),
+        ("dedup.error", b"field 'id' must be a string, got number"),
+        ("dedup.error_class", b"invalid"),
+        ("dedup.source.topic", b"events"),
+        ("dedup.source.partition", b"2"),
+        ("dedup.source.offset", b"41"),
+        ("dedup.attempts", b"1"),
+        ("dedup.time", b"1795325944.700"),
+    ]
+
+
+def test_in_a_file_the_same_names_nest_and_key_and_value_are_base64():
+    assert json.dumps(to_document(LETTER)) == (
+        '{"reason": "wrong_type", "error": "field \'id\' must be a string, got number", "error_class": "invalid", '
+        '"source": {"topic": "events", "partition": 2, "offset": 41}, "attempts": 1, "time": 1795325944.7, '
+        '"key": "dS0x", "value": "eyJpZCI6IDF9"}')
+    assert to_document(replace(LETTER, record=replace(LETTER.record, key=None)))["key"] is None
+
+
+# (time given, header text, time decoded): whole milliseconds, rounded
+TIMES = [
+    (1_795_325_944.7, b"1795325944.700", 1_795_325_944.7),
+    (1_700_000_000.0004, b"1700000000.000", 1_700_000_000.0),
+    (1_700_000_000.0006, b"1700000000.001", 1_700_000_000.001),
+    (1_700_000_000.9996, b"1700000001.000", 1_700_000_001.0),
+    (5.05, b"5.050", 5.05),
+]
+
+
+@pytest.mark.parametrize("given, text, decoded", TIMES)
+def test_time_is_carried_to_the_millisecond(given, text, decoded):
+    letter = replace(LETTER, time=given)
+    assert dict(to_headers(letter))["dedup.time"] == text
+    assert from_headers(b"v", None, to_headers(letter)).time == decoded
+    assert from_document(json.loads(json.dumps(to_document(letter)))).time == decoded
+
+
+@pytest.mark.parametrize("letter", [
+    LETTER,
+    replace(LETTER, record=RawRecord(b"\xff\xfe not UTF-8", SourcePosition("in.jsonl", 0, 7), None)),
+    replace(LETTER, record=replace(LETTER.record, key=b"\x00\xff"), reason="bug", error_class="bug", attempts=4,
+            error="ValueError: caf\u00e9 \u2603 \"quoted\"\n second line"),
+], ids=["event", "not-utf8-no-key", "binary-key-bug"])
+def test_both_decoders_give_back_the_dead_letter_the_writer_was_given(letter):
+    assert from_headers(letter.record.value, letter.record.key, to_headers(letter)) == letter
+    assert from_document(json.loads(json.dumps(to_document(letter)))) == letter
+
+
+def test_the_error_is_cut_to_its_bound_in_both_media():
+    letter = replace(LETTER, error="\u2603" * (MAX_ERROR_CHARS + 1))
+    bounded = replace(letter, error="\u2603" * MAX_ERROR_CHARS)
+    assert from_headers(b'{"id": 1}', b"u-1", to_headers(letter)) == bounded
+    assert from_document(to_document(letter)) == bounded
+
+
+def test_headers_of_other_producers_are_ignored_and_a_missing_field_is_an_error():
+    headers = [("traceparent", b"00-abc"), *to_headers(LETTER)]
+    assert from_headers(b'{"id": 1}', b"u-1", headers) == LETTER
+    with pytest.raises(ValueError, match="dedup.attempts"):
+        from_headers(b"v", None, [h for h in headers if h[0] != "dedup.attempts"])
+    with pytest.raises(ValueError):
+        from_headers(b"v", None, [(n, b"x" if n == "dedup.source.offset" else v) for n, v in headers])
+
+
+@pytest.mark.parametrize("broken", [
+    lambda d: d.pop("reason"),
+    lambda d: d["source"].pop("offset"),
+    lambda d: d.update(attempts="1"),
+    lambda d: d.update(time=True),
+    lambda d: d.update(value="not base64!"),
+    lambda d: d.pop("key"),
+], ids=["no-reason", "no-offset", "attempts-as-text", "time-as-boolean", "value-not-base64", "no-key"])
+def test_a_malformed_document_is_an_error(broken):
+    document = to_document(LETTER)
+    broken(document)
+    with pytest.raises(ValueError):
+        from_document(document)
