@@ -59,7 +59,7 @@ def json_document(columns: Mapping[str, Column] | None = None) -> Column:
     """The dead letter's JSON document as a string (``domain.dead_letters.to_document``)."""
     columns = field_columns(columns)
     flat = {f.name: (columns[f.name] / 1000).cast("double") if f.kind == TIME else columns[f.name] for f in FIELDS}
-    flat.update(key=F.base64(F.col("kafka_key")), value=F.base64(F.col("value")))
+    flat.update(key=_base64(F.col("kafka_key")), value=_base64(F.col("value")))
     return F.to_json(_struct(nest(flat)), {"ignoreNullFields": "false"})
 
 
@@ -73,6 +73,12 @@ def _text(field: Field, column: Column) -> Column:
         seconds = ((column - F.pmod(column, F.lit(1000))) / 1000).cast("long")
         return F.concat(seconds.cast("string"), F.lit("."), F.lpad(F.pmod(column, F.lit(1000)).cast("string"), 3, "0"))
     return column.cast("string") if field.kind == INTEGER else column
+
+
+def _base64(column: Column) -> Column:
+    """Base64 on one line: Spark's ``base64`` breaks it every 76 characters (MIME) unless
+    ``spark.sql.chunkBase64String.enabled`` is off; the definition has no line breaks."""
+    return F.regexp_replace(F.base64(column), "[\\r\\n]", "")
 
 
 def _struct(tree: dict) -> Column:
