@@ -39,7 +39,8 @@ def default_transactional_id(source: KafkaSource, instance: str | None = None) -
 
 
 class TransactionalCommitter:
-    """A ``BatchCommitter``; initialises transactions (fencing any older instance) when built."""
+    """The exactly-once ``domain.ports.BatchCommitter``; initialises transactions (fencing any older
+    instance) when built."""
 
     def __init__(self, channel: ProducerChannel, source: KafkaSource, timeout: float = 30.0,
                  commit_attempts: int = 3):
