@@ -24,7 +24,8 @@ from pydantic_settings import SettingsError as _SourceError
 
 from domain.policies import DEFAULT_POLICIES, ERROR_CLASSES, parse_chain
 from domain.restart import parse_restart
-from domain.rules import DEFAULT_RULES, TimeBasis, UnknownTypePolicy, parse_duration
+from domain.rules import DEFAULT_RULES, TimeBasis, UnknownTypePolicy
+from domain.syntax import parse_duration
 
 
 class SettingsError(Exception):

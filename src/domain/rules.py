@@ -29,7 +29,6 @@ from enum import Enum
 
 from domain.errors import UnknownEventType
 from domain.events import Event
-from domain.syntax import parse_duration  # noqa: F401 - re-exported: settings read windows and lateness with it
 
 KEY_SEPARATOR = "\x1f"
 
