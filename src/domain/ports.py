@@ -64,7 +64,7 @@ class EventSink(Protocol):
 @runtime_checkable
 class DeadLetterSink(Protocol):
     def write(self, dead_letter: DeadLetter) -> None:
-        """Queue one dead letter with the original bytes, reason, position, time and attempts."""
+        """Queue one dead letter, encoded for the medium as ``domain.dead_letters`` defines it."""
 
     def flush(self) -> None:
         """Block until every queued dead letter is durable. Raises ``SinkUnavailable`` if not."""
@@ -101,7 +101,14 @@ class BatchCommitter(Protocol):
 
 @runtime_checkable
 class StateStore(Protocol):
-    """Remembers emissions per key. Times are in the rule's time basis (seconds)."""
+    """Remembers emissions per key. Times are in the rule's time basis (seconds).
+
+    ``durable``: whether what the store remembers survives a crash of the process (Redis:
+    yes; the in-memory store, even with a snapshot written at close: no). Exactly-once
+    output needs a durable store; only a durable store can be inspected from outside.
+    """
+
+    durable: bool
 
     def check_and_set(self, claim: Claim) -> bool:
         """Atomically apply :func:`domain.state.decide`: True means emit, False duplicate.
