@@ -31,7 +31,7 @@ sys.path.insert(0, str(ROOT / "src"))
 from pyspark.sql import DataFrame  # noqa: E402
 from pyspark.sql import functions as F  # noqa: E402
 
-from adapters.spark.engine import _stop_after_running_batch  # noqa: E402
+from adapters.spark.engine import stop_after_running_batch  # noqa: E402
 from adapters.spark.metrics import accounting_metrics  # noqa: E402
 from adapters.spark.plan import DedupPlan  # noqa: E402
 from adapters.spark.session import build_session, state_store_conf  # noqa: E402
@@ -73,7 +73,7 @@ def measure(spark, name: str, plan: DataFrame, args) -> dict:
     while len(progress) < args.batches:
         time.sleep(0.5)
         progress = query.recentProgress
-    _stop_after_running_batch(query)
+    stop_after_running_batch(query)
     batches = [_batch(p) for p in progress[: args.batches]]
     for b in batches:
         print(f"  {name} batch {b['batch']}: {b['rows']} rows in {b['ms']} ms, state rows {b['state_rows']}", flush=True)

@@ -265,7 +265,7 @@ def await_query(query, bounded: bool, stop: threading.Event) -> None:
     """Wait for a bounded query to finish or for ``stop``; raises ``SparkQueryError`` if it failed."""
     while query.isActive:
         if stop.is_set():
-            _stop_after_running_batch(query)
+            stop_after_running_batch(query)
             break
         query.awaitTermination(0.2 if bounded else 0.5)
     failure = query.exception()
@@ -274,7 +274,7 @@ def await_query(query, bounded: bool, stop: threading.Event) -> None:
         raise SparkQueryError(f"the Spark query failed: {first}") from failure
 
 
-def _stop_after_running_batch(query, poll: float = 0.1) -> None:
+def stop_after_running_batch(query, poll: float = 0.1) -> None:
     """Graceful stop: let the running micro-batch commit, then stop the query.
 
     Stops as soon as no micro-batch runs, or right after the running one reported its
