@@ -4,7 +4,7 @@
                                          [--state rocksdb|redis] [--no-throughput]
                                          [--seed 11] [--json bench/results/eos_faults.json]
 
-Starts a Kafka broker of its own (``deploy/local/services.py``), then:
+Starts a Kafka broker of its own (``deploy/local/services``), then:
 
 1. the fault run of ``tests/faults/harness.py`` at full size (``--uniques 700000`` gives
    about 1,000,000 records): the driver killed with kill -9 ``--kills`` times at random
@@ -28,12 +28,11 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "src")]
 
 from tests.faults.harness import FaultPlan, FaultRun, Topics, timed_run  # noqa: E402
-from tests.integration.fixtures import local_services  # noqa: E402
+from deploy.local import services  # noqa: E402
 
 
 def main() -> int:
     args = parse_args()
-    services = local_services()
     with tempfile.TemporaryDirectory(prefix="eos-faults-") as tmp:
         workdir = Path(tmp)
         broker = services.KafkaBroker(workdir / "kafka", heap="1g")

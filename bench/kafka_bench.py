@@ -3,7 +3,7 @@
     .venv/bin/python bench/kafka_bench.py [--events 1000000] [--dup-ratio 0.3] [--states memory,redis]
                                           [--exactly-once] [--batch-size 2000] [--json FILE]
 
-Starts a local Kafka broker and redis-server (``deploy/local/services.py``) unless
+Starts a local Kafka broker and redis-server (``deploy/local/services``) unless
 ``--bootstrap`` / ``--redis`` (or ``DEDUP_TEST_KAFKA`` / ``DEDUP_TEST_REDIS``) name running
 ones. Generates a stream of about ``--events`` records with known duplicates (the project's
 generator: duplicates, out-of-order copies, repeats a window later, invalid and late
@@ -16,7 +16,6 @@ count at the end, and whether the accounting matches the generator's expected co
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import os
 import resource
@@ -31,6 +30,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "src")]
 
 from app.generator import StreamSpec, generate  # noqa: E402
+from deploy.local import services as local_services  # noqa: E402
 
 
 def main() -> None:
@@ -102,12 +102,11 @@ class Services:
         self.bootstrap, self.redis_url = args.bootstrap, args.redis
 
     def __enter__(self) -> "Services":
-        services = local_services()
         if not self.bootstrap:
-            self.broker = services.KafkaBroker(self.workdir / "kafka", heap="1g").start()
+            self.broker = local_services.KafkaBroker(self.workdir / "kafka", heap="1g").start()
             self.bootstrap = self.broker.bootstrap
         if "redis" in self.args.states and not self.redis_url:
-            self.redis = services.RedisServer(self.workdir / "redis").start()
+            self.redis = local_services.RedisServer(self.workdir / "redis").start()
             self.redis_url = self.redis.url
         return self
 
@@ -117,19 +116,7 @@ class Services:
                 service.stop()
 
     def create_topics(self, *names: str) -> None:
-        from confluent_kafka.admin import AdminClient, NewTopic
-        admin = AdminClient({"bootstrap.servers": self.bootstrap})
-        futures = admin.create_topics([NewTopic(n, num_partitions=1, replication_factor=1) for n in names])
-        for future in futures.values():
-            future.result(timeout=60)
-        time.sleep(0.5)  # let the new partitions' leaders settle
-
-
-def local_services():
-    spec = importlib.util.spec_from_file_location("streamdedup_local_services", ROOT / "deploy/local/services.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+        local_services.create_topics(self.bootstrap, *names, timeout=60)
 
 
 def run_child(args, services: Services, topic: str, state: str, expected: dict) -> dict:

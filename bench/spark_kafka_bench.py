@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/spark_kafka_bench.py --events 14000000 --dup-ratio 0.25 --batch 2000000
 
-Starts a local Kafka broker (``deploy/local/services.py``) unless ``--bootstrap`` (or
+Starts a local Kafka broker (``deploy/local/services``) unless ``--bootstrap`` (or
 ``DEDUP_TEST_KAFKA``) names a running one, preloads a 2-partition topic with ``--events``
 records written by Spark itself, primes every mode with an unmeasured pass over a small
 topic of the same shape (``--prime`` records; without it the first mode pays the JVM's
@@ -43,9 +43,11 @@ import uuid
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT / "src"), str(ROOT / "bench")]
+sys.path[:0] = [str(ROOT), str(ROOT / "src"), str(ROOT / "bench")]
 
 from spark_bench_report import Sampler, plot, summarize  # noqa: E402
+
+from deploy.local import services as local_services  # noqa: E402
 
 T0 = 1_700_000_000
 MODES = ("engine", "engine-tracked", "native")
@@ -256,11 +258,7 @@ class Broker:
 
     def __enter__(self) -> "Broker":
         if not self.bootstrap:
-            import importlib.util
-            spec = importlib.util.spec_from_file_location("local_services", ROOT / "deploy/local/services.py")
-            services = importlib.util.module_from_spec(spec)
-            spec.loader.exec_module(services)
-            self.local = services.KafkaBroker(self.workdir / "kafka", heap="1g").start()
+            self.local = local_services.KafkaBroker(self.workdir / "kafka", heap="1g").start()
             self.bootstrap = self.local.bootstrap
         return self
 
@@ -269,12 +267,7 @@ class Broker:
             self.local.stop()
 
     def create(self, name: str) -> str:
-        from confluent_kafka.admin import AdminClient, NewTopic
-
-        admin = AdminClient({"bootstrap.servers": self.bootstrap})
-        for future in admin.create_topics([NewTopic(name, num_partitions=2, replication_factor=1)]).values():
-            future.result(timeout=60)
-        time.sleep(0.5)  # let the new partitions' leaders settle
+        local_services.create_topics(self.bootstrap, name, partitions=2, timeout=60)
         return name
 
 

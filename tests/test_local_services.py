@@ -1,65 +1,42 @@
-"""Smoke test of deploy/local/services.py: a real Kafka 4 broker (KRaft) and a real redis-server.
+"""Smoke test of deploy/local/services: a real Kafka 4 broker (KRaft) and a real redis-server.
 
 Needs `scripts/bootstrap-services.sh` to have run (broker jars, java, redis-server); fails
-with that hint otherwise. Client libraries missing -> the matching test is skipped.
+with that hint otherwise.
 """
 
 from __future__ import annotations
 
-import importlib.util
+import json
+import socket
+import subprocess
 import sys
 import time
 import uuid
-from pathlib import Path
 
 import pytest
+import redis
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
+
+from deploy.local import services
+from deploy.local.services.prerequisites import REPO_ROOT
+from tests.integration.fixtures import running
 
 pytestmark = [pytest.mark.kafka, pytest.mark.redis]
-
-REPO_ROOT = Path(__file__).resolve().parents[1]
-SERVICES_PY = REPO_ROOT / "deploy" / "local" / "services.py"
-
-
-def _load_services():
-    name = "streamdedup_local_services"
-    if name in sys.modules:
-        return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, SERVICES_PY)
-    assert spec and spec.loader
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[name] = mod
-    spec.loader.exec_module(mod)
-    return mod
-
-
-services = _load_services()
 
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory):
-    b = services.KafkaBroker(tmp_path_factory.mktemp("kafka"))
-    try:
-        b.start(timeout=90)
-    except services.ServiceError as e:
-        pytest.fail(f"Kafka broker did not start: {e}")
-    yield b
-    b.stop()
+    with running(services.KafkaBroker(tmp_path_factory.mktemp("kafka")), timeout=90) as b:
+        yield b
 
 
 @pytest.fixture(scope="module")
 def redis_server(tmp_path_factory):
-    r = services.RedisServer(tmp_path_factory.mktemp("redis"), appendonly=True)
-    try:
-        r.start()
-    except services.ServiceError as e:
-        pytest.fail(f"redis-server did not start: {e}")
-    yield r
-    r.stop()
+    with running(services.RedisServer(tmp_path_factory.mktemp("redis"), appendonly=True)) as r:
+        yield r
 
 
 def _read_all(bootstrap: str, topic: str, expect: int, timeout: float = 20.0) -> list[tuple[int, bytes, bytes]]:
-    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
-
     c = Consumer(
         {
             "bootstrap.servers": bootstrap,
@@ -84,8 +61,6 @@ def _read_all(bootstrap: str, topic: str, expect: int, timeout: float = 20.0) ->
 
 
 def _produce(bootstrap: str, topic: str, key: bytes, value: bytes) -> None:
-    from confluent_kafka import Producer
-
     p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True})
     errors: list = []
     p.produce(topic, key=key, value=value, on_delivery=lambda err, _msg: err and errors.append(err))
@@ -94,7 +69,6 @@ def _produce(bootstrap: str, topic: str, key: bytes, value: bytes) -> None:
 
 
 def test_kafka_produce_consume_survives_restart(broker):
-    pytest.importorskip("confluent_kafka")
     assert broker.bootstrap == f"127.0.0.1:{broker.port}"
     topic = f"smoke-{uuid.uuid4().hex[:8]}"
     broker.create_topic(topic, partitions=1)
@@ -118,7 +92,6 @@ def test_kafka_auto_create_is_off(broker):
 
 
 def test_redis_ping_set_get_and_restart(redis_server):
-    redis = pytest.importorskip("redis")
     assert redis_server.url == f"redis://127.0.0.1:{redis_server.port}/0"
     client = redis.Redis.from_url(redis_server.url)
     assert client.ping() is True
@@ -130,3 +103,43 @@ def test_redis_ping_set_get_and_restart(redis_server):
     client = redis.Redis.from_url(redis_server.url)
     assert client.get("smoke:key") == b"value"
     client.close()
+
+
+def test_create_topic_tolerates_an_existing_topic_unless_told_not_to(broker):
+    topic = f"twice-{uuid.uuid4().hex[:8]}"
+    broker.create_topic(topic, partitions=2)
+    broker.create_topic(topic, partitions=2)
+    assert broker.topics()[topic] == 2
+    with pytest.raises(KafkaException, match="already exists"):
+        broker.create_topic(topic, exists_ok=False)
+
+
+def test_a_taken_port_is_re_picked_unless_it_was_given(tmp_path):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        (tmp_path / "picked").mkdir()
+        (tmp_path / "picked" / "state.json").write_text(json.dumps({"port": port}))  # as a former run left it
+        with running(services.RedisServer(tmp_path / "picked")) as server:
+            assert server.port != port
+        with pytest.raises(services.ServiceError, match="in use"):
+            services.RedisServer(tmp_path / "given", port).start()
+
+
+def test_the_command_line_starts_reports_and_stops_both_services(tmp_path):
+    def cli(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "deploy.local.services", *args, "--dir", str(tmp_path)],
+                              cwd=REPO_ROOT, capture_output=True, text=True, timeout=180)
+
+    up = cli("up")
+    try:
+        assert up.returncode == 0, up.stderr
+        env = dict(line.split("=", 1) for line in up.stdout.splitlines())
+        assert (tmp_path / "services.env").read_text() == up.stdout
+        assert redis.Redis.from_url(env["DEDUP_TEST_REDIS"]).ping()
+        assert cli("status").stdout == f"kafka: up {env['DEDUP_TEST_KAFKA']}\nredis: up {env['DEDUP_TEST_REDIS']}\n"
+    finally:
+        assert cli("down").returncode == 0
+    assert cli("status").returncode == 1
+    assert not services.pid_alive(int(env["DEDUP_TEST_KAFKA_PID"]))

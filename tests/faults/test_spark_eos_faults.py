@@ -9,12 +9,11 @@ import pytest
 
 from adapters.spark.session import kafka_jars
 from tests.faults.harness import FaultPlan, FaultRun
-from tests.integration.test_kafka_broker_faults import own_broker  # noqa: F401 - a broker of this test's own
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.slow]
 
 
-def test_every_unique_event_exactly_once_through_kills_and_a_broker_restart(own_broker, tmp_path):  # noqa: F811
+def test_every_unique_event_exactly_once_through_kills_and_a_broker_restart(own_broker, tmp_path):
     if not kafka_jars():
         pytest.skip("Spark's Kafka connector jars are missing (scripts/bootstrap --services)")
     report = FaultRun(FaultPlan(uniques=12_000, per_batch=2_000, kills=3, restart_broker=True), own_broker,
@@ -29,8 +28,7 @@ def test_every_unique_event_exactly_once_through_kills_and_a_broker_restart(own_
     assert report.last_run["exit"] == 0
 
 
-def test_with_redis_state_through_kills_a_broker_restart_and_a_redis_restart(own_broker, own_redis,  # noqa: F811
-                                                                             tmp_path):
+def test_with_redis_state_through_kills_a_broker_restart_and_a_redis_restart(own_broker, own_redis, tmp_path):
     if not kafka_jars():
         pytest.skip("Spark's Kafka connector jars are missing (scripts/bootstrap --services)")
     plan = FaultPlan(uniques=8_000, per_batch=1_000, kills=3, restart_broker=True, restart_redis=True, seed=12)

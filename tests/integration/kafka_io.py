@@ -8,7 +8,8 @@ from dataclasses import dataclass
 from typing import Iterable
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+
+from deploy.local import services
 
 
 @dataclass(frozen=True)
@@ -26,20 +27,8 @@ def unique(prefix: str) -> str:
 
 
 def create_topics(bootstrap: str, *names: str, partitions: int = 1) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    futures = admin.create_topics([NewTopic(n, num_partitions=partitions, replication_factor=1) for n in names],
-                                  request_timeout=30)
-    for future in futures.values():
-        future.result(timeout=30)
-    deadline = time.monotonic() + 30
-    while not all(_has_leaders(admin, n) for n in names):
-        assert time.monotonic() < deadline, f"topics {names} have no leaders"
-        time.sleep(0.1)
-
-
-def _has_leaders(admin: AdminClient, name: str) -> bool:
-    topic = admin.list_topics(timeout=10).topics.get(name)
-    return bool(topic and topic.error is None and all(p.leader >= 0 for p in topic.partitions.values()))
+    """New topics (an existing one is an error: test topics are unique), each partition with a leader."""
+    services.create_topics(bootstrap, *names, partitions=partitions, exists_ok=False)
 
 
 def produce(bootstrap: str, topic: str, values: Iterable[bytes], key_of=None) -> int:

@@ -13,24 +13,10 @@ from adapters.system import SystemClock
 from app.generator import StreamSpec, generate
 from domain.dedup import Deduplicator
 from domain.rules import RuleSet
-from tests.integration.fixtures import local_services
 from tests.integration.kafka_io import create_topics, produce, read_topic
 from tests.integration.streams import reference
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
-
-
-@pytest.fixture
-def own_broker(tmp_path):
-    """A broker of this test's own, to kill."""
-    services = local_services()
-    broker = services.KafkaBroker(tmp_path / "kafka")
-    try:
-        broker.start(timeout=120)
-    except services.ServiceError as exc:
-        pytest.fail(f"the Kafka broker did not start: {exc}", pytrace=False)
-    yield broker
-    broker.stop()
 
 
 def test_at_least_once_rides_out_a_broker_crash_and_loses_nothing(own_broker):

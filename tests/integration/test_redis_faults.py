@@ -18,7 +18,7 @@ from domain.errors import PolicyExhausted
 from domain.events import RawRecord, SourcePosition
 from domain.policies import Policies
 from domain.rules import RuleSet
-from tests.integration.fixtures import local_services
+from deploy.local.services import find_free_port
 from tests.integration.kafka_io import committed_offsets, create_topics, produce, read_topic, unique
 from tests.integration.streams import reference
 
@@ -130,7 +130,7 @@ def test_redis_stopped_mid_run_is_retried_and_nothing_is_lost(kafka_bootstrap, t
 @pytest.mark.kafka
 def test_when_retries_run_out_the_engine_stops_clearly_and_acknowledges_nothing(kafka_bootstrap, topics):
     produce(kafka_bootstrap, topics["in"], generate(StreamSpec(uniques=100))[0])
-    port = local_services().find_free_port()  # nothing listens there
+    port = find_free_port()  # nothing listens there
     state = RedisStateStore(f"redis://127.0.0.1:{port}/0", connect_timeout=0.5)
     engine = engine_over(kafka_bootstrap, topics, state, SystemClock(), "retry(attempts=2,backoff=fixed,delay=0.05)>fail")
 

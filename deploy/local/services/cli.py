@@ -1,0 +1,120 @@
+"""``python -m deploy.local.services up|down|status``: both services, detached, for a demo by hand.
+
+``up`` writes ``DIR/services.env`` (shell-sourceable): DEDUP_TEST_KAFKA=127.0.0.1:PORT,
+DEDUP_TEST_REDIS=redis://127.0.0.1:PORT/0, DEDUP_TEST_KAFKA_PID, DEDUP_TEST_REDIS_PID.
+DIR defaults to ``.cache/local-services`` under the repository root.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+from pathlib import Path
+
+from .kafka import KafkaBroker
+from .prerequisites import DEFAULT_KAFKA_JARS, DEFAULT_SERVICES_DIR
+from .process import ServiceError, pid_alive, pid_cmdline, terminate
+from .redis import RedisServer
+
+
+def read_env(path: Path) -> dict[str, str]:
+    try:
+        lines = path.read_text().splitlines()
+    except OSError:
+        return {}
+    pairs = (line.split("=", 1) for line in lines if "=" in line and not line.lstrip().startswith("#"))
+    return {k.strip(): v.strip() for k, v in pairs}
+
+
+def env_alive(env: dict[str, str], root: Path) -> tuple[bool, bool]:
+    """Are the pids in services.env still our processes (guards against pid reuse)?"""
+
+    def ours(key: str, marker: str) -> bool:
+        pid = env.get(key, "")
+        return pid.isdigit() and pid_alive(int(pid)) and marker in pid_cmdline(int(pid))
+
+    # redis-server sets its title to "redis-server 127.0.0.1:PORT"
+    redis_addr = env.get("DEDUP_TEST_REDIS", "").removeprefix("redis://").split("/", 1)[0]
+    return ours("DEDUP_TEST_KAFKA_PID", str(root / "kafka")), bool(redis_addr) and ours("DEDUP_TEST_REDIS_PID", redis_addr)
+
+
+def stop_from_env(env: dict[str, str], root: Path, timeout: float = 30) -> None:
+    for alive, key in zip(env_alive(env, root), ("DEDUP_TEST_KAFKA_PID", "DEDUP_TEST_REDIS_PID")):
+        if alive:
+            terminate(int(env[key]), None, timeout)
+
+
+def up(args: argparse.Namespace) -> int:
+    root = Path(args.dir).resolve()
+    env_file = root / "services.env"
+    env = read_env(env_file)
+    if env and all(env_alive(env, root)):
+        print(env_file.read_text(), end="")
+        return 0
+    stop_from_env(env, root)  # half-alive leftovers
+    root.mkdir(parents=True, exist_ok=True)
+    broker = KafkaBroker(root / "kafka", Path(args.jars_dir) if args.jars_dir else None, args.kafka_port,
+                         num_partitions=args.partitions, detach=True)
+    broker._check_jars()
+    redis = RedisServer(root / "redis", args.redis_port, detach=True).start()
+    try:
+        broker.start(timeout=args.timeout)
+    except BaseException:
+        redis.stop()
+        raise
+    text = (f"DEDUP_TEST_KAFKA={broker.bootstrap}\nDEDUP_TEST_REDIS={redis.url}\n"
+            f"DEDUP_TEST_KAFKA_PID={broker.pid}\nDEDUP_TEST_REDIS_PID={redis.pid}\n")
+    tmp = env_file.with_suffix(".env.tmp")
+    tmp.write_text(text)
+    tmp.replace(env_file)
+    print(text, end="")
+    print(f"# kafka started in {broker.last_start_seconds:.1f}s; logs in {broker.logs_dir}", file=sys.stderr)
+    return 0
+
+
+def down(args: argparse.Namespace) -> int:
+    root = Path(args.dir).resolve()
+    env_file = root / "services.env"
+    stop_from_env(read_env(env_file), root, timeout=args.timeout)
+    env_file.unlink(missing_ok=True)
+    if args.purge and root.exists():
+        shutil.rmtree(root)
+    return 0
+
+
+def status(args: argparse.Namespace) -> int:
+    root = Path(args.dir).resolve()
+    env = read_env(root / "services.env")
+    kafka_alive, redis_alive = env_alive(env, root)
+    print(f"kafka: {'up ' + env['DEDUP_TEST_KAFKA'] if kafka_alive else 'down'}")
+    print(f"redis: {'up ' + env['DEDUP_TEST_REDIS'] if redis_alive else 'down'}")
+    return 0 if (kafka_alive and redis_alive) else 1
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m deploy.local.services",
+                                description="Local Kafka (KRaft) + redis-server for tests.")
+    sub = p.add_subparsers(dest="cmd", required=True)
+    start = sub.add_parser("up", help="start both services detached; write DIR/services.env")
+    start.add_argument("--kafka-port", type=int, default=None)
+    start.add_argument("--redis-port", type=int, default=None)
+    start.add_argument("--partitions", type=int, default=1, help="num.partitions (default 1)")
+    start.add_argument("--jars-dir", default=None, help=f"default {DEFAULT_KAFKA_JARS}")
+    start.add_argument("--timeout", type=float, default=120)
+    stop = sub.add_parser("down", help="stop services started by 'up'")
+    stop.add_argument("--purge", action="store_true", help="also delete DIR (all data)")
+    stop.add_argument("--timeout", type=float, default=30)
+    check = sub.add_parser("status", help="exit 0 if both are up")
+    for command in (start, stop, check):
+        command.add_argument("--dir", default=str(DEFAULT_SERVICES_DIR))
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        return {"up": up, "down": down, "status": status}[args.cmd](args)
+    except ServiceError as exc:
+        print(f"services: {exc}", file=sys.stderr)
+        return 1
