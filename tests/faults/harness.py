@@ -31,6 +31,7 @@ from typing import Callable
 
 from adapters.spark.transactional_sink import control_topic_for, default_transactional_id
 from app.generator import StreamSpec, generate
+from tests.faults.injection import kill_9, outage
 from tests.integration.kafka_io import create_topics, produce, read_topic
 from tests.integration.streams import reference
 
@@ -66,8 +67,7 @@ class EngineProcess:
 
     def kill9(self) -> None:
         """kill -9 of the whole driver: the Python process and the JVM it launched."""
-        os.killpg(self.proc.pid, signal.SIGKILL)
-        self.proc.wait(30)
+        kill_9(self.proc, group=True)
 
     def stop(self, timeout: float = 120) -> int:
         """SIGTERM: the running micro-batch finishes, the query stops, the summary is written."""
@@ -220,16 +220,12 @@ class FaultRun:
 
     def restart_broker(self, engine: EngineProcess) -> None:
         self.say(f"restarting the Kafka broker at {self.progress_text()}")
-        self.broker.kill()
-        time.sleep(1)
-        self.broker.start(timeout=120)
+        outage(self.broker, crash=True)
         self.faults.append(f"broker kill -9 + restart at {self.progress_text()}")
 
     def restart_redis(self, engine: EngineProcess) -> None:
         self.say(f"restarting Redis at {self.progress_text()}")
-        self.redis.stop()
-        time.sleep(1)
-        self.redis.start()
+        outage(self.redis)
         self.faults.append(f"redis restart at {self.progress_text()}")
 
     def progress(self) -> int:

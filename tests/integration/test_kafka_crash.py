@@ -9,7 +9,6 @@ input not acknowledged (under exactly-once: its transaction open).
 from __future__ import annotations
 
 import json
-import os
 import queue
 import signal
 import subprocess
@@ -21,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from app.generator import StreamSpec, generate
+from tests.faults.injection import kill_9
 from tests.integration.kafka_io import create_topics, produce, read_topic, unique
 from tests.integration.streams import reference
 
@@ -102,8 +102,7 @@ class Running:
                 return line
 
     def kill_9(self) -> None:
-        os.kill(self.proc.pid, signal.SIGKILL)
-        assert self.proc.wait(timeout=30) == -signal.SIGKILL
+        assert kill_9(self.proc) == -signal.SIGKILL
         self.stderr.close()
 
 

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import threading
-import time
 from collections import Counter
 
 import pytest
@@ -18,6 +16,7 @@ from domain.errors import PolicyExhausted
 from domain.events import RawRecord, SourcePosition
 from domain.policies import Policies
 from domain.rules import RuleSet
+from tests.faults.injection import run_through_outage
 from deploy.local.services import find_free_port
 from tests.integration.kafka_io import committed_offsets, create_topics, produce, read_topic, unique
 from tests.integration.streams import reference
@@ -99,29 +98,12 @@ def test_redis_stopped_mid_run_is_retried_and_nothing_is_lost(kafka_bootstrap, t
     clock = RecordingClock()
     state = RedisStateStore(own_redis.url, connect_timeout=0.5, socket_timeout=1)
     engine = engine_over(kafka_bootstrap, topics, state, clock, "retry(attempts=150,backoff=fixed,delay=0.1)>fail")
-    third_batch_done, redis_stopped = threading.Event(), threading.Event()
-
-    def on_batch(totals):
-        if totals.records_in >= 600 and not third_batch_done.is_set():
-            third_batch_done.set()
-            redis_stopped.wait(30)
-
-    engine.on_batch = on_batch
-    result: dict = {}
-    runner = threading.Thread(target=lambda: result.update(totals=engine.run()), daemon=True)
-    runner.start()
-    # 1. Redis goes away between two batches, for two seconds
-    assert third_batch_done.wait(60)
-    own_redis.stop()
-    redis_stopped.set()
-    time.sleep(2)
+    # 1. Redis goes away between two batches (after the third), for two seconds
     # 2. it comes back on the same port with its data (append-only file)
-    own_redis.start()
-    runner.join(120)
+    totals = run_through_outage(engine, own_redis, after_records=600, timeout=120)
     # 3. the engine retried through the outage and finished with every verdict right
-    assert "totals" in result, "the engine did not finish"
     assert len(clock.sleeps) >= 5
-    counts = result["totals"].as_dict()
+    counts = totals.as_dict()
     assert {name: counts[name] for name in expected.as_accounting()} == expected.as_accounting()
     assert [m.value for m in read_topic(kafka_bootstrap, topics["out"])] == reference(records).emitted
     state.close()

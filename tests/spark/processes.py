@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -18,13 +17,10 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from deploy.local.services import find_free_port
+from tests.faults.injection import child_pids, wait_gone  # noqa: F401 - wait_gone: for the tests that kill a driver
+
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @dataclass
@@ -59,7 +55,7 @@ class DedupProcess:
     """One ``dedup run --engine spark`` process over ``root/in``; outputs under ``root``."""
 
     root: Path
-    port: int = field(default_factory=free_port)
+    port: int = field(default_factory=find_free_port)
     process: subprocess.Popen | None = None
     runs: int = 0
 
@@ -142,33 +138,3 @@ class DedupProcess:
         """Every line in the sink's committed part files (``out`` or ``dlq``), all batches."""
         return [line for path in sorted((self.root / kind).glob("batch=*/part-*"))
                 for line in path.read_bytes().splitlines() if line]
-
-
-def child_pids(pid: int) -> list[int]:
-    children = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[1]) == pid:
-            children.append(int(stat.parent.name))
-    return children
-
-
-def wait_gone(pids: list[int], timeout: float = 90) -> None:
-    """Wait until ``pids`` have exited (the JVM leaves when its Python driver is gone); then kill what is left."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline and any(_alive(p) for p in pids):
-        time.sleep(0.5)
-    for pid in pids:
-        if _alive(pid):
-            os.kill(pid, signal.SIGKILL)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
