@@ -16,7 +16,6 @@ markers' counts (the accounting of what was really committed) and from the last 
 
 from __future__ import annotations
 
-import base64
 import json
 import os
 import random
@@ -31,6 +30,7 @@ from typing import Callable
 
 from adapters.spark.transactional_sink import control_topic_for, default_transactional_id
 from app.generator import StreamSpec, generate
+from domain.dead_letters import from_headers
 from tests.faults.injection import kill_9, outage
 from tests.integration.kafka_io import create_topics, produce, read_topic
 from tests.integration.streams import reference
@@ -152,7 +152,7 @@ class Report:
 def verify(topics: Topics, records: list[bytes], transactional_id: str) -> Report:
     want = reference(records)
     unique = Counter(m.value for m in read_topic(topics.bootstrap, topics.output, timeout=120))
-    dead = Counter(base64.b64decode(json.loads(m.value)["value_b64"])
+    dead = Counter(from_headers(m.value, m.key, m.raw_headers).record.value
                    for m in read_topic(topics.bootstrap, topics.dead_letters, timeout=60))
     expected, expected_dead = Counter(want.emitted), Counter(want.dead_letters)
     return Report(

@@ -17,6 +17,7 @@ pyspark = pytest.importorskip("pyspark")
 
 from adapters.spark.engine import SparkEngine  # noqa: E402
 from adapters.spark.session import build_session  # noqa: E402
+from domain.dead_letters import from_document  # noqa: E402
 from domain.rules import RuleSet  # noqa: E402
 
 
@@ -39,9 +40,9 @@ class Result:
     def out_ids(self) -> list[str]:
         return sorted(e["id"] for e in self.out)
 
-    def reasons(self) -> dict[str, str]:
-        """Dead letters by original value: value (or base64 when not UTF-8) -> reason."""
-        return {d["value"] if d["value"] is not None else d["value_b64"]: d["reason"] for d in self.dead_letters}
+    def reasons(self) -> dict[bytes, str]:
+        """Dead letters by original value (each document decoded whole): value -> reason."""
+        return {from_document(d).record.value: d["reason"] for d in self.dead_letters}
 
 
 class FileRun:

@@ -7,7 +7,6 @@ runs end to end on the real broker with Spark's own Kafka connector.
 
 from __future__ import annotations
 
-import base64
 import json
 import os
 import signal
@@ -25,6 +24,7 @@ from app.cli import main, run_engine
 from app.demo import write_parts
 from app.generator import StreamSpec, generate_parts
 from app.settings import load_settings
+from domain.dead_letters import from_headers
 from domain.errors import InvalidEvent
 from domain.events import parse_event
 from tests.integration.kafka_io import create_topics, produce, read_topic, unique
@@ -143,9 +143,10 @@ def test_kafka_to_spark_to_kafka_through_dedup_run(cli, kafka_bootstrap, tmp_pat
         summaries.append(json.loads(summary.read_text()))
     want = reference([r for part in parts for r in part])
     assert Counter(m.value for m in read_topic(kafka_bootstrap, topics["out"])) == Counter(want.emitted)
-    dead = [json.loads(m.value) for m in read_topic(kafka_bootstrap, topics["dlq"])]
-    assert Counter(base64.b64decode(d["value_b64"]) for d in dead) == Counter(want.dead_letters)
-    assert Counter(d["reason"] for d in dead) == expected_reasons(want.dead_letters, expected.late)
+    dead = [from_headers(m.value, m.key, m.raw_headers) for m in read_topic(kafka_bootstrap, topics["dlq"])]
+    assert Counter(d.record.value for d in dead) == Counter(want.dead_letters)
+    assert Counter(d.reason for d in dead) == expected_reasons(want.dead_letters, expected.late)
+    assert {(d.record.position.source, d.error_class, d.attempts) for d in dead} == {(topics["in"], "invalid", 1)}
     assert {k: sum(s[k] for s in summaries) for k in COUNTS} == {k: expected.as_accounting()[k] for k in COUNTS}
     assert summaries[1]["in"] == len(parts[-1])
 

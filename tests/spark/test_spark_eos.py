@@ -8,7 +8,6 @@ leaves behind) and run again, so the last micro-batch is replayed with the same 
 
 from __future__ import annotations
 
-import base64
 import json
 import shutil
 from collections import Counter
@@ -23,6 +22,7 @@ from adapters.spark.policy_engine import PolicySparkEngine
 from adapters.spark.session import kafka_jars
 from adapters.spark.transactional_sink import default_transactional_id
 from app.generator import StreamSpec, generate
+from domain.dead_letters import from_headers
 from domain.policies import Policies
 from domain.rules import RuleSet
 from tests.integration.kafka_io import create_topics, produce, read_topic, unique
@@ -61,7 +61,8 @@ def crash_before_checkpoint_commit(checkpoint: Path) -> int:
 
 
 def dead_letter_bytes(messages) -> list[bytes]:
-    return [base64.b64decode(json.loads(m.value)["value_b64"]) for m in messages]
+    """The original values the dead letters carry (each decoded whole: every header must be there)."""
+    return [from_headers(m.value, m.key, m.raw_headers).record.value for m in messages]
 
 
 def markers(bootstrap: str, topic: str, transactional_id: str) -> list[dict]:

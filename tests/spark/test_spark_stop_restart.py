@@ -9,7 +9,6 @@ replaces its own part files).
 
 from __future__ import annotations
 
-import base64
 import json
 import signal
 import time
@@ -18,6 +17,7 @@ from collections import Counter
 import pytest
 
 from app.generator import StreamSpec, generate_parts
+from domain.dead_letters import from_document
 from tests.integration.streams import reference
 from tests.spark.processes import DedupProcess, FileFeed, wait_gone
 
@@ -36,7 +36,7 @@ def assert_exactly_the_reference(feed: FileFeed, dedup: DedupProcess) -> None:
     """Every emission committed once (none lost, none twice), every dead letter once."""
     want = reference([r for part in feed.parts for r in part])
     assert Counter(dedup.committed("out")) == Counter(want.emitted)
-    dead = [base64.b64decode(json.loads(line)["value_b64"]) for line in dedup.committed("dlq")]
+    dead = [from_document(json.loads(line)).record.value for line in dedup.committed("dlq")]
     assert Counter(dead) == Counter(want.dead_letters)
 
 

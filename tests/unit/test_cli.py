@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from app.cli import main
+from domain.dead_letters import from_document
 from tests.scenarios import INVALID_RECORDS, SCENARIOS
 
 DEDUP = [sys.executable, "-m", "app.cli"]
@@ -28,8 +29,8 @@ def test_run_on_files_gives_the_scenario_semantics_and_a_summary(tmp_path):
     assert code == 0
     emitted = [r for r, v in zip(records, scenario.expected()) if v == "emit"]
     assert (tmp_path / "out.jsonl").read_bytes().splitlines() == emitted
-    dead = [json.loads(line) for line in (tmp_path / "dlq.jsonl").read_text().splitlines()]
-    assert [(d["reason"], d["value"].encode()) for d in dead] == [(code, raw) for raw, code in INVALID_RECORDS]
+    dead = [from_document(json.loads(line)) for line in (tmp_path / "dlq.jsonl").read_text().splitlines()]
+    assert [(d.reason, d.record.value) for d in dead] == [(code, raw) for raw, code in INVALID_RECORDS]
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert {k: summary[k] for k in ("in", "out", "duplicates", "dead_lettered")} == {
         "in": len(records), "out": 3, "duplicates": 2, "dead_lettered": len(INVALID_RECORDS)}
