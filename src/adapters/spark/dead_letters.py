@@ -9,8 +9,8 @@ judged batch's columns (``reason``, ``detail``, ``source``, ``partition``, ``off
 domain's encoders, field by field.
 
 The Spark engine dead-letters invalid and late records only, each once: ``error_class`` is
-``invalid`` and ``attempts`` 1; ``time`` is the micro-batch's ``current_timestamp()`` (one
-instant per micro-batch). Its ``error`` texts for invalid records are its parser's own
+``invalid`` and ``attempts`` 1; ``time`` is ``current_timestamp()`` of the micro-batch's
+write (one instant per micro-batch). Its ``error`` texts for invalid records are its parser's own
 (README, "Dead letters").
 """
 
