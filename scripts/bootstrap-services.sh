@@ -5,6 +5,8 @@
 #   * redis-server, from Debian's packages, if not on PATH. The system service is NOT
 #     started (policy-rc.d denies it during the install) and stays disabled: tests start
 #     their own redis-server on a free port.
+#   * promtool (Debian's package prometheus, whose server is likewise never started), for
+#     the deploy tests' checks of the Prometheus config and rules.
 #   * java (17+) and mvn, from Debian's packages, only if missing.
 #   * jar sets from Maven Central, each into .cache/jars/<set>/ when missing or when its
 #     pom changed (stamp = sha256 of the pom + jar count):
@@ -12,7 +14,7 @@
 #       spark-kafka   <- deploy/local/jars/spark-kafka/pom.xml   (spark-sql-kafka for pyspark 4.0.1)
 #
 # Usage: scripts/bootstrap-services.sh [--force]     (--force re-fetches the jars)
-# Env:   BOOTSTRAP_SKIP_REDIS=1 / BOOTSTRAP_SKIP_JARS=1 to skip a part.
+# Env:   BOOTSTRAP_SKIP_REDIS=1 / BOOTSTRAP_SKIP_PROMTOOL=1 / BOOTSTRAP_SKIP_JARS=1 to skip a part.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -44,12 +46,13 @@ apt_install() {
     || { tail -30 "$log" >&2; die "apt-get install $* failed (log: $log)"; }
 }
 
-# ------------------------------------------------------------------ redis-server
-have_redis() { command -v redis-server >/dev/null 2>&1 || [[ -x /usr/bin/redis-server ]]; }
-
-if [[ "${BOOTSTRAP_SKIP_REDIS:-0}" != 1 ]] && ! have_redis; then
-  # Deny service starts during the install (standard Debian mechanism), unless a
-  # policy-rc.d already exists (then we leave it alone and stop the service below).
+# ------------------------------------------------- Debian packages whose service must not run
+# install_without_service PACKAGE SERVICE: install PACKAGE with its system SERVICE never
+# started (policy-rc.d denies starts during the install, the standard Debian mechanism,
+# unless a policy-rc.d already exists) and left disabled: the tests start their own
+# processes on free ports.
+install_without_service() {
+  local package=$1 service=$2
   POLICY=/usr/sbin/policy-rc.d
   CREATED_POLICY=0
   if [[ ! -e $POLICY ]]; then
@@ -57,17 +60,29 @@ if [[ "${BOOTSTRAP_SKIP_REDIS:-0}" != 1 ]] && ! have_redis; then
     CREATED_POLICY=1
   fi
   trap '[[ $CREATED_POLICY -eq 1 ]] && as_root rm -f '"$POLICY"'' EXIT
-  apt_install redis-server
+  apt_install "$package"
   if [[ $CREATED_POLICY -eq 1 ]]; then as_root rm -f "$POLICY"; CREATED_POLICY=0; fi
   trap - EXIT
-  # Belt and braces: make sure no system redis keeps running / starts at boot.
+  # Belt and braces: make sure no system service keeps running / starts at boot.
   if command -v systemctl >/dev/null 2>&1 && [[ -d /run/systemd/system ]]; then
-    as_root systemctl disable --now redis-server >/dev/null 2>&1 || true
+    as_root systemctl disable --now "$service" >/dev/null 2>&1 || true
   else
-    as_root /etc/init.d/redis-server stop >/dev/null 2>&1 || true
-    as_root update-rc.d redis-server disable >/dev/null 2>&1 || true
+    as_root /etc/init.d/"$service" stop >/dev/null 2>&1 || true
+    as_root update-rc.d "$service" disable >/dev/null 2>&1 || true
   fi
+}
+
+# redis-server: the tests' Redis (deploy/local/services/redis.py)
+have_redis() { command -v redis-server >/dev/null 2>&1 || [[ -x /usr/bin/redis-server ]]; }
+if [[ "${BOOTSTRAP_SKIP_REDIS:-0}" != 1 ]] && ! have_redis; then
+  install_without_service redis-server redis-server
   have_redis || die "redis-server still not found after installing the package"
+fi
+
+# promtool (package prometheus): tests/deploy checks the Prometheus config and alert rules with it
+if [[ "${BOOTSTRAP_SKIP_PROMTOOL:-0}" != 1 ]] && ! command -v promtool >/dev/null 2>&1; then
+  install_without_service prometheus prometheus
+  command -v promtool >/dev/null 2>&1 || die "promtool still not found after installing prometheus"
 fi
 
 # ------------------------------------------------------------------ java + maven

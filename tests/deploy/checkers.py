@@ -4,6 +4,13 @@ Each checker returns the problems it finds as one-line strings (an empty list wh
 are right), so that a test can assert ``== []`` on the real files and show, on a deliberately
 broken sample, that the checker does catch what it is there for.
 
+Whether a file is well-formed is left to the maintained tool for its format: ``promtool``
+(Prometheus config, alert rules, and the dashboard's PromQL), ``hadolint`` (the Dockerfile,
+settings in ``deploy/.hadolint.yaml``), ``kubernetes-validate`` (the Kubernetes manifests,
+against the API's schemas, offline) and ``yamllint`` (every YAML file, settings in
+``deploy/.yamllint.yaml``). The checks written here hold the files to the application:
+settings and environment variables it reads, metrics it exports, ports it serves on.
+
 What "right" means is taken from the application wherever it can be: the environment
 variables and config keys the service reads come from ``app.settings.Settings``, the counters
 it exports from ``domain.accounting.Accounting`` named by ``app.metrics_server.render``.
@@ -16,6 +23,9 @@ import json
 import os
 import re
 import shlex
+import shutil
+import subprocess
+import sys
 import tempfile
 import typing
 import xml.etree.ElementTree as ET
@@ -24,8 +34,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
+import kubernetes_validate
 import yaml
 from pydantic import BaseModel
+from yamllint import linter as yaml_linter
+from yamllint.config import YamlLintConfig
 
 from adapters.system import InMemoryMetrics
 from app.metrics_server import render
@@ -36,8 +49,8 @@ REPO = Path(__file__).resolve().parents[2]
 DEPLOY = REPO / "deploy"
 
 # The gauges the Spark engine's StreamingQueryListener exports, as dedup_<name>: the names
-# src/adapters/spark/metrics.py sets today (the engine is still being written). The dashboard
-# and the alerts may use only these; reconcile here if the engine renames them.
+# src/adapters/spark/metrics.py sets. The dashboard and the alerts may use only these;
+# reconcile here if the engine renames them.
 SPARK_GAUGES = (
     "state_rows",                 # stateOperators[0].numRowsTotal of the last progress
     "state_bytes",                # stateOperators[0].memoryUsedBytes
@@ -46,6 +59,98 @@ SPARK_GAUGES = (
     "processed_rows_per_second",  # processedRowsPerSecond
     "kafka_lag",                  # the Kafka source's maxOffsetsBehindLatest: the most-behind partition
 )
+
+
+# --------------------------------------------------------------------- the maintained tools
+
+def tool(name: str) -> str:
+    """A linter's executable: in this interpreter's environment (PyPI wheels) or on PATH
+    (Debian packages); raises FileNotFoundError naming the install step."""
+    local = Path(sys.executable).parent / name
+    found = str(local) if local.exists() else shutil.which(name)
+    if not found:
+        raise FileNotFoundError(f"{name} not found: run scripts/bootstrap --services (Debian packages) "
+                                "or install the project's test extra")
+    return found
+
+
+def _run(*command: str) -> subprocess.CompletedProcess:
+    return subprocess.run([tool(command[0]), *command[1:]], capture_output=True, text=True, timeout=120)
+
+
+def promtool_problems(kind: str, path: Path) -> list[str]:
+    """``promtool check config|rules PATH``: its complaints, one per line (none when it passes)."""
+    result = _run("promtool", "check", kind, str(path))
+    if result.returncode == 0:
+        return []
+    lines = [line.strip() for line in (result.stderr + result.stdout).splitlines()]
+    return [f"{path.name}: {line.removeprefix('FAILED: ')}" for line in lines
+            if line and line != "FAILED:" and not line.startswith(("Checking", "SUCCESS"))]
+
+
+# Grafana's own interval variables, as Grafana substitutes them before the query reaches Prometheus.
+GRAFANA_INTERVALS = {"$__rate_interval": "1m", "$__interval": "1m", "$__range": "1h"}
+
+
+def promql_syntax_problems(exprs: dict[str, str]) -> list[str]:
+    """Where -> PromQL expression (e.g. a dashboard's queries), checked by promtool as the
+    expressions of recording rules; problems name the ``where`` of each bad expression."""
+    rules, names = [], {}
+    for index, (where, expr) in enumerate(exprs.items()):
+        for variable, value in GRAFANA_INTERVALS.items():
+            expr = expr.replace(variable, value)
+        names[f"check:expr_{index}"] = where
+        rules.append({"record": f"check:expr_{index}", "expr": expr})
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "exprs.yml"
+        path.write_text(yaml.safe_dump({"groups": [{"name": "exprs", "rules": rules}]}))
+        problems = promtool_problems("rules", path)
+    return [_name_expr(line, names) for line in problems]
+
+
+def _name_expr(line: str, names: dict[str, str]) -> str:
+    """promtool names a bad rule by its position (group 1, rule N, "check:expr_N"): name it by its where."""
+    match = re.search(r'rule (\d+), "[^"]*": (.*)', line)
+    if match is None:
+        return line
+    return f"{names[f'check:expr_{int(match.group(1)) - 1}']}: {match.group(2)}"
+
+
+def hadolint_problems(dockerfile: Path, config: Path | None = None) -> list[str]:
+    """``hadolint`` findings (with deploy/.hadolint.yaml's ignores), as ``line N: CODE message``."""
+    result = _run("hadolint", "--no-color", "--format", "json", "--config", str(config or DEPLOY / ".hadolint.yaml"),
+                  str(dockerfile))
+    try:
+        findings = json.loads(result.stdout)
+    except ValueError:
+        return [f"{dockerfile.name}: hadolint failed: {(result.stderr or result.stdout).strip()}"]
+    return [f"line {f['line']}: {f['code']} {f['message']}" for f in findings]
+
+
+def yamllint_problems(paths: Iterable[Path], config: Path | None = None) -> list[str]:
+    """``yamllint`` errors and warnings of each file (deploy/.yamllint.yaml's rules)."""
+    conf = YamlLintConfig(file=str(config or DEPLOY / ".yamllint.yaml"))
+    problems = []
+    for path in paths:
+        for problem in yaml_linter.run(path.read_text(), conf, str(path)):
+            problems.append(f"{path.name}:{problem.line}:{problem.column}: {problem.level}: {problem.message}")
+    return problems
+
+
+def k8s_schema_problems(docs: list[tuple[str, dict]]) -> list[str]:
+    """Each manifest against the Kubernetes API's schema (kubernetes-validate, strict: an unknown
+    field is an error, as the API server's strict decoding makes it). Custom resources
+    (SparkApplication) have no schema there: ``sparkapp_schema_problems`` checks them."""
+    problems = []
+    for file, doc in docs:
+        try:
+            kubernetes_validate.validate(doc, kubernetes_validate.latest_version(), strict=True)
+        except kubernetes_validate.SchemaNotFoundError:
+            continue
+        except kubernetes_validate.ValidationError as exc:
+            where = ".".join(str(p) for p in exc.path) or "(document)"
+            problems.append(f"{file}: {doc.get('kind')}/{(doc.get('metadata') or {}).get('name')}: {where}: {exc.message}")
+    return problems
 
 
 # --------------------------------------------------------------------------- the Dockerfile
@@ -280,18 +385,12 @@ def _context_source_problems(line: int, source: str, context: Path, ignore_patte
 
 
 def dockerfile_runtime_problems(dockerfile: Dockerfile) -> list[str]:
-    """Pinned base images; a final stage with a non-root USER, EXPOSE, a HEALTHCHECK, and
-    ENTRYPOINT/CMD in exec form (so that signals reach the entrypoint, not a shell)."""
+    """What hadolint does not ask for: a final stage with a USER, EXPOSE, a HEALTHCHECK, an
+    ENTRYPOINT and a CMD. (Pinned base images, a non-root last USER and the exec form of
+    ENTRYPOINT/CMD are hadolint's DL3006/DL3007, DL3002 and DL3025.)"""
     problems = []
-    names = {s.name for s in dockerfile.stages if s.name}
-    for stage in dockerfile.stages:
-        image = stage.base
-        if image not in names and (":" not in image.rsplit("/", 1)[-1] and "@" not in image
-                                   or image.endswith(":latest")):
-            problems.append(f"stage {stage.name or stage.index}: base image {image!r} is not pinned to a tag")
     final = dockerfile.final
-    user = final.last("USER")
-    if user is None or user.body.split(":")[0] in ("root", "0"):
+    if final.last("USER") is None:
         problems.append("the final stage runs as root: add a USER with a non-root numeric uid")
     if not final.all("EXPOSE"):
         problems.append("the final stage EXPOSEs no port")
@@ -299,9 +398,8 @@ def dockerfile_runtime_problems(dockerfile: Dockerfile) -> list[str]:
     if health is None or health.body.upper().startswith("NONE"):
         problems.append("the final stage has no HEALTHCHECK")
     for keyword in ("ENTRYPOINT", "CMD"):
-        instr = final.last(keyword)
-        if instr is None or instr.exec_form is None:
-            problems.append(f"the final stage's {keyword} is missing or not in exec (JSON array) form")
+        if final.last(keyword) is None:
+            problems.append(f"the final stage has no {keyword}")
     return problems
 
 
@@ -521,22 +619,6 @@ def exported_metric_names(gauges: Iterable[str] = SPARK_GAUGES) -> set[str]:
 # Prometheus's own series, always there for a scraped target.
 PROMETHEUS_SERIES = frozenset({"up", "scrape_duration_seconds", "scrape_samples_scraped"})
 
-PROMQL_FUNCTIONS = frozenset({
-    # aggregation operators
-    "sum", "min", "max", "avg", "group", "stddev", "stdvar", "count", "count_values", "bottomk", "topk",
-    "quantile", "limitk", "limit_ratio",
-    # functions
-    "abs", "absent", "absent_over_time", "ceil", "changes", "clamp", "clamp_max", "clamp_min", "day_of_month",
-    "day_of_week", "day_of_year", "days_in_month", "delta", "deriv", "exp", "floor", "histogram_avg",
-    "histogram_count", "histogram_fraction", "histogram_quantile", "histogram_stddev", "histogram_stdvar",
-    "histogram_sum", "holt_winters", "double_exponential_smoothing", "hour", "idelta", "increase", "irate",
-    "label_join", "label_replace", "ln", "log2", "log10", "minute", "month", "predict_linear", "rate",
-    "resets", "round", "scalar", "sgn", "sort", "sort_desc", "sort_by_label", "sort_by_label_desc", "sqrt",
-    "time", "timestamp", "vector", "year", "avg_over_time", "min_over_time", "max_over_time",
-    "sum_over_time", "count_over_time", "quantile_over_time", "stddev_over_time", "stdvar_over_time",
-    "last_over_time", "present_over_time", "mad_over_time", "acos", "acosh", "asin", "asinh", "atan",
-    "atanh", "cos", "cosh", "sin", "sinh", "tan", "tanh", "deg", "rad", "pi",
-})
 PROMQL_KEYWORDS = frozenset({"and", "or", "unless", "bool", "by", "without", "on", "ignoring", "group_left",
                              "group_right", "offset", "atan2", "inf", "nan"})
 
@@ -560,11 +642,10 @@ def promql_names(expr: str) -> tuple[set[str], set[str]]:
 
 
 def promql_problems(expr: str, exported: set[str], where: str) -> list[str]:
-    """Metrics the service does not export and functions PromQL does not have."""
-    metrics, functions = promql_names(expr)
+    """Metrics the service does not export (whether the expression parses: ``promtool``)."""
+    metrics, _ = promql_names(expr)
     unknown = sorted(metrics - exported - PROMETHEUS_SERIES)
     problems = [f"{where}: {m} is not a metric the service exports" for m in unknown]
-    problems += [f"{where}: {f}() is not a PromQL function" for f in sorted(functions - PROMQL_FUNCTIONS)]
     if not metrics:
         problems.append(f"{where}: the expression names no metric")
     return problems
@@ -704,6 +785,12 @@ def dashboard_panels(dashboard: dict) -> Iterator[dict]:
     for panel in dashboard.get("panels") or []:
         yield panel
         yield from panel.get("panels") or []  # collapsed rows
+
+
+def dashboard_exprs(dashboard: dict) -> dict[str, str]:
+    """``panel 'TITLE' #N`` -> the PromQL of each query, for ``promql_syntax_problems``."""
+    return {f"panel {panel.get('title', '?')!r} #{n}": target.get("expr", "")
+            for panel in dashboard_panels(dashboard) for n, target in enumerate(panel.get("targets") or [], 1)}
 
 
 def dashboard_problems(dashboard: dict, exported: set[str], datasource_uids: set[str]) -> list[str]:

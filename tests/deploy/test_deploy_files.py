@@ -117,15 +117,34 @@ def test_the_runtime_stage_is_pinned_non_root_with_a_healthcheck_and_exec_form_c
     assert c.dockerfile_runtime_problems(dockerfile) == []
 
 
-def test_the_runtime_check_fails_on_root_latest_and_shell_form():
-    broken = c.parse_dockerfile("FROM python:latest\nUSER root\nCMD spark-submit app.py\n")
+def test_the_runtime_check_fails_without_user_expose_healthcheck_and_entrypoint():
+    broken = c.parse_dockerfile("FROM python:3.11\nCMD spark-submit app.py\n")
     assert c.dockerfile_runtime_problems(broken) == [
-        "stage 0: base image 'python:latest' is not pinned to a tag",
         "the final stage runs as root: add a USER with a non-root numeric uid",
         "the final stage EXPOSEs no port",
         "the final stage has no HEALTHCHECK",
-        "the final stage's ENTRYPOINT is missing or not in exec (JSON array) form",
-        "the final stage's CMD is missing or not in exec (JSON array) form"]
+        "the final stage has no ENTRYPOINT"]
+
+
+def test_hadolint_finds_nothing_in_the_dockerfile():
+    assert c.hadolint_problems(DOCKERFILE) == []
+
+
+def test_hadolint_fails_on_an_unpinned_base_a_root_user_and_shell_form_commands(tmp_path):
+    broken = (DOCKERFILE.read_text()
+              .replace("FROM python:${PYTHON_VERSION}-slim-bookworm AS runtime", "FROM python:latest AS runtime")
+              .replace("USER 185:185", "USER root")
+              .replace('ENTRYPOINT ["/usr/bin/tini", "--", "/opt/streamdedup/entrypoint.sh"]',
+                       "ENTRYPOINT /usr/bin/tini -- /opt/streamdedup/entrypoint.sh"))
+    (tmp_path / "Dockerfile").write_text(broken)
+    codes = {problem.split()[2] for problem in c.hadolint_problems(tmp_path / "Dockerfile")}
+    assert {"DL3007", "DL3002", "DL3025"} <= codes, codes
+
+
+def test_hadolint_fails_on_a_dockerfile_that_does_not_parse(tmp_path):
+    (tmp_path / "Dockerfile").write_text(DOCKERFILE.read_text().replace("WORKDIR /var/lib", "WORKDIRR /var/lib"))
+    [problem] = c.hadolint_problems(tmp_path / "Dockerfile")
+    assert "DL1000" in problem or "unexpected" in problem
 
 
 def test_the_kafka_connector_jars_are_fetched_by_maven_from_the_spark_kafka_pom(dockerfile):
@@ -323,6 +342,21 @@ def test_the_scrape_check_fails_on_a_wrong_port_or_host():
         "job j: target ghost is not a service serving /metrics ['dedup']"]
 
 
+def test_promtool_passes_the_prometheus_config_and_its_alert_rules():
+    assert c.promtool_problems("config", PROMETHEUS / "prometheus.yml") == []  # loads alerts.yml as well
+    assert c.promtool_problems("rules", PROMETHEUS / "alerts.yml") == []
+
+
+def test_promtool_fails_on_a_broken_config_and_broken_rules(tmp_path):
+    config = (PROMETHEUS / "prometheus.yml").read_text()
+    (tmp_path / "prometheus.yml").write_text(config.replace("alerts.yml", "missing.yml"))
+    assert "missing.yml" in " ".join(c.promtool_problems("config", tmp_path / "prometheus.yml"))
+    rules = (PROMETHEUS / "alerts.yml").read_text()
+    (tmp_path / "alerts.yml").write_text(rules.replace("rate(", "ratee(", 1))
+    [problem] = c.promtool_problems("rules", tmp_path / "alerts.yml")
+    assert 'unknown function with name "ratee"' in problem
+
+
 def test_prometheus_loads_the_alert_rules_from_its_mounted_directory(compose):
     prometheus = c.load_yaml(PROMETHEUS / "prometheus.yml")
     assert [(PROMETHEUS / f).is_file() for f in prometheus["rule_files"]] == [True]
@@ -381,14 +415,13 @@ def test_alerts_name_exported_metrics_and_each_has_a_runbook_in_the_operations_g
     assert c.alert_problems(rules, exported, (c.DEPLOY / "README.md").read_text()) == []
 
 
-def test_the_alert_check_fails_on_unknown_metrics_functions_and_missing_runbooks(exported):
+def test_the_alert_check_fails_on_unknown_metrics_and_missing_runbooks(exported):
     rules = {"groups": [{"rules": [
         {"alert": "A", "expr": "rate(dedup_duplicate_total[5m]) > 0", "labels": {"severity": "warning"},
          "annotations": {"summary": "s", "runbook": "deploy/README.md#a"}},
         {"alert": "B", "expr": "ratee(dedup_out_total[1m]) > 0", "annotations": {"runbook": "x#nowhere"}}]}]}
     assert c.alert_problems(rules, exported, "## A\n") == [
         "alert A: dedup_duplicate_total is not a metric the service exports",
-        "alert B: ratee() is not a PromQL function",
         "alert B: no severity label",
         "alert B: no summary",
         "alert B: runbook #nowhere is not a heading of deploy/README.md"]
@@ -415,6 +448,20 @@ def provisioned_datasources() -> list[dict]:
 def test_the_dashboard_queries_only_exported_metrics_through_the_provisioned_datasource(dashboard, exported):
     uids = {d["uid"] for d in provisioned_datasources()}
     assert c.dashboard_problems(dashboard, exported, uids) == []
+
+
+def test_the_dashboards_promql_parses(dashboard):
+    exprs = c.dashboard_exprs(dashboard)
+    assert len(exprs) >= len(REQUIRED_PANELS)
+    assert c.promql_syntax_problems(exprs) == []
+
+
+def test_the_promql_check_fails_on_an_unknown_function_and_an_unclosed_bracket():
+    assert c.promql_syntax_problems({"panel 'ok' #1": "sum(rate(dedup_out_total[$__rate_interval]))",
+                                     "panel 'p' #1": "ratee(dedup_out_total[5m])",
+                                     "panel 'q' #2": "sum(rate(dedup_out_total[5m])"}) == [
+        "panel 'p' #1: could not parse expression: 1:1: parse error: unknown function with name \"ratee\"",
+        "panel 'q' #2: could not parse expression: 1:30: parse error: unclosed left parenthesis"]
 
 
 def test_the_dashboard_check_fails_on_an_unknown_metric_and_datasource(exported):
@@ -453,6 +500,34 @@ def test_grafana_is_provisioned_with_the_prometheus_of_the_stack_and_the_dashboa
 
 def test_every_manifest_parses_is_named_and_in_the_namespace(k8s):
     assert c.manifest_problems(k8s, "streamdedup") == []
+
+
+def test_every_manifest_validates_against_the_kubernetes_api_schema(k8s):
+    assert c.k8s_schema_problems(k8s) == []
+
+
+def test_the_kubernetes_schema_check_fails_on_unknown_fields_and_wrong_types(tmp_path):
+    service = (K8S / "service.yaml").read_text()
+    (tmp_path / "a.yaml").write_text(service.replace("selector:", "selectr:"))
+    (tmp_path / "b.yaml").write_text(service.replace("port: 9108", "port: metrics"))
+    assert c.k8s_schema_problems(c.k8s_documents(tmp_path)) == [
+        "a.yaml: Service/streamdedup-metrics: spec: Additional properties are not allowed ('selectr' was unexpected)",
+        "b.yaml: Service/streamdedup-metrics: spec.ports.0.port: 'metrics' is not of type 'integer'"]
+
+
+def test_yamllint_passes_every_yaml_file_under_deploy():
+    files = sorted(c.DEPLOY.rglob("*.yaml")) + sorted(c.DEPLOY.rglob("*.yml"))
+    assert len(files) >= 12
+    assert c.yamllint_problems(files) == []
+
+
+def test_yamllint_fails_on_a_duplicate_key_and_broken_indentation(tmp_path):
+    broken = (COMPOSE.read_text().replace("services:\n", "services:\n  redis:\n    image: redis:7\n", 1)
+              .replace("\n    image:", "\n     image:", 1))
+    (tmp_path / "compose.yaml").write_text(broken)
+    problems = c.yamllint_problems([tmp_path / "compose.yaml"])
+    assert any('duplication of key "redis"' in p for p in problems), problems
+    assert any("indentation" in p or "syntax error" in p for p in problems), problems
 
 
 def test_the_manifest_check_fails_on_an_unnamed_or_misplaced_document():
