@@ -15,9 +15,10 @@ sys.path.insert(0, str(ROOT / "src"))
 
 pyspark = pytest.importorskip("pyspark")
 
-from adapters.spark.engine import SparkEngine  # noqa: E402
+from adapters.spark.engine import build_spark_engine  # noqa: E402
 from adapters.spark.session import build_session  # noqa: E402
 from domain.dead_letters import from_document  # noqa: E402
+from domain.policies import Policies  # noqa: E402
 from domain.rules import RuleSet  # noqa: E402
 
 
@@ -63,12 +64,17 @@ class FileRun:
 
     def run(self, rules: RuleSet | None = None, state_provider: str = "rocksdb", metrics=None,
             conf: dict[str, str] | None = None) -> Result:
-        engine = SparkEngine(rules or RuleSet(), f"jsonl:{self.input}?maxFilesPerTrigger=1",
-                             str(self.dir / "out"), str(self.dir / "dlq"), str(self.dir / "checkpoint"),
-                             state_provider=state_provider, master="local[2]", spark=self.spark,
-                             metrics=metrics, conf=conf or {})
+        engine = self.engine(rules, state_provider=state_provider, metrics=metrics, conf=conf or {})
         counts = engine.run(available_now=True).as_dict()
         return Result(counts, _read(self.dir / "out"), _read(self.dir / "dlq"))
+
+    def engine(self, rules: RuleSet | None = None, policies: Policies | None = None, sink: str = "out",
+               dead_letters: str = "dlq", checkpoint: str = "checkpoint", **settings):
+        """The engine as production builds it (``build_spark_engine``), over this run's files."""
+        return build_spark_engine(rules or RuleSet(), policies or Policies(),
+                                  source=f"jsonl:{self.input}?maxFilesPerTrigger=1", sink=str(self.dir / sink),
+                                  dead_letters=str(self.dir / dead_letters), checkpoint=str(self.dir / checkpoint),
+                                  master="local[2]", spark=self.spark, **settings)
 
 
 def _line(item) -> bytes:

@@ -17,8 +17,7 @@ import pytest
 from confluent_kafka import Producer
 
 from adapters.spark import batch_writers
-from adapters.spark.batch_writers import writer_for
-from adapters.spark.policy_engine import PolicySparkEngine
+from adapters.spark.engine import SparkEngine, build_spark_engine
 from adapters.spark.session import kafka_jars
 from adapters.spark.transactional_sink import default_transactional_id
 from app.generator import StreamSpec, generate
@@ -45,11 +44,12 @@ def topics(kafka_bootstrap):
     return names
 
 
-def engine(spark, bootstrap, topics, checkpoint: Path, delivery: str, per_batch: int = 700) -> PolicySparkEngine:
+def engine(spark, bootstrap, topics, checkpoint: Path, delivery: str, per_batch: int = 700,
+           policies: Policies | None = None) -> SparkEngine:
     uri = {role: f"kafka://{bootstrap}/{topic}" for role, topic in topics.items()}
-    writer = writer_for(uri["out"], uri["dlq"], delivery, str(checkpoint), Policies())
-    return PolicySparkEngine(RuleSet(), uri["in"], uri["out"], uri["dlq"], str(checkpoint), spark=spark,
-                             master="local[2]", max_records_per_batch=per_batch, writer=writer)
+    return build_spark_engine(RuleSet(), policies or Policies(), source=uri["in"], sink=uri["out"],
+                              dead_letters=uri["dlq"], checkpoint=str(checkpoint), delivery=delivery, spark=spark,
+                              master="local[2]", max_offsets_per_trigger=per_batch)
 
 
 def crash_before_checkpoint_commit(checkpoint: Path) -> int:
@@ -162,7 +162,7 @@ def test_at_least_once_writes_both_outputs_in_one_kafka_write(kafka_spark, kafka
     records, expected = generate(StreamSpec(uniques=600, seed=7))
     produce(kafka_bootstrap, topics["in"], records)
     spark_engine = engine(kafka_spark, kafka_bootstrap, topics, tmp_path / "checkpoint", "at-least-once", per_batch=400)
-    assert spark_engine.writer.reads_once
+    assert spark_engine.writer.reads == 1
     counts = spark_engine.run(available_now=True).as_dict()
     want = reference(records)
     assert Counter(m.value for m in read_topic(kafka_bootstrap, topics["out"])) == Counter(want.emitted)
@@ -184,8 +184,8 @@ def test_a_retried_single_kafka_write_counts_each_record_once(kafka_spark, kafka
             raise RuntimeError("the broker went away")
 
     monkeypatch.setattr(batch_writers, "write_judged", fail_once_after_writing)
-    spark_engine = engine(kafka_spark, kafka_bootstrap, topics, tmp_path / "checkpoint", "at-least-once", per_batch=400)
-    spark_engine.writer.policies = Policies.from_strings({"transient": "retry(attempts=2,backoff=fixed,delay=0)>fail"})
+    spark_engine = engine(kafka_spark, kafka_bootstrap, topics, tmp_path / "checkpoint", "at-least-once", per_batch=400,
+                          policies=Policies.from_strings({"transient": "retry(attempts=2,backoff=fixed,delay=0)>fail"}))
     counts = spark_engine.run(available_now=True).as_dict()
     assert failed == [0]
     assert {k: counts[k] for k in ("in", "out", "duplicates", "dead_lettered")} == \
