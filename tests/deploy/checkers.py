@@ -6,7 +6,8 @@ broken sample, that the checker does catch what it is there for.
 
 Whether a file is well-formed is left to the maintained tool for its format: ``promtool``
 (Prometheus config, alert rules, and the dashboard's PromQL), ``hadolint`` (the Dockerfile,
-settings in ``deploy/.hadolint.yaml``), ``kubernetes-validate`` (the Kubernetes manifests,
+settings in ``deploy/.hadolint.yaml``), ``check-jsonschema`` (compose, against the Compose
+Specification's schema), ``kubernetes-validate`` (the Kubernetes manifests,
 against the API's schemas, offline) and ``yamllint`` (every YAML file, settings in
 ``deploy/.yamllint.yaml``). The checks written here hold the files to the application:
 settings and environment variables it reads, metrics it exports, ports it serves on.
@@ -125,6 +126,19 @@ def hadolint_problems(dockerfile: Path, config: Path | None = None) -> list[str]
     except ValueError:
         return [f"{dockerfile.name}: hadolint failed: {(result.stderr or result.stdout).strip()}"]
     return [f"line {f['line']}: {f['code']} {f['message']}" for f in findings]
+
+
+def compose_schema_problems(compose_file: Path) -> list[str]:
+    """The compose file against the Compose Specification's JSON schema (``check-jsonschema``
+    ships it: ``--builtin-schema vendor.compose-spec``, offline), as ``PATH: message``."""
+    result = _run("check-jsonschema", "--builtin-schema", "vendor.compose-spec", "--output-format", "json",
+                  str(compose_file))
+    try:
+        report = json.loads(result.stdout)
+    except ValueError:
+        return [f"{compose_file.name}: check-jsonschema failed: {(result.stderr or result.stdout).strip()}"]
+    errors = report.get("errors", []) + report.get("parse_errors", [])
+    return [f"{compose_file.name}: {e.get('path', '')}: {e.get('message', e)}" for e in errors]
 
 
 def yamllint_problems(paths: Iterable[Path], config: Path | None = None) -> list[str]:

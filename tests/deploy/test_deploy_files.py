@@ -265,6 +265,19 @@ def test_compose_builds_the_service_from_the_dockerfile_and_runs_its_default_com
     assert "command" not in dedup and "entrypoint" not in dedup, "the image's spark-submit command runs"
 
 
+def test_compose_follows_the_compose_specification():
+    assert c.compose_schema_problems(COMPOSE) == []
+
+
+def test_the_compose_schema_check_fails_on_an_unknown_key_and_a_wrong_type(tmp_path):
+    broken = COMPOSE.read_text().replace("    restart:", "    restartt:", 1)
+    (tmp_path / "compose.yaml").write_text(broken.replace("services:", "services: 3\nx:", 1))
+    assert c.compose_schema_problems(tmp_path / "compose.yaml") != []
+    (tmp_path / "compose.yaml").write_text(broken)
+    [problem] = c.compose_schema_problems(tmp_path / "compose.yaml")
+    assert "'restartt' was unexpected" in problem
+
+
 def test_compose_ports_are_loopback_only_and_mounts_exist(compose):
     assert c.compose_problems(compose, COMPOSE.parent) == []
 
