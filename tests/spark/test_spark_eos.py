@@ -45,11 +45,11 @@ def topics(kafka_bootstrap):
 
 
 def engine(spark, bootstrap, topics, checkpoint: Path, delivery: str, per_batch: int = 700,
-           policies: Policies | None = None) -> SparkEngine:
+           policies: Policies | None = None, **settings) -> SparkEngine:
     uri = {role: f"kafka://{bootstrap}/{topic}" for role, topic in topics.items()}
     return build_spark_engine(RuleSet(), policies or Policies(), source=uri["in"], sink=uri["out"],
                               dead_letters=uri["dlq"], checkpoint=str(checkpoint), delivery=delivery, spark=spark,
-                              master="local[2]", max_offsets_per_trigger=per_batch)
+                              master="local[2]", max_offsets_per_trigger=per_batch, **settings)
 
 
 def crash_before_checkpoint_commit(checkpoint: Path) -> int:
@@ -129,8 +129,7 @@ def test_an_invalidate_notification_from_a_topic_lets_the_event_pass_again(kafka
 
     def run():
         spark_engine = engine(kafka_spark, kafka_bootstrap, {k: topics[k] for k in ("in", "out", "dlq")}, checkpoint,
-                              "exactly-once")
-        spark_engine.notifications = f"kafka://{kafka_bootstrap}/{topics['notes']}"
+                              "exactly-once", notifications=f"kafka://{kafka_bootstrap}/{topics['notes']}")
         return spark_engine.run(available_now=True).as_dict()
 
     # 1. u-1 is emitted, its repeat inside the window dropped

@@ -51,7 +51,7 @@ class SparkQueryError(PermanentError):
     error_class = "bug"
 
 
-@dataclass
+@dataclass(slots=True)
 class SparkQuery:
     """Where the query reads and keeps its checkpoint, and how it runs. ``available_now``:
     process what the source holds, then stop (default: yes for a JSONL directory, no for Kafka)."""
@@ -102,7 +102,7 @@ def build_spark_engine(rules: RuleSet, policies: Policies, *, source: str, sink:
                        policies, restart or RestartStrategy(), metrics, spark=spark)
 
 
-@dataclass
+@dataclass(slots=True)  # a misspelt setting fails at once instead of being ignored
 class SparkEngine:
     rules: RuleSet
     query: SparkQuery
