@@ -56,7 +56,7 @@ def up(args: argparse.Namespace) -> int:
     root.mkdir(parents=True, exist_ok=True)
     broker = KafkaBroker(root / "kafka", Path(args.jars_dir) if args.jars_dir else None, args.kafka_port,
                          num_partitions=args.partitions, detach=True)
-    broker._check_jars()
+    broker.check_jars()  # before redis starts: fail fast
     redis = RedisServer(root / "redis", args.redis_port, detach=True).start()
     try:
         broker.start(timeout=args.timeout)

@@ -163,7 +163,7 @@ class KafkaBroker(Service):
         transactional producer of a test does not pay ~1-3 s of broker-side retries."""
         if self.is_running():
             return self
-        self._check_jars()
+        self.check_jars()
         started = time.monotonic()
         super().start(timeout)
         if warm_up:
@@ -223,7 +223,8 @@ class KafkaBroker(Service):
             return False
 
     # -- what Service runs
-    def _check_jars(self) -> None:
+    def check_jars(self) -> None:
+        """Raises ServiceError (naming the bootstrap script) when the broker jars are missing."""
         if not any(self.jars_dir.glob("kafka_2.13-*.jar")):
             raise ServiceError(f"no Kafka jars in {self.jars_dir}: {BOOTSTRAP_HINT}")
 
