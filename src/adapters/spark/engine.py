@@ -161,7 +161,10 @@ class SparkEngine:
             self._listen(spark)
             spark.streams.addListener(self.listener)
             try:
-                self._await(self.start_query(self.bounded(available_now)), self.bounded(available_now), stop)
+                bounded = self.bounded(available_now)
+                query = self.start_query(bounded)
+                self.listener.query_id = str(query.id)
+                self.listener.wait_for(await_query(query, bounded, stop))
             finally:
                 spark.streams.removeListener(self.listener)
         finally:
@@ -173,17 +176,6 @@ class SparkEngine:
         self.state_rows = state_row_counter(spark)
         gauge = StateRowGauge.open(spark, self.query.checkpoint, self.state_rows, count_missing=not tracked)
         self.listener = ProgressListener(self.metrics, self.on_batch, tracked, gauge)
-
-    def _await(self, query, bounded: bool, stop: threading.Event) -> None:
-        self.listener.query_id = str(query.id)
-        try:
-            await_query(query, bounded, stop)
-        finally:
-            if query.isActive:  # waiting failed (e.g. the gateway): no query is left running
-                query.stop()
-        last = query.lastProgress
-        if last is not None:
-            self.listener.wait_for(last["batchId"])
 
     def _prepare(self, spark: SparkSession) -> None:
         """Checks the classpath and sets the SQL settings a query reads when it starts."""
@@ -261,17 +253,23 @@ class _Cache:
             self.df.unpersist()
 
 
-def await_query(query, bounded: bool, stop: threading.Event) -> None:
-    """Wait for a bounded query to finish or for ``stop``; raises ``SparkQueryError`` if it failed."""
-    while query.isActive:
-        if stop.is_set():
-            stop_after_running_batch(query)
-            break
-        query.awaitTermination(0.2 if bounded else 0.5)
+def await_query(query, bounded: bool, stop: threading.Event) -> int:
+    """Wait for a bounded query to finish or for ``stop``; returns its last batch id (-1: none).
+    Raises ``SparkQueryError`` if it failed; no query is left running either way."""
+    try:
+        while query.isActive:
+            if stop.is_set():
+                stop_after_running_batch(query)
+                break
+            query.awaitTermination(0.2 if bounded else 0.5)
+    finally:
+        if query.isActive:  # waiting failed (e.g. the gateway)
+            query.stop()
     failure = query.exception()
     if failure is not None:
         first = str(failure).strip().splitlines()[0] if str(failure).strip() else type(failure).__name__
         raise SparkQueryError(f"the Spark query failed: {first}") from failure
+    return -1 if query.lastProgress is None else query.lastProgress["batchId"]
 
 
 def stop_after_running_batch(query, poll: float = 0.1) -> None:
