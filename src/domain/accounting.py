@@ -33,6 +33,12 @@ class Accounting:
         for name, value in asdict(other).items():
             setattr(self, name, getattr(self, name) + value)
 
+    def publish(self, metrics) -> None:
+        """Add the non-zero counts to a ``domain.ports.Metrics``' counters, named as ``as_dict``."""
+        for name, value in self.as_dict().items():
+            if value:
+                metrics.increment(name, value)
+
     def as_dict(self) -> dict[str, int]:
         counts = asdict(self)
         counts["in"] = counts.pop("records_in")

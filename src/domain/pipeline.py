@@ -112,6 +112,4 @@ class BatchPipeline:
 
     def _account(self, counts: Accounting) -> None:
         self.totals.add(counts)
-        for name, value in counts.as_dict().items():
-            if value:
-                self.metrics.increment(name, value)
+        counts.publish(self.metrics)

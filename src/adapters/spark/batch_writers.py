@@ -17,13 +17,13 @@ engine retries it per the ``transient`` policy and decides whether the batch is 
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Mapping
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from adapters.spark.checkpoint import Checkpoint
 from adapters.spark.dead_letters import producer_headers
 from adapters.spark.jvm import SparkSetupError
 from adapters.spark.metrics import accounting_of
@@ -85,15 +85,11 @@ class ExactlyOnceWriter:
 
 
 def query_id_of(checkpoint: str | None) -> str | None:
-    """The query id Spark keeps in a local checkpoint's ``metadata`` file (None elsewhere).
-
-    The commit markers carry it, so a checkpoint created anew at the same location (batch
-    ids from 0 again) is not mistaken for the old query."""
-    from adapters.spark.checkpoint import local_path
-
+    """The commit markers carry the query's id, so a checkpoint created anew at the same
+    location (batch ids from 0 again) is not mistaken for the old query (None: not local)."""
     try:
-        return json.loads((local_path(checkpoint) / "metadata").read_text().splitlines()[0])["id"]
-    except (TypeError, ValueError, OSError, IndexError, KeyError):
+        return Checkpoint.at(checkpoint).query_id()
+    except (TypeError, ValueError):
         return None
 
 

@@ -44,6 +44,13 @@ class Checkpoint:
         """The id of the last micro-batch that committed, or None for a checkpoint without progress."""
         return _last_batch(self.path / "commits")
 
+    def query_id(self) -> str | None:
+        """The query's id (``metadata``), which stays the same across restarts; None before the first start."""
+        try:
+            return json.loads((self.path / "metadata").read_text().splitlines()[0])["id"]
+        except (ValueError, OSError, IndexError, KeyError):
+            return None
+
     def has_progress(self) -> bool:
         return _last_batch(self.path / "offsets") is not None
 

@@ -39,16 +39,10 @@ from adapters.spark.session import build_session, require_classes, state_rows_tr
 from adapters.spark.sources import parse_uri, read_stream
 from adapters.spark.state_rows import StateRowGauge, state_row_counter
 from domain.accounting import Accounting
-from domain.errors import PermanentError
+from domain.errors import ProcessingBug
 from domain.policies import Policies
 from domain.restart import RestartStrategy
 from domain.rules import RuleSet
-
-
-class SparkQueryError(PermanentError):
-    """The streaming query failed; its running micro-batch was not committed (a restart replays it)."""
-
-    error_class = "bug"
 
 
 @dataclass(slots=True)
@@ -215,7 +209,7 @@ class SparkEngine:
                 self._write(judged, batch_id)
                 if not in_stream:
                     retried(lambda: self.judge.committed(rows.df, batch_id), self.policies)
-                    self.listener.totals.add(accounting_of(judged.df))
+                    self.listener.recount(batch_id, accounting_of(judged.df))
 
     def _write(self, judged: "_Cache", batch_id: int) -> None:
         recount, attempts = self.judge.in_stream and not judged.cached, 0
@@ -255,7 +249,8 @@ class _Cache:
 
 def await_query(query, bounded: bool, stop: threading.Event) -> int:
     """Wait for a bounded query to finish or for ``stop``; returns its last batch id (-1: none).
-    Raises ``SparkQueryError`` if it failed; no query is left running either way."""
+    Raises ``ProcessingBug`` if it failed (its running micro-batch was not committed: a restart
+    replays it); no query is left running either way."""
     try:
         while query.isActive:
             if stop.is_set():
@@ -268,7 +263,7 @@ def await_query(query, bounded: bool, stop: threading.Event) -> int:
     failure = query.exception()
     if failure is not None:
         first = str(failure).strip().splitlines()[0] if str(failure).strip() else type(failure).__name__
-        raise SparkQueryError(f"the Spark query failed: {first}") from failure
+        raise ProcessingBug(f"the Spark query failed: {first}") from failure
     return -1 if query.lastProgress is None else query.lastProgress["batchId"]
 
 

@@ -111,8 +111,9 @@ class ProgressListener(StreamingQueryListener):
         self._notify()
 
     def recount(self, batch_id: int, counts: Accounting) -> None:
-        """``counts`` replace the observed accounting of micro-batch ``batch_id`` (its plan ran
-        more than once, e.g. a retried write, so the observed counts are inflated)."""
+        """``counts`` replace the observed accounting of micro-batch ``batch_id``: its plan ran
+        more than once (a retried write: the observed counts are inflated), or the batch was
+        judged outside the observed plan (Redis state)."""
         with self._changed:
             self._recounted[batch_id] = counts
 
@@ -130,9 +131,7 @@ class ProgressListener(StreamingQueryListener):
     def _publish(self, counts: Accounting, gauges: dict[str, float]) -> None:
         if self._metrics is None:
             return
-        for name, value in counts.as_dict().items():
-            if value:
-                self._metrics.increment(name, value)
+        counts.publish(self._metrics)
         for name, value in gauges.items():
             self._metrics.gauge(name, value)
 
