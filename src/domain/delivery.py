@@ -16,7 +16,7 @@ from typing import Sequence
 from domain.accounting import Accounting
 from domain.dedup import Deduplicator, Outcome, Verdict
 from domain.errors import PolicyExhausted
-from domain.policies import Resolved, Terminal, run_with_policy
+from domain.policies import Resolved, Terminal, run_or_stop, run_with_policy
 from domain.ports import DeadLetterSink, EventSink, Notification, NotificationSink
 
 log = logging.getLogger(__name__)
@@ -65,6 +65,4 @@ class Delivery:
             self._retrying(lambda: self.notifications.publish(note))
 
     def _retrying(self, operation) -> None:
-        result = run_with_policy(operation, self.core.policies, self.core.clock.sleep)
-        if isinstance(result, Resolved):
-            raise PolicyExhausted(result.error, result.attempts)
+        run_or_stop(operation, self.core.policies, self.core.clock.sleep)

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Callable, Generic, TypeVar
 
-from domain.errors import DedupError, classify
+from domain.errors import DedupError, PolicyExhausted, classify
 from domain.syntax import parse_step, real_number, seconds, whole_number, word
 
 T = TypeVar("T")
@@ -165,3 +165,13 @@ def run_with_policy(operation: Callable[[], T], policies: Policies,
         if delay is None:
             return Resolved(chain.terminal, error, failures)
         sleep(delay)
+
+
+def run_or_stop(operation: Callable[[], T], policies: Policies, sleep: Callable[[float], None]) -> T:
+    """Run ``operation`` under the policies, where no record can be set aside (a flush, a whole
+    batch): whatever the chain's last step, a failure that outlasts its retries raises
+    ``PolicyExhausted`` and the caller stops without acknowledging its input."""
+    result = run_with_policy(operation, policies, sleep)
+    if isinstance(result, Resolved):
+        raise PolicyExhausted(result.error, result.attempts)
+    return result.value

@@ -19,8 +19,8 @@ import threading
 import time
 from typing import Callable, TypeVar
 
-from domain.errors import DedupError, PermanentError, PolicyExhausted, SinkUnavailable
-from domain.policies import Policies, Resolved, run_with_policy
+from domain.errors import DedupError, PermanentError, SinkUnavailable
+from domain.policies import Policies, run_or_stop
 from domain.restart import RestartsExhausted, RestartStrategy
 
 log = logging.getLogger(__name__)
@@ -37,10 +37,7 @@ def retried(operation: Callable[[], T], policies: Policies, sleep: Callable[[flo
         except Exception as exc:  # noqa: BLE001 - a failed Spark job: the sink could not take the batch
             raise SinkUnavailable(f"batch write failed: {first_line(exc)}") from None
 
-    result = run_with_policy(attempt, policies, sleep)
-    if isinstance(result, Resolved):
-        raise PolicyExhausted(result.error, result.attempts)
-    return result.value
+    return run_or_stop(attempt, policies, sleep)
 
 
 def run_restarting(run: Callable[[], T], strategy: RestartStrategy, stop: threading.Event,
