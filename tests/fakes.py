@@ -122,6 +122,9 @@ class ListSource:
     def exhausted(self):
         return not self.batches
 
+    def assignment(self):
+        return None
+
     def commit(self, records):
         self.journal.append(("ack", offsets(records)))
 

@@ -18,6 +18,7 @@ from adapters.memory.state_store import InMemoryStateStore
 from adapters.system import InMemoryMetrics, SystemClock
 from app.settings import KafkaSettings, MigrationSettings, PolicySettings, RuleSettings, Settings, SparkSettings
 from domain.dedup import Deduplicator
+from domain.watermarks import Watermarks
 from domain.delivery import Delivery
 from domain.pipeline import BatchPipeline
 from domain.policies import Policies
@@ -33,7 +34,7 @@ class UsageError(Exception):
 
 
 def build_rules(rules: dict[str, RuleSettings], unknown_types: UnknownTypePolicy) -> RuleSet:
-    compiled = {name: DedupRule(name, r.window, tuple(r.key_fields), r.time_basis, r.allowed_lateness)
+    compiled = {name: DedupRule(name, r.window, tuple(r.key_fields), r.time_basis, r.allowed_lateness, r.max_ahead)
                 for name, r in rules.items()}
     return RuleSet(compiled, unknown_types)
 
@@ -139,7 +140,9 @@ class Container(containers.DeclarativeContainer):
     policies = providers.Singleton(build_policies, policies=settings.provided.policies)
     state_store = providers.Singleton(build_state_store, uri=settings.provided.state,
                                       migration=settings.provided.migration, rules=rules)
-    core = providers.Singleton(Deduplicator, rules=rules, state=state_store, clock=clock, policies=policies)
+    watermarks = providers.Factory(Watermarks, idle_timeout=settings.provided.idle_partition_timeout)
+    core = providers.Singleton(Deduplicator, rules=rules, state=state_store, clock=clock, policies=policies,
+                               watermarks=watermarks)
 
     _io = dict(source=settings.provided.source, sink=settings.provided.sink, dlq=settings.provided.dlq,
                notifications=settings.provided.notifications)

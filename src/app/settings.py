@@ -24,8 +24,9 @@ from pydantic_settings import SettingsError as _SourceError
 
 from domain.policies import DEFAULT_POLICIES, ERROR_CLASSES, parse_chain
 from domain.restart import parse_restart
-from domain.rules import DEFAULT_RULES, TimeBasis, UnknownTypePolicy
+from domain.rules import DEFAULT_MAX_AHEAD, DEFAULT_RULES, TimeBasis, UnknownTypePolicy
 from domain.syntax import parse_duration
+from domain.watermarks import DEFAULT_IDLE_TIMEOUT
 
 
 class SettingsError(Exception):
@@ -41,9 +42,10 @@ class RuleSettings(_Strict):
     key_fields: Annotated[list[str], NoDecode] = Field(default_factory=lambda: ["uniqueValue"], min_length=1)
     time_basis: TimeBasis = TimeBasis.EVENT_TIME
     allowed_lateness: int | None = None
+    max_ahead: int = Field(default=DEFAULT_MAX_AHEAD, ge=0)
     enabled: bool = True
 
-    @field_validator("window", "allowed_lateness", mode="before")
+    @field_validator("window", "allowed_lateness", "max_ahead", mode="before")
     @classmethod
     def _duration(cls, value: Any) -> Any:
         return value if value is None else parse_duration(value)
@@ -111,6 +113,14 @@ class MigrationSettings(_Strict):
     old_key_fields: dict[str, list[str]] = Field(default_factory=dict)
 
 
+class RedisSettings(_Strict):
+    """The Redis state's settings. ``allow_eviction``: start even when the server's
+    ``maxmemory-policy`` may evict keys (anything but ``noeviction``; ``adapters.redis.eviction``).
+    An evicted key lets its duplicates through, so such a server is refused unless this is set."""
+
+    allow_eviction: bool = False
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="DEDUP_", env_nested_delimiter="__", extra="forbid")
 
@@ -126,17 +136,24 @@ class Settings(BaseSettings):
     policies: PolicySettings = Field(default_factory=PolicySettings)
     batch_size: int = Field(default=1000, ge=1, le=1_000_000)
     poll_timeout: float = Field(default=0.5, gt=0)
+    idle_partition_timeout: int = Field(default=int(DEFAULT_IDLE_TIMEOUT), gt=0)
     metrics_port: int | None = Field(default=None, ge=0, le=65535)
     metrics_host: str = Field(default="127.0.0.1", min_length=1)
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "WARNING"
     kafka: KafkaSettings = Field(default_factory=KafkaSettings)
     spark: SparkSettings = Field(default_factory=SparkSettings)
     migration: MigrationSettings = Field(default_factory=MigrationSettings)
+    redis: RedisSettings = Field(default_factory=RedisSettings)
 
     @classmethod
     def settings_customise_sources(cls, settings_cls, init_settings, env_settings, dotenv_settings,
                                    file_secret_settings):
         return init_settings, _EnvSource(settings_cls), _ConfigFileSource(settings_cls)
+
+    @field_validator("idle_partition_timeout", mode="before")
+    @classmethod
+    def _idle_duration(cls, value: Any) -> Any:
+        return parse_duration(value)
 
     @model_validator(mode="after")
     def _rules_have_windows(self) -> "Settings":

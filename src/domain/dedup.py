@@ -6,10 +6,11 @@ anything: the engine delivers the outcomes, flushes, and only then acknowledges 
 
 from __future__ import annotations
 
+import logging
 from collections import defaultdict
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Sequence
+from typing import Iterable, Sequence
 
 from domain.accounting import Accounting
 from domain.errors import DedupError, InvalidEvent, PolicyExhausted
@@ -17,7 +18,10 @@ from domain.events import Event, RawRecord, parse_event
 from domain.policies import Policies, Resolved, Terminal, run_with_policy
 from domain.ports import Clock, DeadLetter, Notification, StateStore
 from domain.rules import DedupRule, RuleSet, TimeBasis
-from domain.state import Claim
+from domain.state import NO_WATERMARK, Claim
+from domain.watermarks import Watermarks
+
+log = logging.getLogger(__name__)
 
 
 class Verdict(str, Enum):
@@ -43,18 +47,6 @@ class _Pending:
     claim: Claim
 
 
-class Watermarks:
-    """The highest time seen per rule (the in-process engines' watermark)."""
-
-    def __init__(self):
-        self._by_rule: dict[str, int] = {}
-
-    def advance(self, rule: DedupRule, t: int) -> int:
-        current = max(self._by_rule.get(rule.event_type, t), t)
-        self._by_rule[rule.event_type] = current
-        return current
-
-
 @dataclass
 class Deduplicator:
     rules: RuleSet
@@ -62,6 +54,10 @@ class Deduplicator:
     clock: Clock
     policies: Policies = field(default_factory=Policies)
     watermarks: Watermarks = field(default_factory=Watermarks)
+
+    def expect(self, partitions: Iterable[str]) -> None:
+        """The partitions the source reads now; each holds the watermarks back (``domain.watermarks``)."""
+        self.watermarks.expect(partitions, self.clock.now())
 
     def process(self, records: Sequence[RawRecord]) -> tuple[list[Outcome], Accounting]:
         """Judge ``records``; raises ``PolicyExhausted`` when a ``fail`` policy stops the batch."""
@@ -80,7 +76,14 @@ class Deduplicator:
     def invalidate(self, notification: Notification) -> bool:
         """Forget the notified event's key; False when its type has no rule or nothing was stored."""
         rule = self.rules.rules.get(notification.event.type)
-        return rule is not None and self.state.invalidate(rule.state_key(notification.event))
+        if rule is None:
+            return False
+        try:
+            key = rule.state_key(notification.event)
+        except InvalidEvent as exc:
+            log.warning("INVALIDATE ignored: %s", exc)
+            return False
+        return self.state.invalidate(key)
 
     def dead_letter(self, record: RawRecord, error: DedupError, attempts: int, reason: str | None = None) -> DeadLetter:
         return DeadLetter(record, reason or error.reason, str(error), error.error_class, attempts, self.clock.now())
@@ -90,27 +93,35 @@ class Deduplicator:
         if isinstance(result, Resolved):
             counts.invalid += isinstance(result.error, InvalidEvent)
             return self._resolve(record, result), None
-        event, rule, t = result.value
+        event, rule, key, t = result.value
         if rule is None:
             counts.passed_through += 1
             return Outcome(record, Verdict.EMIT, event), None
-        watermark = self.watermarks.advance(rule, t)
-        if t < watermark - rule.lateness:
+        now, partition = self.clock.now(), record.position.partition_name()
+        self.watermarks.observe(rule.event_type, partition, t, now)
+        horizon = self.watermarks.horizon(rule.event_type, partition, now)
+        if t < horizon - rule.lateness:
             counts.late += 1
-            late = InvalidEvent("late", f"time {t} is older than watermark {watermark} minus lateness {rule.lateness}")
+            late = InvalidEvent("late", f"time {t} is older than its partition's time {horizon} minus lateness "
+                                        f"{rule.lateness}")
             return Outcome(record, Verdict.DEAD_LETTER, event, dead_letter=self.dead_letter(record, late, 1)), None
-        key = rule.state_key(event)
-        claim = Claim(key, t, rule.window, t + rule.retention, watermark, record.position.token())
+        watermark = self.watermarks.of(rule.event_type, now)
+        claim = Claim(key, t, rule.window, t + rule.retention, NO_WATERMARK if watermark is None else watermark,
+                      record.position.token())
         outcome = Outcome(record, Verdict.EMIT, event, key)
         return outcome, _Pending(outcome, rule, claim)
 
-    def _admit(self, record: RawRecord) -> tuple[Event, DedupRule | None, int]:
+    def _admit(self, record: RawRecord) -> tuple[Event, DedupRule | None, str | None, int]:
+        """Parse and place one record: its event, rule, state key and time (or raise ``InvalidEvent``)."""
         event = parse_event(record.value)
         rule = self.rules.rule_for(event)
         if rule is None:
-            return event, None, event.timestamp
-        t = event.timestamp if rule.time_basis is TimeBasis.EVENT_TIME else int(self.clock.now())
-        return event, rule, t
+            return event, None, None, event.timestamp
+        key = rule.state_key(event)
+        if rule.time_basis is TimeBasis.PROCESSING_TIME:
+            return event, rule, key, int(self.clock.now())
+        rule.check_not_ahead(event.timestamp, self.clock.now())
+        return event, rule, key, event.timestamp
 
     def _claim(self, items: list[_Pending], counts: Accounting) -> None:
         claims = [item.claim for item in items]

@@ -8,6 +8,7 @@ output is always the record's original bytes, untouched.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 
 from domain.errors import InvalidEvent
@@ -26,6 +27,10 @@ class SourcePosition:
 
     def token(self) -> str:
         return f"{self.source}:{self.partition}:{self.offset}"
+
+    def partition_name(self) -> str:
+        """The partition this record was read from, as the watermarks name it (``source:partition``)."""
+        return f"{self.source}:{self.partition}"
 
 
 @dataclass(frozen=True)
@@ -77,9 +82,34 @@ def parse_event(value: bytes) -> Event:
         obj = json.loads(text)
     except ValueError as exc:
         raise InvalidEvent("not_json", f"record is not JSON: {exc}") from None
+    except RecursionError:
+        raise InvalidEvent("not_json", "record is not JSON this parser accepts: nested too deeply") from None
     if not isinstance(obj, dict):
         raise InvalidEvent("not_object", f"record is a JSON {type(obj).__name__}, not an object")
+    if LONE_SURROGATE_ESCAPE.search(text):
+        _refuse_lone_surrogates(obj)
     return event_from_object(obj)
+
+
+LONE_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+"""Any ``\\uD800``–``\\uDFFF`` escape: a cheap test before the exact one."""
+
+
+def _refuse_lone_surrogates(value: object) -> None:
+    """A JSON string may escape a lone UTF-16 surrogate, which no UTF-8 text (a state key, a
+    Kafka header, a snapshot line) can hold: such a record is not valid text."""
+    if isinstance(value, dict):
+        for item in (*value.keys(), *value.values()):
+            _refuse_lone_surrogates(item)
+    elif isinstance(value, list):
+        for item in value:
+            _refuse_lone_surrogates(item)
+    elif isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise InvalidEvent("not_utf8", f"record holds a lone UTF-16 surrogate {value[exc.start]!r} "
+                                          "(a JSON escape \\ud800-\\udfff without its pair)") from None
 
 
 def event_from_object(obj: dict) -> Event:

@@ -87,6 +87,9 @@ class BatchPipeline:
         """Judge, deliver and commit one batch; adds its counts to the totals and the metrics."""
         self.committer.begin()
         try:
+            partitions = self.source.assignment()
+            if partitions is not None:
+                self.core.expect(partitions)
             outcomes, counts = self.core.process(records)
             self.delivery.deliver(outcomes, counts)
             self.committer.commit(records)

@@ -7,7 +7,7 @@ Every method documents what it guarantees and what it raises. Adapters raise onl
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol, Sequence, runtime_checkable
+from typing import Collection, Protocol, Sequence, runtime_checkable
 
 from domain.dead_letters import DeadLetter  # noqa: F401 - defined there, re-exported for the ports' users
 from domain.events import Event, RawRecord
@@ -34,6 +34,14 @@ class EventSource(Protocol):
     @property
     def exhausted(self) -> bool:
         """True once a bounded source has returned its last record; never for an unbounded one."""
+
+    def assignment(self) -> Collection[str] | None:
+        """The partitions this source reads from now (``SourcePosition.partition_name``), or
+        None when it cannot say (then the partitions seen so far count).
+
+        Each one holds the watermarks back until it has shown an event or gone idle
+        (``domain.watermarks``); a partition no longer listed no longer counts.
+        """
 
     def commit(self, records: Sequence[RawRecord]) -> None:
         """Acknowledge that ``records`` reached their final place.

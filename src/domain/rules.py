@@ -13,11 +13,16 @@ Semantics (the contract every engine meets; the README repeats it):
   **emitted** and remembered.
 * Events are judged in arrival order: of two events within the window of each other, the
   one that arrives first is emitted.
-* Each rule has a watermark: the highest ``t`` seen for it. An event with
-  ``t < watermark - allowed_lateness`` is **late**: it goes to the dead-letter output with
-  reason ``late``, never silently dropped. Everything newer is judged exactly.
-* A remembered emission is needed only while a non-late event could still fall inside its
-  window, so it may be forgotten once ``watermark >= t_emitted + window + allowed_lateness``.
+* An event with ``t < horizon - allowed_lateness`` is **late**, where ``horizon`` is the
+  highest ``t`` its own source partition showed for the rule (``domain.watermarks``): it
+  goes to the dead-letter output with reason ``late``, never silently dropped. Everything
+  newer is judged exactly. With one partition the horizon is the highest ``t`` seen.
+* Each rule has a watermark: the minimum over the source's partitions of the highest
+  ``t`` seen in each. A remembered emission is needed only while a non-late event could
+  still fall inside its window, so it may be forgotten once
+  ``watermark >= t_emitted + window + allowed_lateness``.
+* An event-time event more than ``max_ahead`` seconds (default 300) past the wall clock
+  is dead-lettered with reason ``future`` and moves no watermark.
 * Events whose type has no rule are passed through untouched (the default) or
   dead-lettered with reason ``unknown_type``.
 """
@@ -27,10 +32,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import Enum
 
-from domain.errors import UnknownEventType
+from domain.errors import InvalidEvent, UnknownEventType
 from domain.events import Event
 
 KEY_SEPARATOR = "\x1f"
+DEFAULT_MAX_AHEAD = 300
 
 
 class TimeBasis(str, Enum):
@@ -52,6 +58,7 @@ class DedupRule:
     key_fields: tuple[str, ...] = ("uniqueValue",)
     time_basis: TimeBasis = TimeBasis.EVENT_TIME
     allowed_lateness: int | None = None
+    max_ahead: int = DEFAULT_MAX_AHEAD
 
     def __post_init__(self):
         if self.window <= 0:
@@ -60,6 +67,8 @@ class DedupRule:
             raise ValueError(f"rule {self.event_type}: key_fields must not be empty")
         if self.allowed_lateness is not None and self.allowed_lateness < 0:
             raise ValueError(f"rule {self.event_type}: allowed_lateness must be >= 0")
+        if self.max_ahead < 0:
+            raise ValueError(f"rule {self.event_type}: max_ahead must be >= 0")
 
     @property
     def lateness(self) -> int:
@@ -70,6 +79,14 @@ class DedupRule:
     def retention(self) -> int:
         """How long after an emission its memory is needed (window plus lateness)."""
         return self.window + self.lateness
+
+    def check_not_ahead(self, t: int, now: float) -> None:
+        """Raise ``InvalidEvent("future")`` when event time ``t`` lies more than ``max_ahead``
+        seconds past the wall clock ``now``: such a time is implausible and would move the
+        watermark past every honest event."""
+        if t > now + self.max_ahead:
+            raise InvalidEvent("future", f"time {t} is more than max_ahead {self.max_ahead} s past the clock "
+                                         f"({int(now)})", "timestamp")
 
     def state_key(self, event: Event) -> str:
         values = (event.field_value(name) for name in self.key_fields)

@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from urllib.parse import quote, unquote
 
 CURRENT_VERSION = 2
+NO_WATERMARK = 0
+"""``Claim.now`` while the rule has no watermark yet (``domain.watermarks``): nothing has expired."""
 
 
 @dataclass(frozen=True)
@@ -39,8 +41,8 @@ class Claim:
     """A request to emit the event ``owner`` at ``time`` under ``key``.
 
     It is granted unless a live emission of that key lies less than ``window`` away.
-    ``now`` is the rule's watermark when the event arrived: emissions with
-    ``expires_at <= now`` are dead and ignored.
+    ``now`` is the rule's watermark when the event arrived (``NO_WATERMARK`` while it has
+    none): emissions with ``expires_at <= now`` are dead and ignored.
     """
 
     key: str
@@ -54,8 +56,11 @@ class Claim:
         return Emission(self.time, self.expires_at, self.owner)
 
     def replays(self, emission: Emission) -> bool:
-        """``emission`` is this claim's own: the same record (owner) judged before, at the same time."""
-        return bool(self.owner) and emission.owner == self.owner and emission.time == self.time
+        """``emission`` is this claim's own: the same record (owner) judged before.
+
+        The owner alone decides: a processing-time record read again gets a new time, and
+        must still get its first verdict."""
+        return bool(self.owner) and emission.owner == self.owner
 
     def within_window(self, emission: Emission) -> bool:
         """The window test: ``emission`` lies less than ``window`` away, in either direction,
@@ -74,8 +79,8 @@ def decide(entries: tuple[Emission, ...], claim: Claim) -> Decision:
     """Grant or refuse ``claim`` against the key's remembered emissions.
 
     Expired emissions (``expires_at <= now``) are ignored; they are dropped from the entries
-    once past ``kept_until``. A live emission by the same owner at the same time means a
-    replay: granted again, nothing written.
+    once past ``kept_until``. A live emission by the same owner means a replay: granted
+    again, nothing written.
     """
     kept = tuple(e for e in entries if e.kept_until > claim.now)
     changed = len(kept) != len(entries)

@@ -7,7 +7,7 @@ An adapter's test module subclasses ``StateStoreContract`` and implements ``make
 from __future__ import annotations
 
 from domain.ports import StateStore
-from domain.state import Claim
+from domain.state import NO_WATERMARK, Claim
 
 WINDOW = 30
 RETENTION = 60
@@ -70,6 +70,17 @@ class StateStoreContract:
         assert self.store.check_and_set(claim("APP\x1fa", 100, owner="t:0:7")) is True
         assert self.store.check_and_set(claim("APP\x1fa", 100, owner="t:0:7")) is True
         assert self.store.check_and_set(claim("APP\x1fa", 100, owner="t:0:8")) is False
+
+    def test_replay_by_same_owner_at_another_time_is_granted_again(self):
+        """A processing-time record read again after a crash gets the wall clock of the re-read."""
+        assert self.store.check_and_set(claim("APP\x1fa", 100, owner="t:0:7")) is True
+        assert self.store.check_and_set(claim("APP\x1fa", 103, owner="t:0:7")) is True
+        assert self.store.check_and_set(claim("APP\x1fa", 103, owner="t:0:8")) is False
+
+    def test_a_claim_without_a_watermark_yet_keeps_every_emission(self):
+        assert self.store.check_and_set(claim("APP\x1fa", 100, owner="t:0:1")) is True
+        assert self.store.check_and_set(claim("APP\x1fa", 10_000, now=NO_WATERMARK, owner="t:0:2")) is True
+        assert self.store.check_and_set(claim("APP\x1fa", 105, now=NO_WATERMARK, owner="t:0:3")) is False
 
     def test_batch_sees_its_own_earlier_claims(self):
         granted = self.store.check_and_set_many(

@@ -45,6 +45,9 @@ class JsonlSource:
     def exhausted(self) -> bool:
         return self._exhausted
 
+    def assignment(self) -> list[str]:
+        return [SourcePosition(self.name, 0, 0).partition_name()]
+
     def commit(self, records: Sequence[RawRecord]) -> None:
         if records:
             self.committed_line = records[-1].position.offset

@@ -75,6 +75,14 @@ class KafkaSource:
     def exhausted(self) -> bool:
         return self.stop_at_end and len(self._at_end) >= self.partitions
 
+    def assignment(self) -> list[str] | None:
+        """The partitions the group gave this consumer (None while it has none yet)."""
+        try:
+            assigned = self.consumer.assignment()
+        except (KafkaException, RuntimeError):
+            return None
+        return [SourcePosition(tp.topic, tp.partition, 0).partition_name() for tp in assigned] or None
+
     def commit(self, records: Sequence[RawRecord]) -> None:
         """Commit the offset after each partition's last record, synchronously.
 

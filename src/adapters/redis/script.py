@@ -47,7 +47,7 @@ local function decide(entries, c)
   end
   local changed = #kept ~= #entries
   for _, e in ipairs(kept) do
-    if e[2] > c.now and c.owner ~= '' and e[3] == c.owner and e[1] == c.time then return 1, kept, changed end
+    if e[2] > c.now and c.owner ~= '' and e[3] == c.owner then return 1, kept, changed end
   end
   for _, e in ipairs(kept) do
     if e[2] > c.now and math.abs(c.time - e[1]) < c.window then return 0, kept, changed end
@@ -88,7 +88,8 @@ for i, key in ipairs(KEYS) do
   local granted, entries, changed = decide(state[key], c)
   if changed then
     state[key] = entries
-    dirty[key] = c.now
+    -- without a watermark yet (now = 0, domain.state.NO_WATERMARK) the TTL counts from the claim's time
+    dirty[key] = c.now > 0 and c.now or c.time
   end
   verdicts[i] = granted
 end

@@ -1,0 +1,98 @@
+"""Per-rule watermarks over a partitioned source (Flink's per-partition watermarks).
+
+Producers spread events over partitions by key, so each partition covers the same span of
+event time, but a consumer reads them in chunks, one partition after another. A watermark
+taken over everything read would race ahead with the first chunk and declare the other
+partitions' events late. So:
+
+* An event is **late** only when its own partition has moved past it: when its time is
+  older than ``horizon`` (the newest time its partition showed for the rule, or the rule's
+  watermark if that is higher) minus the rule's lateness. Every key lives in one partition,
+  so this verdict does not depend on how partitions are interleaved or batched.
+* The **watermark** of a rule, which decides when state may be forgotten, is the minimum
+  over the source's partitions of the newest time seen in each:
+
+* A partition the source reads (``expect``) but that has shown no event of the rule yet
+  holds the rule's watermark back: until then the rule has none (nothing is late).
+* A partition that shows no event of the rule for ``idle_timeout`` seconds of wall-clock
+  time (since its last one, or since it was first expected) is left out, so one silent
+  partition does not hold everything back.
+* A partition the source no longer reads (revoked in a rebalance) is left out.
+* The watermark never goes back; when every partition is idle it stays where it was.
+
+Partitions are named by the engine (``topic:partition``); times are whole seconds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterable
+
+DEFAULT_IDLE_TIMEOUT = 60.0
+
+
+@dataclass
+class Watermarks:
+    idle_timeout: float = DEFAULT_IDLE_TIMEOUT
+    _expected: set[str] | None = None  # None: the source does not say; the partitions seen count
+    _since: dict[str, float] = field(default_factory=dict)  # partition → wall time first expected
+    _newest: dict[str, dict[str, list]] = field(default_factory=dict)  # rule → partition → [time, wall]
+    _current: dict[str, int] = field(default_factory=dict)
+
+    def expect(self, partitions: Iterable[str], now: float) -> None:
+        """The partitions the source reads from now on (its current assignment)."""
+        self._expected = set(partitions)
+        for partition in self._expected:
+            self._since.setdefault(partition, now)
+
+    def observe(self, rule: str, partition: str, t: int, now: float) -> None:
+        """An event of ``rule`` at time ``t`` was read from ``partition`` at wall time ``now``."""
+        seen = self._newest.setdefault(rule, {})
+        newest = seen.get(partition)
+        if newest is None:
+            seen[partition] = [t, now]
+        else:
+            newest[0], newest[1] = max(newest[0], t), now
+
+    def of(self, rule: str, now: float) -> int | None:
+        """The rule's watermark at wall time ``now``; None while it has none."""
+        seen = self._newest.get(rule, {})
+        partitions = seen.keys() if self._expected is None else self._expected
+        active = []
+        for partition in partitions:
+            newest = seen.get(partition)
+            if newest is None:
+                if now - self._since.get(partition, now) < self.idle_timeout:
+                    return self._current.get(rule)
+            elif now - newest[1] < self.idle_timeout:
+                active.append(newest[0])
+        if active:
+            low = min(active)
+            self._current[rule] = max(self._current.get(rule, low), low)
+        return self._current.get(rule)
+
+    def newest(self, rule: str, partition: str) -> int | None:
+        """The newest time ``partition`` showed for ``rule``."""
+        seen = self._newest.get(rule, {}).get(partition)
+        return None if seen is None else seen[0]
+
+    def horizon(self, rule: str, partition: str, now: float) -> int | None:
+        """What an event of ``rule`` from ``partition`` is late against (see the module's text)."""
+        times = [t for t in (self.newest(rule, partition), self.of(rule, now)) if t is not None]
+        return max(times) if times else None
+
+    def current(self) -> dict[str, int]:
+        """Every rule's last watermark."""
+        return dict(self._current)
+
+    def to_document(self) -> dict:
+        """What a restart needs to resume the watermarks (JSON-ready)."""
+        return {"newest": self._newest, "current": self._current, "since": self._since}
+
+    @classmethod
+    def from_document(cls, document: dict, idle_timeout: float = DEFAULT_IDLE_TIMEOUT) -> "Watermarks":
+        marks = cls(idle_timeout)
+        marks._newest = {rule: {p: list(v) for p, v in parts.items()} for rule, parts in document["newest"].items()}
+        marks._current = {rule: int(t) for rule, t in document["current"].items()}
+        marks._since = dict(document.get("since", {}))
+        return marks

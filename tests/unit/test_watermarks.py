@@ -1,0 +1,126 @@
+"""Per-partition watermarks (domain.watermarks) and what they mean for lateness."""
+
+import json
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from adapters.memory.state_store import InMemoryStateStore
+from domain.dedup import Deduplicator, Verdict
+from domain.events import RawRecord, SourcePosition
+from domain.rules import DedupRule, RuleSet
+from domain.watermarks import Watermarks
+from tests.fakes import FakeClock
+
+
+def test_an_expected_partition_not_heard_from_holds_the_watermark_back_until_it_goes_idle():
+    marks = Watermarks(idle_timeout=60)
+    marks.expect(["t:0", "t:1"], now=0)
+    marks.observe("APP", "t:0", 1000, now=50)
+    assert marks.of("APP", now=50) is None
+    assert marks.of("APP", now=60) == 1000  # t:1 idle since it was first expected
+
+
+def test_the_watermark_is_the_minimum_over_partitions_and_never_goes_back():
+    marks = Watermarks(idle_timeout=60)
+    marks.expect(["t:0", "t:1"], now=0)
+    marks.observe("APP", "t:0", 1000, now=0)
+    marks.observe("APP", "t:1", 900, now=0)
+    assert marks.of("APP", now=1) == 900
+    marks.observe("APP", "t:1", 1100, now=2)
+    assert marks.of("APP", now=2) == 1000
+    marks.expect(["t:0", "t:1", "t:2"], now=3)  # a partition joins, behind everyone
+    assert marks.of("APP", now=3) == 1000
+
+
+def test_an_idle_partition_is_left_out_and_a_revoked_one_no_longer_counts():
+    marks = Watermarks(idle_timeout=60)
+    marks.expect(["t:0", "t:1"], now=0)
+    marks.observe("APP", "t:0", 1000, now=0)
+    marks.observe("APP", "t:1", 500, now=0)
+    marks.observe("APP", "t:0", 2000, now=100)
+    assert marks.of("APP", now=100) == 2000  # t:1 silent for 100 s
+    marks.observe("APP", "t:1", 600, now=101)
+    marks.expect(["t:0"], now=101)
+    assert marks.of("APP", now=101) == 2000
+
+
+def test_rules_have_their_own_watermarks():
+    marks = Watermarks()
+    marks.observe("APP", "t:0", 5000, now=0)
+    marks.observe("WEB", "t:0", 100, now=0)
+    assert (marks.of("APP", now=0), marks.of("WEB", now=0)) == (5000, 100)
+
+
+def test_the_document_restores_the_watermarks():
+    marks = Watermarks(idle_timeout=60)
+    marks.expect(["t:0"], now=0)
+    marks.observe("APP", "t:0", 1000, now=0)
+    marks.of("APP", now=0)
+    again = Watermarks.from_document(json.loads(json.dumps(marks.to_document())), idle_timeout=60)
+    assert (again.of("APP", now=1), again.newest("APP", "t:0")) == (1000, 1000)
+
+
+WINDOW, LATENESS = 10, 10
+
+
+def _event(key: str, t: int) -> bytes:
+    return json.dumps({"id": f"{key}@{t}", "uniqueValue": key, "type": "APP", "timestamp": t}).encode()
+
+
+def _verdicts(core: Deduplicator, records: list[RawRecord], batch: int) -> dict[SourcePosition, str]:
+    got = {}
+    for start in range(0, len(records), batch):
+        outcomes, counts = core.process(records[start:start + batch])
+        assert counts.balanced
+        for outcome in outcomes:
+            got[outcome.record.position] = outcome.dead_letter.reason if outcome.dead_letter else outcome.verdict.value
+    return got
+
+
+KEYS = "abcdefgh"
+ticks = st.lists(st.tuples(st.integers(0, 8), st.sets(st.sampled_from(KEYS)), st.sets(st.sampled_from(KEYS))),
+                 max_size=12)
+
+
+@settings(max_examples=200, deadline=None)
+@given(stream=ticks, partitions=st.integers(1, 8), chunk=st.integers(1, 30), batch=st.integers(1, 50))
+def test_verdicts_do_not_depend_on_partition_count_interleaving_or_batch_size(stream, partitions, chunk, batch):
+    """A keyed stream as producers write it (every key, so every partition, has events all
+    along), with disorder and records far behind: read in order from one partition, or
+    spread by key over ``partitions`` read chunk after chunk as a Kafka consumer does,
+    every record gets the same verdict."""
+    t, events = 1000, []
+    for tick, (step, behind, far_behind) in enumerate(stream):
+        t += step
+        for key in KEYS:
+            events.append((key, t - step // 2 if key in behind else t))
+            if key in far_behind and tick:
+                events.append((key, t - 100))
+    in_order = [RawRecord(_event(k, t), SourcePosition("one", 0, i)) for i, (k, t) in enumerate(events)]
+    spread: dict[int, list[RawRecord]] = {}
+    for i, (key, t) in enumerate(events):
+        spread.setdefault(ord(key) % partitions, []).append(RawRecord(_event(key, t), SourcePosition("one", 0, i)))
+    chunked = []
+    while any(spread.values()):
+        for part, records in sorted(spread.items()):
+            chunked += [RawRecord(r.value, SourcePosition("many", part, r.position.offset)) for r in records[:chunk]]
+            del records[:chunk]
+    rules = RuleSet({"APP": DedupRule("APP", WINDOW, allowed_lateness=LATENESS)})
+    reference = _verdicts(Deduplicator(rules, InMemoryStateStore(), FakeClock()), in_order, len(in_order) or 1)
+    core = Deduplicator(rules, InMemoryStateStore(), FakeClock())
+    core.expect([f"many:{p}" for p in range(partitions)])
+    got = _verdicts(core, chunked, batch)
+    assert {p.offset: v for p, v in got.items()} == {p.offset: v for p, v in reference.items()}
+
+
+def test_a_far_future_time_is_dead_lettered_and_moves_no_watermark():
+    clock = FakeClock(1_700_000_000)
+    core = Deduplicator(RuleSet({"APP": DedupRule("APP", 30)}), InMemoryStateStore(), clock)
+    records = [RawRecord(_event(k, t), SourcePosition("t", 0, i))
+               for i, (k, t) in enumerate([("a", 1_700_000_000), ("b", 253_402_300_799), ("c", 1_700_000_001),
+                                           ("d", 1_700_000_000 + 299)])]
+    outcomes, counts = core.process(records)
+    assert [o.dead_letter.reason if o.dead_letter else o.verdict for o in outcomes] == \
+        [Verdict.EMIT, "future", Verdict.EMIT, Verdict.EMIT]
+    assert (counts.invalid, counts.late) == (1, 0)
