@@ -190,3 +190,30 @@ def test_a_retried_single_kafka_write_counts_each_record_once(kafka_spark, kafka
     assert {k: counts[k] for k in ("in", "out", "duplicates", "dead_lettered")} == \
         {k: expected.as_accounting()[k] for k in ("in", "out", "duplicates", "dead_lettered")}
     assert set(m.value for m in read_topic(kafka_bootstrap, topics["out"])) == set(reference(records).emitted)
+
+
+def upstream_transactions(bootstrap: str, topic: str, aborted: list[bytes], committed: list[bytes]) -> None:
+    """An upstream exactly-once producer: one transaction aborted, then one committed."""
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": unique("upstream")})
+    producer.init_transactions(30)
+    for values, commit in ((aborted, False), (committed, True)):
+        producer.begin_transaction()
+        for value in values:
+            producer.produce(topic, value)
+        assert producer.flush(30) == 0
+        producer.commit_transaction(30) if commit else producer.abort_transaction(30)
+
+
+def test_records_of_an_aborted_upstream_transaction_are_never_judged(kafka_spark, kafka_bootstrap, topics, tmp_path):
+    event = lambda i: json.dumps({"id": f"e{i}", "uniqueValue": f"u-{i}", "type": "APP", "timestamp": 1_700_000_000 + i}).encode()  # noqa: E731
+    aborted, committed = [event(i) for i in range(3)], [event(i) for i in range(3, 6)]
+    upstream_transactions(kafka_bootstrap, topics["in"], aborted, committed)
+    # 1. by default the source reads read_committed: only the committed transaction's records come out
+    counts = engine(kafka_spark, kafka_bootstrap, topics, tmp_path / "checkpoint", "at-least-once") \
+        .run(available_now=True).as_dict()
+    assert counts["in"] == 3
+    assert [m.value for m in read_topic(kafka_bootstrap, topics["out"])] == committed
+    # 2. the user's kafka.config overrides the default (here: every record, aborted ones too)
+    again = engine(kafka_spark, kafka_bootstrap, topics, tmp_path / "uncommitted", "at-least-once",
+                   kafka_config={"consumer.isolation.level": "read_uncommitted"}).run(available_now=True).as_dict()
+    assert again["in"] == 6

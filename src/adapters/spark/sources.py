@@ -2,6 +2,9 @@
 
 * ``kafka://host:port[,host:port]/topic[?option=value&...]``: Spark's own Kafka connector;
   options are passed through (e.g. ``startingOffsets=earliest``, ``maxOffsetsPerTrigger``).
+  Records are read ``read_committed`` (``kafka.isolation.level``): an upstream transaction's
+  records are judged once it commits, never when it aborts; ``isolation.level`` in
+  ``kafka.config`` (or ``kafka.isolation.level`` on the URI) overrides it.
   Arrival order ``ord`` is the offset within a partition (order across partitions is
   undefined in Kafka; ties break on the partition number, so replays decide the same way).
 * ``jsonl:/dir`` or a plain directory path: every file in the directory, one record per
@@ -21,6 +24,8 @@ from pyspark.sql import functions as F
 from adapters.spark.jvm import SparkSetupError
 
 PARTITION_BITS = 12
+KAFKA_SOURCE_DEFAULTS = {"startingOffsets": "earliest", "failOnDataLoss": "true",
+                         "kafka.isolation.level": "read_committed"}
 
 
 @dataclass(frozen=True)
@@ -59,11 +64,12 @@ def read_stream(spark: SparkSession, uri: str, max_records_per_batch: int | None
 
 def read_kafka(spark: SparkSession, endpoint: Endpoint, max_records_per_batch: int | None,
                kafka_options: dict[str, str]) -> DataFrame:
+    """The topic's records; the defaults (``KAFKA_SOURCE_DEFAULTS``) under the client settings, under the URI's."""
     reader = spark.readStream.format("kafka").option("kafka.bootstrap.servers", endpoint.location) \
-        .option("subscribe", endpoint.topic).option("startingOffsets", "earliest").option("failOnDataLoss", "true")
+        .option("subscribe", endpoint.topic)
     if max_records_per_batch:
         reader = reader.option("maxOffsetsPerTrigger", max_records_per_batch)
-    for key, value in {**kafka_options, **endpoint.options}.items():
+    for key, value in {**KAFKA_SOURCE_DEFAULTS, **kafka_options, **endpoint.options}.items():
         reader = reader.option(key, value)
     return reader.load().select(
         "value", F.col("key").alias("kafka_key"), F.col("topic").alias("source"), "partition", "offset",
