@@ -16,7 +16,8 @@ from adapters.files.notifications import JsonlNotificationSink, JsonlNotificatio
 from adapters.memory.engine import InMemoryEngine
 from adapters.memory.state_store import InMemoryStateStore
 from adapters.system import InMemoryMetrics, SystemClock
-from app.settings import KafkaSettings, MigrationSettings, PolicySettings, RuleSettings, Settings, SparkSettings
+from app.settings import (KafkaSettings, MigrationSettings, PolicySettings, RedisSettings, RuleSettings, Settings,
+                          SparkSettings)
 from domain.dedup import Deduplicator
 from domain.watermarks import Watermarks
 from domain.delivery import Delivery
@@ -43,9 +44,14 @@ def build_policies(policies: PolicySettings) -> Policies:
     return Policies.from_strings(policies.model_dump())
 
 
-def build_state_store(uri: str, migration: MigrationSettings | None = None, rules: RuleSet | None = None) -> StateStore:
-    """The state store at ``uri``; with ``migration.state_from``, consulting that old store read-only."""
-    store = _state_store(uri)
+def build_state_store(uri: str, migration: MigrationSettings | None = None, rules: RuleSet | None = None,
+                      redis: RedisSettings | None = None) -> StateStore:
+    """The state store at ``uri``; with ``migration.state_from``, consulting that old store read-only.
+
+    ``redis``: given (a job that judges with the store), every Redis store is first checked for
+    an evicting ``maxmemory-policy`` (``adapters.redis.eviction``); ``dedup state`` only reads.
+    """
+    store = _state_store(uri, redis)
     if migration is None or not migration.state_from:
         return store
     from domain.migration import KeyTranslation, MigratingStateStore
@@ -55,18 +61,32 @@ def build_state_store(uri: str, migration: MigrationSettings | None = None, rule
             translations[rule] = KeyTranslation(tuple(old_fields), rules.rules[rule].key_fields)
         except (ValueError, KeyError) as exc:
             raise UsageError(f"invalid setting migration.old_key_fields.{rule}: {exc}") from None
-    return MigratingStateStore(store, _state_store(migration.state_from), rules.max_retention, translations)
+    return MigratingStateStore(store, _state_store(migration.state_from, redis), rules.max_retention, translations)
 
 
-def _state_store(uri: str) -> StateStore:
+def _state_store(uri: str, redis: RedisSettings | None = None) -> StateStore:
     if uri == "memory":
         return InMemoryStateStore()
     if uri.startswith("memory:"):
         return InMemoryStateStore(snapshot=uri.removeprefix("memory:"))
     if uri.startswith(REDIS_SCHEMES):
-        from adapters.redis.state_store import RedisStateStore
-        return RedisStateStore(uri)
+        return _redis_store(uri, redis)
     raise UsageError(f"invalid setting state: {uri!r} is not 'memory', 'memory:SNAPSHOT_PATH' or a redis:// URL")
+
+
+def _redis_store(uri: str, settings: RedisSettings | None):
+    """A ``RedisStateStore``; with ``settings``, refused on an evicting server unless they accept it."""
+    from adapters.redis.state_store import RedisStateStore
+    store = RedisStateStore(uri)
+    if settings is None:
+        return store
+    from adapters.redis.eviction import refuse_eviction
+    try:
+        refuse_eviction(store, allowed=settings.allow_eviction)
+    except BaseException:
+        store.close()
+        raise
+    return store
 
 
 def file_path(uri: str | None, setting: str) -> str:
@@ -114,11 +134,14 @@ def spark_uri(uri: str | None, setting: str) -> str:
 
 
 def build_spark_engine(*, rules: RuleSet, policies: Policies, metrics, source: str, sink: str, dlq: str | None,
-                       notifications: str | None, state: str, spark: SparkSettings, kafka: KafkaSettings):
+                       notifications: str | None, state: str, spark: SparkSettings, kafka: KafkaSettings,
+                       redis: RedisSettings | None = None):
     from adapters.spark.engine import build_spark_engine as build
     if state != "memory" and not state.startswith(REDIS_SCHEMES):
         raise UsageError(f"invalid setting state: the spark engine keeps its state in its checkpoint ('memory') "
                          f"or in Redis (redis://HOST:PORT/DB), got {state!r}")
+    if state.startswith(REDIS_SCHEMES):
+        _redis_store(state, redis or RedisSettings()).close()  # the executors' stores: the same eviction check
     query = spark.model_dump(exclude={"restart"})
     try:
         return build(rules, policies, source=spark_uri(source, "source"), sink=spark_uri(sink, "sink"),
@@ -139,7 +162,8 @@ class Container(containers.DeclarativeContainer):
                                 unknown_types=settings.provided.unknown_types)
     policies = providers.Singleton(build_policies, policies=settings.provided.policies)
     state_store = providers.Singleton(build_state_store, uri=settings.provided.state,
-                                      migration=settings.provided.migration, rules=rules)
+                                      migration=settings.provided.migration, rules=rules,
+                                      redis=settings.provided.redis)
     watermarks = providers.Factory(Watermarks, idle_timeout=settings.provided.idle_partition_timeout)
     core = providers.Singleton(Deduplicator, rules=rules, state=state_store, clock=clock, policies=policies,
                                watermarks=watermarks)
@@ -155,7 +179,7 @@ class Container(containers.DeclarativeContainer):
                                 **_io, **_batches),
         spark=providers.Factory(build_spark_engine, rules=rules, policies=policies, metrics=metrics,
                                 state=settings.provided.state, spark=settings.provided.spark,
-                                kafka=settings.provided.kafka, **_io),
+                                kafka=settings.provided.kafka, redis=settings.provided.redis, **_io),
     )
 
 

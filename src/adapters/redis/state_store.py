@@ -98,6 +98,19 @@ class RedisStateStore:
         with self._translated("scan"):
             return sum(1 for _ in self._redis.scan_iter(match=_glob_escape(self.key_prefix) + "*", count=1000))
 
+    def eviction_policy(self) -> str | None:
+        """The server's ``maxmemory-policy``: from ``CONFIG GET``, or from ``INFO memory`` where
+        CONFIG is disabled, renamed or not granted (managed Redis); None when neither tells."""
+        with self._translated("eviction policy check"):
+            try:
+                return self._redis.config_get("maxmemory-policy")["maxmemory-policy"]
+            except (redis.ResponseError, KeyError):
+                pass
+            try:
+                return self._redis.info("memory").get("maxmemory_policy")
+            except redis.ResponseError:
+                return None
+
     def memory_bytes(self) -> int:
         """The Redis server's memory use (``used_memory``; every key, not only this prefix)."""
         with self._translated("info"):

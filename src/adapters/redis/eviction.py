@@ -1,0 +1,53 @@
+"""Refusing a Redis that may evict the deduplication state.
+
+Every state key carries a TTL (the script sets ``PX``: one retention after its last
+emission expires), so every ``maxmemory-policy`` but ``noeviction`` can remove live keys
+when the server reaches ``maxmemory``: the ``volatile-*`` policies (``volatile-lru``, a
+common managed-Redis default, ``volatile-lfu``, ``volatile-random``, ``volatile-ttl``) evict
+exactly the keys that have a TTL, which is all of ours, and the ``allkeys-*`` policies any
+key. An evicted key is a forgotten emission: its next duplicate passes, and nothing says so.
+A policy this module does not know is treated as evicting.
+
+The check reads the policy, not ``maxmemory``: a server without a limit today can be given
+one at runtime (``CONFIG SET``), and managed services always set one.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from adapters.redis.state_store import RedisStateStore
+from domain.migration import IncompatibleState
+
+log = logging.getLogger(__name__)
+
+SAFE_POLICY = "noeviction"
+ACCEPT_SETTING = "redis.allow_eviction=true (DEDUP_REDIS__ALLOW_EVICTION=true)"
+
+
+def refuse_eviction(store: RedisStateStore, *, allowed: bool) -> str | None:
+    """Check the server's eviction policy before the job uses ``store``; returns the policy.
+
+    ``noeviction`` passes. Any other policy, or a server that answers neither ``CONFIG GET``
+    nor ``INFO memory`` with it, raises ``IncompatibleState`` (one line naming the policy and
+    the setting that accepts it) unless ``allowed``, which logs a warning instead. Raises
+    ``StateUnavailable`` when the server cannot be reached.
+    """
+    policy = store.eviction_policy()
+    if policy == SAFE_POLICY:
+        return policy
+    risk = _risk(store.address, policy)
+    if not allowed:
+        raise IncompatibleState(f"{risk}. Set maxmemory-policy to noeviction on the server, or accept the risk "
+                                f"with {ACCEPT_SETTING}")
+    log.warning("DUPLICATES MAY PASS: %s. Starting anyway, as redis.allow_eviction accepts it; keep the server "
+                "well below its maxmemory", risk)
+    return policy
+
+
+def _risk(address: str, policy: str | None) -> str:
+    if policy is None:
+        return (f"cannot tell whether redis at {address} evicts keys: it answers neither CONFIG GET nor INFO memory "
+                f"with its maxmemory-policy, and an evicted state key lets that key's duplicates through")
+    return (f"redis at {address} has maxmemory-policy {policy}: under memory pressure it evicts deduplication state "
+            f"(every state key has a TTL), and an evicted key lets that key's duplicates through")
