@@ -114,3 +114,24 @@ class StateStoreContract:
         self.store.check_and_set(claim("APP\x1fa", 100, owner=owner))
         assert [e.owner for e in self.store.entries("APP\x1fa", now=100)] == [owner]
         assert self.store.check_and_set(claim("APP\x1fa", 100, owner=owner)) is True
+
+    def test_a_key_utf8_cannot_encode_is_judged_alone_and_kept_apart_from_every_other_key(self):
+        # JSON may escape a lone surrogate ("\ud800"); no UTF-8 text holds one. Such a key is one
+        # key like any other: the claims around it are judged, and it never merges with another.
+        lone, other_lone, replacement = "APP\x1f\ud800", "APP\x1f\udc00", "APP\x1f\ufffd"
+        batch = [claim("APP\x1fa", 100), claim(lone, 100, owner="in:0:2"), claim("APP\x1fb", 100),
+                 claim(lone, 110), claim(other_lone, 100), claim(replacement, 100), claim("APP\x1fa", 105)]
+        assert self.store.check_and_set_many(batch) == [True, True, True, False, True, True, False]
+        assert [e.owner for e in self.store.entries(lone, now=100)] == ["in:0:2"]
+        assert self.store.check_and_set(claim(lone, 100, owner="in:0:2")) is True  # its replay
+        after_crash = self.reopen()
+        assert after_crash.check_and_set(claim(lone, 120)) is (not self.store.durable)
+        assert self.store.invalidate(lone) is True
+        assert self.store.check_and_set(claim(lone, 121)) is True
+
+    def test_an_owner_utf8_cannot_encode_still_replays(self):
+        owner = "in\udcff.jsonl:0:3"  # a file name that is not UTF-8, as Python reads it from argv
+        batch = [claim("APP\x1fa", 100, owner=owner), claim("APP\x1fb", 100)]
+        assert self.store.check_and_set_many(batch) == [True, True]
+        assert self.store.check_and_set_many(batch[:1]) == [True]
+        assert self.store.check_and_set(claim("APP\x1fa", 100, owner="in:0:4")) is False

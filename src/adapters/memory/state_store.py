@@ -1,18 +1,34 @@
-"""A dict-backed state store whose expired keys are really evicted."""
+"""A dict-backed state store whose expired keys are really evicted, with an optional snapshot.
+
+The snapshot (``--state memory:PATH``) is a text file: a header line, then one line per key,
+``percent-encoded key TAB stored value`` (``domain.state.encode``). Keys are percent-encoded
+from their UTF-8 bytes with lone surrogates kept (``surrogatepass``), so every key a JSON
+string can make, ``"\\ud800"`` included, is saved and read back as it was.
+
+The snapshot is replaced whole or not at all: ``close`` writes ``PATH.partial``, fsyncs it,
+renames it over ``PATH`` and fsyncs the directory. If anything fails, the partial file is
+removed, ``PATH`` keeps the previous snapshot, and a domain error is raised. Loading reads
+``PATH`` only; a ``PATH.partial`` left by a killed process is ignored (and overwritten by the
+next save).
+"""
 
 from __future__ import annotations
 
 import heapq
+import logging
 import os
 import threading
 from pathlib import Path
-from typing import Sequence
+from typing import Iterable, Sequence
 from urllib.parse import quote, unquote
 
+from domain.errors import ProcessingBug, StateUnavailable
 from domain.rules import KEY_SEPARATOR
 from domain.state import Claim, Emission, decide, decode, encode
 
 SNAPSHOT_HEADER = "# streamdedup state snapshot\n"
+
+log = logging.getLogger(__name__)
 
 
 class InMemoryStateStore:
@@ -47,20 +63,38 @@ class InMemoryStateStore:
         return tuple(e for e in self._entries.get(key, ()) if e.expires_at > now)
 
     def close(self) -> None:
-        """Writes the snapshot, when the store has one, atomically (write then rename)."""
+        """Writes the snapshot, when the store has one (see :meth:`save`)."""
         if self.snapshot:
             self.save(self.snapshot)
 
     def save(self, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        """Replace the snapshot at ``path`` whole, or leave the previous one as it was.
+
+        Raises ``StateUnavailable`` when the file system refuses (no space, no permission)
+        and ``ProcessingBug`` for anything else; either way no ``.partial`` file is left.
+        """
         partial = path.with_name(path.name + ".partial")
-        with self._lock, open(partial, "w") as out:
-            out.write(SNAPSHOT_HEADER)
-            for key, entries in self._entries.items():
-                out.write(f"{quote(key, safe='')}\t{encode(entries)}\n")
-        os.replace(partial, path)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with self._lock:
+                _write_synced(partial, self._snapshot_lines())
+            os.replace(partial, path)
+        except BaseException as exc:
+            partial.unlink(missing_ok=True)
+            if isinstance(exc, Exception):
+                raise _snapshot_error(path, exc) from None
+            raise
+        _fsync_directory(path.parent)
+
+    def _snapshot_lines(self) -> Iterable[str]:
+        yield SNAPSHOT_HEADER
+        for key, entries in self._entries.items():
+            yield f"{quote_key(key)}\t{encode(entries)}\n"
 
     def _load(self, path: Path) -> None:
+        partial = path.with_name(path.name + ".partial")
+        if partial.exists():
+            log.warning("ignoring %s, left by a snapshot save that did not finish; loading %s", partial, path)
         for key, value in read_snapshot(path):
             entries = decode(value)
             self._entries[key] = entries
@@ -100,9 +134,45 @@ class InMemoryStateStore:
 
 def read_snapshot(path: Path):
     """``(key, stored value)`` pairs of a snapshot file, values in whatever version they were saved."""
-    with open(path) as lines:
+    with open(path, encoding="utf-8") as lines:
         if lines.readline() != SNAPSHOT_HEADER:
             raise ValueError(f"{path} is not a streamdedup state snapshot")
         for line in lines:
             key, _, value = line.rstrip("\n").partition("\t")
-            yield unquote(key), value
+            yield unquote_key(key), value
+
+
+def quote_key(key: str) -> str:
+    """A state key as snapshot text: percent-encoded UTF-8, lone surrogates kept (lossless)."""
+    return quote(key, safe="", errors="surrogatepass")
+
+
+def unquote_key(text: str) -> str:
+    """The inverse of :func:`quote_key`."""
+    return unquote(text, errors="surrogatepass")
+
+
+def _write_synced(path: Path, lines: Iterable[str]) -> None:
+    with open(path, "w", encoding="utf-8") as out:
+        out.writelines(lines)
+        out.flush()
+        os.fsync(out.fileno())
+
+
+def _fsync_directory(directory: Path) -> None:
+    """Make a rename in ``directory`` durable; best effort (some file systems cannot sync a directory)."""
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    except OSError as exc:
+        log.debug("could not sync directory %s: %s", directory, exc)
+
+
+def _snapshot_error(path: Path, exc: Exception) -> StateUnavailable | ProcessingBug:
+    kept = "the previous snapshot was kept" if path.exists() else "no snapshot was written"
+    if isinstance(exc, OSError):
+        return StateUnavailable(f"cannot write the state snapshot {path}: {exc.strerror or exc}; {kept}")
+    return ProcessingBug(f"cannot write the state snapshot {path}: {type(exc).__name__}: {exc}; {kept}")

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 import redis
 
-from adapters.redis.state_store import DEFAULT_PREFIX, RedisStateStore, redacted_url
+from adapters.redis.state_store import DEFAULT_PREFIX, RedisStateStore, redacted_url, redis_key
 from domain.errors import StateUnavailable
 from domain.rules import KEY_SEPARATOR, RuleSet
 from domain.state import StateFormatError, decode, encode, version_of
@@ -105,11 +105,12 @@ def _move(source, target, plan: RedisMigrationPlan, key: str, value: bytes) -> i
         return 0
     if new_key is None or not entries:
         return 0
+    old = redis_key(DEFAULT_PREFIX, key)
     if plan.in_place:
-        return 0 if version == 2 else int(bool(target.set(DEFAULT_PREFIX + key, encode(entries), xx=True,
-                                                          keepttl=True)))
-    ttl = source.pttl(DEFAULT_PREFIX + key)
-    return int(bool(target.set(DEFAULT_PREFIX + new_key, encode(entries), nx=True, px=ttl if ttl > 0 else None)))
+        return 0 if version == 2 else int(bool(target.set(old, encode(entries), xx=True, keepttl=True)))
+    ttl = source.pttl(old)
+    return int(bool(target.set(redis_key(DEFAULT_PREFIX, new_key), encode(entries), nx=True,
+                               px=ttl if ttl > 0 else None)))
 
 
 def _new_key(key: str, old_fields: tuple[str, ...], new_fields: tuple[str, ...]) -> str | None:

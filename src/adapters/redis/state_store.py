@@ -15,6 +15,12 @@ policy decides), with the server's address and never its password. A batch that 
 have been applied in part (a chunk or a whole script whose reply was lost); replaying it is
 idempotent because each claim carries its record's position as owner. A stored value no
 version can read raises ``StateFormatError`` (a bug-class error) with nothing applied.
+
+Keys are stored as their UTF-8 bytes, with a lone surrogate (``"\\ud800"``, which JSON allows
+and UTF-8 cannot encode) kept as its own three bytes (Python's ``surrogatepass``): every key
+has a Redis key, two different keys never share one, and ``scan_items`` gives the key back as
+it was. A hostile key affects only its own claim. Owners are percent-encoded with lone
+surrogates kept the same way, so the script still recognises such a record's replay.
 """
 
 from __future__ import annotations
@@ -75,11 +81,11 @@ class RedisStateStore:
 
     def invalidate(self, key: str) -> bool:
         with self._translated("invalidate"):
-            return self._redis.delete(self.key_prefix + key) > 0
+            return self._redis.delete(redis_key(self.key_prefix, key)) > 0
 
     def entries(self, key: str, now: int) -> tuple[Emission, ...]:
         with self._translated("read"):
-            value = self._redis.get(self.key_prefix + key)
+            value = self._redis.get(redis_key(self.key_prefix, key))
         if value is None:
             return ()
         return tuple(e for e in decode(value) if e.expires_at > now)
@@ -91,7 +97,7 @@ class RedisStateStore:
             while batch := list(islice(keys, chunk)):
                 for key, value in zip(batch, self._redis.mget(batch)):
                     if value is not None:
-                        yield key.decode(errors="replace").removeprefix(self.key_prefix), value
+                        yield key_text(key).removeprefix(self.key_prefix), value
 
     def key_count(self) -> int:
         """How many state keys exist under this store's prefix."""
@@ -135,11 +141,11 @@ class RedisStateStore:
                 raise reply
         return replies
 
-    def _script_input(self, claims: Sequence[Claim]) -> tuple[list[str], list[str | int]]:
-        keys = [self.key_prefix + c.key for c in claims]
+    def _script_input(self, claims: Sequence[Claim]) -> tuple[list[bytes], list[str | int]]:
+        keys = [redis_key(self.key_prefix, c.key) for c in claims]
         args: list[str | int] = [self.ttl_grace]
         for c in claims:
-            args += (c.time, c.window, c.expires_at, c.now, quote(c.owner, safe=""))
+            args += (c.time, c.window, c.expires_at, c.now, quote(c.owner, safe="", errors="surrogatepass"))
         return keys, args
 
     @contextmanager
@@ -157,6 +163,19 @@ class RedisStateStore:
             raise StateUnavailable(f"redis unreachable at {self.address} ({operation}): {_reason(exc)}") from None
         except redis.RedisError as exc:
             raise StateUnavailable(f"redis {operation} failed at {self.address}: {exc}") from None
+
+
+def redis_key(prefix: str, key: str) -> bytes:
+    """The Redis key of state key ``key``: UTF-8, lone surrogates kept (``surrogatepass``); lossless."""
+    return (prefix + key).encode("utf-8", "surrogatepass")
+
+
+def key_text(raw: bytes) -> str:
+    """A Redis key as text, the inverse of :func:`redis_key` (a key no store wrote: undecodable bytes replaced)."""
+    try:
+        return raw.decode("utf-8", "surrogatepass")
+    except UnicodeDecodeError:
+        return raw.decode("utf-8", "replace")
 
 
 def redacted_url(url: str) -> str:
