@@ -9,6 +9,8 @@ building by hand.
 
 from __future__ import annotations
 
+import logging
+
 from dependency_injector import containers, providers
 
 from adapters.files.jsonl import JsonlDeadLetterSink, JsonlSink, JsonlSource
@@ -28,6 +30,8 @@ from domain.restart import parse_restart
 from domain.rules import DedupRule, RuleSet, UnknownTypePolicy
 
 REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
+
+log = logging.getLogger(__name__)
 
 
 class UsageError(Exception):
@@ -61,7 +65,20 @@ def build_state_store(uri: str, migration: MigrationSettings | None = None, rule
             translations[rule] = KeyTranslation(tuple(old_fields), rules.rules[rule].key_fields)
         except (ValueError, KeyError) as exc:
             raise UsageError(f"invalid setting migration.old_key_fields.{rule}: {exc}") from None
-    return MigratingStateStore(store, _state_store(migration.state_from, redis), rules.max_retention, translations)
+    old = _state_store(migration.state_from, redis)
+    return MigratingStateStore(store, old, rules.max_retention, translations, started_at=old_state_ends(old))
+
+
+def old_state_ends(old) -> dict[str, int]:
+    """Per rule, the old state's newest emission time: its retirement clock starts there.
+
+    No old entry outlives ``newest + max_retention``; counting from the new job's first event
+    instead would retire live entries when that event is older than the old job's last one.
+    """
+    ends = old.newest_emission_times()
+    log.info("migration: the old state's newest emission per rule is %s; each rule's old entries are "
+             "consulted until its watermark is one retention past it", ends)
+    return ends
 
 
 def _state_store(uri: str, redis: RedisSettings | None = None) -> StateStore:

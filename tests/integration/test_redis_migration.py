@@ -118,3 +118,26 @@ def test_inspect_reports_the_counts_of_a_redis_store(tmp_path, dbs, capsys):
     assert report["format_versions"] == {"v1": 2, "v2": 1}
     assert (report["oldest_expiry"], report["newest_expiry"]) == (T + 60, T + 1210)
     assert report["size_bytes"] > 0
+
+
+def test_the_old_state_is_retired_from_its_own_newest_emission_not_the_new_jobs_first_event(tmp_path, own_redis):
+    # APP alone (30 s window, 30 s lateness: retention 60 s). The old job emitted u at 1000; the
+    # new job's first event is older (990), so counting from it would retire the old state at
+    # 1050, while u@1000 is live until 1060: u@1025 (not late at 1050) would pass.
+    old_url, new_url = own_redis.url, own_redis.url.rsplit("/", 1)[0] + "/1"
+    old = redis.Redis.from_url(old_url)
+    old.set(key("APP", "u"), encode((Emission(T + 1000, T + 1060, "old:0:41"),)), ex=3600)
+    config = tmp_path / "migrating.yaml"
+    config.write_text(yaml.safe_dump({"rules": {"WEB": {"enabled": False}},
+                                      "migration": {"state_from": old_url}}))
+    code, counts, ids = run(tmp_path, config, new_url, [
+        event("v", "v", "APP", 990),
+        event("w", "w", "APP", 1050),
+        event("u", "u", "APP", 1025),   # 25 s after the old job's u: a duplicate
+        event("x", "x", "APP", 1060),   # the watermark reaches 1000 + 60: the old state retires
+        event("u2", "u", "APP", 1061),  # u@1000 has expired: emitted, from the new store alone
+    ])
+    assert code == 0
+    assert ids == ["v", "w", "x", "u2"]
+    assert (counts["duplicates"], counts["dead_lettered"]) == (1, 0)
+    old.close()

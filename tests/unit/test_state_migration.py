@@ -1,7 +1,11 @@
-"""MigratingStateStore retires the old state per rule: each rule has its own watermark."""
+"""MigratingStateStore retires the old state per rule: each rule has its own watermark, and its
+retirement counts from the old state's own newest emission."""
 
 from adapters.memory.state_store import InMemoryStateStore
+from app.container import build_state_store
+from app.settings import MigrationSettings
 from domain.migration import MigratingStateStore
+from domain.rules import DedupRule, RuleSet
 from domain.state import Claim
 
 
@@ -31,3 +35,19 @@ def test_the_old_state_refuses_inside_the_window_only_and_never_a_replay_of_its_
     assert migrating.check_and_set(claim("APP\x1fa", 130)) is True
     # the record that made the old emission, replayed, is not its own duplicate
     assert migrating.check_and_set(Claim("APP\x1fa", 100, 30, 160, 131, owner="in/0/7")) is True
+
+
+def test_the_old_state_retires_one_retention_after_its_own_newest_emission_not_the_new_jobs_first(tmp_path):
+    # the old job emitted u at 1000; the new job's first event is older (990). Counted from 990,
+    # the old state would retire at 1050 while u@1000 is live until 1060, and u@1025 would pass.
+    old = InMemoryStateStore()
+    old.check_and_set(Claim("APP\x1fu", 1000, 30, 1060, 1000, owner="old:0:41"))
+    old.save(tmp_path / "old.snapshot")
+    migration = MigrationSettings(state_from=f"memory:{tmp_path / 'old.snapshot'}")
+    migrating = build_state_store("memory", migration, RuleSet({"APP": DedupRule("APP", 30)}))
+    # the watermark (now) after each of v@990, w@1050, u@1025
+    assert migrating.check_and_set_many([claim("APP\x1fv", 990), claim("APP\x1fw", 1050),
+                                         Claim("APP\x1fu", 1025, 30, 1085, 1050)]) == [True, True, False]
+    assert migrating.retired_rules == set()
+    assert migrating.check_and_set(claim("APP\x1fx", 1060)) is True  # 1000 + 60: no old entry is live
+    assert migrating.retired_rules == {"APP"}

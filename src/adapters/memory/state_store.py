@@ -86,6 +86,10 @@ class InMemoryStateStore:
             raise
         _fsync_directory(path.parent)
 
+    def newest_emission_times(self) -> dict[str, int]:
+        """The time of the newest remembered emission per rule (where a migration's old state ends)."""
+        return newest_times(self._entries.items())
+
     def _snapshot_lines(self) -> Iterable[str]:
         yield SNAPSHOT_HEADER
         for key, entries in self._entries.items():
@@ -140,6 +144,16 @@ def read_snapshot(path: Path):
         for line in lines:
             key, _, value = line.rstrip("\n").partition("\t")
             yield unquote_key(key), value
+
+
+def newest_times(items: Iterable[tuple[str, tuple[Emission, ...]]]) -> dict[str, int]:
+    """The newest emission time per rule of ``(key, emissions)`` pairs."""
+    newest: dict[str, int] = {}
+    for key, entries in items:
+        rule = key.split(KEY_SEPARATOR, 1)[0]
+        for e in entries:
+            newest[rule] = max(newest.get(rule, e.time), e.time)
+    return newest
 
 
 def quote_key(key: str) -> str:

@@ -36,6 +36,7 @@ from redis.exceptions import NoScriptError
 from redis.retry import Retry
 
 from domain.errors import StateUnavailable
+from domain.rules import KEY_SEPARATOR
 from domain.state import Claim, Emission, StateFormatError, decode
 
 from adapters.redis.script import BAD_STATE, CHECK_AND_SET, SCRIPT_SHA
@@ -98,6 +99,20 @@ class RedisStateStore:
                 for key, value in zip(batch, self._redis.mget(batch)):
                     if value is not None:
                         yield key_text(key).removeprefix(self.key_prefix), value
+
+    def newest_emission_times(self) -> dict[str, int]:
+        """The time of the newest emission per rule, read from every key (SCAN; unreadable values
+        skipped): where a migration's old state ends (``app.container.build_state_store``)."""
+        newest: dict[str, int] = {}
+        for key, value in self.scan_items():
+            try:
+                entries = decode(value)
+            except ValueError:
+                continue
+            rule = key.partition(KEY_SEPARATOR)[0]
+            for e in entries:
+                newest[rule] = max(newest.get(rule, e.time), e.time)
+        return newest
 
     def key_count(self) -> int:
         """How many state keys exist under this store's prefix."""
