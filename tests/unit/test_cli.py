@@ -119,3 +119,45 @@ def test_invalidate_notification_lets_a_failed_event_pass_again(tmp_path):
                  "--summary-json", str(tmp_path / "s.json")]) == 0
     assert (tmp_path / "out.jsonl").read_bytes().splitlines() == [first, resent]
     assert json.loads((tmp_path / "s.json").read_text())["invalidations"] == 1
+
+
+def app_event(id_: str, value: str, t: int) -> bytes:
+    return json.dumps({"id": id_, "uniqueValue": value, "type": "APP", "timestamp": 1_700_000_000 + t}).encode()
+
+
+def test_stdin_read_again_by_a_new_run_is_new_input_so_its_events_are_duplicates_of_the_first_runs(tmp_path):
+    # stdin cannot replay: the same bytes piped into a second run (state kept in a snapshot) are
+    # not the first run's records read again, so the events it emitted are duplicates now
+    stream = [app_event("a1", "a", 0), app_event("b1", "b", 1), app_event("a2", "a", 5)]
+    args = ["run", "--source", "-", "--sink", "-", "--dlq", f"file:{tmp_path / 'dlq.jsonl'}",
+            "--state", f"memory:{tmp_path / 'state.snapshot'}"]
+    first = run_cli(*args, stdin=b"\n".join(stream) + b"\n")
+    assert first.returncode == 0, first.stderr
+    assert first.stdout.splitlines() == [stream[0], stream[1]]
+    new = [app_event("c1", "c", 6), app_event("a3", "a", 7)]  # a new event, and a genuine duplicate of a1
+    second = run_cli(*args, stdin=b"\n".join(stream + new) + b"\n")
+    assert second.returncode == 0, second.stderr
+    assert second.stdout.splitlines() == [new[0]]
+    assert b"in=5, out=1, duplicates=4, dead_lettered=0" in second.stderr
+
+
+def test_a_file_read_again_is_replayed_line_by_line_and_a_changed_line_is_new_input(tmp_path):
+    # a file has no acknowledged position: every run reads it from the start, and a line with the
+    # same bytes at the same place is the same record (a replay: its first verdict again), so a
+    # run after a crash loses nothing. Another record at that line is new input.
+    source, out = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
+    args = ["run", "--source", f"file:{source}", "--sink", f"file:{out}", "--dlq", f"file:{tmp_path / 'dlq.jsonl'}",
+            "--state", f"memory:{tmp_path / 'state.snapshot'}", "--no-progress"]
+    write_lines(source, [app_event("a1", "a", 0), app_event("b1", "b", 1), app_event("a2", "a", 5)])
+    assert main(args) == 0
+    assert main(args) == 0  # the same file again: the same verdicts
+    emitted = [app_event("a1", "a", 0), app_event("b1", "b", 1)]
+    assert out.read_bytes().splitlines() == emitted * 2
+    # the file replaced: line 2 now holds another event of key b at the same time (another id)
+    write_lines(source, [app_event("a1", "a", 0), app_event("b9", "b", 1)])
+    assert main(args) == 0
+    assert out.read_bytes().splitlines() == emitted * 2 + [emitted[0]]
+    # the same records under another path are new input: duplicates of what was emitted
+    (tmp_path / "copy.jsonl").write_bytes(source.read_bytes())
+    assert main([*args[:2], f"file:{tmp_path / 'copy.jsonl'}", *args[3:]]) == 0
+    assert out.read_bytes().splitlines() == emitted * 2 + [emitted[0]]

@@ -1,12 +1,16 @@
 """JSONL files, stdin and stdout: one record per line.
 
-Blank lines are framing, not records. A source's position is (path, 0, line number).
+Blank lines are framing, not records. A source's position is (path, 0, line number), and its
+owner token says when a record read again is a replay of itself (:class:`JsonlSource`).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
+import secrets
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, Sequence
 
@@ -17,9 +21,48 @@ from domain.dead_letters import DeadLetter, to_document
 STDIO = "-"
 
 
+@dataclass(frozen=True, eq=False)
+class LinePosition(SourcePosition):
+    """A line of a JSONL input: equal to, and hashed as, the ``SourcePosition`` (path or
+    ``stdin``, 0, line) that dead letters and logs show. Its ``token``, the record's owner in
+    the state, adds ``identity``: a record read again is a replay only when the token matches."""
+
+    identity: str = ""
+
+    def token(self) -> str:
+        """``source:0:line#identity``, always valid UTF-8 (a path that is not is escaped)."""
+        source = self.source.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+        return f"{source}:{self.partition}:{self.offset}#{self.identity}"
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, SourcePosition):
+            return NotImplemented
+        return (self.source, self.partition, self.offset) == (other.source, other.partition, other.offset)
+
+    __hash__ = SourcePosition.__hash__
+
+
 class JsonlSource:
+    """A JSONL file, or stdin (``-``), read from its first line on every run.
+
+    What a record read again means (its owner token, :class:`LinePosition`):
+
+    * **A file** is read again from its start by every run, and this is how a run that crashed
+      is recovered (the file keeps no acknowledged position). A line with the same bytes at the
+      same line of the same path is the same record: a *replay*, which gets its first verdict
+      again (``domain.state.Claim.replays``). So a run after a crash loses nothing
+      (at-least-once), and a second run over a file already processed emits its unique events
+      again. A different record at that line (the file was replaced) is new input: the token
+      holds a digest of the line's bytes. New input belongs in a new file.
+    * **stdin** cannot be read again: what a new run reads there is always new input, never a
+      replay. Its tokens hold an id of this run, so an event an earlier run emitted (kept in a
+      snapshot or in Redis) is a duplicate; within the run the tokens stay the same, so a batch
+      retried after a transient error still gets its verdicts back.
+    """
+
     def __init__(self, path: str):
         self.name = "stdin" if path == STDIO else path
+        self._run = f"run-{secrets.token_hex(8)}" if path == STDIO else None
         try:
             self._file: BinaryIO = sys.stdin.buffer if path == STDIO else open(path, "rb")
         except OSError as exc:
@@ -38,8 +81,12 @@ class JsonlSource:
             self._line += 1
             value = line.rstrip(b"\r\n")
             if value.strip():
-                records.append(RawRecord(value, SourcePosition(self.name, 0, self._line)))
+                records.append(RawRecord(value, LinePosition(self.name, 0, self._line, self._identity(value))))
         return records
+
+    def _identity(self, value: bytes) -> str:
+        """This run's id for stdin; for a file, a digest of the line's bytes."""
+        return self._run or hashlib.blake2b(value, digest_size=8).hexdigest()
 
     @property
     def exhausted(self) -> bool:
