@@ -165,6 +165,7 @@ def build_spark_engine(*, rules: RuleSet, policies: Policies, metrics, source: s
                      dead_letters=spark_uri(dlq or "file:dead-letters", "dlq"), state=state,
                      notifications=spark_uri(notifications, "notifications") if notifications else None,
                      delivery=kafka.delivery, kafka_config=kafka.config, transactional_id=kafka.transactional_id,
+                     commit_replication=kafka.commit_topic_replication_factor,
                      restart=parse_restart(spark.restart), metrics=metrics, **query)
     except ValueError as exc:
         raise UsageError(f"invalid setting kafka.config (DEDUP_KAFKA__CONFIG): {exc}") from None

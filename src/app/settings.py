@@ -78,9 +78,13 @@ class PolicySettings(_Strict):
 
 
 class KafkaSettings(_Strict):
+    """``commit_topic_replication_factor``: of the Spark engine's exactly-once commit-marker
+    topic when it creates it (default: the broker's ``default.replication.factor``)."""
+
     delivery: Literal["at-least-once", "exactly-once"] = "at-least-once"
     transactional_id: str | None = None
     config: dict[str, str] = Field(default_factory=dict)
+    commit_topic_replication_factor: int | None = Field(default=None, ge=1)
 
 
 class SparkSettings(_Strict):

@@ -15,15 +15,22 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, ConfigResource
 
 from adapters.spark import batch_writers
 from adapters.spark.engine import SparkEngine, build_spark_engine
 from adapters.spark.session import kafka_jars
-from adapters.spark.transactional_sink import default_transactional_id
+from adapters.kafka.config import KafkaEndpoint
+from adapters.spark.transactional_sink import CommitLog, default_transactional_id
+from app.container import container_for
 from app.generator import StreamSpec, generate
+from app.settings import SettingsError, load_settings
+from deploy.local import services
 from domain.dead_letters import from_headers
+from domain.errors import SinkUnavailable
 from domain.policies import Policies
 from domain.rules import RuleSet
+from tests.integration.fixtures import running
 from tests.integration.kafka_io import create_topics, produce, read_topic, unique
 from tests.integration.streams import reference
 
@@ -217,3 +224,38 @@ def test_records_of_an_aborted_upstream_transaction_are_never_judged(kafka_spark
     again = engine(kafka_spark, kafka_bootstrap, topics, tmp_path / "uncommitted", "at-least-once",
                    kafka_config={"consumer.isolation.level": "read_uncommitted"}).run(available_now=True).as_dict()
     assert again["in"] == 6
+
+
+@pytest.fixture
+def broker_replicating_by_default(tmp_path):
+    """A one-broker cluster whose default.replication.factor is 3: a topic created with its default cannot be hosted."""
+    with running(services.KafkaBroker(tmp_path / "kafka", extra_config={"default.replication.factor": 3}),
+                 timeout=120) as broker:
+        yield broker
+
+
+def test_the_commit_topic_gets_the_brokers_replication_factor_unless_configured(broker_replicating_by_default):
+    bootstrap = broker_replicating_by_default.bootstrap
+    # 1. created without a factor, the broker applies its default (3, which one broker cannot host: it says so)
+    with pytest.raises(SinkUnavailable) as refused:
+        CommitLog(KafkaEndpoint(bootstrap, "unique.commits"), timeout=10).ensure()
+    message = str(refused.value)
+    assert "\n" not in message and "default.replication.factor" in message and "replication factor of 3" in message
+    # 2. kafka.commit_topic_replication_factor reaches the commit log through the settings and the container
+    settings = load_settings(engine="spark", source=f"kafka://{bootstrap}/in", sink=f"kafka://{bootstrap}/unique",
+                             dlq=f"kafka://{bootstrap}/dead", kafka={"delivery": "exactly-once",
+                                                                    "commit_topic_replication_factor": 1})
+    container_for(settings).engine().writer.producer.commits.ensure()
+    admin, resource = AdminClient({"bootstrap.servers": bootstrap}), ConfigResource("topic", "unique.commits")
+    topic = admin.list_topics("unique.commits", timeout=10).topics["unique.commits"]
+    assert [len(p.replicas) for p in topic.partitions.values()] == [1]
+    config = admin.describe_configs([resource])[resource].result(10)
+    assert config["cleanup.policy"].value == "compact"
+
+
+def test_a_bad_commit_topic_replication_factor_stops_with_one_line():
+    with pytest.raises(SettingsError) as refused:
+        load_settings(kafka={"commit_topic_replication_factor": 0})
+    assert str(refused.value) == ("invalid setting kafka.commit_topic_replication_factor "
+                                  "(DEDUP_KAFKA__COMMIT_TOPIC_REPLICATION_FACTOR): Input should be greater than or "
+                                  "equal to 1 (got 0)")

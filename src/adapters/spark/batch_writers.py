@@ -95,11 +95,12 @@ def query_id_of(checkpoint: str | None) -> str | None:
 
 def writer_for(sink: str, dead_letters: str, delivery: str, checkpoint: str,
                kafka_settings: Mapping[str, str] | None = None, transactional_id: str | None = None,
-               spark_producer_options: Mapping[str, str] | None = None):
+               spark_producer_options: Mapping[str, str] | None = None, commit_replication: int | None = None):
     """The batch writer for ``delivery`` (``at-least-once`` or ``exactly-once``).
 
     ``kafka_settings``: librdkafka settings (the transactional producer);
-    ``spark_producer_options``: the same as options of Spark's Kafka writer.
+    ``spark_producer_options``: the same as options of Spark's Kafka writer;
+    ``commit_replication``: the commit-marker topic's replication factor (None: the broker's default).
     """
     from adapters.kafka.config import KafkaEndpoint
     from adapters.spark.transactional_sink import CommitLog, control_topic_for, default_transactional_id
@@ -114,7 +115,8 @@ def writer_for(sink: str, dead_letters: str, delivery: str, checkpoint: str,
                               "per micro-batch, effectively once, with at-least-once)")
     endpoint = KafkaEndpoint(events.endpoint.location, events.endpoint.topic)
     commits = CommitLog(KafkaEndpoint(endpoint.bootstrap, events.endpoint.options.get(
-        "commit_topic", control_topic_for(endpoint.topic))), kafka_settings or {})
+        "commit_topic", control_topic_for(endpoint.topic))), kafka_settings or {},
+        replication_factor=commit_replication)
     tid = transactional_id or default_transactional_id(checkpoint)
     return ExactlyOnceWriter(endpoint.topic, letters, TransactionalProducer(endpoint, commits, tid, kafka_settings),
                              checkpoint)

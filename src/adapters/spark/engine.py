@@ -81,15 +81,16 @@ class OperatorJudge:
 def build_spark_engine(rules: RuleSet, policies: Policies, *, source: str, sink: str, dead_letters: str,
                        checkpoint: str, state: str = "memory", delivery: str = "at-least-once",
                        kafka_config: Mapping[str, str] | None = None, transactional_id: str | None = None,
-                       restart: RestartStrategy | None = None, metrics=None, spark: SparkSession | None = None,
-                       **query) -> "SparkEngine":
+                       commit_replication: int | None = None, restart: RestartStrategy | None = None, metrics=None,
+                       spark: SparkSession | None = None, **query) -> "SparkEngine":
     """The engine with the parts the settings name: Spark's state (``state="memory"``) or a
     ``redis://`` URL as the judge; ``delivery`` as the writer. ``kafka_config``: librdkafka
     settings (``ValueError`` names one Spark's Kafka client cannot take). ``query``: the
     ``SparkQuery`` fields."""
     config = dict(kafka_config or {})
     consumer, producer = (spark_kafka_options(config, role) for role in ("consumer", "producer"))
-    writer = writer_for(sink, dead_letters, delivery, checkpoint, config, transactional_id, producer)
+    writer = writer_for(sink, dead_letters, delivery, checkpoint, config, transactional_id, producer,
+                        commit_replication)
     judge = OperatorJudge() if state == "memory" else RedisBatchJudge(state, partitions=query.get(
         "shuffle_partitions") or 2)
     return SparkEngine(rules, SparkQuery(source, checkpoint, consumer_options=consumer, **query), writer, judge,

@@ -45,6 +45,7 @@ from adapters.kafka.topics import describe
 log = logging.getLogger(__name__)
 
 NO_BATCH = -1
+BROKER_DEFAULT = -1  # a NewTopic replication factor of -1: the broker's default.replication.factor (KIP-464)
 
 
 def default_transactional_id(checkpoint: str) -> str:
@@ -58,24 +59,36 @@ def control_topic_for(events_topic: str) -> str:
 
 @dataclass
 class CommitLog:
-    """The control topic: the last committed marker per transactional id (compacted, 1 partition)."""
+    """The control topic: the last committed marker per transactional id (compacted, 1 partition).
+
+    ``replication_factor``: of the topic when ``ensure`` creates it; None (the default) lets
+    the broker apply its ``default.replication.factor``, as for any topic created without one,
+    so the markers are as durable as the cluster's other topics (with 1, losing that broker
+    loses them, and a cluster with ``min.insync.replicas`` ≥ 2 refuses every transaction).
+    """
 
     endpoint: KafkaEndpoint
     settings: Mapping[str, Any] = field(default_factory=dict)
     timeout: float = 30.0
+    replication_factor: int | None = None
 
     def ensure(self) -> None:
-        """Create the control topic when missing (compacted: only the last marker per id matters)."""
+        """Create the control topic when missing (compacted: only the last marker per id matters).
+        Raises ``SinkUnavailable`` (one line, naming the replication factor asked for) when the
+        broker refuses it."""
         admin = AdminClient(admin_config(self.endpoint, self.settings))
         try:
             if self.endpoint.topic in admin.list_topics(timeout=self.timeout).topics:
                 return
-            topic = NewTopic(self.endpoint.topic, 1, 1, config={"cleanup.policy": "compact"})
+            topic = NewTopic(self.endpoint.topic, 1, self.replication_factor or BROKER_DEFAULT,
+                             config={"cleanup.policy": "compact"})
             admin.create_topics([topic])[self.endpoint.topic].result(self.timeout)
         except KafkaException as exc:
             if exc.args and getattr(exc.args[0], "code", lambda: None)() == KafkaError.TOPIC_ALREADY_EXISTS:
                 return
-            raise SinkUnavailable(f"cannot create the commit topic {self.endpoint}: {describe(exc)}") from None
+            factor = self.replication_factor or "the broker's default.replication.factor"
+            raise SinkUnavailable(f"cannot create the commit topic {self.endpoint} with replication factor {factor} "
+                                  f"(kafka.commit_topic_replication_factor): {describe(exc)}") from None
 
     def last_committed(self, transactional_id: str, query_id: str | None = None) -> int:
         """The highest batch id committed under ``transactional_id`` by query ``query_id``
