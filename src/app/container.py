@@ -152,7 +152,7 @@ def spark_uri(uri: str | None, setting: str) -> str:
 
 def build_spark_engine(*, rules: RuleSet, policies: Policies, metrics, source: str, sink: str, dlq: str | None,
                        notifications: str | None, state: str, spark: SparkSettings, kafka: KafkaSettings,
-                       redis: RedisSettings | None = None):
+                       redis: RedisSettings | None = None, idle_partition_timeout: float | None = None):
     from adapters.spark.engine import build_spark_engine as build
     if state != "memory" and not state.startswith(REDIS_SCHEMES):
         raise UsageError(f"invalid setting state: the spark engine keeps its state in its checkpoint ('memory') "
@@ -160,6 +160,8 @@ def build_spark_engine(*, rules: RuleSet, policies: Policies, metrics, source: s
     if state.startswith(REDIS_SCHEMES):
         _redis_store(state, redis or RedisSettings()).close()  # the executors' stores: the same eviction check
     query = spark.model_dump(exclude={"restart"})
+    if idle_partition_timeout is not None:
+        query["idle_partition_timeout"] = idle_partition_timeout
     try:
         return build(rules, policies, source=spark_uri(source, "source"), sink=spark_uri(sink, "sink"),
                      dead_letters=spark_uri(dlq or "file:dead-letters", "dlq"), state=state,
@@ -197,7 +199,8 @@ class Container(containers.DeclarativeContainer):
                                 **_io, **_batches),
         spark=providers.Factory(build_spark_engine, rules=rules, policies=policies, metrics=metrics,
                                 state=settings.provided.state, spark=settings.provided.spark,
-                                kafka=settings.provided.kafka, redis=settings.provided.redis, **_io),
+                                kafka=settings.provided.kafka, redis=settings.provided.redis,
+                                idle_partition_timeout=settings.provided.idle_partition_timeout, **_io),
     )
 
 

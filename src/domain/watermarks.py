@@ -81,9 +81,12 @@ class Watermarks:
         times = [t for t in (self.newest(rule, partition), self.of(rule, now)) if t is not None]
         return max(times) if times else None
 
-    def current(self) -> dict[str, int]:
-        """Every rule's last watermark."""
-        return dict(self._current)
+    def table(self, now: float) -> tuple[dict[str, int], dict[tuple[str, str], int]]:
+        """Every rule's watermark and every (rule, partition)'s newest time, at wall time ``now``:
+        what an engine that judges a batch at a time judges it against."""
+        watermarks = {rule: mark for rule in self._newest if (mark := self.of(rule, now)) is not None}
+        newest = {(rule, p): seen[0] for rule, parts in self._newest.items() for p, seen in parts.items()}
+        return watermarks, newest
 
     def to_document(self) -> dict:
         """What a restart needs to resume the watermarks (JSON-ready)."""

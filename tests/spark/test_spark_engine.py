@@ -152,14 +152,15 @@ def test_deviation_lateness_is_judged_against_the_previous_micro_batch(files):
     assert reference_verdicts([event("p1", "p", "APP", 1000), event("p2", "p2", "APP", 900)], rules)["p2"] == "dead-letter"
 
 
-def test_deviation_the_watermark_is_shared_by_all_rules(files):
-    """Domain: each rule has its own watermark. Spark: one watermark per query, the highest
-    event time of any ruled type; a WEB event 601 s behind the APP stream is late."""
-    files.add(event("s1", "s", "APP", 10_000))
-    files.add(event("s2", "s", "WEB", 10_000 - 601), event("s3", "s3", "WEB", 10_000 - 600))
+def test_each_rule_has_its_own_watermark_and_a_future_record_moves_none(files):
+    """Once deviation 2 (one Spark watermark for all rules): a WEB event 601 s behind the APP
+    stream was late, and one far-future record made every type late for good."""
+    files.add(event("s1", "s", "APP", 10_000), event("f1", "f", "APP", 253_402_300_799 - T))
+    files.add(event("s2", "s", "WEB", 10_000 - 601), event("s3", "s3", "WEB", 10_000 - 600),
+              event("s4", "s4", "APP", 10_001))
     result = files.run()
-    assert result.out_ids == ["s1", "s3"]
-    assert [d["reason"] for d in result.dead_letters] == ["late"]
+    assert result.out_ids == ["s1", "s2", "s3", "s4"]
+    assert [d["reason"] for d in result.dead_letters] == ["future"]
 
 
 def test_key_fields_from_the_rules_scope_the_key(files):

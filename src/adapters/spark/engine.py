@@ -38,11 +38,13 @@ from adapters.spark.restart import retried, run_restarting
 from adapters.spark.session import build_session, require_classes, state_rows_tracked, state_store_conf
 from adapters.spark.sources import parse_uri, read_stream
 from adapters.spark.state_rows import StateRowGauge, state_row_counter
+from adapters.spark.watermarks import BatchWatermarks
 from domain.accounting import Accounting
 from domain.errors import ProcessingBug
 from domain.policies import Policies
 from domain.restart import RestartStrategy
 from domain.rules import RuleSet
+from domain.watermarks import DEFAULT_IDLE_TIMEOUT
 
 
 @dataclass(slots=True)
@@ -61,6 +63,7 @@ class SparkQuery:
     shuffle_partitions: int | None = None
     conf: dict[str, str] = field(default_factory=dict)
     consumer_options: dict[str, str] = field(default_factory=dict, repr=False)
+    idle_partition_timeout: float = DEFAULT_IDLE_TIMEOUT
 
 
 class OperatorJudge:
@@ -73,6 +76,9 @@ class OperatorJudge:
 
     def judged(self, plan: DedupPlan, rows: DataFrame, batch_id: int) -> DataFrame:
         return rows
+
+    def newest_times(self, rows: DataFrame) -> None:
+        """None: the operator collected them (``BatchWatermarks.newest``)."""
 
     def committed(self, rows: DataFrame, batch_id: int) -> None:
         """Spark commits the operator's state with the batch."""
@@ -111,6 +117,7 @@ class SparkEngine:
     listener: ProgressListener = field(init=False, repr=False)
     guard: CheckpointGuard = field(init=False, repr=False)
     state_rows: object | None = field(init=False, default=None, repr=False)  # the operator's StateRowCount
+    watermarks: BatchWatermarks | None = field(init=False, default=None, repr=False)
 
     def __post_init__(self):
         self.listener = ProgressListener(self.metrics)
@@ -132,7 +139,8 @@ class SparkEngine:
 
     def plan(self, before_operator: Hook | None = None) -> DedupPlan:
         invalid = self.policies.chains["invalid"].terminal
-        return DedupPlan(self.rules, invalid, before_operator=before_operator, state_rows=self.state_rows)
+        return DedupPlan(self.rules, invalid, before_operator=before_operator, state_rows=self.state_rows,
+                         watermarks=self.watermarks)
 
     def bounded(self, available_now: bool | None = None) -> bool:
         """Whether this run stops once the source's backlog is processed."""
@@ -169,6 +177,9 @@ class SparkEngine:
     def _listen(self, spark: SparkSession) -> None:
         tracked = state_rows_tracked(spark, self.query.state_provider)
         self.state_rows = state_row_counter(spark)
+        source = parse_uri(self.query.source)
+        self.watermarks = BatchWatermarks.open(spark, self.query.checkpoint, self.query.idle_partition_timeout,
+                                               source.topic if source.kind == "kafka" else None)
         gauge = StateRowGauge.open(spark, self.query.checkpoint, self.state_rows, count_missing=not tracked)
         self.listener = ProgressListener(self.metrics, self.on_batch, tracked, gauge)
 
@@ -202,6 +213,7 @@ class SparkEngine:
         when the plan observed its accounting, recounted (the failed attempt's tasks counted).
         """
         in_stream = self.judge.in_stream
+        self.watermarks.prepare(batch_id)
         with _Cache(batch, 1 if in_stream else 2) as rows:
             with _Cache(self.judge.judged(self.plan(), rows.df, batch_id),
                         self.writer.reads + (0 if in_stream else 2)) as judged:
@@ -211,6 +223,7 @@ class SparkEngine:
                 if not in_stream:
                     retried(lambda: self.judge.committed(rows.df, batch_id), self.policies)
                     self.listener.recount(batch_id, accounting_of(judged.df))
+                self.watermarks.advance(batch_id, self.judge.newest_times(rows.df))
 
     def _write(self, judged: "_Cache", batch_id: int) -> None:
         recount, attempts = self.judge.in_stream and not judged.cached, 0

@@ -81,15 +81,22 @@ def _javac() -> str:
     return found
 
 
-def judge(df, key_column: str, idle_timeout_ms: int, state_rows=None):
+def judge(df, key_column: str, idle_timeout_ms: int, state_rows=None, horizons=None, newest=None):
     """Apply the JVM operator to ``df`` (a streaming DataFrame); returns ``df`` plus ``verdict``.
 
-    ``df`` needs long columns ``t``, ``ord``, ``window``, ``lateness`` and a watermark.
-    ``state_rows``: the ``StateRowCount`` that counts the operator's keys (a new one if None).
+    ``df`` needs long columns ``t``, ``ord``, ``window``, ``lateness`` and string columns
+    ``rule`` and ``lane``. ``state_rows``: the ``StateRowCount`` that counts the operator's keys;
+    ``horizons``/``newest``: the ``RuleHorizons`` and ``NewestTimes`` of
+    ``adapters.spark.watermarks`` (new ones, unused by anyone else, if None).
     """
     from pyspark.sql import DataFrame
 
     spark = df.sparkSession
-    operator = spark._jvm.streamdedup.spark.WindowDedup
+    package = spark._jvm.streamdedup.spark
     counter = state_rows if state_rows is not None else state_row_counter(spark)
-    return DataFrame(operator.judge(df._jdf, key_column, int(idle_timeout_ms), counter), spark)
+    horizons = horizons if horizons is not None else package.RuleHorizons()
+    if newest is None:
+        newest = package.NewestTimes()
+        spark.sparkContext._jsc.sc().register(newest, "streamdedup.newest_times")
+    return DataFrame(package.WindowDedup.judge(df._jdf, key_column, int(idle_timeout_ms), counter, horizons, newest),
+                     spark)

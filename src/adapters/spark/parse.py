@@ -34,6 +34,11 @@ PLAIN_EVENT = "streamdedup_plain_event"
 # Python's str.strip() whitespace: Unicode White_Space plus the ASCII separators 0x1c-0x1f.
 BLANK = r"(?U)^[\s\x1c-\x1f]*$"
 
+# A \uD800-\uDBFF escape not followed by a \uDC00-\uDFFF one, or one of those not preceded by the
+# first kind, after an even run of backslashes (domain.events refuses lone surrogates).
+_HIGH, _LOW = r"\\u[dD][89abAB][0-9a-fA-F]{2}", r"\\u[dD][c-fC-F][0-9a-fA-F]{2}"
+LONE_SURROGATE = rf"(?:^|[^\\])(?:\\\\)*(?:{_HIGH}(?!{_LOW})|(?<!{_HIGH}){_LOW})"
+
 
 def json_path(name: str) -> str:
     if name.isidentifier():
@@ -95,6 +100,7 @@ def _checks() -> list[tuple[Column, str, Column, str | None]]:
         (~F.is_valid_utf8(text), "not_utf8", F.lit("record is not UTF-8"), None),
         (F.col("_json").isNull(), "not_json", F.lit("record is not JSON"), None),
         (~text.rlike(r"^[ \t\r\n]*\{"), "not_object", F.lit("record is a JSON value, not an object"), None),
+        (text.rlike(LONE_SURROGATE), "not_utf8", F.lit("record holds a lone UTF-16 surrogate"), None),
     ]
     for name in REQUIRED_STRING_FIELDS:
         checks += _presence(name)

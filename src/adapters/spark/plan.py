@@ -48,6 +48,7 @@ class DedupPlan:
     idle_timeout_ms: int | None = None
     before_operator: Hook | None = None  # e.g. a migration's old-state lookup, notifications
     state_rows: object | None = None  # the JVM StateRowCount counting the operator's keys (adapters.spark.state_rows)
+    watermarks: object | None = None  # adapters.spark.watermarks.BatchWatermarks: what each batch is judged against
 
     @property
     def extra_fields(self) -> tuple[str, ...]:
@@ -63,8 +64,9 @@ class DedupPlan:
         the whole parse expression into each branch's filter).
         """
         timeout = self.idle_timeout_ms or 1000 * max(self.rules.max_retention, 1)
-        judged = jvm.judge(self.state_input(records).withWatermark("ts", "0 seconds"), "key", timeout,
-                           self.state_rows)
+        marks = self.watermarks
+        judged = jvm.judge(self.state_input(records), "key", timeout, self.state_rows,
+                           marks and marks.horizons, marks and marks.newest)
         return self.verdicts(judged)
 
     def state_input(self, records: DataFrame) -> DataFrame:
@@ -74,12 +76,17 @@ class DedupPlan:
 
     def operator_input(self, records: DataFrame) -> DataFrame:
         """Records → one row per record with its rule's columns: ``key``, ``t``, ``window``,
-        ``lateness``, ``judge`` (a valid event with a rule), ``reason``/``detail`` of a rejection."""
+        ``lateness``, ``judge`` (a valid event with a rule), ``rule`` and ``lane`` (the source
+        partition its watermark counts it in: ``topic:partition``, or ``files`` for every file
+        of a directory, which are one stream read in order), ``reason``/``detail`` of a rejection."""
         annotated = self.annotate(parse(records, self.extra_fields))
         judge = F.col("reason").isNull() & F.col("ruled")
         spread = F.concat(F.lit("\u0000"), F.pmod(F.col("ord"), F.lit(PASS_GROUPS)).cast("string"))
+        lane = F.when(F.col("source").contains("/"), F.lit("files")) \
+            .otherwise(F.concat_ws(":", F.col("source"), F.col("partition").cast("string")))
         return annotated.select(*RECORD_COLUMNS, "reason", "detail", "t", "ts", "window", "lateness",
-                                judge.alias("judge"), F.when(judge, F.col("key")).otherwise(spread).alias("key"))
+                                judge.alias("judge"), F.when(judge, F.col("key")).otherwise(spread).alias("key"),
+                                F.when(judge, F.col("type")).alias("rule"), lane.alias("lane"))
 
     def verdicts(self, judged: DataFrame) -> DataFrame:
         """The judged rows (the operator's verdicts ``emit``, ``duplicate``, ``late``, ``pass``,
@@ -112,6 +119,7 @@ class DedupPlan:
             "window": self._by_type(lambda r: F.lit(r.window)).cast("long"),
             "lateness": self._by_type(lambda r: F.lit(r.lateness)).cast("long"),
             "t": self._by_type(_time_of).cast("long"),
+            "_latest": self._by_type(_latest_time).cast("long"),
             "key": self._by_type(_key_of),
         })
         df = df.withColumns({"reason": self._rejection(df), "detail": self._rejection_detail()})
@@ -128,12 +136,17 @@ class DedupPlan:
         unknown = F.col("reason").isNull() & ~F.col("ruled") & F.lit(
             self.rules.unknown_types is UnknownTypePolicy.DEAD_LETTER)
         missing_key = F.col("reason").isNull() & F.col("ruled") & F.col("key").isNull()
-        return F.when(unknown, "unknown_type").when(missing_key, "missing_field").otherwise(F.col("reason"))
+        ahead = F.col("reason").isNull() & F.col("ruled") & (F.col("t") > F.col("_latest"))
+        return F.when(unknown, "unknown_type").when(missing_key, "missing_field").when(ahead, "future") \
+            .otherwise(F.col("reason"))
 
     def _rejection_detail(self) -> Column:
         return F.when(F.col("reason") == "unknown_type",
                       F.concat(F.lit("no deduplication rule for type '"), F.col("type"), F.lit("'"))) \
             .when((F.col("reason") == "missing_field") & F.col("detail").isNull(), F.lit("a key field is missing")) \
+            .when(F.col("reason") == "future",
+                  F.concat(F.lit("time "), F.col("t"), F.lit(" is more than max_ahead "),
+                           F.col("_latest") - F.unix_seconds(F.current_timestamp()), F.lit(" s past the clock"))) \
             .otherwise(F.col("detail"))
 
 
@@ -142,6 +155,13 @@ def _time_of(rule: DedupRule) -> Column:
     if rule.time_basis is TimeBasis.PROCESSING_TIME:
         return F.unix_seconds(F.current_timestamp())
     return F.col("timestamp")
+
+
+def _latest_time(rule: DedupRule) -> Column:
+    """The latest plausible event time (``DedupRule.check_not_ahead``); none for processing time."""
+    if rule.time_basis is TimeBasis.PROCESSING_TIME:
+        return F.lit(None)
+    return F.unix_seconds(F.current_timestamp()) + F.lit(rule.max_ahead)
 
 
 def _key_of(rule: DedupRule) -> Column:

@@ -8,12 +8,12 @@ batch, first forgets the keys of INVALIDATE notifications, then sends all its cl
 ``RedisStateStore.check_and_set_many`` (the domain's decision in Lua, pipelined in
 chunks): Python runs once per partition batch, never once per row.
 
-Watermarks are per rule and per micro-batch: batch N is judged against the highest event
-time of each rule in batches 0…N-1, kept in Redis (hash ``<prefix>__watermarks__``, field
-N-1) and written after batch N's output. A replayed batch N reads the same watermark,
-and each claim's owner token (``source:partition:offset``) makes Redis grant the
-emission it granted before, so a replay gets the same verdicts. Late rows
-(``t < watermark - lateness``) are not claimed.
+Watermarks are the engine's (``adapters.spark.watermarks``): batch N is judged against
+each rule's watermark and each rule and partition's newest time in batches 0…N-1, as the
+JVM operator is; this judge gives the newest times of each batch (``newest_times``). A
+replayed batch N is judged against the same values, and each claim's owner token
+(``source:partition:offset``) makes Redis grant the emission it granted before, so a
+replay gets the same verdicts. Late rows (``t < horizon - lateness``) are not claimed.
 
 Failure behaviour: a Redis error fails the Spark job; the caller retries the batch per
 the transient policy (claims already applied are recognised by their owners).
@@ -21,7 +21,6 @@ the transient policy (claims already applied are recognised by their owners).
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 
 from pyspark.sql import DataFrame
@@ -29,11 +28,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StringType, StructField, StructType
 
 from adapters.spark.plan import DedupPlan
-from domain.rules import KEY_SEPARATOR
-from domain.state import Claim
-
-WATERMARKS = "__watermarks__"
-NO_WATERMARK = -(2 ** 62)
+from domain.state import NO_WATERMARK, Claim
 
 
 @dataclass(frozen=True)
@@ -42,7 +37,8 @@ class PartitionJudge:
 
     url: str
     prefix: str
-    watermarks: dict[str, int]
+    watermarks: dict[str, int]  # rule → watermark
+    newest: dict[tuple[str, str], int]  # (rule, partition) → newest time
 
     def __call__(self, batches):
         from adapters.redis.state_store import RedisStateStore
@@ -78,15 +74,15 @@ class PartitionJudge:
                                           names=[*batch.schema.names, "verdict"])
 
     def claim(self, row: dict) -> Claim | None:
-        """The row's claim, or None when it is late against its rule's watermark."""
-        rule = row["key"].split(KEY_SEPARATOR, 1)[0]
-        watermark = self.watermarks.get(rule, NO_WATERMARK)
-        t, window, lateness = row["t"], row["window"], row["lateness"]
-        if t < watermark - lateness:
+        """The row's claim, or None when it is late against its partition's horizon."""
+        rule, t, window, lateness = row["rule"], row["t"], row["window"], row["lateness"]
+        watermark = self.watermarks.get(rule)
+        horizons = [h for h in (watermark, self.newest.get((rule, row["lane"]))) if h is not None]
+        if horizons and t < max(horizons) - lateness:
             return None
         owner = f"{row['source']}:{row['partition']}:{row['offset']}"
-        # ``now``: the rule's watermark counting this row, as the in-memory engine's per-record one
-        return Claim(row["key"], t, window, t + window + lateness, max(watermark, t), owner)
+        now = NO_WATERMARK if watermark is None else watermark
+        return Claim(row["key"], t, window, t + window + lateness, now, owner)
 
 
 @dataclass
@@ -102,37 +98,23 @@ class RedisBatchJudge:
         return plan.state_input(records)
 
     def judged(self, plan: DedupPlan, rows: DataFrame, batch_id: int) -> DataFrame:
-        return plan.verdicts(self.judge(rows, batch_id))
+        return plan.verdicts(self.judge(rows, plan.watermarks))
 
     def committed(self, rows: DataFrame, batch_id: int) -> None:
-        self.advance(rows, batch_id)
+        """Redis applied the claims as they were judged."""
 
-    def judge(self, rows: DataFrame, batch_id: int) -> DataFrame:
+    def newest_times(self, rows: DataFrame) -> list[tuple[str, str, int]]:
+        """The newest time judged per rule and partition in the batch (``rows``, cached)."""
+        events = F.col("judge") & F.col("rule").isNotNull()
+        if "invalidate" in rows.columns:
+            events &= ~F.col("invalidate")
+        judged = rows.where(events)
+        newest = judged.groupBy("rule", "lane").agg(F.max("t").alias("t")).collect()
+        return [(row["rule"], row["lane"], int(row["t"])) for row in newest]
+
+    def judge(self, rows: DataFrame, marks) -> DataFrame:
         """``rows`` plus ``verdict`` (emit, duplicate, late, pass or invalidated), like the JVM operator's."""
-        function = PartitionJudge(self.url, self.prefix, self.watermarks(batch_id - 1))
+        function = PartitionJudge(self.url, self.prefix, dict(marks.used["watermarks"]), dict(marks.used["newest"]))
         schema = StructType([*rows.schema.fields, StructField("verdict", StringType(), False)])
         ordered = rows.repartition(self.partitions, "key").sortWithinPartitions("key", "ord")
         return ordered.mapInArrow(function, schema)
-
-    def advance(self, rows: DataFrame, batch_id: int) -> None:
-        """Store the watermarks batch ``batch_id + 1`` is judged against (idempotent)."""
-        rule = F.split(F.col("key"), KEY_SEPARATOR).getItem(0)
-        highest = rows.where(F.col("judge")).groupBy(rule.alias("rule")).agg(F.max("t").alias("t")).collect()
-        watermarks = self.watermarks(batch_id - 1)
-        for row in highest:
-            watermarks[row["rule"]] = max(watermarks.get(row["rule"], NO_WATERMARK), int(row["t"]))
-        with self._client() as client:
-            client.hset(self.prefix + WATERMARKS, str(batch_id), json.dumps(watermarks))
-            client.hdel(self.prefix + WATERMARKS, str(batch_id - 2))
-
-    def watermarks(self, batch_id: int) -> dict[str, int]:
-        if batch_id < 0:
-            return {}
-        with self._client() as client:
-            value = client.hget(self.prefix + WATERMARKS, str(batch_id))
-        return json.loads(value) if value else {}
-
-    def _client(self):
-        import redis
-
-        return redis.Redis.from_url(self.url, socket_timeout=5, socket_connect_timeout=2)

@@ -22,16 +22,18 @@ import org.apache.spark.sql.types.StructType;
 /**
  * The domain's judgement (domain.state.decide under domain.rules) as one JVM stateful operator.
  *
- * Per key, in arrival order ({@code ord}): late when t < watermark - lateness; a duplicate
+ * Per key, in arrival order ({@code ord}): late when t < horizon - lateness; a duplicate
  * when a live emission lies less than window away (|t - e| < window); otherwise emitted and
- * remembered. An emission is live while watermark < e + window + lateness. The watermark is
- * Spark's (delay 0: the highest event time of the earlier micro-batches), fixed for a batch.
+ * remembered. An emission is live while watermark < e + window + lateness. The horizon (per
+ * rule and source partition) and the watermark (per rule) are the driver's, computed from the
+ * earlier micro-batches ({@link RuleHorizons}, domain.watermarks) and fixed for a batch; the
+ * newest time judged per rule and partition goes to a {@link NewestTimes} for the next.
  *
- * Input rows carry their rule: long columns t (s), ord, window (s) and lateness (s), and a
- * boolean {@code judge}. Rows with judge = false (invalid, or without a rule) are passed
+ * Input rows carry their rule: long columns t (s), ord, window (s) and lateness (s), string
+ * columns {@code rule} and {@code lane} (the source partition), and a boolean {@code judge}. Rows with judge = false (invalid, or without a rule) are passed
  * through untouched with verdict {@code pass} and never touch the state. Every input row
  * comes out exactly once with a {@code verdict}: emit, duplicate, late or pass.
- * Idle keys wake on a processing-time timeout and are removed once the event-time watermark
+ * Idle keys wake on a processing-time timeout and are removed once their rule's watermark
  * has passed all their emissions' retention; otherwise the timeout is re-armed.
  *
  * During a migration (adapters.spark.migration) rows may carry {@code fallback} (array of
@@ -55,16 +57,23 @@ public final class WindowDedup implements FlatMapGroupsWithStateFunction<String,
     public static final String INVALIDATED = "invalidated";
 
     private final int tIdx, ordIdx, windowIdx, latenessIdx, judgeIdx, fallbackIdx, fallbackRetentionIdx, invalidateIdx;
-    private final int watermarkFloorIdx;
+    private final int watermarkFloorIdx, ruleIdx, laneIdx;
     private final long idleTimeoutMs;
     private final StateRowCount stateRows;
+    private final RuleHorizons horizons;
+    private final NewestTimes newest;
 
-    private WindowDedup(StructType schema, long idleTimeoutMs, StateRowCount stateRows) {
+    private WindowDedup(StructType schema, long idleTimeoutMs, StateRowCount stateRows, RuleHorizons horizons,
+                        NewestTimes newest) {
         this.tIdx = schema.fieldIndex("t");
         this.ordIdx = schema.fieldIndex("ord");
         this.windowIdx = schema.fieldIndex("window");
         this.latenessIdx = schema.fieldIndex("lateness");
         this.judgeIdx = schema.fieldIndex("judge");
+        this.ruleIdx = schema.fieldIndex("rule");
+        this.laneIdx = schema.fieldIndex("lane");
+        this.horizons = horizons;
+        this.newest = newest;
         List<String> names = Arrays.asList(schema.fieldNames());
         this.fallbackIdx = names.indexOf("fallback");
         this.fallbackRetentionIdx = names.indexOf("fallback_retention");
@@ -75,21 +84,24 @@ public final class WindowDedup implements FlatMapGroupsWithStateFunction<String,
     }
 
     /** Judge every row of {@code in}, grouped by {@code keyColumn}; adds a {@code verdict} column.
-     *  {@code stateRows} (registered with the SparkContext) counts the keys in the state. */
-    public static Dataset<Row> judge(Dataset<Row> in, String keyColumn, long idleTimeoutMs, StateRowCount stateRows) {
+     *  {@code stateRows} (registered with the SparkContext) counts the keys in the state;
+     *  {@code horizons} holds what the next batch is judged against, {@code newest} collects its times. */
+    public static Dataset<Row> judge(Dataset<Row> in, String keyColumn, long idleTimeoutMs, StateRowCount stateRows,
+                                     RuleHorizons horizons, NewestTimes newest) {
         StructType schema = in.schema();
         StructType out = schema.add("verdict", DataTypes.StringType, false);
         return in.groupBy(keyColumn)
                  .as(Encoders.STRING(), Encoders.row(schema))
-                 .flatMapGroupsWithState(new WindowDedup(schema, idleTimeoutMs, stateRows), OutputMode.Append(),
+                 .flatMapGroupsWithState(new WindowDedup(schema, idleTimeoutMs, stateRows, horizons, newest),
+                         OutputMode.Append(),
                          Encoders.bean(Emissions.class), Encoders.row(out),
                          GroupStateTimeout.ProcessingTimeTimeout());
     }
 
     @Override
     public Iterator<Row> call(String key, Iterator<Row> rows, GroupState<Emissions> state) {
-        long watermark = state.getCurrentWatermarkMs() / 1000;
         if (state.hasTimedOut()) {
+            long watermark = horizons.watermark(ruleOf(key));
             if (!keepLive(state, state.get().getTimes(), state.get().getRetention(), watermark)) counted(state, -1);
             return Collections.emptyIterator();
         }
@@ -101,9 +113,10 @@ public final class WindowDedup implements FlatMapGroupsWithStateFunction<String,
         if (batch.isEmpty()) return out.iterator();
         batch.sort(Comparator.comparingLong(r -> r.getLong(ordIdx)));
         long window = batch.get(0).getLong(windowIdx), lateness = batch.get(0).getLong(latenessIdx);
-        if (watermarkFloorIdx >= 0 && !batch.get(0).isNullAt(watermarkFloorIdx)) {
-            watermark = Math.max(watermark, batch.get(0).getLong(watermarkFloorIdx));
-        }
+        String rule = batch.get(0).getString(ruleIdx);
+        long floor = watermarkFloorIdx >= 0 && !batch.get(0).isNullAt(watermarkFloorIdx)
+                ? batch.get(0).getLong(watermarkFloorIdx) : Long.MIN_VALUE;
+        long watermark = Math.max(horizons.watermark(rule), floor);
         boolean existed = state.exists();
         long[] live = existed ? live(state.get().getTimes(), window + lateness, watermark) : new long[0];
         long[] old = fallback(batch.get(0), watermark);
@@ -114,8 +127,11 @@ public final class WindowDedup implements FlatMapGroupsWithStateFunction<String,
                 continue;
             }
             long t = row.getLong(tIdx);
+            String lane = row.getString(laneIdx);
+            newest.add(rule, lane, t);
             boolean duplicate = withinWindow(live, t, window) || withinWindow(old, t, window);
-            String verdict = t < watermark - lateness ? LATE : duplicate ? DUPLICATE : EMIT;
+            String verdict = late(t, Math.max(horizons.horizon(rule, lane), floor), lateness) ? LATE
+                    : duplicate ? DUPLICATE : EMIT;
             if (verdict == EMIT) live = append(live, t);
             out.add(withVerdict(row, verdict));
         }
@@ -134,6 +150,17 @@ public final class WindowDedup implements FlatMapGroupsWithStateFunction<String,
         state.update(new Emissions(live, retention));
         state.setTimeoutDuration(idleTimeoutMs);
         return true;
+    }
+
+    /** Late when older than the horizon minus the lateness; never while there is no horizon. */
+    private static boolean late(long t, long horizon, long lateness) {
+        return horizon != Long.MIN_VALUE && t < horizon - lateness;
+    }
+
+    /** The rule of a state key: its first part (domain.rules.DedupRule.state_key). */
+    private static String ruleOf(String key) {
+        int end = key.indexOf('\u001f');
+        return end < 0 ? key : key.substring(0, end);
     }
 
     private void counted(GroupState<Emissions> state, long change) {
