@@ -73,12 +73,13 @@ def cmd_migrate(args: argparse.Namespace) -> int:
 def inspect_state_store(uri: str, sample_size: int = 3) -> StateReport:
     """A ``StateReport`` for a saved in-memory snapshot, a durable store (Redis) or a Spark checkpoint."""
     if uri.startswith("spark:"):
+        from adapters.spark.checkpoint import Checkpoint
         from adapters.spark.session import build_session
         from adapters.spark.state_reader import inspect_checkpoint
-        location = uri.removeprefix("spark:")
-        if not Path(location).exists():
+        location, spark = uri.removeprefix("spark:"), build_session()
+        if not Checkpoint.at(location, spark).path.exists():
             raise UsageError(f"invalid setting state: no checkpoint at {location}")
-        return inspect_checkpoint(build_session(), location, sample_size)
+        return inspect_checkpoint(spark, location, sample_size)
     if uri.startswith("memory:"):
         from adapters.memory.state_store import read_snapshot
         path = Path(uri.removeprefix("memory:"))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -70,10 +71,12 @@ class FileRun:
 
     def engine(self, rules: RuleSet | None = None, policies: Policies | None = None, sink: str = "out",
                dead_letters: str = "dlq", checkpoint: str = "checkpoint", **settings):
-        """The engine as production builds it (``build_spark_engine``), over this run's files."""
+        """The engine as production builds it (``build_spark_engine``), over this run's files;
+        ``checkpoint``: a directory under this run's, or a URI."""
+        location = checkpoint if "://" in checkpoint else str(self.dir / checkpoint)
         return build_spark_engine(rules or RuleSet(), policies or Policies(),
                                   source=f"jsonl:{self.input}?maxFilesPerTrigger=1", sink=str(self.dir / sink),
-                                  dead_letters=str(self.dir / dead_letters), checkpoint=str(self.dir / checkpoint),
+                                  dead_letters=str(self.dir / dead_letters), checkpoint=location,
                                   master="local[2]", spark=self.spark, **settings)
 
 
@@ -91,3 +94,13 @@ def _read(directory: Path) -> list[dict]:
 @pytest.fixture
 def files(spark, tmp_path):
     return FileRun(spark, tmp_path)
+
+
+def mounted(spark, target: Path) -> str:
+    """A ``viewfs://`` location of the local directory ``target``: a Hadoop file system other than
+    ``file:`` (Hadoop's ViewFileSystem, its mount point ``/mnt`` on ``target``'s parent), no cluster."""
+    table = f"t{uuid.uuid4().hex[:8]}"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    spark.sparkContext._jsc.hadoopConfiguration().set(f"fs.viewfs.mounttable.{table}.link./mnt",
+                                                      target.parent.as_uri())
+    return f"viewfs://{table}/mnt/{target.name}"

@@ -1,8 +1,16 @@
-"""Reading a Structured Streaming checkpoint's logs, in the formats Spark 4 writes them."""
+"""Reading a Structured Streaming checkpoint's logs, in the formats Spark 4 writes them, and
+the engine's own files in it, through Hadoop's file systems (local and not)."""
 
 import json
+import os
+
+import pytest
 
 from adapters.spark.checkpoint import Checkpoint
+from adapters.spark.hadoop_files import HadoopPath
+from tests.spark.conftest import mounted
+
+pytestmark = pytest.mark.spark
 
 CONF = {"spark.sql.streaming.stateStore.providerClass": "org.example.RocksDBStateStoreProvider"}
 
@@ -27,7 +35,7 @@ def checkpoint_with_two_batches(root):
           json.dumps({"logOffset": 2}))
 
 
-def test_the_position_and_watermark_are_the_last_committed_batchs(tmp_path):
+def test_the_position_and_watermark_are_the_last_committed_batchs(spark, tmp_path):
     checkpoint_with_two_batches(tmp_path)
     ckpt = Checkpoint.at(f"file://{tmp_path}")
     assert ckpt.last_committed() == 1 and ckpt.has_progress()
@@ -37,13 +45,32 @@ def test_the_position_and_watermark_are_the_last_committed_batchs(tmp_path):
     assert ckpt.recorded_conf() == CONF
 
 
-def test_a_new_checkpoint_has_no_progress(tmp_path):
+def test_a_new_checkpoint_has_no_progress(spark, tmp_path):
     ckpt = Checkpoint.at(str(tmp_path / "new"))
     assert ckpt.last_committed() is None and not ckpt.has_progress()
     assert ckpt.watermark_ms() == 0 and ckpt.recorded_conf() == {} and ckpt.state_bytes() == 0
 
 
-def test_only_local_checkpoints_are_read():
-    import pytest
-    with pytest.raises(ValueError, match="only local checkpoints"):
-        Checkpoint.at("hdfs://namenode:8020/checkpoints/dedup")
+def test_the_engines_files_go_through_a_file_system_that_is_not_file(spark, tmp_path):
+    location = mounted(spark, tmp_path / "mount")
+    ours = Checkpoint.at(location).ours
+    assert str(ours).startswith("viewfs://")
+    # 1. written atomically (no partial file left), read back, listed, replaced and removed
+    (ours / "manifest.json").write_text('{"v": 1}')
+    (ours / "manifest.json").write_text('{"v": 2}')
+    assert (tmp_path / "mount" / "streamdedup" / "manifest.json").read_text() == '{"v": 2}'
+    assert (ours / "manifest.json").read_text() == '{"v": 2}' and ours.is_dir()
+    assert [p.name for p in ours.glob("*.json")] == ["manifest.json"]
+    assert not any("partial" in p.name for p in ours.iterdir())
+    (ours / "manifest.json").unlink()
+    assert not (ours / "manifest.json").exists() and ours.glob("*.json") == []
+    # 2. a missing file reads as pathlib says it
+    with pytest.raises(FileNotFoundError):
+        (ours / "identity").read_text()
+
+
+def test_a_relative_location_is_the_one_spark_resolves(spark, tmp_path):
+    jvm_directory = spark._jvm.System.getProperty("user.dir")
+    relative = os.path.relpath(tmp_path / "ckpt", jvm_directory)
+    spellings = [relative, f"./{relative}/", str(tmp_path / "ckpt"), f"file://{tmp_path}/ckpt"]
+    assert {str(HadoopPath.at(s)) for s in spellings} == {f"file:{tmp_path}/ckpt"}

@@ -20,7 +20,7 @@ from adapters.spark.migration import migrate, plan_migration
 from adapters.spark.state_reader import inspect_checkpoint
 from domain.migration import IncompatibleState
 from domain.rules import DedupRule, RuleSet, UnknownTypePolicy
-from tests.spark.conftest import FileRun
+from tests.spark.conftest import FileRun, mounted
 
 pytestmark = pytest.mark.spark
 
@@ -150,6 +150,20 @@ def test_an_incompatible_change_is_refused_and_the_checkpoint_left_untouched(str
     # the untouched checkpoint still runs with v1 and still remembers w1
     counts, ids = stream.run_version(V1, "ckpt", "out-3")
     assert (counts["in"], counts["duplicates"], ids) == (1, 1, [])
+
+
+def test_a_checkpoint_on_another_file_system_is_checked_the_same_way(stream, spark, tmp_path):
+    # a viewfs:// checkpoint (Hadoop's ViewFileSystem, mounted on a local directory): not a file: URI
+    location, mount = mounted(spark, tmp_path / "mount"), tmp_path / "mount"
+    stream.add(event("w1", "w", "WEB", 0))
+    stream.run_version(V1, location, "out-1")
+    assert read_manifest(mount / "streamdedup").key_fields("WEB") == ("uniqueValue",)
+    before = tree_digest(mount)
+
+    stream.add(event("w2", "w", "WEB", 300))
+    with pytest.raises(IncompatibleState, match="rules.WEB.key_fields changed from uniqueValue to uniqueValue,type"):
+        stream.run_version(V2, location, "out-2")
+    assert tree_digest(mount) == before
 
 
 def test_stateless_changes_keep_the_checkpoint_and_its_memory(stream):

@@ -86,7 +86,7 @@ class ExactlyOnceWriter:
 
 def query_id_of(checkpoint: str | None) -> str | None:
     """The commit markers carry the query's id, so a checkpoint created anew at the same
-    location (batch ids from 0 again) is not mistaken for the old query (None: not local)."""
+    location (batch ids from 0 again) is not mistaken for the old query (None: no checkpoint)."""
     try:
         return Checkpoint.at(checkpoint).query_id()
     except (TypeError, ValueError):

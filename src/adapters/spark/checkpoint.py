@@ -1,43 +1,39 @@
-"""Reading a Structured Streaming checkpoint's own logs (no SparkSession needed).
+"""Reading a Structured Streaming checkpoint's own logs.
 
 A checkpoint directory holds ``offsets/N`` (the end offsets of micro-batch N, one line per
 source after a version line and a metadata line), ``commits/N`` (batch N finished; its
 ``nextBatchWatermarkMs``), ``sources/<i>/`` (the file source's log of files read) and
-``state/`` (the stateful operators' stores). ``streamdedup/`` is ours: the job's manifest
-and, after a migration, the old state's read-only fallback.
+``state/`` (the stateful operators' stores). ``streamdedup/`` is ours: the job's manifest,
+its exactly-once identity, the running instance's lease and, after a migration, the old
+state's read-only fallback.
 
-Only local paths (or ``file:`` URIs) are read here.
+Every location Spark can checkpoint to is read the same way, through the running Spark's
+Hadoop file systems (``hadoop_files.HadoopPath``): a local path, ``file:``, ``hdfs:``,
+``s3a:``… A SparkSession must be running.
 """
 
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass
-from pathlib import Path
-from urllib.parse import unquote, urlsplit
+
+from adapters.spark.hadoop_files import HadoopPath
 
 OURS = "streamdedup"
 
 
-def local_path(location: str) -> Path:
-    """``location`` (a path or a ``file:`` URI) as a local path; other schemes are refused."""
-    parts = urlsplit(location)
-    if parts.scheme in ("", "file"):
-        return Path(unquote(parts.path) if parts.scheme else location)
-    raise ValueError(f"only local checkpoints can be checked and migrated, got {location!r}")
-
-
 @dataclass(frozen=True)
 class Checkpoint:
-    path: Path
+    path: HadoopPath
 
     @classmethod
-    def at(cls, location: str) -> "Checkpoint":
-        return cls(local_path(location))
+    def at(cls, location: str, spark=None) -> "Checkpoint":
+        """The checkpoint at ``location`` (any Hadoop URI or path), read through ``spark``'s JVM
+        (default: the running SparkContext's)."""
+        return cls(HadoopPath.at(location, spark))
 
     @property
-    def ours(self) -> Path:
+    def ours(self) -> HadoopPath:
         return self.path / OURS
 
     def last_committed(self) -> int | None:
@@ -52,7 +48,11 @@ class Checkpoint:
             return None
 
     def has_progress(self) -> bool:
-        return _last_batch(self.path / "offsets") is not None
+        return self.last_planned() is not None
+
+    def last_planned(self) -> int | None:
+        """The id of the last micro-batch whose offsets were written (committed or not)."""
+        return _last_batch(self.path / "offsets")
 
     def source_offsets(self, batch: int) -> list[str]:
         """The end offsets of ``batch``, one JSON text per source (as the query's sources wrote them)."""
@@ -79,7 +79,7 @@ class Checkpoint:
         """The paths a file source read in its log batches ``0..up_to_log_offset`` (compacted logs included)."""
         directory = self.path / "sources" / str(source)
         paths = []
-        for entry in sorted(directory.glob("*"), key=_log_order) if directory.exists() else []:
+        for entry in sorted(directory.iterdir(), key=_log_order) if directory.exists() else []:
             if entry.name.startswith("."):
                 continue
             for line in entry.read_text().splitlines()[1:]:
@@ -90,24 +90,17 @@ class Checkpoint:
 
     def state_bytes(self) -> int:
         """Bytes on disk of the stateful operators' stores (``state/``)."""
-        return _tree_bytes(self.path / "state")
+        return (self.path / "state").total_bytes()
 
     def total_bytes(self) -> int:
-        return _tree_bytes(self.path)
+        return self.path.total_bytes()
 
 
-def _last_batch(directory: Path) -> int | None:
-    ids = [int(p.name) for p in directory.glob("*") if p.name.isdigit()] if directory.exists() else []
+def _last_batch(directory: HadoopPath) -> int | None:
+    ids = [int(p.name) for p in directory.iterdir() if p.name.isdigit()] if directory.exists() else []
     return max(ids, default=None)
 
 
-def _log_order(path: Path) -> int:
+def _log_order(path: HadoopPath) -> int:
     head = path.name.split(".")[0]
     return int(head) if head.isdigit() else -1
-
-
-def _tree_bytes(root: Path) -> int:
-    total = 0
-    for folder, _, names in os.walk(root):
-        total += sum(os.path.getsize(os.path.join(folder, n)) for n in names)
-    return total

@@ -10,14 +10,17 @@ step never touches the checkpoint's identity.
 old state cannot be read or looked up by the new job: another operator or state format,
 or a rule whose key fields changed. Windows, lateness and rules added or removed are
 compatible (the state holds emission times; a removed rule's keys simply expire).
+
+The manifest is read and written through the checkpoint's own Hadoop file system
+(``hadoop_files``), so a checkpoint on HDFS or S3 is checked exactly as a local one.
 """
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from pathlib import Path
 
+from adapters.spark.hadoop_files import HadoopPath
 from domain.rules import RuleSet
 
 OPERATOR = "window-dedup"
@@ -109,17 +112,15 @@ def refusal(location: str, changes) -> str:
             f"with spark.checkpoint=NEW_CHECKPOINT, or restore the previous setting. The checkpoint was not modified")
 
 
-def read_manifest(ours: Path) -> Manifest | None:
+def read_manifest(ours: HadoopPath) -> Manifest | None:
+    """The manifest in a checkpoint's ``streamdedup/`` directory (``Checkpoint.ours``); None when it has none."""
     path = ours / "manifest.json"
     return Manifest.from_json(path.read_text()) if path.exists() else None
 
 
-def write_manifest(ours: Path, manifest: Manifest) -> None:
-    """Write atomically (a partial manifest is never left behind)."""
-    ours.mkdir(parents=True, exist_ok=True)
-    partial = ours / "manifest.json.tmp"
-    partial.write_text(manifest.as_json())
-    partial.replace(ours / "manifest.json")
+def write_manifest(ours: HadoopPath, manifest: Manifest) -> None:
+    """Write through the checkpoint's file system, atomically (a partial manifest is never left behind)."""
+    (ours / "manifest.json").write_text(manifest.as_json())
 
 
 def _show(value: object) -> str:

@@ -8,20 +8,19 @@ Spark accumulator: replayed micro-batches replace their own count, never add to 
 The count is relative to the start of the run; the number of keys at that start is kept in
 the checkpoint (``streamdedup/state_rows.json``, written after every micro-batch). A
 checkpoint without that file but with progress (written before this count existed) is
-counted once at start with Spark's state data source. Only a local checkpoint keeps the
-file; elsewhere the gauge is left out. After a driver crash the figure can be off by the
-keys of the micro-batch that was running.
+counted once at start with Spark's state data source. The file is kept through the
+checkpoint's own Hadoop file system (any checkpoint location). After a driver crash the
+figure can be off by the keys of the micro-batch that was running.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import os
 from dataclasses import dataclass
-from pathlib import Path
 
 from adapters.spark.checkpoint import Checkpoint
+from adapters.spark.hadoop_files import HadoopPath
 
 log = logging.getLogger(__name__)
 FILE = "state_rows.json"
@@ -39,16 +38,13 @@ class StateRowGauge:
     """Keys in the operator's state: ``base`` at the run's start plus the counter's net change."""
 
     counter: object
-    path: Path | None
+    path: HadoopPath | None
     base: int | None
 
     @classmethod
     def open(cls, spark, checkpoint: str, counter, count_missing: bool = True) -> "StateRowGauge":
         """``count_missing``: count a checkpoint's keys when it has progress but no count kept."""
-        try:
-            location = Checkpoint.at(checkpoint)
-        except ValueError:
-            return cls(counter, None, None)
+        location = Checkpoint.at(checkpoint, spark)
         path = location.ours / FILE
         if path.exists():
             return cls(counter, path, int(json.loads(path.read_text())["rows"]))
@@ -74,6 +70,4 @@ class StateRowGauge:
         rows = self.rows() if rows is None else rows
         if self.path is None or rows is None or not self.path.parent.exists():
             return
-        partial = self.path.with_suffix(".tmp")
-        partial.write_text(json.dumps({"rows": rows}))
-        os.replace(partial, self.path)
+        self.path.write_text(json.dumps({"rows": rows}))
