@@ -142,12 +142,13 @@ def test_the_state_rows_gauge_counts_keys_with_and_without_rocksdb_row_tracking(
     assert restarted.gauges["state_rows"] == 3
 
 
-def test_deviation_lateness_is_judged_against_the_previous_micro_batch(files):
-    """Domain: the watermark moves per record, so in one batch [1000, 900] makes 900 late.
-    Spark: the watermark is fixed for a micro-batch (highest time of earlier batches), so 900
-    is judged exactly instead. It is never wrongly judged: state is kept for it."""
+def test_lateness_is_judged_record_by_record_inside_a_micro_batch(files):
+    """Once deviation 1: the watermark was fixed for a micro-batch, so in one batch [1000, 900]
+    900 was judged instead of late. Now each row's horizon includes the newest time its
+    input partition showed earlier in the batch (RunningNewest), as the domain's does."""
     files.add(event("p1", "p", "APP", 1000), event("p2", "p2", "APP", 900))
-    assert files.run().out_ids == ["p1", "p2"]
+    result = files.run()
+    assert result.out_ids == ["p1"] and [d["reason"] for d in result.dead_letters] == ["late"]
     rules = RuleSet()
     assert reference_verdicts([event("p1", "p", "APP", 1000), event("p2", "p2", "APP", 900)], rules)["p2"] == "dead-letter"
 

@@ -100,3 +100,12 @@ def judge(df, key_column: str, idle_timeout_ms: int, state_rows=None, horizons=N
         spark.sparkContext._jsc.sc().register(newest, "streamdedup.newest_times")
     return DataFrame(package.WindowDedup.judge(df._jdf, key_column, int(idle_timeout_ms), counter, horizons, newest),
                      spark)
+
+
+def running_newest(df):
+    """``df`` plus ``seen``: each judged row's newest rule time so far in its input partition
+    (``RunningNewest``: a Kafka partition's records, in offset order)."""
+    from pyspark.sql import DataFrame
+
+    spark = df.sparkSession
+    return DataFrame(spark._jvm.streamdedup.spark.RunningNewest.apply(df._jdf), spark)

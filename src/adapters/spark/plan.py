@@ -78,15 +78,17 @@ class DedupPlan:
         """Records → one row per record with its rule's columns: ``key``, ``t``, ``window``,
         ``lateness``, ``judge`` (a valid event with a rule), ``rule`` and ``lane`` (the source
         partition its watermark counts it in: ``topic:partition``, or ``files`` for every file
-        of a directory, which are one stream read in order), ``reason``/``detail`` of a rejection."""
+        of a directory, which are one stream read in order), ``seen`` (the newest time of the
+        rule in the row's input partition so far, ``jvm.running_newest``), ``reason``/``detail``."""
         annotated = self.annotate(parse(records, self.extra_fields))
         judge = F.col("reason").isNull() & F.col("ruled")
         spread = F.concat(F.lit("\u0000"), F.pmod(F.col("ord"), F.lit(PASS_GROUPS)).cast("string"))
         lane = F.when(F.col("source").contains("/"), F.lit("files")) \
             .otherwise(F.concat_ws(":", F.col("source"), F.col("partition").cast("string")))
-        return annotated.select(*RECORD_COLUMNS, "reason", "detail", "t", "ts", "window", "lateness",
+        rows = annotated.select(*RECORD_COLUMNS, "reason", "detail", "t", "ts", "window", "lateness",
                                 judge.alias("judge"), F.when(judge, F.col("key")).otherwise(spread).alias("key"),
                                 F.when(judge, F.col("type")).alias("rule"), lane.alias("lane"))
+        return jvm.running_newest(rows)
 
     def verdicts(self, judged: DataFrame) -> DataFrame:
         """The judged rows (the operator's verdicts ``emit``, ``duplicate``, ``late``, ``pass``,

@@ -77,7 +77,7 @@ class PartitionJudge:
         """The row's claim, or None when it is late against its partition's horizon."""
         rule, t, window, lateness = row["rule"], row["t"], row["window"], row["lateness"]
         watermark = self.watermarks.get(rule)
-        horizons = [h for h in (watermark, self.newest.get((rule, row["lane"]))) if h is not None]
+        horizons = [h for h in (watermark, self.newest.get((rule, row["lane"])), row.get("seen")) if h is not None]
         if horizons and t < max(horizons) - lateness:
             return None
         owner = f"{row['source']}:{row['partition']}:{row['offset']}"

@@ -27,7 +27,9 @@ import org.apache.spark.sql.types.StructType;
  * remembered. An emission is live while watermark < e + window + lateness. The horizon (per
  * rule and source partition) and the watermark (per rule) are the driver's, computed from the
  * earlier micro-batches ({@link RuleHorizons}, domain.watermarks) and fixed for a batch; the
- * newest time judged per rule and partition goes to a {@link NewestTimes} for the next.
+ * newest time judged per rule and partition goes to a {@link NewestTimes} for the next. An
+ * optional long column {@code seen} ({@link RunningNewest}) raises the horizon to the newest time
+ * the row's partition showed earlier in the same batch.
  *
  * Input rows carry their rule: long columns t (s), ord, window (s) and lateness (s), string
  * columns {@code rule} and {@code lane} (the source partition), and a boolean {@code judge}. Rows with judge = false (invalid, or without a rule) are passed
@@ -57,7 +59,7 @@ public final class WindowDedup implements FlatMapGroupsWithStateFunction<String,
     public static final String INVALIDATED = "invalidated";
 
     private final int tIdx, ordIdx, windowIdx, latenessIdx, judgeIdx, fallbackIdx, fallbackRetentionIdx, invalidateIdx;
-    private final int watermarkFloorIdx, ruleIdx, laneIdx;
+    private final int watermarkFloorIdx, ruleIdx, laneIdx, seenIdx;
     private final long idleTimeoutMs;
     private final StateRowCount stateRows;
     private final RuleHorizons horizons;
@@ -72,6 +74,7 @@ public final class WindowDedup implements FlatMapGroupsWithStateFunction<String,
         this.judgeIdx = schema.fieldIndex("judge");
         this.ruleIdx = schema.fieldIndex("rule");
         this.laneIdx = schema.fieldIndex("lane");
+        this.seenIdx = names(schema).indexOf("seen");
         this.horizons = horizons;
         this.newest = newest;
         List<String> names = Arrays.asList(schema.fieldNames());
@@ -130,7 +133,9 @@ public final class WindowDedup implements FlatMapGroupsWithStateFunction<String,
             String lane = row.getString(laneIdx);
             newest.add(rule, lane, t);
             boolean duplicate = withinWindow(live, t, window) || withinWindow(old, t, window);
-            String verdict = late(t, Math.max(horizons.horizon(rule, lane), floor), lateness) ? LATE
+            long seen = seenIdx >= 0 && !row.isNullAt(seenIdx) ? row.getLong(seenIdx) : Long.MIN_VALUE;
+            long horizon = Math.max(Math.max(horizons.horizon(rule, lane), seen), floor);
+            String verdict = late(t, horizon, lateness) ? LATE
                     : duplicate ? DUPLICATE : EMIT;
             if (verdict == EMIT) live = append(live, t);
             out.add(withVerdict(row, verdict));
@@ -150,6 +155,10 @@ public final class WindowDedup implements FlatMapGroupsWithStateFunction<String,
         state.update(new Emissions(live, retention));
         state.setTimeoutDuration(idleTimeoutMs);
         return true;
+    }
+
+    private static List<String> names(StructType schema) {
+        return Arrays.asList(schema.fieldNames());
     }
 
     /** Late when older than the horizon minus the lateness; never while there is no horizon. */
