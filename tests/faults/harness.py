@@ -28,7 +28,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from adapters.spark.transactional_sink import control_topic_for, default_transactional_id
+from adapters.spark.identity import IDENTITY
+from adapters.spark.transactional_sink import control_topic_for
 from app.generator import StreamSpec, generate
 from domain.dead_letters import from_headers
 from tests.faults.injection import kill_9, outage
@@ -171,8 +172,7 @@ class FaultRun:
     def __init__(self, plan: FaultPlan, broker, workdir: Path, redis=None, say: Callable[[str], None] = print):
         self.plan, self.broker, self.redis, self.workdir, self.say = plan, broker, redis, workdir, say
         self.topics = Topics(broker.bootstrap)
-        self.checkpoint = str(workdir / "checkpoint")  # engine_process puts it there
-        self.tid = default_transactional_id(self.checkpoint)
+        self.checkpoint = workdir / "checkpoint"  # engine_process puts it there
         self.rng = random.Random(plan.seed)
         self.faults: list[str] = []
 
@@ -189,7 +189,7 @@ class FaultRun:
             fault(engine)
         self.wait_for(lambda: self.progress() >= len(records), engine)
         code = engine.stop()
-        report = verify(self.topics, records, self.tid)
+        report = verify(self.topics, records, self.tid())
         report.last_run = self.summary() | {"exit": code}
         report.faults, report.seconds = self.faults, time.monotonic() - started
         return report
@@ -230,9 +230,13 @@ class FaultRun:
 
     def progress(self) -> int:
         try:
-            return committed_counts(self.topics, self.tid).get("in", 0)
-        except Exception:  # noqa: BLE001 - the broker may be restarting; progress is unknown then
+            return committed_counts(self.topics, self.tid()).get("in", 0)
+        except Exception:  # noqa: BLE001 - the broker may be restarting, the engine not started yet: unknown
             return -1
+
+    def tid(self) -> str:
+        """The engine's transactional id, from the identity it keeps in its checkpoint (after its first start)."""
+        return json.loads((self.checkpoint / "streamdedup" / IDENTITY).read_text())["transactional_id"]
 
     def progress_text(self) -> str:
         return f"{max(self.progress(), 0):,} records committed"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
 import uuid
 from dataclasses import dataclass
@@ -18,6 +19,7 @@ pyspark = pytest.importorskip("pyspark")
 
 from adapters.spark.engine import build_spark_engine  # noqa: E402
 from adapters.spark.session import build_session  # noqa: E402
+from app.cli import main  # noqa: E402
 from domain.dead_letters import from_document  # noqa: E402
 from domain.policies import Policies  # noqa: E402
 from domain.rules import RuleSet  # noqa: E402
@@ -104,3 +106,27 @@ def mounted(spark, target: Path) -> str:
     spark.sparkContext._jsc.hadoopConfiguration().set(f"fs.viewfs.mounttable.{table}.link./mnt",
                                                       target.parent.as_uri())
     return f"viewfs://{table}/mnt/{target.name}"
+
+
+@pytest.fixture
+def dedup(spark, monkeypatch):
+    """``dedup run`` in this process (sharing the session's SparkSession); signal handlers restored."""
+    for name in [k for k in os.environ if k.startswith("DEDUP_")]:
+        monkeypatch.delenv(name)
+    handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
+
+    def run(*args, **env):
+        for name, value in env.items():
+            monkeypatch.setenv(name, value)
+        assert main(["run", "--no-progress", *args]) == 0
+
+    yield run
+    for sig, handler in handlers.items():
+        signal.signal(sig, handler)
+
+
+def spellings(spark, directory: Path) -> list[str]:
+    """Four spellings of one directory, as a user may give ``spark.checkpoint``: relative (to the
+    JVM's working directory, which Spark resolves against), ``./relative/``, absolute, ``file://``."""
+    relative = os.path.relpath(directory, spark._jvm.System.getProperty("user.dir"))
+    return [relative, f"./{relative}/", str(directory), f"file://{directory}"]

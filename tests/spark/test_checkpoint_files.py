@@ -2,13 +2,12 @@
 the engine's own files in it, through Hadoop's file systems (local and not)."""
 
 import json
-import os
 
 import pytest
 
 from adapters.spark.checkpoint import Checkpoint
 from adapters.spark.hadoop_files import HadoopPath
-from tests.spark.conftest import mounted
+from tests.spark.conftest import mounted, spellings
 
 pytestmark = pytest.mark.spark
 
@@ -70,7 +69,4 @@ def test_the_engines_files_go_through_a_file_system_that_is_not_file(spark, tmp_
 
 
 def test_a_relative_location_is_the_one_spark_resolves(spark, tmp_path):
-    jvm_directory = spark._jvm.System.getProperty("user.dir")
-    relative = os.path.relpath(tmp_path / "ckpt", jvm_directory)
-    spellings = [relative, f"./{relative}/", str(tmp_path / "ckpt"), f"file://{tmp_path}/ckpt"]
-    assert {str(HadoopPath.at(s)) for s in spellings} == {f"file:{tmp_path}/ckpt"}
+    assert {str(HadoopPath.at(s)) for s in spellings(spark, tmp_path / "ckpt")} == {f"file:{tmp_path}/ckpt"}

@@ -14,13 +14,10 @@ way (``SPARK_ERRORS``, README "Dead letters").
 from __future__ import annotations
 
 import json
-import os
-import signal
 
 import pytest
 
 from adapters.spark.session import kafka_jars
-from app.cli import main
 from domain.dead_letters import DeadLetter, from_document, from_headers
 from tests.integration.kafka_io import create_topics, produce, read_topic, unique
 
@@ -54,23 +51,6 @@ SPARK_ERRORS = {
 
 def key_of(value: bytes) -> bytes:
     return b"key-%d" % [v for v, _ in RECORDS].index(value)
-
-
-@pytest.fixture
-def dedup(spark, monkeypatch):
-    """``dedup run`` in this process (sharing the session's SparkSession); signal handlers restored."""
-    for name in [k for k in os.environ if k.startswith("DEDUP_")]:
-        monkeypatch.delenv(name)
-    handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
-
-    def run(*args, **env):
-        for name, value in env.items():
-            monkeypatch.setenv(name, value)
-        assert main(["run", "--no-progress", *args]) == 0
-
-    yield run
-    for sig, handler in handlers.items():
-        signal.signal(sig, handler)
 
 
 def by_offset(letters: list[DeadLetter], first_offset: int) -> dict[int, DeadLetter]:

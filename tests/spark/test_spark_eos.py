@@ -21,7 +21,9 @@ from adapters.spark import batch_writers
 from adapters.spark.engine import SparkEngine, build_spark_engine
 from adapters.spark.session import kafka_jars
 from adapters.kafka.config import KafkaEndpoint
-from adapters.spark.transactional_sink import CommitLog, default_transactional_id
+from adapters.spark.checkpoint import Checkpoint
+from adapters.spark.identity import legacy_transactional_id, resolve_identity
+from adapters.spark.transactional_sink import CommitLog
 from app.container import container_for
 from app.generator import StreamSpec, generate
 from app.settings import SettingsError, load_settings
@@ -33,6 +35,7 @@ from domain.rules import RuleSet
 from tests.integration.fixtures import running
 from tests.integration.kafka_io import create_topics, produce, read_topic, unique
 from tests.integration.streams import reference
+from tests.spark.conftest import spellings
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka]
 
@@ -81,9 +84,12 @@ def test_a_replayed_micro_batch_is_not_produced_twice(kafka_spark, kafka_bootstr
     records, expected = generate(StreamSpec(uniques=1500, seed=5))
     produce(kafka_bootstrap, topics["in"], records)
     checkpoint = tmp_path / "checkpoint"
-    zombie = open_transaction_left_behind(kafka_bootstrap, default_transactional_id(str(checkpoint)), topics["out"])
-    # 1. a full run, then the last batch's checkpoint commit is lost and the batch replayed
-    engine(kafka_spark, kafka_bootstrap, topics, checkpoint, "exactly-once").run(available_now=True)
+    # 1. a full run; then a zombie of it holds a transaction open, the last batch's checkpoint commit is
+    #    lost and the batch replayed
+    first = engine(kafka_spark, kafka_bootstrap, topics, checkpoint, "exactly-once")
+    first.run(available_now=True)
+    tid = first.writer.producer.transactional_id
+    zombie = open_transaction_left_behind(kafka_bootstrap, tid, topics["out"])
     replayed = crash_before_checkpoint_commit(checkpoint)
     engine(kafka_spark, kafka_bootstrap, topics, checkpoint, "exactly-once").run(available_now=True)
     # 2. read_committed readers see every unique event and every dead letter exactly once
@@ -93,7 +99,6 @@ def test_a_replayed_micro_batch_is_not_produced_twice(kafka_spark, kafka_bootstr
     assert Counter(dead_letter_bytes(read_topic(kafka_bootstrap, topics["dlq"]))) == Counter(want.dead_letters)
     assert zombie not in {m.value for m in out}
     # 3. one commit marker per batch; their counts are the run's accounting
-    tid = default_transactional_id(str(checkpoint))
     batches = [m["batch_id"] for m in markers(kafka_bootstrap, topics["out"], tid)]
     assert batches == list(range(replayed + 1)) and replayed >= 2
     totals = Counter()
@@ -101,6 +106,44 @@ def test_a_replayed_micro_batch_is_not_produced_twice(kafka_spark, kafka_bootstr
         totals.update(marker["counts"])
     assert {k: totals[k] for k in ("in", "out", "duplicates", "dead_lettered")} == \
         {k: expected.as_accounting()[k] for k in ("in", "out", "duplicates", "dead_lettered")}
+
+
+def test_the_exactly_once_identity_is_the_checkpoints_not_its_spelling(spark, tmp_path):
+    where = tmp_path / "checkpoint"
+    # 1. created on the first start, found again however the location is spelt
+    found = {resolve_identity(Checkpoint.at(s), s).transactional_id for s in spellings(spark, where)}
+    assert len(found) == 1 and found.pop().startswith("streamdedup-spark-")
+    assert json.loads((where / "streamdedup" / "identity").read_text())["transactional_id"].startswith("streamdedup")
+    # 2. a configured id wins, and is kept for the starts that follow
+    assert resolve_identity(Checkpoint.at(str(where)), str(where), "configured").transactional_id == "configured"
+    assert resolve_identity(Checkpoint.at(f"file://{where}"), f"file://{where}").transactional_id == "configured"
+    # 3. a checkpoint created anew at the same location is another query: another id
+    shutil.rmtree(where)
+    assert resolve_identity(Checkpoint.at(str(where)), str(where)).transactional_id not in ("configured", *found)
+    # 4. an older version's checkpoint (progress, no identity) keeps the id it derived from its location
+    legacy = tmp_path / "legacy"
+    (legacy / "offsets").mkdir(parents=True)
+    (legacy / "offsets" / "0").write_text('v1\n{"batchWatermarkMs": 0}\n{"logOffset": 0}')
+    assert resolve_identity(Checkpoint.at(str(legacy)), str(legacy)).transactional_id == \
+        legacy_transactional_id(str(legacy))
+
+
+def test_a_restart_spelling_the_checkpoint_otherwise_writes_no_batch_twice(kafka_spark, kafka_bootstrap, topics,
+                                                                          tmp_path):
+    records, _ = generate(StreamSpec(uniques=900, seed=9))
+    produce(kafka_bootstrap, topics["in"], records)
+    checkpoint, ids = tmp_path / "checkpoint", []
+    # 1. the same checkpoint spelt four ways; before each restart the last batch was committed to Kafka and
+    #    not to the checkpoint (a crash in between), so each restart replays it
+    for restart, spelling in enumerate(spellings(kafka_spark, checkpoint)):
+        if restart:
+            crash_before_checkpoint_commit(checkpoint)
+        spark_engine = engine(kafka_spark, kafka_bootstrap, topics, spelling, "exactly-once", per_batch=400)
+        spark_engine.run(available_now=True)
+        ids.append(spark_engine.writer.producer.transactional_id)
+    # 2. one transactional id: every replay found its batch's commit marker and wrote nothing again
+    assert len(set(ids)) == 1
+    assert Counter(m.value for m in read_topic(kafka_bootstrap, topics["out"])) == Counter(reference(records).emitted)
 
 
 def test_at_least_once_produces_a_replayed_micro_batch_again(kafka_spark, kafka_bootstrap, topics, tmp_path):

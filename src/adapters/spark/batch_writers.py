@@ -10,9 +10,12 @@ engine retries it per the ``transient`` policy and decides whether the batch is 
   A batch replayed after a crash between the write and Spark's checkpoint commit is written
   to Kafka again.
 * ``ExactlyOnceWriter``: unique events and dead letters collected to the driver and
-  produced in one Kafka transaction with a commit marker (``transactional_sink``); a
+  produced in one Kafka transaction with a commit marker (``transactional_sink``) under the
+  checkpoint's transactional id (``identity``, resolved by ``open`` at each start); a
   replayed batch is never produced twice. Dead letters to a JSONL directory are replaced
   per batch (effectively once) before the transaction.
+
+``open(spark)`` is called at each start of the query, before it runs; ``close()`` when it ends.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from pyspark.sql import functions as F
 
 from adapters.spark.checkpoint import Checkpoint
 from adapters.spark.dead_letters import producer_headers
+from adapters.spark.identity import resolve_identity
 from adapters.spark.jvm import SparkSetupError
 from adapters.spark.metrics import accounting_of
 from adapters.spark.plan import DEAD_LETTER
@@ -46,6 +50,9 @@ class AtLeastOnceWriter:
     def kafka(self) -> bool:
         return "kafka" in (self.events.endpoint.kind, self.dead_letters.endpoint.kind)
 
+    def open(self, spark) -> None:
+        """Nothing to prepare: Spark's writers need no identity."""
+
     def write(self, batch: DataFrame, batch_id: int) -> None:
         write_judged(batch, batch_id, self.events, self.dead_letters)
 
@@ -59,12 +66,18 @@ class ExactlyOnceWriter:
     dead_letters: BatchSink
     producer: TransactionalProducer
     checkpoint: str | None = None
+    transactional_id: str | None = None  # configured (kafka.transactional_id); else the checkpoint's identity
     kafka = True
 
     @property
     def reads(self) -> int:
         """The collect and the counts, plus the dead letters' own write to a JSONL directory."""
         return 2 if self.dead_letters.endpoint.kind == "kafka" else 3
+
+    def open(self, spark) -> None:
+        """The transactional id for this start: the checkpoint's identity (created on its first start)."""
+        identity = resolve_identity(Checkpoint.at(self.checkpoint, spark), self.checkpoint, self.transactional_id)
+        self.producer.transactional_id, self.producer.query_id = identity.transactional_id, None
 
     def write(self, batch: DataFrame, batch_id: int) -> None:
         self.producer.query_id = self.producer.query_id or query_id_of(self.checkpoint)
@@ -103,7 +116,7 @@ def writer_for(sink: str, dead_letters: str, delivery: str, checkpoint: str,
     ``commit_replication``: the commit-marker topic's replication factor (None: the broker's default).
     """
     from adapters.kafka.config import KafkaEndpoint
-    from adapters.spark.transactional_sink import CommitLog, control_topic_for, default_transactional_id
+    from adapters.spark.transactional_sink import CommitLog, control_topic_for
 
     options = dict(spark_producer_options or {})
     events, letters = (BatchSink.from_uri(sink, "events", options),
@@ -117,6 +130,5 @@ def writer_for(sink: str, dead_letters: str, delivery: str, checkpoint: str,
     commits = CommitLog(KafkaEndpoint(endpoint.bootstrap, events.endpoint.options.get(
         "commit_topic", control_topic_for(endpoint.topic))), kafka_settings or {},
         replication_factor=commit_replication)
-    tid = transactional_id or default_transactional_id(checkpoint)
-    return ExactlyOnceWriter(endpoint.topic, letters, TransactionalProducer(endpoint, commits, tid, kafka_settings),
-                             checkpoint)
+    producer = TransactionalProducer(endpoint, commits, transactional_id, kafka_settings)
+    return ExactlyOnceWriter(endpoint.topic, letters, producer, checkpoint, transactional_id=transactional_id)

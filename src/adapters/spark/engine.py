@@ -161,6 +161,7 @@ class SparkEngine:
         try:
             self._prepare(spark)
             self.guard.prepare(spark)  # refuses an incompatible checkpoint before anything is written
+            self.writer.open(spark)  # e.g. the exactly-once identity kept in the checkpoint
             self._listen(spark)
             spark.streams.addListener(self.listener)
             try:

@@ -3,8 +3,8 @@
 ``batch_writers.ExactlyOnceWriter`` collects a judged micro-batch's unique events and dead
 letters to the driver (``BatchOutput``); ``TransactionalProducer`` produces them, with a
 *commit marker* ``(transactional id, query id, batch_id, counts)`` on a control topic, in
-one transaction of a producer whose ``transactional.id`` is stable for the query (derived
-from its checkpoint location unless configured). Before writing, it
+one transaction of a producer whose ``transactional.id`` is stable for the query (kept in
+its checkpoint, ``identity``, unless configured). Before writing, it
 reads the last committed marker of its id from the control topic (``read_committed``): a
 batch whose id is not above it was already committed, and is skipped.
 
@@ -26,7 +26,6 @@ written twice.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import time
@@ -46,11 +45,6 @@ log = logging.getLogger(__name__)
 
 NO_BATCH = -1
 BROKER_DEFAULT = -1  # a NewTopic replication factor of -1: the broker's default.replication.factor (KIP-464)
-
-
-def default_transactional_id(checkpoint: str) -> str:
-    """One id per query: a checkpoint location identifies a Spark streaming query."""
-    return "streamdedup-spark-" + hashlib.sha256(checkpoint.encode()).hexdigest()[:16]
 
 
 def control_topic_for(events_topic: str) -> str:
@@ -137,8 +131,9 @@ class BatchOutput:
 class TransactionalProducer:
     """Writes ``BatchOutput``s exactly once under one transactional id (see the module docstring)."""
 
-    def __init__(self, endpoint: KafkaEndpoint, commits: CommitLog, transactional_id: str,
+    def __init__(self, endpoint: KafkaEndpoint, commits: CommitLog, transactional_id: str | None,
                  settings: Mapping[str, Any] | None = None, timeout: float = 30.0):
+        """``transactional_id``: None until the writer reads it from the checkpoint (``identity``)."""
         self.endpoint, self.commits, self.transactional_id = endpoint, commits, transactional_id
         self.settings = dict(settings or {})
         self.timeout = timeout

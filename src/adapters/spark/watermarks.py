@@ -15,22 +15,18 @@ ahead of the others, declare everything else late. The engine does not use it. I
 * A restart resumes from the newest file. The partitions a Kafka source reads come from
   the batch's offsets in the checkpoint; every file of a directory source is one partition.
 
-A checkpoint that is not on the local file system keeps no files: its watermarks start
-afresh on restart (nothing becomes late that was not; eviction waits for new times).
+The files are read and written through Hadoop's file systems, wherever the checkpoint is.
 """
 
 from __future__ import annotations
 
 import json
-import logging
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
-
 from adapters.spark.checkpoint import Checkpoint
+from adapters.spark.hadoop_files import HadoopPath
 from domain.watermarks import Watermarks
 
-log = logging.getLogger(__name__)
 DIRECTORY = "watermarks"
 KEPT_FILES = 10
 
@@ -49,11 +45,7 @@ class BatchWatermarks:
         package = spark._jvm.streamdedup.spark
         newest = package.NewestTimes()
         spark.sparkContext._jsc.sc().register(newest, "streamdedup.newest_times")
-        try:
-            location = Checkpoint.at(checkpoint)
-        except ValueError:
-            log.warning("watermarks are not kept with a checkpoint at %s: they start afresh on restart", checkpoint)
-            location = None
+        location = Checkpoint.at(checkpoint, spark)
         marks = _restore(location, idle_timeout)
         return cls(marks, package.RuleHorizons(), newest, location, topic)
 
@@ -97,7 +89,7 @@ class BatchWatermarks:
         return [f"{self.topic}:{p}" for source in offsets if isinstance(source, dict)
                 for p in source.get(self.topic, {})] or None
 
-    def _file(self, batch_id: int) -> Path | None:
+    def _file(self, batch_id: int) -> HadoopPath | None:
         return None if self.checkpoint is None else self.checkpoint.ours / DIRECTORY / f"{batch_id}.json"
 
     def _read(self, batch_id: int) -> dict | None:
@@ -112,9 +104,7 @@ class BatchWatermarks:
         if path is None:
             return
         path.parent.mkdir(parents=True, exist_ok=True)
-        partial = path.with_suffix(".partial")
-        partial.write_text(json.dumps(document))
-        partial.replace(path)
+        path.write_text(json.dumps(document))
 
     def _forget_before(self, batch_id: int) -> None:
         if self.checkpoint is None:
