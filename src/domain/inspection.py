@@ -1,7 +1,8 @@
 """A summary of a deduplication state, whatever store holds it.
 
 Adapters feed ``(key, stored value)`` pairs; the report counts keys per rule, samples a
-few keys, gives the oldest and newest expiry and the format versions found.
+few keys (their values, decoded from the key's spelling, joined by `` | ``), gives the
+oldest and newest expiry and the format versions found.
 """
 
 from __future__ import annotations
@@ -10,8 +11,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Iterable
 
-from domain.rules import KEY_SEPARATOR
-from domain.state import StateFormatError, decode, version_of
+from domain.keys import SEPARATOR, decode_key
+from domain.state import StateFormatError, current_key, decode, version_of
 
 
 @dataclass
@@ -54,17 +55,32 @@ def inspect_state(store: str, items: Iterable[tuple[str, str | bytes]], sample_s
                   size_bytes: int | None = None) -> StateReport:
     report = StateReport(store, size_bytes=size_bytes)
     for key, value in items:
-        rule, _, rest = key.partition(KEY_SEPARATOR)
+        version = _note_value(report, value)
+        rule, sample = key_sample(key if version is None else current_key(key, version))
         report.keys_per_rule[rule] += 1
         samples = report.samples.setdefault(rule, [])
         if len(samples) < sample_size:
-            samples.append(rest.replace(KEY_SEPARATOR, " | "))
-        try:
-            entries, version = decode(value), version_of(value)
-        except (StateFormatError, ValueError):
-            report.unreadable += 1
-            continue
-        report.versions[version] += 1
-        for e in entries:
-            report.note_expiries(e.expires_at, e.expires_at)
+            samples.append(sample)
     return report
+
+
+def _note_value(report: StateReport, value: str | bytes) -> int | None:
+    """Counts ``value``'s format version and expiries in ``report``; its version, None when unreadable."""
+    try:
+        entries, version = decode(value), version_of(value)
+    except (StateFormatError, ValueError):
+        report.unreadable += 1
+        return None
+    report.versions[version] += 1
+    for e in entries:
+        report.note_expiries(e.expires_at, e.expires_at)
+    return version
+
+
+def key_sample(key: str) -> tuple[str, str]:
+    """A key's rule and its values as one line (``v1 | v2``); a malformed key shown as it is."""
+    try:
+        rule, values = decode_key(key)
+    except ValueError:
+        return key.partition(SEPARATOR)[0], repr(key)
+    return rule, " | ".join(values)

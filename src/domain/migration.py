@@ -6,6 +6,10 @@ duplicate, exactly as if the old job had remembered it. Once a rule's watermark 
 past the migration's start by the longest retention, every old entry of that rule has
 expired and the old store is no longer consulted for it (retired, and logged); each rule
 has its own watermark, so each retires on its own.
+
+The old store is read under the current key spelling (``domain.keys``). An old v1/v2 store
+holds the few keys whose values contained ``\\x1e`` or ``\\x1f`` under their legacy spelling:
+those are not found here; ``dedup state migrate`` translates the unambiguous ones.
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ from typing import Sequence
 
 from domain.errors import PermanentError
 from domain.ports import StateStore
-from domain.rules import KEY_SEPARATOR
+from domain.keys import decode_key, encode_key, rule_of
 from domain.state import Claim, Emission
 
 log = logging.getLogger(__name__)
@@ -49,9 +53,9 @@ class KeyTranslation:
             raise ValueError(f"cannot migrate: old key field(s) {', '.join(missing)} are not in the new key")
 
     def old_key(self, new_key: str) -> str:
-        rule, *values = new_key.split(KEY_SEPARATOR)
+        rule, values = decode_key(new_key)
         by_name = dict(zip(self.new_fields, values))
-        return KEY_SEPARATOR.join((rule, *(by_name[f] for f in self.old_fields)))
+        return encode_key(rule, (by_name[f] for f in self.old_fields))
 
 
 @dataclass
@@ -89,11 +93,11 @@ class MigratingStateStore:
         return [False if r else next(granted) for r in refused]
 
     def invalidate(self, key: str) -> bool:
-        old_forgot = False if _rule(key) in self.retired_rules else self.old.invalidate(self._old_key(key))
+        old_forgot = False if rule_of(key) in self.retired_rules else self.old.invalidate(self._old_key(key))
         return self.new.invalidate(key) or old_forgot
 
     def entries(self, key: str, now: int) -> tuple[Emission, ...]:
-        old = () if _rule(key) in self.retired_rules else self.old.entries(self._old_key(key), now)
+        old = () if rule_of(key) in self.retired_rules else self.old.entries(self._old_key(key), now)
         return old + self.new.entries(key, now)
 
     def close(self) -> None:
@@ -101,7 +105,7 @@ class MigratingStateStore:
         self.old.close()
 
     def _refused_by_old(self, claim: Claim) -> bool:
-        if self._retires(_rule(claim.key), claim.now):
+        if self._retires(rule_of(claim.key), claim.now):
             return False
         old = self.old.entries(self._old_key(claim.key), claim.now)
         return any(claim.within_window(e) and not claim.replays(e) for e in old)
@@ -115,9 +119,5 @@ class MigratingStateStore:
         return rule in self.retired_rules
 
     def _old_key(self, key: str) -> str:
-        translation = self.translations.get(_rule(key))
+        translation = self.translations.get(rule_of(key))
         return translation.old_key(key) if translation else key
-
-
-def _rule(key: str) -> str:
-    return key.split(KEY_SEPARATOR, 1)[0]

@@ -4,7 +4,7 @@ Semantics (the contract every engine meets; the README repeats it):
 
 * Keys are scoped to their rule: the state key is the rule's name plus the values of its
   ``key_fields`` (``uniqueValue`` by default), so the same ``uniqueValue`` under two types
-  never collides.
+  never collides; the parts are escaped (``domain.keys``), so no value can forge another key.
 * Each event has a time ``t``: its ``timestamp`` (event time, the default) or the wall
   clock when the engine reads it (processing time).
 * An event is a **duplicate**, and dropped, when an event with the same key was already
@@ -34,8 +34,9 @@ from enum import Enum
 
 from domain.errors import InvalidEvent, UnknownEventType
 from domain.events import Event
+from domain.keys import SEPARATOR as KEY_SEPARATOR  # noqa: F401 - for adapters.redis.state_store; use domain.keys
+from domain.keys import encode_key
 
-KEY_SEPARATOR = "\x1f"
 DEFAULT_MAX_AHEAD = 300
 
 
@@ -89,8 +90,8 @@ class DedupRule:
                                          f"({int(now)})", "timestamp")
 
     def state_key(self, event: Event) -> str:
-        values = (event.field_value(name) for name in self.key_fields)
-        return KEY_SEPARATOR.join((self.event_type, *values))
+        """The event's state key: this rule's name and the key fields' values (``domain.keys``)."""
+        return encode_key(self.event_type, (event.field_value(name) for name in self.key_fields))
 
 
 DEFAULT_RULES = (DedupRule("APP", 30), DedupRule("WEB", 600))

@@ -12,6 +12,11 @@ An emission is *live* (it makes repeats duplicates) while ``expires_at > now``. 
 when a job restarts, so a record replayed after a crash may be judged at an earlier
 ``now`` than the one that pruned its key, and must still find the emission that made it a
 duplicate the first time. Stores evict an emission only once it is no longer kept.
+
+Values carry their format version (see :func:`decode`); the version also says how the
+value's key is spelled: from v3 on by ``domain.keys`` (escaped parts), before that in the
+legacy spelling (parts joined unescaped). :func:`current_key` gives a stored key's current
+spelling; the two differ only for keys whose values held ``\\x1e`` or ``\\x1f``.
 """
 
 from __future__ import annotations
@@ -19,7 +24,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from urllib.parse import quote, unquote
 
-CURRENT_VERSION = 2
+from domain.keys import from_legacy
+
+CURRENT_VERSION = 3
+ESCAPED_KEYS_SINCE = 3  # the first version whose keys are spelled by domain.keys
 NO_WATERMARK = 0
 """``Claim.now`` while the rule has no watermark yet (``domain.watermarks``): nothing has expired."""
 
@@ -97,16 +105,16 @@ class StateFormatError(ValueError):
 
 
 def encode(entries: tuple[Emission, ...]) -> str:
-    """The current format (v2): ``2|time,expires_at,owner;...`` with the owner percent-encoded."""
-    body = ";".join(f"{e.time},{e.expires_at},{quote(e.owner, safe='')}" for e in entries)
-    return f"{CURRENT_VERSION}|{body}"
+    """The current format (v3): ``3|time,expires_at,owner;...`` with the owner percent-encoded."""
+    return f"{CURRENT_VERSION}|{_body(entries)}"
 
 
 def decode(value: str | bytes) -> tuple[Emission, ...]:
     """Read any known version and upgrade it to the current one.
 
-    * v1 (``1|time,expires_at``): one emission, no owner.
-    * v2 (``2|time,expires_at,owner;...``): the current format.
+    * v1 (``1|time,expires_at``): one emission, no owner; legacy key spelling.
+    * v2 (``2|time,expires_at,owner;...``): legacy key spelling.
+    * v3 (the v2 body): the current format; keys spelled by ``domain.keys``.
     """
     text = value.decode() if isinstance(value, bytes) else value
     version, sep, body = text.partition("|")
@@ -121,6 +129,17 @@ def decode(value: str | bytes) -> tuple[Emission, ...]:
 def version_of(value: str | bytes) -> int:
     text = value.decode() if isinstance(value, bytes) else value
     return int(text.partition("|")[0])
+
+
+def current_key(key: str, version: int) -> str:
+    """The current spelling of ``key``, stored with a value of format ``version``.
+
+    A v1 or v2 value lies under its key's legacy spelling (``domain.keys.from_legacy``). So a
+    store never takes such a value for the entries of a current key it does not translate to:
+    the value belongs to another key (e.g. legacy ``a\\x1e0`` is current ``a\\x1e00``, not
+    ``a\\x1e``'s ``a\\x1e0``).
+    """
+    return key if version >= ESCAPED_KEYS_SINCE else from_legacy(key)
 
 
 def _decode_v1(body: str) -> tuple[Emission, ...]:
@@ -138,10 +157,19 @@ def _decode_v2(body: str) -> tuple[Emission, ...]:
     return tuple(entries)
 
 
+def _body(entries: tuple[Emission, ...]) -> str:
+    return ";".join(f"{e.time},{e.expires_at},{quote(e.owner, safe='')}" for e in entries)
+
+
 def encode_v1(entries: tuple[Emission, ...]) -> str:
-    """The previous format, kept so tests and migrations can write what an old job wrote."""
+    """A previous format, kept so tests and migrations can write what an old job wrote."""
     latest = max(entries, key=lambda e: e.time)
     return f"1|{latest.time},{latest.expires_at}"
 
 
-_DECODERS = {"1": _decode_v1, "2": _decode_v2}
+def encode_v2(entries: tuple[Emission, ...]) -> str:
+    """The previous format (its keys in the legacy spelling), kept so tests can write what an old job wrote."""
+    return f"2|{_body(entries)}"
+
+
+_DECODERS = {"1": _decode_v1, "2": _decode_v2, "3": _decode_v2}

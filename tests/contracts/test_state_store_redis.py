@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 
 from adapters.redis.state_store import RedisStateStore
 from domain.errors import StateUnavailable
-from domain.state import Claim, Emission, StateFormatError, decide, encode_v1
+from domain.keys import encode_key
+from domain.state import Claim, Emission, StateFormatError, decide, encode_v1, encode_v2
 from tests.contracts.state_store_contract import StateStoreContract, claim
 
 pytestmark = pytest.mark.redis
@@ -45,10 +46,10 @@ class TestRedisStateStore(StateStoreContract):
     def reopen(self):
         return RedisStateStore(self.url, key_prefix=self.store.key_prefix)
 
-    def test_values_are_v2_with_the_owner_and_are_kept_one_retention_after_expiry(self):
+    def test_values_are_v3_with_the_owner_and_are_kept_one_retention_after_expiry(self):
         self.store.check_and_set(claim("APP\x1fa", 100, owner="in:0:7"))
         key = self.store.key_prefix + "APP\x1fa"
-        assert self.raw.get(key) == b"2|100,160,in%3A0%3A7"
+        assert self.raw.get(key) == b"3|100,160,in%3A0%3A7"
         assert 119_000 < self.raw.pttl(key) <= 120_000  # kept until 160 + 60
 
     def test_ttl_follows_the_latest_expiry_and_the_grace(self):
@@ -63,7 +64,16 @@ class TestRedisStateStore(StateStoreContract):
         assert self.store.entries("APP\x1fa", now=100) == (Emission(100, 160, ""),)
         assert self.store.check_and_set(claim("APP\x1fa", 120)) is False
         assert self.store.check_and_set(claim("APP\x1fa", 130, owner="in:0:9")) is True
-        assert self.raw.get(key) == b"2|100,160,;130,190,in%3A0%3A9"
+        assert self.raw.get(key) == b"3|100,160,;130,190,in%3A0%3A9"
+
+    def test_a_v2_value_is_this_key_s_unless_its_legacy_spelling_differs(self):
+        ordinary, escaped = encode_key("APP", ["a"]), encode_key("APP", ["b\x1e"])  # escaped: "APP\x1fb\x1e0"
+        for key in (ordinary, escaped):
+            self.raw.set(self.store.key_prefix + key, encode_v2((Emission(100, 160, "old:0:1"),)))
+        assert self.store.check_and_set(claim(ordinary, 120)) is False      # the same key in both spellings
+        # the v2 value at "APP\x1fb\x1e0" is legacy "b\x1e0"'s (now "b\x1e00"), not "b\x1e"'s: taken as none
+        assert self.store.check_and_set(claim(escaped, 120, owner="in:0:9")) is True
+        assert self.raw.get(self.store.key_prefix + escaped) == b"3|120,180,in%3A0%3A9"
 
     def test_an_unreadable_value_fails_the_batch_with_nothing_applied(self):
         self.raw.set(self.store.key_prefix + "APP\x1fbad", "9|what")

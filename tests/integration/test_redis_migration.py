@@ -15,8 +15,8 @@ import redis
 import yaml
 
 from app.cli import main
-from domain.rules import KEY_SEPARATOR
-from domain.state import Emission, decode, encode, encode_v1, version_of
+from domain.keys import encode_key
+from domain.state import Emission, decode, encode, encode_v1, encode_v2, version_of
 
 pytestmark = pytest.mark.redis
 
@@ -24,8 +24,8 @@ T = 1_700_000_000
 PREFIX = "dedup:"
 
 
-def key(*parts: str) -> str:
-    return PREFIX + KEY_SEPARATOR.join(parts)
+def key(rule: str, *values: str) -> str:
+    return PREFIX + encode_key(rule, values)
 
 
 def event(id_, value, type_, t) -> str:
@@ -40,7 +40,7 @@ def dbs(own_redis):
     # what the old job left: v1 values (time, expiry), WEB keyed by uniqueValue only
     old.set(key("WEB", "w"), encode_v1((Emission(T, T + 1200),)), ex=3600)
     old.set(key("WEB", "x"), encode_v1((Emission(T + 10, T + 1210),)), ex=3600)
-    old.set(key("APP", "a"), encode((Emission(T, T + 60, "old:0:0"),)), ex=3600)
+    old.set(key("APP", "a"), encode_v2((Emission(T, T + 60, "old:0:0"),)), ex=3600)
     yield old_url, new_url, old, new
     old.close()
     new.close()
@@ -86,7 +86,7 @@ def test_new_job_consults_the_old_store_read_only_until_it_retires(tmp_path, dbs
     assert any("old state retired for rule WEB" in r.getMessage() for r in caplog.records)
     # new entries are written in the new layout and format only; the old store is untouched
     assert {k.decode() for k in new.keys("*")} == {key("WEB", v, "WEB") for v in ("n", "x", "z", "w")}
-    assert all(version_of(new.get(k)) == 2 for k in new.keys("*"))
+    assert all(version_of(new.get(k)) == 3 for k in new.keys("*"))
     assert {k: old.get(k) for k in old.keys("*")} == old_values
 
 
@@ -97,7 +97,7 @@ def test_migrate_dry_run_reports_and_writes_nothing_then_migrates(tmp_path, dbs,
     assert main([*migrate, "--dry-run"]) == 0
     report = capsys.readouterr().out
     assert "would read 3 keys" in report and "v1: 2, v2: 1" in report
-    assert "would copy rule WEB's 2 keys as v2 (uniqueValue -> uniqueValue,type)" in report
+    assert "would copy rule WEB's 2 keys as v3 (uniqueValue -> uniqueValue,type)" in report
     assert new.dbsize() == 0
 
     assert main(migrate) == 0
@@ -141,3 +141,33 @@ def test_the_old_state_is_retired_from_its_own_newest_emission_not_the_new_jobs_
     assert ids == ["v", "w", "x", "u2"]
     assert (counts["duplicates"], counts["dead_lettered"]) == (1, 0)
     old.close()
+
+
+LEGACY = PREFIX + "APP\x1fa\x1eb"       # what an older version wrote for uniqueValue "a\x1eb"
+AMBIGUOUS = PREFIX + "APP\x1fa\x1fb"    # "a\x1fb", or a value "a" and one more field "b": cannot be told
+
+
+@pytest.mark.parametrize("in_place", [False, True], ids=["into-another-db", "in-place"])
+def test_migrate_respells_older_keys_and_leaves_ambiguous_ones_to_expire(tmp_path, own_redis, capsys, in_place):
+    old_url = own_redis.url
+    new_url = old_url if in_place else old_url.rsplit("/", 1)[0] + "/1"
+    old, new = redis.Redis.from_url(old_url), redis.Redis.from_url(new_url)
+    for raw in (LEGACY, AMBIGUOUS):
+        old.set(raw, encode_v2((Emission(T, T + 60, "old:0:0"),)), ex=3600)
+    config = tmp_path / "app.yaml"
+    config.write_text(yaml.safe_dump({"rules": {"WEB": {"enabled": False}}}))
+
+    assert main(["state", "migrate", "--from", old_url, "--to", new_url, "--config", str(config)]) == 0
+    report = capsys.readouterr().out
+    assert "leave rule APP's 1 older-format keys whose values held the separator" in report
+    respelled = key("APP", "a\x1eb")
+    assert respelled.encode() == b"dedup:APP\x1fa\x1e0b"
+    assert version_of(new.get(respelled)) == 3 and 0 < new.ttl(respelled) <= 3600
+    assert old.get(AMBIGUOUS) is not None and (in_place or new.get(AMBIGUOUS) is None)  # not moved: it expires
+    assert (old.get(LEGACY) is None) is in_place  # in place the old spelling is gone
+
+    # the new job finds the respelled key: the repeat of "a\x1eb" is a duplicate
+    code, counts, ids = run(tmp_path, config, new_url, [event("a2", "a\x1eb", "APP", 20), event("b", "b", "APP", 21)])
+    assert (code, counts["duplicates"], ids) == (0, 1, ["b"])
+    old.close()
+    new.close()

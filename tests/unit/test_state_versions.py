@@ -4,14 +4,15 @@ import pytest
 
 from adapters.memory.state_store import InMemoryStateStore
 from domain.migration import KeyTranslation, MigratingStateStore
-from domain.state import CURRENT_VERSION, Claim, Emission, StateFormatError, decode, encode, encode_v1, version_of
+from domain.state import (CURRENT_VERSION, Claim, Emission, StateFormatError, decode, encode, encode_v1, encode_v2,
+                          version_of)
 
 
-def test_v2_round_trips_with_owners_holding_separators():
+@pytest.mark.parametrize("encoder", [encode, encode_v2])
+def test_v3_and_v2_round_trip_with_owners_holding_separators(encoder):
     entries = (Emission(100, 160, "t:0:1"), Emission(140, 200, "a,b;c|d:0:2"))
-    value = encode(entries)
-    assert version_of(value) == CURRENT_VERSION == 2
-    assert decode(value) == entries
+    assert version_of(encode(entries)) == CURRENT_VERSION == 3
+    assert decode(encoder(entries)) == entries
 
 
 def test_v1_is_read_and_upgraded():
@@ -19,7 +20,7 @@ def test_v1_is_read_and_upgraded():
     assert old == "1|100,160"
     upgraded = decode(old)
     assert upgraded == (Emission(100, 160, ""),)
-    assert version_of(encode(upgraded)) == 2
+    assert version_of(encode(upgraded)) == 3
 
 
 @pytest.mark.parametrize("value", ["9|1,2", "garbage", "2|1,2", "1|x,y"])

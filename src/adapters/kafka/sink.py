@@ -9,7 +9,8 @@ from __future__ import annotations
 from typing import Callable
 
 from domain.events import Event, RawRecord
-from domain.rules import KEY_SEPARATOR, RuleSet
+from domain.keys import join_parts
+from domain.rules import RuleSet
 
 from adapters.kafka.producer import ProducerChannel
 
@@ -20,12 +21,13 @@ def unique_value_key(event: Event) -> bytes:
 
 def rule_key(rules: RuleSet) -> Callable[[Event], bytes]:
     """The values of the event's rule's key fields (``uniqueValue`` by default, or for types
-    without a rule), so every copy of an event lands on the same partition."""
+    without a rule; several joined as ``domain.keys`` joins a state key's parts), so every copy
+    of an event lands on the same partition."""
     def key_of(event: Event) -> bytes:
         rule = rules.rules.get(event.type)
         if rule is None or rule.key_fields == ("uniqueValue",):
             return event.unique_value.encode()
-        return KEY_SEPARATOR.join(event.field_value(name) for name in rule.key_fields).encode()
+        return join_parts(event.field_value(name) for name in rule.key_fields).encode()
     return key_of
 
 

@@ -23,8 +23,8 @@ from typing import Iterable, Sequence
 from urllib.parse import quote, unquote
 
 from domain.errors import ProcessingBug, StateUnavailable
-from domain.rules import KEY_SEPARATOR
-from domain.state import Claim, Emission, decide, decode, encode
+from domain.keys import rule_of
+from domain.state import Claim, Emission, current_key, decide, decode, encode, version_of
 
 SNAPSHOT_HEADER = "# streamdedup state snapshot\n"
 
@@ -99,11 +99,11 @@ class InMemoryStateStore:
         partial = path.with_name(path.name + ".partial")
         if partial.exists():
             log.warning("ignoring %s, left by a snapshot save that did not finish; loading %s", partial, path)
-        for key, value in read_snapshot(path):
-            entries = decode(value)
+        for stored, value in read_snapshot(path):
+            entries, key = decode(value), current_key(stored, version_of(value))  # an older snapshot's key respelled
             self._entries[key] = entries
             for e in entries:
-                heapq.heappush(self._expiries.setdefault(key.split(KEY_SEPARATOR, 1)[0], []), (e.kept_until, key))
+                heapq.heappush(self._expiries.setdefault(rule_of(key), []), (e.kept_until, key))
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -113,7 +113,7 @@ class InMemoryStateStore:
         return list(self._entries.items())
 
     def _apply(self, claim: Claim) -> bool:
-        self._evict(claim.key.split(KEY_SEPARATOR, 1)[0], claim.now)
+        self._evict(rule_of(claim.key), claim.now)
         decision = decide(self._entries.get(claim.key, ()), claim)
         if decision.changed:
             if decision.entries:
@@ -121,7 +121,7 @@ class InMemoryStateStore:
             else:
                 self._entries.pop(claim.key, None)
         if decision.granted and decision.changed:
-            heapq.heappush(self._expiries.setdefault(claim.key.split(KEY_SEPARATOR, 1)[0], []),
+            heapq.heappush(self._expiries.setdefault(rule_of(claim.key), []),
                            (claim.emission().kept_until, claim.key))
         return decision.granted
 
@@ -150,7 +150,7 @@ def newest_times(items: Iterable[tuple[str, tuple[Emission, ...]]]) -> dict[str,
     """The newest emission time per rule of ``(key, emissions)`` pairs."""
     newest: dict[str, int] = {}
     for key, entries in items:
-        rule = key.split(KEY_SEPARATOR, 1)[0]
+        rule = rule_of(key)
         for e in entries:
             newest[rule] = max(newest.get(rule, e.time), e.time)
     return newest

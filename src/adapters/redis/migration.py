@@ -12,6 +12,12 @@ A new key is derived from an old one when each new key field is an old one or ``
 (the rule's name, e.g. ``uniqueValue`` → ``uniqueValue``+``type``). A rule whose new key
 needs a field the old key lacks cannot be moved offline; it is reported, and the online
 fallback (``state_from``: ``domain.migration.MigratingStateStore``) covers it.
+
+Keys are written in the current spelling (``domain.keys``): a key stored with a v1 or v2
+value is respelled first (``domain.state.current_key``; ordinary keys are unchanged; in
+place, the old spelling is deleted). One whose values held ``\\x1f`` is ambiguous (it splits
+into more parts than the old key has fields, and which separator was a value's cannot be
+told): it is reported and not moved, and expires.
 """
 
 from __future__ import annotations
@@ -23,8 +29,9 @@ import redis
 
 from adapters.redis.state_store import DEFAULT_PREFIX, RedisStateStore, redacted_url, redis_key
 from domain.errors import StateUnavailable
-from domain.rules import KEY_SEPARATOR, RuleSet
-from domain.state import StateFormatError, decode, encode, version_of
+from domain.keys import SEPARATOR, decode_key, encode_key, part_count, rule_of
+from domain.rules import RuleSet
+from domain.state import CURRENT_VERSION, StateFormatError, current_key, decode, encode, version_of
 
 
 @dataclass
@@ -35,6 +42,7 @@ class RedisMigrationPlan:
     keys_per_rule: Counter = field(default_factory=Counter)
     versions: Counter = field(default_factory=Counter)
     unmovable: Counter = field(default_factory=Counter)
+    ambiguous: Counter = field(default_factory=Counter)  # per rule: older-format keys whose values held \x1f
     unreadable: int = 0
 
     @property
@@ -50,10 +58,14 @@ class RedisMigrationPlan:
                 lines.append(f"leave rule {rule}'s {self.unmovable[rule]} keys: the new key ({','.join(new)}) needs "
                              f"fields the old key ({','.join(old)}) lacks; use state_from (online fallback)")
             elif self.in_place:
-                lines.append(f"rewrite rule {rule}'s older-format values in place to v2, keeping their TTL")
+                lines.append(f"rewrite rule {rule}'s older-format values in place to v{CURRENT_VERSION}, "
+                             "keeping their TTL")
             else:
-                lines.append(f"copy rule {rule}'s {self.keys_per_rule[rule]} keys as v2 ({','.join(old)} -> "
-                             f"{','.join(new)}) to {redacted_url(self.target)}, keeping their TTL")
+                lines.append(f"copy rule {rule}'s {self.keys_per_rule[rule]} keys as v{CURRENT_VERSION} "
+                             f"({','.join(old)} -> {','.join(new)}) to {redacted_url(self.target)}, keeping their TTL")
+            if self.ambiguous[rule]:
+                lines.append(f"leave rule {rule}'s {self.ambiguous[rule]} older-format keys whose values held the "
+                             "separator \\x1f (ambiguous: which part is which field cannot be told); they expire")
         return lines
 
 
@@ -66,18 +78,36 @@ def plan_redis_migration(source: str, target: str, rules: RuleSet,
     store = RedisStateStore(source)
     try:
         for key, value in store.scan_items():
-            rule = key.partition(KEY_SEPARATOR)[0]
-            plan.keys_per_rule[rule] += 1
-            try:
-                plan.versions[version_of(value)] += 1
-                decode(value)
-            except (StateFormatError, ValueError):
-                plan.unreadable += 1
-            if rule in layouts and _new_key(key, *layouts[rule]) is None:
-                plan.unmovable[rule] += 1
+            _survey(plan, key, value)
     finally:
         store.close()
     return plan
+
+
+def _survey(plan: RedisMigrationPlan, key: str, value: bytes) -> None:
+    """Counts one stored key in ``plan``: its rule, its value's version, whether it can be moved."""
+    current = current_key(key, _version(plan, value) or CURRENT_VERSION)
+    rule = _rule(current)
+    plan.keys_per_rule[rule] += 1
+    layout = plan.layouts.get(rule)
+    if layout and _new_key(current, *layout) is None:
+        ambiguous = part_count(current) > 1 + len(layout[0])
+        (plan.ambiguous if ambiguous else plan.unmovable)[rule] += 1
+
+
+def _version(plan: RedisMigrationPlan, value: bytes) -> int | None:
+    """``value``'s format version, counted in ``plan`` (an unreadable value counted too)."""
+    try:
+        version = version_of(value)
+    except ValueError:
+        plan.unreadable += 1
+        return None
+    plan.versions[version] += 1
+    try:
+        decode(value)
+    except (StateFormatError, ValueError):
+        plan.unreadable += 1
+    return version
 
 
 def apply_redis_migration(plan: RedisMigrationPlan) -> int:
@@ -97,25 +127,42 @@ def apply_redis_migration(plan: RedisMigrationPlan) -> int:
 
 
 def _move(source, target, plan: RedisMigrationPlan, key: str, value: bytes) -> int:
-    layout = plan.layouts.get(key.partition(KEY_SEPARATOR)[0])
-    new_key = _new_key(key, *layout) if layout else key
     try:
         entries, version = decode(value), version_of(value)
     except (StateFormatError, ValueError):
         return 0
+    current = current_key(key, version)
+    layout = plan.layouts.get(_rule(current))
+    new_key = _new_key(current, *layout) if layout else current
     if new_key is None or not entries:
         return 0
     old = redis_key(DEFAULT_PREFIX, key)
-    if plan.in_place:
-        return 0 if version == 2 else int(bool(target.set(old, encode(entries), xx=True, keepttl=True)))
+    if plan.in_place and new_key == key:
+        return 0 if version == CURRENT_VERSION else int(bool(target.set(old, encode(entries), xx=True,
+                                                                        keepttl=True)))
     ttl = source.pttl(old)
-    return int(bool(target.set(redis_key(DEFAULT_PREFIX, new_key), encode(entries), nx=True,
-                               px=ttl if ttl > 0 else None)))
+    written = target.set(redis_key(DEFAULT_PREFIX, new_key), encode(entries), nx=True, px=ttl if ttl > 0 else None)
+    if plan.in_place:
+        target.delete(old)  # respelled: under its old spelling it would read as another key's
+    return int(bool(written))
 
 
-def _new_key(key: str, old_fields: tuple[str, ...], new_fields: tuple[str, ...]) -> str | None:
-    rule, *values = key.split(KEY_SEPARATOR)
-    by_name = {"type": rule, **dict(zip(old_fields, values))}
-    if any(f not in by_name for f in new_fields):
+def _new_key(current: str, old_fields: tuple[str, ...], new_fields: tuple[str, ...]) -> str | None:
+    """``current`` (the old layout, current spelling) in the new layout; None when a new field is
+    not in the old key, or the key does not split into the old fields (ambiguous or malformed)."""
+    try:
+        rule, values = decode_key(current)
+    except ValueError:
         return None
-    return KEY_SEPARATOR.join((rule, *(by_name[f] for f in new_fields)))
+    by_name = {"type": rule, **dict(zip(old_fields, values))}
+    if len(values) != len(old_fields) or any(f not in by_name for f in new_fields):
+        return None
+    return encode_key(rule, (by_name[f] for f in new_fields))
+
+
+def _rule(key: str) -> str:
+    """The rule of a stored key; a malformed one's first part as it is."""
+    try:
+        return rule_of(key)
+    except ValueError:
+        return key.partition(SEPARATOR)[0]

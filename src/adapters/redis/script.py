@@ -4,9 +4,11 @@
 of earlier ones). ``ARGV[1]`` is a grace in seconds added to every key's TTL, then five
 values per claim: time, window, expires_at, now, owner (percent-encoded, ``''`` for none).
 
-Values use the domain's encoding: v2 ``2|time,expires_at,owner;...`` (owners stay
-percent-encoded, so they are compared and written back as they are); v1
-``1|time,expires_at`` is read and upgraded to v2 when the key is next written. Every key is
+Values use the domain's encoding: v3 ``3|time,expires_at,owner;...`` (owners stay
+percent-encoded, so they are compared and written back as they are); v2 (the same body) and
+v1 ``1|time,expires_at`` are read and upgraded to v3 when the key is next written. A v1 or v2
+value under a key holding ``\x1e`` was stored under the legacy spelling of another key
+(``domain.state.current_key``): it is taken as no entries, and overwritten. Every key is
 read before anything is written, so an unreadable value fails the whole batch with nothing
 applied. A written key expires ``max(kept_until) - now (+ grace)`` seconds later. Returns
 one 1 (emit) or 0 (duplicate) per claim.
@@ -17,11 +19,13 @@ import hashlib
 BAD_STATE = "DEDUP_BAD_STATE"
 
 CHECK_AND_SET = r"""
-local function parse(value)
+local function parse(value, key)
   local entries = {}
   if not value then return entries end
   local version, body = string.match(value, '^(%d+)|(.*)$')
-  if version == '2' then
+  -- domain.state.current_key: before v3 a key holding the escape character \x1e was another key's
+  if (version == '1' or version == '2') and string.find(key, '\30', 1, true) then return entries end
+  if version == '3' or version == '2' then
     for part in string.gmatch(body, '[^;]+') do
       local t, e, owner = string.match(part, '^(%-?%d+),(%-?%d+),([^,]*)$')
       if not t then return nil end
@@ -66,7 +70,7 @@ local function store(key, entries, now, grace)
   if last <= now then
     redis.call('DEL', key)
   else
-    redis.call('SET', key, '2|' .. table.concat(parts, ';'), 'PX', string.format('%d', (last - now + grace) * 1000))
+    redis.call('SET', key, '3|' .. table.concat(parts, ';'), 'PX', string.format('%d', (last - now + grace) * 1000))
   end
 end
 
@@ -74,7 +78,7 @@ local grace = tonumber(ARGV[1])
 local state, dirty = {}, {}
 for _, key in ipairs(KEYS) do
   if state[key] == nil then
-    local entries = parse(redis.call('GET', key))
+    local entries = parse(redis.call('GET', key), key)
     if entries == nil then return redis.error_reply('DEDUP_BAD_STATE unreadable state value at ' .. key) end
     state[key] = entries
   end

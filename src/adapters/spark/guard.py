@@ -16,12 +16,14 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from adapters.spark.checkpoint import Checkpoint
+from adapters.spark.keys import join_escaped, key_parts
 from adapters.spark.manifest import Manifest, compare, job_manifest, read_manifest, refusal, write_manifest
 from adapters.spark.migration import FALLBACK, FILES_READ
 from adapters.spark.retirement import RetirementWatch
 from adapters.spark.state_reader import state_schema
 from domain.migration import IncompatibleState
-from domain.rules import KEY_SEPARATOR, RuleSet
+from domain.keys import escape
+from domain.rules import RuleSet
 
 log = logging.getLogger(__name__)
 
@@ -140,13 +142,14 @@ class CheckpointGuard:
 
 
 def _old_key(translations: dict[str, dict]) -> Column:
-    """The old layout's key of each judged row, derived from its new key (``KeyTranslation``)."""
-    parts = F.split(F.col("key"), KEY_SEPARATOR)
+    """The old layout's key of each judged row, derived from its new key (``KeyTranslation``;
+    the parts are picked as they are spelled, escaped)."""
+    parts = key_parts(F.col("key"))
     column = None
     for rule, t in translations.items():
         positions = [1 + t["new"].index(f) for f in t["old"]]
-        old = F.concat_ws(KEY_SEPARATOR, F.lit(rule), *[parts.getItem(i) for i in positions])
-        case = F.col("judge") & (parts.getItem(0) == rule)
+        old = join_escaped([F.lit(escape(rule)), *[parts.getItem(i) for i in positions]])
+        case = F.col("judge") & (parts.getItem(0) == escape(rule))
         column = F.when(case, old) if column is None else column.when(case, old)
     return F.lit(None).cast("string") if column is None else column
 

@@ -24,7 +24,7 @@ from adapters.spark.hadoop_files import HadoopPath
 from domain.rules import RuleSet
 
 OPERATOR = "window-dedup"
-STATE_FORMAT = 1  # Emissions{retention: long, times: array<long>} per key "TYPE\x1ffield..."
+STATE_FORMAT = 2  # Emissions{retention: long, times: array<long>} per key (domain.keys; 1: legacy key spelling)
 MANIFEST_VERSION = 1
 
 

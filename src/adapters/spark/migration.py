@@ -8,7 +8,8 @@
   new query skips);
 * the old state, read through Spark's state data source at that batch, its still-live
   emissions exported to ``streamdedup/fallback`` (parquet: ``old_key``, ``fallback`` times,
-  ``fallback_retention``), keyed the old way;
+  ``fallback_retention``), keyed the old way, spelled as the new job spells keys (a state
+  format 1 checkpoint's legacy keys respelled, ``domain.keys.from_legacy``);
 * the new manifest, with a ``migration`` section (the key translation per rule, and
   ``retire_at``: the last old expiry).
 
@@ -31,13 +32,15 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from adapters.spark.checkpoint import Checkpoint
-from adapters.spark.manifest import Manifest, job_manifest, read_manifest, write_manifest
+from adapters.spark.keys import from_legacy_column
+from adapters.spark.manifest import OPERATOR, Manifest, job_manifest, read_manifest, write_manifest
 from adapters.spark.state_reader import describe_offsets, read_state, rule_of, state_schema
 from domain.migration import IncompatibleState, KeyTranslation
 from domain.rules import RuleSet
 
 FALLBACK, FILES_READ = "fallback", "files-read.json"
 DEFAULT_OLD_KEY_FIELDS = ("uniqueValue",)
+ESCAPED_KEYS_SINCE = 2  # the manifest's state_format from which keys are spelled by domain.keys
 
 
 @dataclass
@@ -54,6 +57,7 @@ class MigrationPlan:
     manifest: Manifest
     keys_per_rule: dict[str, int] = field(default_factory=dict)
     retire_at: int | None = None
+    legacy_keys: bool = False  # the old state's keys are in the legacy spelling: respelled on export
 
     def describe(self) -> list[str]:
         keys = sum(self.keys_per_rule.values())
@@ -64,6 +68,10 @@ class MigrationPlan:
             old, new = ",".join(t.old_fields), ",".join(t.new_fields)
             action = f"keep rule {rule}'s key ({new})" if old == new else f"translate rule {rule}'s key {old} -> {new}"
             lines.append(f"{action}: {self.keys_per_rule.get(rule, 0)} live old keys")
+        if self.legacy_keys:
+            lines.append("respell the old keys as the new job spells them (state format 1 -> "
+                         f"{ESCAPED_KEYS_SINCE}): ordinary keys are unchanged; a key whose values held the "
+                         "separator \\x1f is ambiguous, matches no new key and expires")
         lines.append(f"export {keys} live old keys to {self.new}/streamdedup/{FALLBACK} (consulted read-only)")
         lines.append("retire the old state once the watermark passes " +
                      (str(self.retire_at) if self.retire_at is not None else "- (nothing live)"))
@@ -80,10 +88,11 @@ def plan_migration(spark: SparkSession, old: str, new: str, rules: RuleSet,
     if target.has_progress():
         raise IncompatibleState(f"cannot migrate into {new}: it already has progress; give a new checkpoint")
     offsets = source.source_offsets(batch)
-    translations = _translations(read_manifest(source.ours), rules, old_key_fields or {})
+    stored = read_manifest(source.ours)
     plan = MigrationPlan(old, new, batch, offsets, _files_read(source, offsets), source.watermark_ms() // 1000,
-                         translations, job_manifest(rules, state_schema(spark)))
-    live = _live_old_state(spark, old, batch, plan.old_watermark)
+                         _translations(stored, rules, old_key_fields or {}), job_manifest(rules, state_schema(spark)),
+                         legacy_keys=_legacy_keys(stored))
+    live = _live_old_state(spark, plan)
     for row in live.groupBy(rule_of("old_key").alias("rule")).agg(
             F.count(F.lit(1)).alias("keys"), F.max(F.array_max("fallback") + F.col("fallback_retention"))
             .alias("last")).collect():
@@ -98,7 +107,7 @@ def migrate(spark: SparkSession, plan: MigrationPlan) -> None:
     ours.mkdir(parents=True, exist_ok=True)
     live = plan.retire_at is not None  # no live old emission: nothing to consult, retired at once
     if live:
-        _live_old_state(spark, plan.old, plan.batch, plan.old_watermark).write.mode("overwrite") \
+        _live_old_state(spark, plan).write.mode("overwrite") \
             .parquet(str(ours / FALLBACK))
     (ours / FILES_READ).write_text(json.dumps(plan.files_read))
     write_manifest(ours, plan.manifest.with_migration({
@@ -134,8 +143,15 @@ def _files_read(checkpoint: Checkpoint, offsets: list[str]) -> list[str]:
     return []
 
 
-def _live_old_state(spark: SparkSession, old: str, batch: int, watermark: int) -> DataFrame:
-    state = read_state(spark, old, batch)
-    live = F.filter("times", lambda t: t + F.col("retention") > F.lit(watermark))
-    return state.select(F.col("key").alias("old_key"), live.alias("fallback"),
+def _legacy_keys(manifest: Manifest | None) -> bool:
+    """Whether a checkpoint's state keys are in the legacy spelling (no manifest: written before manifests)."""
+    operator = manifest.operators.get(OPERATOR, {}) if manifest else {}
+    return operator.get("state_format", 1) < ESCAPED_KEYS_SINCE
+
+
+def _live_old_state(spark: SparkSession, plan: MigrationPlan) -> DataFrame:
+    state = read_state(spark, plan.old, plan.batch)
+    live = F.filter("times", lambda t: t + F.col("retention") > F.lit(plan.old_watermark))
+    key = from_legacy_column(F.col("key")) if plan.legacy_keys else F.col("key")
+    return state.select(key.alias("old_key"), live.alias("fallback"),
                         F.col("retention").alias("fallback_retention")).filter(F.size("fallback") > 0)

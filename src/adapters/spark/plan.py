@@ -23,11 +23,12 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from adapters.spark import jvm
+from adapters.spark.keys import key_column
 from adapters.spark.parse import drop_work_columns, key_field_text, parse
 from domain.dedup import Verdict
 from domain.events import REQUIRED_STRING_FIELDS
 from domain.policies import Terminal
-from domain.rules import KEY_SEPARATOR, DedupRule, RuleSet, TimeBasis, UnknownTypePolicy
+from domain.rules import DedupRule, RuleSet, TimeBasis, UnknownTypePolicy
 
 RECORD_COLUMNS = ("value", "kafka_key", "source", "partition", "offset", "ord")
 PASS_GROUPS = 64  # rows passed through are spread over this many stateless groups
@@ -167,9 +168,10 @@ def _latest_time(rule: DedupRule) -> Column:
 
 
 def _key_of(rule: DedupRule) -> Column:
-    parts = [F.lit(rule.event_type), *[_key_part(name) for name in rule.key_fields]]
-    all_present = reduce(lambda acc, part: acc & part.isNotNull(), parts[1:], F.lit(True))
-    return F.when(all_present, F.concat_ws(KEY_SEPARATOR, *parts))
+    """``DedupRule.state_key`` (``adapters.spark.keys``); null while a key field is missing."""
+    values = [_key_part(name) for name in rule.key_fields]
+    all_present = reduce(lambda acc, value: acc & value.isNotNull(), values, F.lit(True))
+    return F.when(all_present, key_column(rule.event_type, values))
 
 
 def _key_part(name: str) -> Column:

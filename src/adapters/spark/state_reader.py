@@ -1,6 +1,6 @@
 """The window-dedup operator's state, read through Spark's state data source (``statestore``).
 
-``read_state`` gives one row per key: ``key`` (``TYPE\\x1ffield…``), ``times`` (the live
+``read_state`` gives one row per key: ``key`` (``domain.keys``), ``times`` (the live
 emissions' event times, s) and ``retention`` (window + lateness, s); an emission expires
 at ``time + retention``, as ``domain.state.Emission.expires_at``. Reading never changes
 the checkpoint.
@@ -15,9 +15,9 @@ from pyspark.sql import functions as F
 
 from adapters.spark.checkpoint import Checkpoint
 from adapters.spark.manifest import OPERATOR, read_manifest
-from domain.inspection import StateReport
+from adapters.spark.keys import rule_column
+from domain.inspection import StateReport, key_sample
 from domain.migration import IncompatibleState
-from domain.rules import KEY_SEPARATOR
 
 
 def state_schema(spark: SparkSession) -> str:
@@ -42,7 +42,8 @@ def read_state(spark: SparkSession, location: str, batch: int | None = None) -> 
 
 
 def rule_of(key: str = "key"):
-    return F.split(F.col(key), KEY_SEPARATOR).getItem(0)
+    """The rule's name in the key column ``key``."""
+    return rule_column(F.col(key))
 
 
 def inspect_checkpoint(spark: SparkSession, location: str, sample_size: int = 3) -> StateReport:
@@ -59,8 +60,7 @@ def inspect_checkpoint(spark: SparkSession, location: str, sample_size: int = 3)
         report.keys_per_rule[row["rule"]] = row["keys"]
         report.note_expiries(row["oldest"], row["newest"])
         samples = state.filter(F.col("rule") == row["rule"]).limit(sample_size).collect()
-        report.samples[row["rule"]] = [r["key"].partition(KEY_SEPARATOR)[2].replace(KEY_SEPARATOR, " | ")
-                                       for r in samples]
+        report.samples[row["rule"]] = [key_sample(r["key"])[1] for r in samples]
     report.versions[f"{OPERATOR}/{_format(checkpoint)}"] = report.keys
     return report
 
