@@ -20,20 +20,24 @@ engine retries it per the ``transient`` policy and decides whether the batch is 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import json
+import operator
+import re
+from dataclasses import dataclass, field
+from functools import reduce
 from typing import Mapping
 
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from adapters.spark.checkpoint import Checkpoint
 from adapters.spark.dead_letters import producer_headers
-from adapters.spark.identity import resolve_identity
+from adapters.spark.identity import committed_pending, resolve_identity, settle
 from adapters.spark.jvm import SparkSetupError
 from adapters.spark.metrics import accounting_of
 from adapters.spark.plan import DEAD_LETTER
 from adapters.spark.sinks import BatchSink, kafka_records, write_judged
-from adapters.spark.transactional_sink import BatchOutput, TransactionalProducer
+from adapters.spark.transactional_sink import BatchOutput, CommitLog, TransactionalProducer
 
 
 @dataclass
@@ -67,6 +71,7 @@ class ExactlyOnceWriter:
     producer: TransactionalProducer
     checkpoint: str | None = None
     transactional_id: str | None = None  # configured (kafka.transactional_id); else the checkpoint's identity
+    carried: Column | None = field(default=None, repr=False)  # rows an old job committed before a migration
     kafka = True
 
     @property
@@ -75,11 +80,17 @@ class ExactlyOnceWriter:
         return 2 if self.dead_letters.endpoint.kind == "kafka" else 3
 
     def open(self, spark) -> None:
-        """The transactional id for this start: the checkpoint's identity (created on its first start)."""
-        identity = resolve_identity(Checkpoint.at(self.checkpoint, spark), self.checkpoint, self.transactional_id)
+        """The transactional id for this start: the checkpoint's identity (created on its first start);
+        after a migration, whether the old job committed its pending batch to Kafka (``identity.settle``)."""
+        checkpoint = Checkpoint.at(self.checkpoint, spark)
+        identity = resolve_identity(checkpoint, self.checkpoint, self.transactional_id)
+        identity = settle(identity, checkpoint, _last_marker(self.producer.commits))
         self.producer.transactional_id, self.producer.query_id = identity.transactional_id, None
+        self.carried = already_committed(committed_pending(identity))
 
     def write(self, batch: DataFrame, batch_id: int) -> None:
+        if self.carried is not None:  # judged, but the old job produced them before the migration
+            batch = batch.filter(~self.carried)
         self.producer.query_id = self.producer.query_id or query_id_of(self.checkpoint)
         if self.dead_letters.endpoint.kind != "kafka":
             self.dead_letters.write(batch.filter(F.col("verdict") == DEAD_LETTER), batch_id)
@@ -95,6 +106,29 @@ class ExactlyOnceWriter:
 
     def close(self) -> None:
         self.producer.close()
+
+
+def already_committed(pending: dict | None) -> Column | None:
+    """The rows of an old job's batch that it committed to Kafka before a migration (``identity``):
+    records below the batch's end offsets, or the lines of the files it read."""
+    if pending is None:
+        return None
+    if pending.get("files"):
+        paths = [re.sub(r"^file:/+", "/", path) for path in pending["files"]]
+        return F.regexp_replace("source", r"^file:/+", "/").isin(paths)
+    ends = json.loads(pending["offsets"][0])
+    return reduce(operator.or_, [(F.col("source") == topic) & (F.col("partition") == int(partition))
+                                 & (F.col("offset") < end) for topic, parts in ends.items()
+                                 for partition, end in parts.items()])
+
+
+def _last_marker(commits: CommitLog):
+    """The last batch ``commits`` holds for (transactional id, query id); the topic is created when
+    missing (an old job that wrote no marker)."""
+    def last(transactional_id: str, query_id: str | None) -> int:
+        commits.ensure()
+        return commits.last_committed(transactional_id, query_id)
+    return last
 
 
 def query_id_of(checkpoint: str | None) -> str | None:

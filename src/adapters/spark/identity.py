@@ -18,8 +18,18 @@ the batches its markers name; a checkpoint deleted and created anew gets a new i
 * none, on a new checkpoint: a new random id.
 
 An explicitly configured ``kafka.transactional_id`` wins over all three, and is recorded
-(the output is committed under it from then on). A migrated checkpoint starts with the old
-one's identity (``migration.migrate``); ``inherited`` then says where it came from.
+(the output is committed under it from then on).
+
+**After a migration** (``migration.migrate``) the new checkpoint starts with the old one's
+identity (``inherited_identity``): its transactional id, so the new job's first start fences
+the old job's producer, and the old job's commit position in ``inherited``: its query id,
+its last batch committed to its checkpoint and the batch it had planned after that
+(``pending``: its end offsets, or the files it read). The old job may have committed that
+batch to Kafka and died before Spark's commit; the new job starts at the old checkpoint's
+position, so it reads those records again. At its first start the new job looks the old
+query's last commit marker up once (``settle``) and records the answer (``settled``; the
+compacted marker topic may later drop the old marker): if the pending batch was committed,
+its records are judged (so the new state knows their emissions) but not produced again.
 """
 
 from __future__ import annotations
@@ -29,6 +39,7 @@ import json
 import logging
 import uuid
 from dataclasses import dataclass, replace
+from typing import Callable
 
 from adapters.spark.checkpoint import Checkpoint
 
@@ -96,3 +107,48 @@ def resolve_identity(checkpoint: Checkpoint, location: str, configured: str | No
         return stored
     write_identity(checkpoint, identity)
     return identity
+
+
+def inherited_identity(old: Checkpoint, location: str, batch: int) -> Identity:
+    """The identity a checkpoint migrated from ``old`` (at its committed ``batch``) starts with."""
+    own = read_identity(old)
+    tid = own.transactional_id if own else legacy_transactional_id(location)
+    planned = old.last_planned()
+    pending = None
+    if planned is not None and planned > batch:
+        offsets = old.source_offsets(planned)
+        files = _files_of(old, offsets, old.source_offsets(batch))
+        pending = {"batch": planned, "offsets": offsets, **({"files": files} if files else {})}
+    return Identity(tid, {"from": location, "transactional_id": tid, "query_id": old.query_id(), "batch": batch,
+                          "pending": pending})
+
+
+def settle(identity: Identity, checkpoint: Checkpoint, last_committed: Callable[[str, str | None], int]) -> Identity:
+    """After a migration, once: whether the old job's pending batch was committed to Kafka
+    (``last_committed(transactional_id, query_id)``, the old query's last marker), recorded."""
+    inherited = identity.inherited
+    if not inherited or "settled" in inherited:
+        return identity
+    pending = inherited.get("pending")
+    last = last_committed(inherited["transactional_id"], inherited["query_id"])
+    skip = pending is not None and last >= pending["batch"]
+    if skip:
+        log.warning("the old job (%s) committed its batch %d to Kafka but not to its checkpoint: its records are "
+                    "judged and not produced again", inherited["from"], pending["batch"])
+    settled = replace(identity, inherited={**inherited, "settled": {"old_last_committed": last, "skip_pending": skip}})
+    write_identity(checkpoint, settled)
+    return settled
+
+
+def committed_pending(identity: Identity) -> dict | None:
+    """The old job's batch whose records it committed to Kafka (its ``offsets`` or ``files``), when settled so."""
+    inherited = identity.inherited or {}
+    return inherited.get("pending") if inherited.get("settled", {}).get("skip_pending") else None
+
+
+def _files_of(old: Checkpoint, pending: list[str], committed: list[str]) -> list[str]:
+    """A file source's files read between the ``committed`` and the ``pending`` positions (none for Kafka)."""
+    end, start = (json.loads(offsets[0]) if offsets else {} for offsets in (pending, committed))
+    if "logOffset" not in end:
+        return []
+    return sorted(set(old.files_read(0, end["logOffset"])) - set(old.files_read(0, start.get("logOffset", -1))))

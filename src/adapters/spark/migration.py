@@ -11,7 +11,10 @@
   ``fallback_retention``), keyed the old way, spelled as the new job spells keys (a state
   format 1 checkpoint's legacy keys respelled, ``domain.keys.from_legacy``);
 * the new manifest, with a ``migration`` section (the key translation per rule, and
-  ``retire_at``: the last old expiry).
+  ``retire_at``: the last old expiry);
+* the old job's exactly-once identity and commit position (``identity.inherited_identity``):
+  with exactly-once output the new job fences the old job's producer and does not produce
+  again a batch the old job committed to Kafka but not to its checkpoint.
 
 ``guard.CheckpointGuard`` applies it while the job runs: each event's old key is derived from its
 new key (``domain.migration.KeyTranslation``: the old key fields must be among the new
@@ -32,6 +35,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from adapters.spark.checkpoint import Checkpoint
+from adapters.spark.identity import Identity, inherited_identity, write_identity
 from adapters.spark.keys import from_legacy_column
 from adapters.spark.manifest import OPERATOR, Manifest, job_manifest, read_manifest, write_manifest
 from adapters.spark.state_reader import describe_offsets, read_state, rule_of, state_schema
@@ -58,6 +62,7 @@ class MigrationPlan:
     keys_per_rule: dict[str, int] = field(default_factory=dict)
     retire_at: int | None = None
     legacy_keys: bool = False  # the old state's keys are in the legacy spelling: respelled on export
+    identity: Identity | None = None  # the exactly-once identity the new checkpoint inherits
 
     def describe(self) -> list[str]:
         keys = sum(self.keys_per_rule.values())
@@ -72,10 +77,19 @@ class MigrationPlan:
             lines.append("respell the old keys as the new job spells them (state format 1 -> "
                          f"{ESCAPED_KEYS_SINCE}): ordinary keys are unchanged; a key whose values held the "
                          "separator \\x1f is ambiguous, matches no new key and expires")
+        lines.append(self._identity_step())
         lines.append(f"export {keys} live old keys to {self.new}/streamdedup/{FALLBACK} (consulted read-only)")
         lines.append("retire the old state once the watermark passes " +
                      (str(self.retire_at) if self.retire_at is not None else "- (nothing live)"))
         return lines
+
+    def _identity_step(self) -> str:
+        inherited = self.identity.inherited
+        step = f"carry the exactly-once identity over (transactional id {self.identity.transactional_id})"
+        if inherited["pending"] is None:
+            return step
+        return (f"{step}; the old job's batch {inherited['pending']['batch']}, planned but not committed to its "
+                "checkpoint, is judged but not produced again if its commit marker says it reached Kafka")
 
 
 def plan_migration(spark: SparkSession, old: str, new: str, rules: RuleSet,
@@ -92,6 +106,7 @@ def plan_migration(spark: SparkSession, old: str, new: str, rules: RuleSet,
     plan = MigrationPlan(old, new, batch, offsets, _files_read(source, offsets), source.watermark_ms() // 1000,
                          _translations(stored, rules, old_key_fields or {}), job_manifest(rules, state_schema(spark)),
                          legacy_keys=_legacy_keys(stored))
+    plan.identity = inherited_identity(source, old, batch)
     live = _live_old_state(spark, plan)
     for row in live.groupBy(rule_of("old_key").alias("rule")).agg(
             F.count(F.lit(1)).alias("keys"), F.max(F.array_max("fallback") + F.col("fallback_retention"))
@@ -105,6 +120,7 @@ def migrate(spark: SparkSession, plan: MigrationPlan) -> None:
     """Write the fallback, the position and the manifest into the new checkpoint."""
     ours = Checkpoint.at(plan.new).ours
     ours.mkdir(parents=True, exist_ok=True)
+    write_identity(Checkpoint.at(plan.new, spark), plan.identity)
     live = plan.retire_at is not None  # no live old emission: nothing to consult, retired at once
     if live:
         _live_old_state(spark, plan).write.mode("overwrite") \
