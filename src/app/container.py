@@ -20,6 +20,7 @@ from adapters.memory.state_store import InMemoryStateStore
 from adapters.system import InMemoryMetrics, SystemClock
 from app.settings import (KafkaSettings, MigrationSettings, PolicySettings, RedisSettings, RuleSettings, Settings,
                           SparkSettings)
+from domain.dead_letters import DEFAULT_MAX_BYTES
 from domain.dedup import Deduplicator
 from domain.watermarks import Watermarks
 from domain.delivery import Delivery
@@ -117,18 +118,19 @@ def file_path(uri: str | None, setting: str) -> str:
 
 def build_memory_engine(*, core: Deduplicator, metrics, source: str, sink: str, dlq: str | None,
                         notifications: str | None, notifications_out: str | None,
-                        batch_size: int, poll_timeout: float) -> InMemoryEngine:
+                        batch_size: int, poll_timeout: float, dlq_max_bytes: int = DEFAULT_MAX_BYTES) -> InMemoryEngine:
     dlq_path = file_path(dlq or "file:dead-letters.jsonl", "dlq")
     notes_in = JsonlNotificationSource(file_path(notifications, "notifications")) if notifications else None
     notes_out = JsonlNotificationSink(file_path(notifications_out, "notifications_out")) if notifications_out else None
-    delivery = Delivery(core, JsonlSink(file_path(sink, "sink")), JsonlDeadLetterSink(dlq_path), notes_out)
+    delivery = Delivery(core, JsonlSink(file_path(sink, "sink")), JsonlDeadLetterSink(dlq_path, dlq_max_bytes),
+                        notes_out)
     return InMemoryEngine(BatchPipeline(core, JsonlSource(file_path(source, "source")), delivery, metrics,
                                         notifications=notes_in, batch_size=batch_size, poll_timeout=poll_timeout))
 
 
 def build_kafka_engine(*, core: Deduplicator, metrics, source: str, sink: str, dlq: str | None,
                        notifications: str | None, notifications_out: str | None, batch_size: int,
-                       poll_timeout: float, kafka: KafkaSettings):
+                       poll_timeout: float, kafka: KafkaSettings, dlq_max_bytes: int = DEFAULT_MAX_BYTES):
     from adapters.kafka.engine import build_kafka_engine as build
     if not dlq:
         raise UsageError("--dlq kafka://HOST:PORT/TOPIC is required with --engine kafka "
@@ -139,7 +141,7 @@ def build_kafka_engine(*, core: Deduplicator, metrics, source: str, sink: str, d
                          "that survives a crash (--state redis://HOST:PORT/DB); the in-memory state does not")
     return build(core, source, sink, dlq, notifications_uri=notifications, notifications_out_uri=notifications_out,
                  exactly_once=exactly_once, kafka_settings=kafka.config, transactional_id=kafka.transactional_id,
-                 batch_size=batch_size, metrics=metrics, poll_timeout=poll_timeout)
+                 batch_size=batch_size, metrics=metrics, poll_timeout=poll_timeout, dead_letter_max_bytes=dlq_max_bytes)
 
 
 def spark_uri(uri: str | None, setting: str) -> str:
@@ -152,7 +154,8 @@ def spark_uri(uri: str | None, setting: str) -> str:
 
 def build_spark_engine(*, rules: RuleSet, policies: Policies, metrics, source: str, sink: str, dlq: str | None,
                        notifications: str | None, state: str, spark: SparkSettings, kafka: KafkaSettings,
-                       redis: RedisSettings | None = None, idle_partition_timeout: float | None = None):
+                       redis: RedisSettings | None = None, idle_partition_timeout: float | None = None,
+                       dlq_max_bytes: int = DEFAULT_MAX_BYTES):
     from adapters.spark.engine import build_spark_engine as build
     if state != "memory" and not state.startswith(REDIS_SCHEMES):
         raise UsageError(f"invalid setting state: the spark engine keeps its state in its checkpoint ('memory') "
@@ -168,7 +171,7 @@ def build_spark_engine(*, rules: RuleSet, policies: Policies, metrics, source: s
                      notifications=spark_uri(notifications, "notifications") if notifications else None,
                      delivery=kafka.delivery, kafka_config=kafka.config, transactional_id=kafka.transactional_id,
                      commit_replication=kafka.commit_topic_replication_factor,
-                     restart=parse_restart(spark.restart), metrics=metrics, **query)
+                     restart=parse_restart(spark.restart), metrics=metrics, dead_letter_max_bytes=dlq_max_bytes, **query)
     except ValueError as exc:
         raise UsageError(f"invalid setting kafka.config (DEDUP_KAFKA__CONFIG): {exc}") from None
 
@@ -189,7 +192,7 @@ class Container(containers.DeclarativeContainer):
                                watermarks=watermarks)
 
     _io = dict(source=settings.provided.source, sink=settings.provided.sink, dlq=settings.provided.dlq,
-               notifications=settings.provided.notifications)
+               dlq_max_bytes=settings.provided.dlq_max_bytes, notifications=settings.provided.notifications)
     _batches = dict(notifications_out=settings.provided.notifications_out, batch_size=settings.provided.batch_size,
                     poll_timeout=settings.provided.poll_timeout)
     engine = providers.Selector(

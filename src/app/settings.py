@@ -22,6 +22,7 @@ from pydantic_settings import (BaseSettings, EnvSettingsSource, NoDecode, Pydant
                                SettingsConfigDict)
 from pydantic_settings import SettingsError as _SourceError
 
+from domain.dead_letters import DEFAULT_MAX_BYTES
 from domain.policies import DEFAULT_POLICIES, ERROR_CLASSES, parse_chain
 from domain.restart import parse_restart
 from domain.rules import DEFAULT_MAX_AHEAD, DEFAULT_RULES, TimeBasis, UnknownTypePolicy
@@ -132,6 +133,7 @@ class Settings(BaseSettings):
     source: str = "-"
     sink: str = "-"
     dlq: str | None = None
+    dlq_max_bytes: int = Field(default=DEFAULT_MAX_BYTES, ge=1024)  # a dead letter's key plus value at most
     notifications: str | None = None
     notifications_out: str | None = None
     state: str = "memory"

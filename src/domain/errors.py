@@ -62,6 +62,33 @@ class UnknownEventType(InvalidEvent):
         super().__init__("unknown_type", f"no deduplication rule for type {event_type!r}", "type")
 
 
+OVERSIZE = "oversize"  # the reason of a record too large for an output
+
+
+class RecordTooLarge(PermanentError):
+    """A record larger than an output takes (e.g. a Kafka topic's ``max.message.bytes``).
+
+    Permanent for that output and the record's own doing: ``invalid``, so the ``invalid``
+    policy decides (by default dead-lettered, with reason ``oversize``, the dead letter cut to
+    its bound: ``domain.dead_letters.bounded``). ``size`` and ``limit`` are in bytes.
+    """
+
+    error_class = "invalid"
+
+    def __init__(self, size: int, limit: int, output: str):
+        super().__init__(too_large_text(str(size), str(limit), output))
+        self.size, self.limit = size, limit
+
+    @property
+    def reason(self) -> str:
+        return OVERSIZE
+
+
+def too_large_text(size: str, limit: str, output: str) -> str:
+    """The message of ``RecordTooLarge`` (sizes as text, so an engine can put a column's in)."""
+    return f"message of {size} bytes is larger than the {limit} bytes {output} takes"
+
+
 class ProcessingBug(PermanentError):
     """An unexpected exception inside the service: a bug, never the event's fault."""
 

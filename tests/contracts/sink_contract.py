@@ -1,9 +1,9 @@
 """The output contracts: every EventSink and DeadLetterSink adapter must pass these.
 
 An adapter's test module subclasses ``EventSinkContract`` or ``DeadLetterSinkContract`` and
-implements ``make_sink`` (a fresh sink) and ``written`` (what the sink made durable, in
-order: the values for events, for dead letters each one as ``domain.dead_letters`` decodes
-what the medium holds).
+implements ``make_sink`` (a fresh sink; a dead-letter sink bounded by ``BOUND`` bytes) and
+``written`` (what the sink made durable, in order: the values for events, for dead letters
+each one as ``domain.dead_letters`` decodes what the medium holds).
 Reading back goes through the adapter's real medium (the file, the topic), never the
 sink object itself.
 """
@@ -12,11 +12,12 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from domain.dead_letters import MAX_ERROR_CHARS
+from domain.dead_letters import MAX_ERROR_CHARS, Original, bounded
 from domain.events import Event, RawRecord, SourcePosition
 from domain.ports import DeadLetter, DeadLetterSink, EventSink
 
 T = 1_689_019_596
+BOUND = 4096  # a dead-letter sink's max_bytes in the contract
 
 
 def record(value: bytes, offset: int, source: str = "events-in", partition: int = 3) -> RawRecord:
@@ -102,4 +103,16 @@ class DeadLetterSinkContract(SinkContract):
         sink.write(replace(DEAD_LETTERS[0], error="x" * (MAX_ERROR_CHARS + 5), time=1_700_000_000.1236))
         sink.flush()
         assert self.written() == [replace(DEAD_LETTERS[0], error="x" * MAX_ERROR_CHARS, time=1_700_000_000.124)]
+        sink.close()
+
+    def test_a_dead_letter_over_the_bound_keeps_its_first_bytes_and_the_original_size_and_digest(self):
+        sink = self.make_sink()
+        big = replace(DEAD_LETTERS[0], record=record(b"z" * (3 * BOUND), 11))
+        sink.write(big)
+        sink.write(DEAD_LETTERS[1])
+        sink.flush()
+        [cut, whole] = self.written()
+        assert cut == bounded(big, BOUND) and whole == DEAD_LETTERS[1]
+        assert len(cut.record.value) + len(cut.record.key) == BOUND
+        assert cut.original == Original.of(b"z" * (3 * BOUND))
         sink.close()

@@ -3,6 +3,7 @@ starts (a fresh notifications topic and dead-letter topic per test, read back wi
 
 from __future__ import annotations
 
+import hashlib
 import time
 
 import pytest
@@ -71,7 +72,8 @@ class TestKafkaNotifications(NotificationContract):
         assert {k: v for k, v in dead.headers.items() if k != "dedup.error"} == {
             "dedup.reason": "bad_notification", "dedup.error_class": "invalid", "dedup.source.topic": self.topic,
             "dedup.source.partition": "0", "dedup.source.offset": "0", "dedup.attempts": "1",
-            "dedup.time": f"{NOW:.3f}"}
+            "dedup.time": f"{NOW:.3f}", "dedup.original.size": str(len(MALFORMED[0])),
+            "dedup.original.sha256": hashlib.sha256(MALFORMED[0]).hexdigest()}
         assert "not UTF-8 JSON" in dead.headers["dedup.error"]
         source.close()
 

@@ -8,7 +8,7 @@ import pytest
 
 from adapters.files.jsonl import JsonlDeadLetterSink, JsonlSink
 from domain.dead_letters import from_document
-from tests.contracts.sink_contract import DeadLetterSinkContract, EventSinkContract
+from tests.contracts.sink_contract import BOUND, DeadLetterSinkContract, EventSinkContract
 
 
 class TestJsonlSink(EventSinkContract):
@@ -29,7 +29,7 @@ class TestJsonlDeadLetterSink(DeadLetterSinkContract):
         self.path = tmp_path / "dead.jsonl"
 
     def make_sink(self):
-        return JsonlDeadLetterSink(str(self.path))
+        return JsonlDeadLetterSink(str(self.path), BOUND)
 
     def written(self):
         if not self.path.exists():

@@ -10,7 +10,8 @@ from adapters.kafka.dead_letters import KafkaDeadLetterSink
 from adapters.kafka.producer import ProducerChannel
 from adapters.kafka.sink import KafkaSink
 from domain.dead_letters import from_headers
-from tests.contracts.sink_contract import UNIQUE_VALUES, DeadLetterSinkContract, EventSinkContract, event, record
+from tests.contracts.sink_contract import (BOUND, UNIQUE_VALUES, DeadLetterSinkContract, EventSinkContract, event,
+                                           record)
 from tests.integration.kafka_io import create_topics, read_topic, unique
 
 pytestmark = pytest.mark.kafka
@@ -46,7 +47,7 @@ class TestKafkaSink(KafkaTopic, EventSinkContract):
 
 class TestKafkaDeadLetterSink(KafkaTopic, DeadLetterSinkContract):
     def make_sink(self):
-        return KafkaDeadLetterSink(self.channel, self.topic)
+        return KafkaDeadLetterSink(self.channel, self.topic, BOUND)
 
     def written(self):
         return [from_headers(m.value, m.key, m.raw_headers) for m in self.messages()]

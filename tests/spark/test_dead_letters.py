@@ -13,7 +13,8 @@ from dataclasses import replace
 
 import pytest
 
-from domain.dead_letters import MAX_ERROR_CHARS, DeadLetter, from_headers, millis, to_document, to_headers
+from domain.dead_letters import (DEFAULT_MAX_BYTES, MAX_ERROR_CHARS, DeadLetter, from_headers, millis, to_document,
+                                 to_headers, to_message)
 from domain.events import RawRecord, SourcePosition
 
 pytestmark = pytest.mark.spark
@@ -69,3 +70,19 @@ def test_the_engine_stamps_invalid_one_attempt_and_the_batch_time(spark):
     assert (decoded.error_class, decoded.attempts) == ("invalid", 1)
     assert before - 1 <= decoded.time <= time.time() + 1
     assert replace(decoded, time=LETTERS[0].time) == LETTERS[0]
+
+
+@pytest.mark.parametrize("max_bytes", [DEFAULT_MAX_BYTES, 320, 301, 100, 7, 0])
+def test_spark_bounds_the_key_and_value_as_the_domain_does(spark, max_bytes):
+    from pyspark.sql import functions as F
+
+    from adapters.spark.dead_letters import bounded_record, json_document
+
+    given = {"error_class": F.col("error_class"), "attempts": F.col("attempts"), "time": F.col("time_ms")}
+    record = bounded_record(max_bytes)
+    rows = judged_rows(spark, LETTERS).select(record["key"].alias("key"), record["value"].alias("value"),
+                                              json_document(given, max_bytes).alias("document")).collect()
+    for dead_letter, row in zip(LETTERS, rows):
+        value, key, _ = to_message(dead_letter, max_bytes)
+        assert (row["key"], row["value"]) == (key, value)
+        assert json.loads(row["document"]) == to_document(dead_letter, max_bytes)

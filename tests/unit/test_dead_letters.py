@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import replace
 
 import pytest
 
-from domain.dead_letters import (MAX_ERROR_CHARS, DeadLetter, from_document, from_headers, to_document,
-                                 to_headers)
+from domain.dead_letters import (DEFAULT_MAX_BYTES, MAX_ERROR_CHARS, DeadLetter, Original, bounded, from_document,
+                                 from_headers, to_document, to_headers, to_message)
 from domain.events import RawRecord, SourcePosition
 
 LETTER = DeadLetter(RawRecord(b'{"id": 1}', SourcePosition("events", 2, 41), b"u-1"), "wrong_type",
@@ -25,6 +26,8 @@ def test_on_kafka_the_metadata_are_dedup_headers_of_utf8_text_in_a_fixed_order()
         ("dedup.source.offset", b"41"),
         ("dedup.attempts", b"1"),
         ("dedup.time", b"1795325944.700"),
+        ("dedup.original.size", b"9"),
+        ("dedup.original.sha256", b"354aaef7a5f6ecbb2faee49fbe47a24e024cb62b3183b853a1ecc01e01920e49"),
     ]
 
 
@@ -32,7 +35,7 @@ def test_in_a_file_the_same_names_nest_and_key_and_value_are_base64():
     assert json.dumps(to_document(LETTER)) == (
         '{"reason": "wrong_type", "error": "field \'id\' must be a string, got number", "error_class": "invalid", '
         '"source": {"topic": "events", "partition": 2, "offset": 41}, "attempts": 1, "time": 1795325944.7, '
-        '"key": "dS0x", "value": "eyJpZCI6IDF9"}')
+        '"original": {"size": 9, "sha256": "354aaef7a5f6ecbb2faee49fbe47a24e024cb62b3183b853a1ecc01e01920e49"}, "key": "dS0x", "value": "eyJpZCI6IDF9"}')
     assert to_document(replace(LETTER, record=replace(LETTER.record, key=None)))["key"] is None
 
 
@@ -94,3 +97,46 @@ def test_a_malformed_document_is_an_error(broken):
     broken(document)
     with pytest.raises(ValueError):
         from_document(document)
+
+
+BIG = replace(LETTER, record=RawRecord(b"v" * 1000, SourcePosition("events", 2, 41), b"k" * 10), reason="oversize")
+
+
+@pytest.mark.parametrize("max_bytes, key, value", [
+    (1010, b"k" * 10, b"v" * 1000),    # fits: as it is
+    (1009, b"k" * 10, b"v" * 999),     # the value cut to the rest
+    (100, b"k" * 10, b"v" * 90),
+    (10, b"k" * 5, b"v" * 5),          # the key at most half the bound
+    (0, b"", b""),
+])
+def test_a_dead_letter_is_bounded_to_a_prefix_of_its_key_and_value(max_bytes, key, value):
+    letter = bounded(BIG, max_bytes)
+    assert (letter.record.key, letter.record.value, letter.record.position) == (key, value, BIG.record.position)
+    assert letter.original == (None if value == BIG.record.value else Original.of(b"v" * 1000))
+    assert letter.original_value == Original(1000, hashlib.sha256(b"v" * 1000).hexdigest())
+
+
+def test_a_bounded_dead_letter_carries_the_original_size_and_digest_in_both_media():
+    value, key, headers = to_message(BIG, 100)
+    assert (value, key) == (b"v" * 90, b"k" * 10)
+    names = dict(headers)
+    assert (names["dedup.original.size"], names["dedup.original.sha256"]) == \
+        (b"1000", hashlib.sha256(b"v" * 1000).hexdigest().encode())
+    assert from_headers(value, key, headers) == bounded(BIG, 100)
+    document = to_document(BIG, 100)
+    assert document["original"] == {"size": 1000, "sha256": hashlib.sha256(b"v" * 1000).hexdigest()}
+    assert from_document(json.loads(json.dumps(document))) == bounded(BIG, 100)
+
+
+def test_the_default_bound_keeps_ordinary_records_whole_and_cuts_a_large_one():
+    assert to_message(LETTER)[:2] == (LETTER.record.value, LETTER.record.key)
+    huge = replace(LETTER, record=replace(LETTER.record, value=b"x" * 2_000_000))
+    value, key, _ = to_message(huge)
+    assert len(value) + len(key) == DEFAULT_MAX_BYTES < 1_000_000
+
+
+def test_letters_written_before_the_original_fields_still_decode():
+    old_headers = [h for h in to_headers(LETTER) if not h[0].startswith("dedup.original.")]
+    assert from_headers(b'{"id": 1}', b"u-1", old_headers) == LETTER
+    old_document = {k: v for k, v in to_document(LETTER).items() if k != "original"}
+    assert from_document(old_document) == LETTER

@@ -16,7 +16,7 @@ from typing import BinaryIO, Sequence
 
 from domain.errors import SinkUnavailable, SourceUnavailable
 from domain.events import Event, RawRecord, SourcePosition
-from domain.dead_letters import DeadLetter, to_document
+from domain.dead_letters import DEFAULT_MAX_BYTES, DeadLetter, to_document
 
 STDIO = "-"
 
@@ -142,7 +142,12 @@ class JsonlSink(_LineWriter):
 
 
 class JsonlDeadLetterSink(_LineWriter):
-    """Writes one JSON document per dead letter, as ``domain.dead_letters.to_document`` defines it."""
+    """Writes one JSON document per dead letter, as ``domain.dead_letters.to_document`` defines it,
+    its key plus value bounded by ``max_bytes``."""
+
+    def __init__(self, path: str, max_bytes: int = DEFAULT_MAX_BYTES):
+        super().__init__(path)
+        self.max_bytes = max_bytes
 
     def write(self, dead_letter: DeadLetter) -> None:
-        self._write_line(json.dumps(to_document(dead_letter)).encode())
+        self._write_line(json.dumps(to_document(dead_letter, self.max_bytes)).encode())

@@ -8,7 +8,11 @@ transactional producer. Exactly-once output across a crash also needs state that
 the crash (Redis): memory state starts empty after a restart.
 
 Start-up fails with a one-line domain error when a broker does not answer within
-``metadata_timeout`` or a topic does not exist.
+``metadata_timeout`` or a topic does not exist. It also reads how large a message each
+output topic takes (``max.message.bytes``): a unique event larger than the events topic
+takes is refused before it is produced (``RecordTooLarge``: the ``invalid`` policy, by default
+dead-lettered with reason ``oversize``), dead letters are cut to fit theirs, and no producer
+batch is larger than a topic takes.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from typing import Any, Callable, Mapping
 
 from adapters.system import InMemoryMetrics
 from domain.accounting import Accounting
+from domain.dead_letters import DEFAULT_MAX_BYTES
 from domain.dedup import Deduplicator
 from domain.delivery import Delivery
 from domain.pipeline import BatchPipeline
@@ -30,8 +35,9 @@ from adapters.kafka.dead_letters import KafkaDeadLetterSink
 from adapters.kafka.notifications import KafkaNotificationSink, KafkaNotificationSource
 from adapters.kafka.producer import ProducerChannel
 from adapters.kafka.sink import KafkaSink, rule_key
+from adapters.kafka.sizes import PRODUCER_DEFAULT_BATCH
 from adapters.kafka.source import KafkaSource
-from adapters.kafka.topics import require_topics
+from adapters.kafka.topics import max_message_bytes, require_topics
 from adapters.kafka.transactions import TransactionalCommitter, default_transactional_id
 
 log = logging.getLogger(__name__)
@@ -63,11 +69,13 @@ def build_kafka_engine(core: Deduplicator, source_uri: str, sink_uri: str, dlq_u
                        kafka_settings: Mapping[str, Any] | None = None, transactional_id: str | None = None,
                        batch_size: int = 1000, metrics: Metrics | None = None, poll_timeout: float = 0.5,
                        stop_at_end: bool | None = None, notifications_out_uri: str | None = None,
-                       metadata_timeout: float = 10.0, flush_timeout: float = 30.0) -> KafkaEngine:
+                       metadata_timeout: float = 10.0, flush_timeout: float = 30.0,
+                       dead_letter_max_bytes: int = DEFAULT_MAX_BYTES) -> KafkaEngine:
     """Check the brokers and topics, then wire the Kafka adapters around ``core``.
 
     ``kafka_settings`` are librdkafka settings for every client (``consumer.``/``producer.``
     prefixes target one kind). ``stop_at_end`` overrides the source URI's ``?stop_at_end=``.
+    ``dead_letter_max_bytes`` bounds a dead letter's key plus value (``domain.dead_letters``).
     Raises ``KafkaConfigurationError`` (bad URI or setting, missing topic) or
     ``SourceUnavailable``/``SinkUnavailable`` (a broker that does not answer).
     """
@@ -76,15 +84,17 @@ def build_kafka_engine(core: Deduplicator, source_uri: str, sink_uri: str, dlq_u
     if exactly_once:
         _require_one_cluster(endpoints)
     partitions = require_topics(list(endpoints.items()), settings, metadata_timeout)
+    limits = _write_limits(endpoints, settings, metadata_timeout)
     resources: list = []
     try:
         source = KafkaSource(endpoints["source"], settings, partitions=partitions["source"], stop_at_end=stop_at_end)
         resources.append(source)
         txn_id = (transactional_id or default_transactional_id(source, settings.get("group.instance.id"))
                   if exactly_once else None)
-        channels = _Channels(settings, flush_timeout, resources, txn_id)
-        delivery = _delivery(core, endpoints, channels)
-        notifications = _notification_source(core, endpoints, settings, channels, source.group, resources)
+        channels = _Channels(settings, flush_timeout, resources, txn_id, limits)
+        delivery = _delivery(core, endpoints, channels, dead_letter_max_bytes)
+        notifications = _notification_source(core, endpoints, settings, channels, source.group, resources,
+                                             dead_letter_max_bytes)
         committer = TransactionalCommitter(channels.to(endpoints["sink"]), source) if exactly_once else None
     except BaseException:
         _close_all(resources)
@@ -96,19 +106,22 @@ def build_kafka_engine(core: Deduplicator, source_uri: str, sink_uri: str, dlq_u
     return KafkaEngine(pipeline, resources)
 
 
-def _delivery(core: Deduplicator, endpoints: dict[str, KafkaEndpoint], channels: "_Channels") -> Delivery:
+def _delivery(core: Deduplicator, endpoints: dict[str, KafkaEndpoint], channels: "_Channels",
+              dead_letter_max_bytes: int) -> Delivery:
     sink = KafkaSink(channels.to(endpoints["sink"]), endpoints["sink"].topic, rule_key(core.rules))
-    dead_letters = KafkaDeadLetterSink(channels.to(endpoints["dlq"]), endpoints["dlq"].topic)
+    dead_letters = KafkaDeadLetterSink(channels.to(endpoints["dlq"]), endpoints["dlq"].topic, dead_letter_max_bytes)
     out = endpoints.get("notifications_out")
     notification_sink = KafkaNotificationSink(channels.to(out), out.topic) if out else None
     return Delivery(core, sink, dead_letters, notification_sink)
 
 
-def _notification_source(core, endpoints, settings, channels, group, resources) -> KafkaNotificationSource | None:
+def _notification_source(core, endpoints, settings, channels, group, resources,
+                         dead_letter_max_bytes) -> KafkaNotificationSource | None:
     if "notifications" not in endpoints:
         return None
     # read outside any transaction: invalid notifications are dead-lettered by a plain producer
-    dead_letters = KafkaDeadLetterSink(channels.plain(endpoints["dlq"]), endpoints["dlq"].topic)
+    dead_letters = KafkaDeadLetterSink(channels.plain(endpoints["dlq"]), endpoints["dlq"].topic,
+                                       dead_letter_max_bytes)
     source = KafkaNotificationSource(endpoints["notifications"], dead_letters, core.clock.now, settings,
                                      group=f"{group}-notifications")
     resources.insert(0, source)
@@ -118,9 +131,10 @@ def _notification_source(core, endpoints, settings, channels, group, resources) 
 class _Channels:
     """One producer per cluster (transactional under exactly-once), plus a plain one when needed."""
 
-    def __init__(self, settings, flush_timeout, resources, transactional_id):
+    def __init__(self, settings, flush_timeout, resources, transactional_id, limits=None):
         self.settings, self.flush_timeout, self.resources = settings, flush_timeout, resources
         self.transactional_id = transactional_id
+        self.limits: dict[str, dict[str, int]] = limits or {}  # bootstrap -> topic -> max.message.bytes
         self._by_cluster: dict[tuple[str, bool], ProducerChannel] = {}
 
     def to(self, endpoint: KafkaEndpoint) -> ProducerChannel:
@@ -133,11 +147,32 @@ class _Channels:
         key = (endpoint.bootstrap, transactional_id is not None)
         if key not in self._by_cluster:
             name = f"kafka producer ({endpoint.bootstrap}{', transactional' if transactional_id else ''})"
-            channel = ProducerChannel(producer_config(endpoint, self.settings, transactional_id), name,
-                                      flush_timeout=self.flush_timeout)
+            limits = self.limits.get(endpoint.bootstrap, {})
+            config = _batches_within(producer_config(endpoint, self.settings, transactional_id), limits)
+            channel = ProducerChannel(config, name, flush_timeout=self.flush_timeout)
+            channel.limits.update(limits)
             self._by_cluster[key] = channel
             self.resources.append(channel)
         return self._by_cluster[key]
+
+
+def _write_limits(endpoints: dict[str, KafkaEndpoint], settings, timeout: float) -> dict[str, dict[str, int]]:
+    """Per cluster, the ``max.message.bytes`` of each topic written (one that cannot be read is left out)."""
+    limits: dict[str, dict[str, int]] = {}
+    for role in ("sink", "dlq", "notifications_out"):
+        endpoint = endpoints.get(role)
+        limit = max_message_bytes(endpoint, settings, timeout) if endpoint else None
+        if limit is not None:
+            limits.setdefault(endpoint.bootstrap, {})[endpoint.topic] = limit
+    return limits
+
+
+def _batches_within(config: dict[str, Any], limits: Mapping[str, int]) -> dict[str, Any]:
+    """``config`` with ``batch.size`` at most the smallest topic limit: a broker refuses a batch
+    larger than its topic takes with every message in it, and librdkafka never splits one."""
+    if not limits:
+        return config
+    return {**config, "batch.size": min(int(config.get("batch.size", PRODUCER_DEFAULT_BATCH)), *limits.values())}
 
 
 def _endpoints(source, sink, dlq, notifications, notifications_out) -> dict[str, KafkaEndpoint]:

@@ -3,8 +3,11 @@
 The event sink and the dead-letter sink write through the same ``ProducerChannel``, so with
 exactly-once both are in the same transaction. Delivery reports arrive for failures only.
 
-Failure behaviour: ``produce`` raises ``RecordRejected`` (permanent) for a record the client
-refuses outright, e.g. one larger than ``message.max.bytes``. ``flush`` raises
+Failure behaviour: ``produce`` raises ``RecordTooLarge`` (permanent, ``invalid``) for a message
+larger than its topic takes (``limits``: each topic's ``max.message.bytes``, read at start)
+or than the producer's ``message.max.bytes``, before producing it: a broker refusing it
+would fail the flush (and doom a transaction) again and again. It raises ``RecordRejected``
+(permanent) for a record the client refuses outright otherwise. ``flush`` raises
 ``SinkUnavailable`` when messages are still unacknowledged after ``flush_timeout`` (they stay
 queued and librdkafka keeps retrying them; the next flush waits for them again) or when
 deliveries failed. Without a transaction, failed messages are produced again at the next
@@ -20,8 +23,9 @@ from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Producer
 
-from domain.errors import PermanentError, SinkUnavailable
+from domain.errors import PermanentError, RecordTooLarge, SinkUnavailable
 
+from adapters.kafka.sizes import PRODUCER_DEFAULT_MAX, message_size
 from adapters.kafka.topics import config_error, describe
 
 log = logging.getLogger(__name__)
@@ -50,13 +54,27 @@ class ProducerChannel:
         self._failed: list[tuple[str, bytes, bytes | None, list | None, KafkaError]] = []
         self._last_error: KafkaError | None = None
         self._logged: dict[int, float] = {}
+        self.limits: dict[str, int] = {}  # topic -> its max.message.bytes (a topic not here: the producer's)
+        self.producer_max = int(config.get("message.max.bytes", PRODUCER_DEFAULT_MAX))
         try:
             self.producer = Producer({**config, "error_cb": self._on_error, "on_delivery": self._on_delivery})
         except KafkaException as exc:
             raise config_error(exc, name, config) from None
 
+    def max_bytes(self, topic: str) -> int:
+        """The largest message (``sizes.message_size``) ``topic`` and this producer take."""
+        return min(self.limits.get(topic, self.producer_max), self.producer_max)
+
+    def room(self, topic: str, headers: list) -> int:
+        """How many bytes of key plus value a message to ``topic`` with ``headers`` may carry."""
+        return max(0, self.max_bytes(topic) - message_size(b"", None, headers))
+
     def produce(self, topic: str, value: bytes, key: bytes | None = None, headers: list | None = None) -> None:
-        """Queue one message; waits (up to ``flush_timeout``) while the local queue is full."""
+        """Queue one message; waits (up to ``flush_timeout``) while the local queue is full.
+        Raises ``RecordTooLarge`` when it is larger than ``max_bytes(topic)``."""
+        size = message_size(value, key, headers)
+        if size > self.max_bytes(topic):
+            raise RecordTooLarge(size, self.max_bytes(topic), f"topic {topic!r}")
         deadline = None
         while True:
             try:

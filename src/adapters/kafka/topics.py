@@ -1,4 +1,5 @@
-"""Start-up checks: the brokers answer and every topic the engine uses exists.
+"""Start-up checks: the brokers answer and every topic the engine uses exists; and how
+large a message each topic the engine writes takes.
 
 Only whole-cluster metadata is requested (never one topic by name), so a check can never
 make a broker with ``auto.create.topics.enable`` create a misspelt topic.
@@ -6,14 +7,17 @@ make a broker with ``auto.create.topics.enable`` create a misspelt topic.
 
 from __future__ import annotations
 
+import logging
 from typing import Any, Mapping, Sequence
 
 from confluent_kafka import KafkaException
-from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin import AdminClient, ConfigResource
 
 from domain.errors import SinkUnavailable, SourceUnavailable, TransientError
 
 from adapters.kafka.config import KafkaConfigurationError, KafkaEndpoint, admin_config, scrub
+
+log = logging.getLogger(__name__)
 
 
 def require_topics(endpoints: Sequence[tuple[str, KafkaEndpoint]], settings: Mapping[str, Any] | None,
@@ -48,6 +52,20 @@ def _list_topics(role: str, endpoint: KafkaEndpoint, settings, timeout: float) -
         raise error(f"kafka broker {endpoint.bootstrap} unreachable ({role} {endpoint.topic!r}): no metadata "
                     f"within {timeout:g}s ({scrub(describe(exc), config)})") from None
     return {name: len(t.partitions) for name, t in metadata.topics.items() if t.error is None}
+
+
+def max_message_bytes(endpoint: KafkaEndpoint, settings: Mapping[str, Any] | None, timeout: float) -> int | None:
+    """The topic's ``max.message.bytes`` (the broker's default unless the topic sets it); None, logged,
+    when its configuration cannot be read (e.g. not authorised): its messages are then not checked."""
+    resource = ConfigResource(ConfigResource.Type.TOPIC, endpoint.topic)
+    try:
+        admin = AdminClient(admin_config(endpoint, settings))
+        [future] = admin.describe_configs([resource], request_timeout=timeout).values()
+        return int(future.result(timeout)["max.message.bytes"].value)
+    except (KafkaException, KeyError, TypeError, ValueError) as exc:
+        log.warning("cannot read max.message.bytes of %s (%s): messages too large for it are not caught before "
+                    "they are produced", endpoint, describe(exc))
+        return None
 
 
 def unavailable(role: str) -> type[TransientError]:

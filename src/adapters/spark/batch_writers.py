@@ -16,6 +16,9 @@ engine retries it per the ``transient`` policy and decides whether the batch is 
   per batch (effectively once) before the transaction.
 
 ``open(spark)`` is called at each start of the query, before it runs; ``close()`` when it ends.
+
+Both take only what their Kafka topics take (``oversize``): ``routed`` turns a unique event
+too large for the events topic into a dead letter, and dead letters are bounded to fit theirs.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from __future__ import annotations
 import json
 import operator
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import reduce
 from typing import Mapping
 
@@ -35,15 +38,18 @@ from adapters.spark.dead_letters import producer_headers
 from adapters.spark.identity import committed_pending, resolve_identity, settle
 from adapters.spark.jvm import SparkSetupError
 from adapters.spark.metrics import accounting_of
+from adapters.spark.oversize import OversizeRoute, dead_letter_bound, events_route, producer_max
 from adapters.spark.plan import DEAD_LETTER
 from adapters.spark.sinks import BatchSink, kafka_records, write_judged
 from adapters.spark.transactional_sink import BatchOutput, CommitLog, TransactionalProducer
+from domain.dead_letters import DEFAULT_MAX_BYTES
 
 
 @dataclass
 class AtLeastOnceWriter:
     events: BatchSink
     dead_letters: BatchSink
+    routed: OversizeRoute = field(default_factory=OversizeRoute)  # the judged batch, as this writer takes it
 
     @property
     def reads(self) -> int:
@@ -70,6 +76,7 @@ class ExactlyOnceWriter:
     dead_letters: BatchSink
     producer: TransactionalProducer
     checkpoint: str | None = None
+    routed: OversizeRoute = field(default_factory=OversizeRoute)
     transactional_id: str | None = None  # configured (kafka.transactional_id); else the checkpoint's identity
     carried: Column | None = field(default=None, repr=False)  # rows an old job committed before a migration
     kafka = True
@@ -99,7 +106,7 @@ class ExactlyOnceWriter:
     def collect(self, batch: DataFrame, batch_id: int) -> BatchOutput:
         """The batch's Kafka records on the driver, as ``(topic, key, value, headers)``."""
         letters = self.dead_letters.endpoint.topic if self.dead_letters.endpoint.kind == "kafka" else None
-        table = kafka_records(batch, self.events_topic, letters).toArrow()
+        table = kafka_records(batch, self.events_topic, letters, self.dead_letters.max_bytes).toArrow()
         headers = map(producer_headers, table.column("headers").to_pylist())
         rows = list(zip(*(table.column(name).to_pylist() for name in ("topic", "key", "value")), headers))
         return BatchOutput(batch_id, rows, accounting_of(batch).as_dict())
@@ -142,21 +149,25 @@ def query_id_of(checkpoint: str | None) -> str | None:
 
 def writer_for(sink: str, dead_letters: str, delivery: str, checkpoint: str,
                kafka_settings: Mapping[str, str] | None = None, transactional_id: str | None = None,
-               spark_producer_options: Mapping[str, str] | None = None, commit_replication: int | None = None):
+               spark_producer_options: Mapping[str, str] | None = None, commit_replication: int | None = None,
+               dead_letter_max_bytes: int = DEFAULT_MAX_BYTES):
     """The batch writer for ``delivery`` (``at-least-once`` or ``exactly-once``).
 
     ``kafka_settings``: librdkafka settings (the transactional producer);
     ``spark_producer_options``: the same as options of Spark's Kafka writer;
-    ``commit_replication``: the commit-marker topic's replication factor (None: the broker's default).
+    ``commit_replication``: the commit-marker topic's replication factor (None: the broker's default);
+    ``dead_letter_max_bytes``: a dead letter's key plus value at most (``domain.dead_letters``).
     """
     from adapters.kafka.config import KafkaEndpoint
     from adapters.spark.transactional_sink import CommitLog, control_topic_for
 
     options = dict(spark_producer_options or {})
+    settings = dict(kafka_settings or {})
     events, letters = (BatchSink.from_uri(sink, "events", options),
                        BatchSink.from_uri(dead_letters, "dead_letters", options))
+    letters = replace(letters, max_bytes=dead_letter_bound(letters.endpoint, settings, dead_letter_max_bytes))
     if delivery == "at-least-once":
-        return AtLeastOnceWriter(events, letters)
+        return AtLeastOnceWriter(events, letters, events_route(events.endpoint, settings, producer_max(options)))
     if events.endpoint.kind != "kafka":
         raise SparkSetupError("kafka.delivery=exactly-once needs a kafka:// sink (JSONL output is replaced "
                               "per micro-batch, effectively once, with at-least-once)")
@@ -165,4 +176,6 @@ def writer_for(sink: str, dead_letters: str, delivery: str, checkpoint: str,
         "commit_topic", control_topic_for(endpoint.topic))), kafka_settings or {},
         replication_factor=commit_replication)
     producer = TransactionalProducer(endpoint, commits, transactional_id, kafka_settings)
-    return ExactlyOnceWriter(endpoint.topic, letters, producer, checkpoint, transactional_id=transactional_id)
+    return ExactlyOnceWriter(endpoint.topic, letters, producer, checkpoint,
+                             events_route(events.endpoint, settings, producer_max(librdkafka=settings)),
+                             transactional_id=transactional_id)

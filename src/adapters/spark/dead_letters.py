@@ -4,9 +4,10 @@ Spark cannot call the domain's encoders per row without leaving the JVM, so this
 builds the same encodings from ``domain.dead_letters.FIELDS`` in native expressions over a
 judged batch's columns (``reason``, ``detail``, ``source``, ``partition``, ``offset``,
 ``value``, ``kafka_key``): ``kafka_headers()`` is the Kafka ``headers`` column
-(``array<struct<key: string, value: binary>>``, the value and key go as they are) and
-``json_document()`` the JSONL document. ``tests/spark/test_dead_letters.py`` holds both to the
-domain's encoders, field by field.
+(``array<struct<key: string, value: binary>>``), ``bounded_record(max_bytes)`` the key and
+value the Kafka record carries (``domain.dead_letters.bounded``) and ``json_document()`` the
+JSONL document. ``tests/spark/test_dead_letters.py`` holds them to the domain's encoders,
+field by field.
 
 The Spark engine dead-letters invalid and late records only, each once: ``error_class`` is
 ``invalid`` and ``attempts`` 1; ``time`` is ``current_timestamp()`` of the micro-batch's
@@ -21,7 +22,7 @@ from typing import Mapping
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
-from domain.dead_letters import FIELDS, INTEGER, MAX_ERROR_CHARS, TIME, Field, nest
+from domain.dead_letters import DEFAULT_MAX_BYTES, FIELDS, INTEGER, MAX_ERROR_CHARS, TIME, Field, nest
 
 HEADERS_TYPE = "array<struct<key:string,value:binary>>"
 
@@ -39,8 +40,21 @@ def field_columns(overrides: Mapping[str, Column] | None = None) -> dict[str, Co
         "source.offset": F.col("offset").cast("long"),
         "attempts": F.lit(1).cast("long"),
         "time": F.unix_millis(F.current_timestamp()),
+        "original.size": F.octet_length(F.col("value")).cast("long"),
+        "original.sha256": F.sha2(F.col("value"), 256),
     }
     return {**columns, **(overrides or {})}
+
+
+def bounded_record(max_bytes: int = DEFAULT_MAX_BYTES) -> dict[str, Column]:
+    """The dead letter's ``key`` and ``value`` (``domain.dead_letters.bounded``): as they are when
+    they fit ``max_bytes`` together, else the key's first ``max_bytes // 2`` bytes and the value's
+    first bytes up to ``max_bytes``."""
+    key, value = F.col("kafka_key"), F.col("value")
+    fits = F.octet_length(value) + F.coalesce(F.octet_length(key), F.lit(0)) <= F.lit(max_bytes)
+    cut_key = F.substring(key, 1, max_bytes // 2)
+    cut_value = value.substr(F.lit(1), F.lit(max_bytes) - F.coalesce(F.octet_length(cut_key), F.lit(0)))
+    return {"key": F.when(fits, key).otherwise(cut_key), "value": F.when(fits, value).otherwise(cut_value)}
 
 
 def kafka_headers(columns: Mapping[str, Column] | None = None) -> Column:
@@ -55,11 +69,11 @@ def no_headers() -> Column:
     return F.lit(None).cast(HEADERS_TYPE)
 
 
-def json_document(columns: Mapping[str, Column] | None = None) -> Column:
+def json_document(columns: Mapping[str, Column] | None = None, max_bytes: int = DEFAULT_MAX_BYTES) -> Column:
     """The dead letter's JSON document as a string (``domain.dead_letters.to_document``)."""
-    columns = field_columns(columns)
+    columns, record = field_columns(columns), bounded_record(max_bytes)
     flat = {f.name: (columns[f.name] / 1000).cast("double") if f.kind == TIME else columns[f.name] for f in FIELDS}
-    flat.update(key=_base64(F.col("kafka_key")), value=_base64(F.col("value")))
+    flat.update(key=_base64(record["key"]), value=_base64(record["value"]))
     return F.to_json(_struct(nest(flat)), {"ignoreNullFields": "false"})
 
 

@@ -40,6 +40,7 @@ from adapters.spark.sources import parse_uri, read_stream
 from adapters.spark.state_rows import StateRowGauge, state_row_counter
 from adapters.spark.watermarks import BatchWatermarks
 from domain.accounting import Accounting
+from domain.dead_letters import DEFAULT_MAX_BYTES
 from domain.errors import ProcessingBug
 from domain.policies import Policies
 from domain.restart import RestartStrategy
@@ -88,7 +89,8 @@ def build_spark_engine(rules: RuleSet, policies: Policies, *, source: str, sink:
                        checkpoint: str, state: str = "memory", delivery: str = "at-least-once",
                        kafka_config: Mapping[str, str] | None = None, transactional_id: str | None = None,
                        commit_replication: int | None = None, restart: RestartStrategy | None = None, metrics=None,
-                       spark: SparkSession | None = None, **query) -> "SparkEngine":
+                       spark: SparkSession | None = None, dead_letter_max_bytes: int = DEFAULT_MAX_BYTES,
+                       **query) -> "SparkEngine":
     """The engine with the parts the settings name: Spark's state (``state="memory"``) or a
     ``redis://`` URL as the judge; ``delivery`` as the writer. ``kafka_config``: librdkafka
     settings (``ValueError`` names one Spark's Kafka client cannot take). ``query``: the
@@ -96,7 +98,7 @@ def build_spark_engine(rules: RuleSet, policies: Policies, *, source: str, sink:
     config = dict(kafka_config or {})
     consumer, producer = (spark_kafka_options(config, role) for role in ("consumer", "producer"))
     writer = writer_for(sink, dead_letters, delivery, checkpoint, config, transactional_id, producer,
-                        commit_replication)
+                        commit_replication, dead_letter_max_bytes)
     judge = OperatorJudge() if state == "memory" else RedisBatchJudge(state, partitions=query.get(
         "shuffle_partitions") or 2)
     return SparkEngine(rules, SparkQuery(source, checkpoint, consumer_options=consumer, **query), writer, judge,
@@ -135,7 +137,7 @@ class SparkEngine:
         if self.query.notifications:
             hook = with_notifications(self._read(self.query.notifications), DedupPlan(self.rules), hook)
         stream = self.judge.stream(self.plan(hook), self.guard.records(records))
-        return accounting_metrics(stream) if self.judge.in_stream else stream
+        return accounting_metrics(self.writer.routed(stream)) if self.judge.in_stream else stream
 
     def plan(self, before_operator: Hook | None = None) -> DedupPlan:
         invalid = self.policies.chains["invalid"].terminal
@@ -216,7 +218,7 @@ class SparkEngine:
         in_stream = self.judge.in_stream
         self.watermarks.prepare(batch_id)
         with _Cache(batch, 1 if in_stream else 2) as rows:
-            with _Cache(self.judge.judged(self.plan(), rows.df, batch_id),
+            with _Cache(self.writer.routed(self.judge.judged(self.plan(), rows.df, batch_id)),
                         self.writer.reads + (0 if in_stream else 2)) as judged:
                 if not in_stream:
                     retried(judged.df.count, self.policies)  # judged now: a Redis failure is retried as such

@@ -17,6 +17,7 @@ from pyspark.sql.streaming import StreamingQueryListener
 
 from domain.accounting import Accounting
 from domain.dedup import BUCKET_OF
+from domain.errors import OVERSIZE
 
 from adapters.spark.plan import NOTIFICATION
 
@@ -26,7 +27,8 @@ COUNTED = tuple(Accounting().as_dict())
 
 def accounting_columns() -> list[Column]:
     """The counts of judged rows, named as ``Accounting.as_dict``: a verdict counts in its
-    bucket as the domain's ``BUCKET_OF`` says; notification rows count as ``invalidations`` only."""
+    bucket as the domain's ``BUCKET_OF`` says; notification rows count as ``invalidations`` only;
+    ``invalid`` counts rejected records (not a unique event too large for its output, ``oversize``)."""
     verdict, reason = F.col("verdict"), F.col("reason")
 
     def count_if(condition: Column, name: str) -> Column:
@@ -34,8 +36,8 @@ def accounting_columns() -> list[Column]:
 
     buckets = [count_if(verdict == v.value, bucket) for v, bucket in BUCKET_OF.items()]
     return [count_if(verdict != NOTIFICATION, "in"), *buckets, count_if(reason == "late", "late"),
-            count_if(reason.isNotNull() & (reason != "late"), "invalid"), count_if(F.col("passed"), "passed_through"),
-            count_if(verdict == NOTIFICATION, "invalidations")]
+            count_if(reason.isNotNull() & ~reason.isin("late", OVERSIZE), "invalid"),
+            count_if(F.col("passed"), "passed_through"), count_if(verdict == NOTIFICATION, "invalidations")]
 
 
 def accounting_metrics(judged: DataFrame) -> DataFrame:

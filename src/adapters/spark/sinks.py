@@ -12,7 +12,8 @@ computed and before Spark commits the batch to the checkpoint.
   in one Kafka write with a topic per row, reading the judged batch once (no cache).
 
 Dead letters are encoded as ``domain.dead_letters`` defines them (``adapters.spark.dead_letters``):
-on Kafka the original key and value with ``dedup.*`` headers, in a directory the JSON document.
+on Kafka the original key and value with ``dedup.*`` headers, in a directory the JSON document,
+the key plus value bounded by the sink's ``max_bytes``.
 
 A failed write raises; the batch is then not committed and is replayed on restart.
 """
@@ -24,9 +25,10 @@ from dataclasses import dataclass, field
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from adapters.spark.dead_letters import json_document, kafka_headers, no_headers
+from adapters.spark.dead_letters import bounded_record, json_document, kafka_headers, no_headers
 from adapters.spark.plan import DEAD_LETTER, EMIT
 from adapters.spark.sources import Endpoint, parse_uri
+from domain.dead_letters import DEFAULT_MAX_BYTES
 
 
 @dataclass(frozen=True)
@@ -36,6 +38,7 @@ class BatchSink:
     endpoint: Endpoint
     kind: str
     kafka_options: dict[str, str] = field(default_factory=dict, repr=False)
+    max_bytes: int = DEFAULT_MAX_BYTES  # dead letters: their key plus value at most
 
     @classmethod
     def from_uri(cls, uri: str, kind: str, kafka_options: dict[str, str] | None = None) -> "BatchSink":
@@ -58,9 +61,11 @@ class BatchSink:
     def _columns(self) -> list[Column]:
         """Kafka: key, original value and, for dead letters, their headers; a JSONL directory: the line."""
         if self.endpoint.kind != "kafka":
-            return [(F.col("value") if self.kind == "events" else json_document()).alias("value")]
-        columns = [F.col("kafka_key").alias("key"), F.col("value")]
-        return columns if self.kind == "events" else [*columns, kafka_headers().alias("headers")]
+            return [(F.col("value") if self.kind == "events" else json_document(max_bytes=self.max_bytes)).alias("value")]
+        if self.kind == "events":
+            return [F.col("kafka_key").alias("key"), F.col("value")]
+        record = bounded_record(self.max_bytes)
+        return [record["key"].alias("key"), record["value"].alias("value"), kafka_headers().alias("headers")]
 
     def _client_options(self) -> dict[str, str]:
         return {**self.kafka_options, **self.endpoint.options}
@@ -84,17 +89,20 @@ def write_judged(batch: DataFrame, batch_id: int, events: BatchSink, dead_letter
         events.write(batch.filter(F.col("verdict") == EMIT), batch_id)
         dead_letters.write(batch.filter(F.col("verdict") == DEAD_LETTER), batch_id)
         return
-    events.write_kafka(kafka_records(batch, events.endpoint.topic, dead_letters.endpoint.topic),
-                        per_row_topic=True)
+    events.write_kafka(kafka_records(batch, events.endpoint.topic, dead_letters.endpoint.topic,
+                                     dead_letters.max_bytes), per_row_topic=True)
 
 
-def kafka_records(batch: DataFrame, events_topic: str, dead_letters_topic: str | None) -> DataFrame:
+def kafka_records(batch: DataFrame, events_topic: str, dead_letters_topic: str | None,
+                  max_bytes: int = DEFAULT_MAX_BYTES) -> DataFrame:
     """The batch's Kafka records, ``(topic, key, value, headers)``: each unique event's original bytes
-    to ``events_topic`` (no headers), each dead letter's original bytes with its ``dedup.*`` headers
-    to ``dead_letters_topic`` (None: left out)."""
+    to ``events_topic`` (no headers), each dead letter's original bytes (key plus value bounded by
+    ``max_bytes``) with its ``dedup.*`` headers to ``dead_letters_topic`` (None: left out)."""
     emit, dead = F.col("verdict") == EMIT, F.col("verdict") == DEAD_LETTER
     kept = emit if dead_letters_topic is None else emit | dead
+    record = bounded_record(max_bytes)
     return batch.filter(kept).select(
         F.when(emit, F.lit(events_topic)).otherwise(F.lit(dead_letters_topic)).alias("topic"),
-        F.col("kafka_key").alias("key"),
-        F.col("value"), F.when(emit, no_headers()).otherwise(kafka_headers()).alias("headers"))
+        F.when(emit, F.col("kafka_key")).otherwise(record["key"]).alias("key"),
+        F.when(emit, F.col("value")).otherwise(record["value"]).alias("value"),
+        F.when(emit, no_headers()).otherwise(kafka_headers()).alias("headers"))
