@@ -187,7 +187,7 @@ def test_inspect_reports_what_the_job_wrote(stream, spark):
     assert report["keys"] == 7 and report["keys_per_rule"] == {"APP": 4, "WEB": 3}
     assert report["oldest_expiry"] == T + 0 + 60
     assert report["newest_expiry"] == T + 2 + 1200
-    assert report["format_versions"] == {"window-dedup/1": 7}
+    assert report["format_versions"] == {"window-dedup/2": 7}
     assert report["size_bytes"] > 0
     assert all(len(s) == 2 for s in report["samples"].values())
     assert report["details"]["last_committed_batch"] == 0
@@ -205,7 +205,7 @@ def test_the_cli_inspects_migrates_with_a_dry_run_and_refuses_an_incompatible_ru
 
     assert main(["state", "inspect", "--state", f"spark:{v1}", "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
-    assert report["keys_per_rule"] == {"APP": 1, "WEB": 1} and report["format_versions"] == {"window-dedup/1": 2}
+    assert report["keys_per_rule"] == {"APP": 1, "WEB": 1} and report["format_versions"] == {"window-dedup/2": 2}
 
     # the job's own run refuses v2's settings on v1's checkpoint: exit 2, one line, nothing written
     before = tree_digest(v1)

@@ -162,9 +162,9 @@ class SparkEngine:
         spark = self.session()
         try:
             self._prepare(spark)
-            self.guard.prepare(spark)  # refuses an incompatible checkpoint before anything is written
-            self.writer.open(spark)  # e.g. the exactly-once identity kept in the checkpoint
             self._listen(spark)
+            self.guard.prepare(spark, self.watermarks.highest)  # refuses an incompatible checkpoint first
+            self.writer.open(spark)  # e.g. the exactly-once identity kept in the checkpoint
             spark.streams.addListener(self.listener)
             try:
                 bounded = self.bounded(available_now)

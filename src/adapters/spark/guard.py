@@ -44,7 +44,7 @@ class CheckpointGuard:
         self.consulting = False  # whether the old state is still consulted (not retired)
         self.checkpoint: Checkpoint | None = None
 
-    def prepare(self, spark: SparkSession) -> None:
+    def prepare(self, spark: SparkSession, watermark=lambda: None) -> None:
         try:
             self.checkpoint = Checkpoint.at(self.location)
         except ValueError:
@@ -65,7 +65,7 @@ class CheckpointGuard:
         self.consulting = self._consults_old_state(self.migration)
         write_manifest(self.checkpoint.ours, job.with_migration(self.migration))
         if self.consulting:
-            spark.streams.addListener(RetirementWatch(spark, self.migration["retire_at"], self._retire))
+            spark.streams.addListener(RetirementWatch(spark, self.migration["retire_at"], self._retire, watermark))
 
     def source(self, uri: str) -> str:
         """``uri``, starting at the old job's Kafka offsets while a migrated checkpoint has no progress."""

@@ -18,8 +18,10 @@ log = logging.getLogger(__name__)
 
 
 class RetirementWatch(StreamingQueryListener):
-    def __init__(self, spark, retire_at: int, on_retire: Callable[[int], None]):
-        self.spark, self.retire_at, self.on_retire = spark, retire_at, on_retire
+    def __init__(self, spark, retire_at: int, on_retire: Callable[[int], None],
+                 watermark: Callable[[], int | None]):
+        """``watermark``: the engine's highest rule watermark after the last batch (``BatchWatermarks.highest``)."""
+        self.spark, self.retire_at, self.on_retire, self.watermark = spark, retire_at, on_retire, watermark
         self.done = False
         self.query_id: str | None = None  # the first query started after the watch: the engine's
 
@@ -31,10 +33,7 @@ class RetirementWatch(StreamingQueryListener):
         pass
 
     def onQueryProgress(self, event):
-        times = event.progress.eventTime
-        # the plan's watermark delay is 0: the next batch's watermark is the highest time seen so far
-        seen = [t for t in (seconds(times.get("watermark")), seconds(times.get("max"))) if t is not None]
-        watermark = max(seen, default=None)
+        watermark = self.watermark()
         ours = str(event.progress.id) == self.query_id
         if ours and not self.done and watermark is not None and watermark >= self.retire_at:
             self.done = True

@@ -67,6 +67,10 @@ class BatchWatermarks:
         self.horizons.load("\n".join(lines))
         self.newest.reset()
 
+    def highest(self) -> int | None:
+        """The highest rule watermark (what a migration's old state is retired by)."""
+        return max(self.marks.table(time.time())[0].values(), default=None)
+
     def advance(self, batch_id: int, newest: list[tuple[str, str, int]] | None = None) -> None:
         """Fold in the newest times batch ``batch_id`` judged (default: what the operator collected)."""
         if newest is None:
