@@ -92,7 +92,8 @@ class SparkSettings(_Strict):
     """The Spark engine's settings. ``master``: ``local[*]`` unless given (spark-submit's
     ``--master`` wins). ``available_now``: process what the source holds, then stop
     (default: yes for a JSONL directory source, no for Kafka). ``conf``: any Spark setting,
-    over the engine's defaults."""
+    over the engine's defaults. ``lease_timeout``: how long the checkpoint's lease outlives
+    its holder's last renewal (one running instance per checkpoint, ``adapters.spark.lease``)."""
 
     master: str | None = None
     checkpoint: str = "checkpoints/dedup"
@@ -103,12 +104,18 @@ class SparkSettings(_Strict):
     max_offsets_per_trigger: int | None = Field(default=None, ge=1)
     conf: dict[str, str] = Field(default_factory=dict)
     restart: str = "exponential-delay(attempts=5,delay=1,max_delay=60)"
+    lease_timeout: float = Field(default=30.0, gt=0)
 
     @field_validator("restart")
     @classmethod
     def _restart(cls, value: str) -> str:
         parse_restart(value)
         return value
+
+    @field_validator("lease_timeout", mode="before")
+    @classmethod
+    def _lease_duration(cls, value: Any) -> Any:
+        return parse_duration(value, whole=False)
 
 
 class MigrationSettings(_Strict):

@@ -273,6 +273,7 @@ def engine_process(topics: Topics, workdir: Path, per_batch: int, delivery: str,
            "DEDUP_SPARK__MASTER": "local[2]", "DEDUP_SPARK__MAX_OFFSETS_PER_TRIGGER": str(per_batch),
            "DEDUP_SPARK__TRIGGER": "0 seconds", "DEDUP_SPARK__AVAILABLE_NOW": str(bounded).lower(),
            "DEDUP_SPARK__RESTART": "fixed-delay(attempts=30,delay=2)",
+           "DEDUP_SPARK__LEASE_TIMEOUT": "10s",  # a killed driver's restart waits for its lease to expire
            "DEDUP_POLICIES__TRANSIENT": "retry(attempts=8,backoff=exponential,delay=0.5,max_delay=8)>fail"}
     return EngineProcess(args, env, workdir / "engine.log")
 

@@ -52,38 +52,41 @@ class FileFeed:
 
 @dataclass
 class DedupProcess:
-    """One ``dedup run --engine spark`` process over ``root/in``; outputs under ``root``."""
+    """One ``dedup run --engine spark`` process over ``root/in``; outputs under ``root``. Several
+    instances on one ``root`` (one checkpoint) need each their own ``name`` (logs, summaries)."""
 
     root: Path
     port: int = field(default_factory=find_free_port)
     process: subprocess.Popen | None = None
     runs: int = 0
+    name: str = "run"
+    lease_timeout: str = "10s"  # spark.lease_timeout: a killed driver's restart waits up to this long
 
     def start(self, bounded: bool, idle_event_ms: int = 1000) -> "DedupProcess":
         self.runs += 1
         env = {k: v for k, v in os.environ.items() if not k.startswith("DEDUP_")}
         env.update(PYTHONPATH=str(ROOT / "src"), DEDUP_SPARK__CHECKPOINT=str(self.root / "checkpoint"),
                    DEDUP_SPARK__AVAILABLE_NOW=str(bounded).lower(), DEDUP_SPARK__TRIGGER="1 second",
-                   DEDUP_SPARK__MASTER="local[2]",
+                   DEDUP_SPARK__MASTER="local[2]", DEDUP_SPARK__LEASE_TIMEOUT=self.lease_timeout,
                    DEDUP_SPARK__CONF=json.dumps({"spark.sql.streaming.noDataProgressEventInterval": str(idle_event_ms)}))
         command = [sys.executable, "-m", "app.cli", "run", "--engine", "spark",
                    "--source", f"file:{self.root / 'in'}?maxFilesPerTrigger=1",
                    "--sink", f"file:{self.root / 'out'}", "--dlq", f"file:{self.root / 'dlq'}",
                    "--metrics-port", str(self.port), "--summary-json", str(self.summary_path())]
-        self.log = open(self.root / f"run-{self.runs}.log", "wb")
+        self.log = open(self.root / f"{self.name}-{self.runs}.log", "wb")
         # its own process group, as a job started from a shell: Ctrl-C reaches the whole group
         self.process = subprocess.Popen(command, env=env, cwd=self.root, stdout=self.log, stderr=subprocess.STDOUT,
                                         stdin=subprocess.DEVNULL, start_new_session=True)
         return self
 
     def summary_path(self, run: int | None = None) -> Path:
-        return self.root / f"summary-{run or self.runs}.json"
+        return self.root / f"{self.name}-summary-{run or self.runs}.json"
 
     def summary(self, run: int | None = None) -> dict[str, int]:
         return json.loads(self.summary_path(run).read_text())
 
     def output(self, run: int | None = None) -> str:
-        return (self.root / f"run-{run or self.runs}.log").read_text(errors="replace")
+        return (self.root / f"{self.name}-{run or self.runs}.log").read_text(errors="replace")
 
     def wait(self, timeout: float = 400) -> int:
         try:

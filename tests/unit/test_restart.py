@@ -6,7 +6,8 @@ import threading
 
 import pytest
 
-from adapters.spark.restart import run_restarting
+from adapters.spark.lease import CheckpointInUse
+from adapters.spark.restart import query_failure, run_restarting
 from app.settings import SettingsError, load_settings
 from domain.errors import PermanentError
 from domain.restart import RestartsExhausted, parse_restart
@@ -97,3 +98,23 @@ def test_a_stop_while_waiting_for_a_restart_ends_the_job_without_restarting_it()
     stop.wait = lambda delay: True  # SIGTERM arrived during the wait
     assert run_restarting(job, parse_restart("fixed-delay(attempts=5,delay=30)"), stop) is None
     assert job.runs == 1
+
+
+@pytest.mark.parametrize("spark_says", [
+    "[CONCURRENT_STREAM_LOG_UPDATE] Concurrent update to the log. Multiple streaming jobs detected for 7.",
+    "java.util.ConcurrentModificationException: Multiple streaming queries are concurrently using file:/c/offsets",
+])
+def test_losing_the_checkpoint_to_another_query_is_never_restarted(spark_says):
+    runs = []
+
+    def run():
+        runs.append(1)
+        raise query_failure(RuntimeError(spark_says))
+
+    with pytest.raises(CheckpointInUse) as stopped:
+        run_restarting(run, parse_restart("fixed-delay(attempts=5,delay=0)"), threading.Event())
+    assert runs == [1] and "\n" not in str(stopped.value)
+
+
+def test_any_other_query_failure_is_a_bug_the_strategy_restarts():
+    assert type(query_failure(RuntimeError("[STREAM_FAILED] boom\nat ..."))).__name__ == "ProcessingBug"

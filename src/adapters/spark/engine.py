@@ -15,7 +15,9 @@ Failure behaviour: a micro-batch's work (judging against Redis, a write) is retr
 ``transient`` policy; when that gives up, or anything else fails the batch (the operator,
 ``invalid=fail``), the batch is not committed and the query fails; the restart strategy
 starts it again (replaying that batch) or ``run`` raises ``RestartsExhausted``. Setup errors
-(``error_class`` ``setup``) are raised at once.
+(``error_class`` ``setup``) are raised at once, among them ``lease.CheckpointInUse``: the
+engine holds a lease on its checkpoint while it runs, refuses to start on one another live
+instance holds, and stops (its running batch unwritten) when another instance takes it over.
 """
 
 from __future__ import annotations
@@ -34,14 +36,14 @@ from adapters.spark.kafka_options import spark_kafka_options
 from adapters.spark.metrics import ProgressListener, accounting_metrics, accounting_of
 from adapters.spark.plan import DedupPlan, Hook
 from adapters.spark.redis_state import RedisBatchJudge
-from adapters.spark.restart import retried, run_restarting
+from adapters.spark.lease import DEFAULT_TIMEOUT, CheckpointLease
+from adapters.spark.restart import query_failure, retried, run_restarting
 from adapters.spark.session import build_session, require_classes, state_rows_tracked, state_store_conf
 from adapters.spark.sources import parse_uri, read_stream
 from adapters.spark.state_rows import StateRowGauge, state_row_counter
 from adapters.spark.watermarks import BatchWatermarks
 from domain.accounting import Accounting
 from domain.dead_letters import DEFAULT_MAX_BYTES
-from domain.errors import ProcessingBug
 from domain.policies import Policies
 from domain.restart import RestartStrategy
 from domain.rules import RuleSet
@@ -64,6 +66,7 @@ class SparkQuery:
     shuffle_partitions: int | None = None
     conf: dict[str, str] = field(default_factory=dict)
     consumer_options: dict[str, str] = field(default_factory=dict, repr=False)
+    lease_timeout: float = DEFAULT_TIMEOUT  # the checkpoint's lease (adapters.spark.lease)
     idle_partition_timeout: float = DEFAULT_IDLE_TIMEOUT
 
 
@@ -118,12 +121,14 @@ class SparkEngine:
     spark: SparkSession | None = None
     listener: ProgressListener = field(init=False, repr=False)
     guard: CheckpointGuard = field(init=False, repr=False)
+    lease: CheckpointLease = field(init=False, repr=False)
     state_rows: object | None = field(init=False, default=None, repr=False)  # the operator's StateRowCount
     watermarks: BatchWatermarks | None = field(init=False, default=None, repr=False)
 
     def __post_init__(self):
         self.listener = ProgressListener(self.metrics)
         self.guard = CheckpointGuard(self.rules, self.query.checkpoint)
+        self.lease = CheckpointLease(self.query.checkpoint, self.query.lease_timeout)
 
     def session(self) -> SparkSession:
         if self.spark is None:
@@ -162,6 +167,7 @@ class SparkEngine:
         spark = self.session()
         try:
             self._prepare(spark)
+            self.lease.take(spark)  # one instance per checkpoint: a second is refused (CheckpointInUse)
             self._listen(spark)
             self.guard.prepare(spark, self.watermarks.highest)  # refuses an incompatible checkpoint first
             self.writer.open(spark)  # e.g. the exactly-once identity kept in the checkpoint
@@ -170,11 +176,14 @@ class SparkEngine:
                 bounded = self.bounded(available_now)
                 query = self.start_query(bounded)
                 self.listener.query_id = str(query.id)
-                self.listener.wait_for(await_query(query, bounded, stop))
+                self.listener.wait_for(await_query(query, bounded, self.lease.or_lost(stop)))
             finally:
                 spark.streams.removeListener(self.listener)
         finally:
-            self.writer.close()
+            try:
+                self.writer.close()
+            finally:
+                self.lease.release()  # raises CheckpointInUse if another instance took the checkpoint
         return self.listener.totals
 
     def _listen(self, spark: SparkSession) -> None:
@@ -215,6 +224,7 @@ class SparkEngine:
         write retried after a failure reads the batch again: it is cached from then on and,
         when the plan observed its accounting, recounted (the failed attempt's tasks counted).
         """
+        self.lease.confirm()  # an instance that lost its checkpoint writes nothing more
         in_stream = self.judge.in_stream
         self.watermarks.prepare(batch_id)
         with _Cache(batch, 1 if in_stream else 2) as rows:
@@ -266,21 +276,23 @@ class _Cache:
 
 def await_query(query, bounded: bool, stop: threading.Event) -> int:
     """Wait for a bounded query to finish or for ``stop``; returns its last batch id (-1: none).
-    Raises ``ProcessingBug`` if it failed (its running micro-batch was not committed: a restart
-    replays it); no query is left running either way."""
+    Raises ``restart.query_failure`` if it failed (its running micro-batch was not committed: a
+    restart replays it); no query is left running either way."""
     try:
         while query.isActive:
             if stop.is_set():
                 stop_after_running_batch(query)
                 break
             query.awaitTermination(0.2 if bounded else 0.5)
+    except Exception:  # noqa: BLE001 - awaitTermination raises the query's own failure: translated below
+        if query.exception() is None:
+            raise
     finally:
         if query.isActive:  # waiting failed (e.g. the gateway)
             query.stop()
     failure = query.exception()
     if failure is not None:
-        first = str(failure).strip().splitlines()[0] if str(failure).strip() else type(failure).__name__
-        raise ProcessingBug(f"the Spark query failed: {first}") from failure
+        raise query_failure(failure) from failure
     return -1 if query.lastProgress is None else query.lastProgress["batchId"]
 
 

@@ -7,8 +7,11 @@ fails. ``run_restarting`` then lets the ``RestartStrategy`` decide whether to wa
 the query again; every restart continues from the checkpoint, so the failed micro-batch is
 replayed with the same ``batch_id``. When the strategy gives up it raises
 ``RestartsExhausted`` with a one-line message. Setup errors (``error_class`` ``setup``: a
-missing jar, JDK or connector, an incompatible checkpoint) are not restarted: the same
-settings fail the same way.
+missing jar, JDK or connector, an incompatible checkpoint, a checkpoint in use by another
+instance) are not restarted: the same settings fail the same way. ``query_failure`` turns a
+failed query into the domain's error: Spark's concurrent-update error (another query wrote
+the checkpoint's logs) means the checkpoint was lost to another instance, a
+``lease.CheckpointInUse``, never restarted; anything else is a ``ProcessingBug``.
 """
 
 from __future__ import annotations
@@ -19,7 +22,8 @@ import threading
 import time
 from typing import Callable, TypeVar
 
-from domain.errors import DedupError, PermanentError, SinkUnavailable
+from adapters.spark.lease import CheckpointInUse
+from domain.errors import DedupError, PermanentError, ProcessingBug, SinkUnavailable
 from domain.policies import Policies, run_or_stop
 from domain.restart import RestartsExhausted, RestartStrategy
 
@@ -59,6 +63,21 @@ def run_restarting(run: Callable[[], T], strategy: RestartStrategy, stop: thread
         log.warning("the streaming query failed (%s); restart %d in %.1fs", reason, len(failures), delay)
         if stop.wait(delay):
             return None
+
+
+# Spark's words when another query wrote the checkpoint's logs (or runs the same query in this cluster)
+CONCURRENT_UPDATE = ("CONCURRENT_STREAM_LOG_UPDATE", "ConcurrentModificationException",
+                     "Multiple streaming queries are concurrently using", "CONCURRENT_QUERY")
+
+
+def query_failure(failure: BaseException) -> DedupError:
+    """A failed streaming query as the domain's error (see the module docstring)."""
+    text = str(failure).strip()
+    first = text.splitlines()[0] if text else type(failure).__name__
+    if any(marker in text for marker in CONCURRENT_UPDATE):
+        return CheckpointInUse(f"another streaming query writes to this query's checkpoint ({first[:300]}); this "
+                               "instance stops and is not restarted (run one instance per spark.checkpoint)")
+    return ProcessingBug(f"the Spark query failed: {first}")
 
 
 def _setup_error(exc: BaseException) -> bool:
