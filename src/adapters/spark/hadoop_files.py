@@ -9,10 +9,12 @@ every location, local ones included. ``HadoopPath`` offers the part of ``pathlib
 that this code uses; a relative location is resolved as Spark resolves it (against the
 JVM's working directory).
 
-``write_text`` replaces a file atomically: the text goes to a hidden file beside it
-(``.NAME.partial``), renamed over the target with ``FileContext.rename(…, OVERWRITE)``; a
-scheme without a ``FileContext`` implementation gets delete-then-rename (as Spark's own
-checkpoint file manager does there), where a crash in between leaves only the partial file.
+``write_text`` never leaves a partial file in place of the target: the text goes to a hidden
+file beside it (``.NAME.<random>.partial``), renamed over the target with ``FileContext.rename(…,
+OVERWRITE)`` (a scheme without a ``FileContext`` implementation: delete, then rename, as
+Spark's own checkpoint file manager does there). That rename is atomic on HDFS; on Hadoop's
+local file system it is delete-then-rename, so a concurrent reader can miss the file for an
+instant (``lease`` looks again), and a crash in between leaves only the partial file.
 
 Failure behaviour: reading a missing file raises ``FileNotFoundError`` (as pathlib does);
 any other failure of the file system raises ``StateUnavailable`` (transient: the checkpoint
@@ -21,6 +23,7 @@ is the Spark engine's state), never a Java exception.
 
 from __future__ import annotations
 
+import uuid
 from contextlib import contextmanager
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
@@ -28,7 +31,7 @@ from typing import Any, Iterator
 
 from domain.errors import StateUnavailable
 
-PARTIAL = ".{}.partial"
+PARTIAL = ".{}.{}.partial"  # hidden, and one per writer: two instances replacing one file do not mix
 
 
 @dataclass(frozen=True)
@@ -124,7 +127,7 @@ class HadoopPath:
 
     def write_text(self, text: str) -> None:
         """Replace the file's content atomically (see the module docstring)."""
-        partial = self.parent / PARTIAL.format(self.name)
+        partial = self.parent / PARTIAL.format(self.name, uuid.uuid4().hex[:8])
         with _translated(self):
             out = self._fs.fs.create(partial._jpath, True)
             try:
@@ -134,7 +137,7 @@ class HadoopPath:
         partial.replace(self)
 
     def replace(self, target: "HadoopPath") -> None:
-        """Rename this file over ``target`` (atomically where the file system can)."""
+        """Rename this file over ``target`` (atomically where the file system can: see the module docstring)."""
         hadoop = self._fs.jvm.org.apache.hadoop.fs
         with _translated(target):
             try:

@@ -194,13 +194,17 @@ class _Either:
         return self.first.is_set() or self.second.is_set()
 
 
-def _read(path: HadoopPath) -> dict | None:
-    try:
-        return json.loads(path.read_text())
-    except FileNotFoundError:
-        return None
-    except ValueError:  # a lease being replaced on a file system without atomic rename: read it as absent
-        return None
+def _read(path: HadoopPath, looks: int = 5) -> dict | None:
+    """The lease, or None when there is none. Replacing a file is delete-then-rename on some file
+    systems (Hadoop's local one among them), so a lease being renewed can be missing for an
+    instant: it is believed gone only after a few looks."""
+    for look in range(looks):
+        try:
+            return json.loads(path.read_text())
+        except (FileNotFoundError, ValueError):
+            if look + 1 < looks:
+                time.sleep(0.05)
+    return None
 
 
 def _age(holder: dict) -> float:
