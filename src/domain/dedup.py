@@ -99,13 +99,13 @@ class Deduplicator:
             return Outcome(record, Verdict.EMIT, event), None
         now, partition = self.clock.now(), record.position.partition_name()
         self.watermarks.observe(rule.event_type, partition, t, now)
-        horizon = self.watermarks.horizon(rule.event_type, partition, now)
+        watermark = self.watermarks.of(rule.event_type, now)
+        horizon = self.watermarks.horizon(rule.event_type, partition, watermark)
         if t < horizon - rule.lateness:
             counts.late += 1
             late = InvalidEvent("late", f"time {t} is older than its partition's time {horizon} minus lateness "
                                         f"{rule.lateness}")
             return Outcome(record, Verdict.DEAD_LETTER, event, dead_letter=self.dead_letter(record, late, 1)), None
-        watermark = self.watermarks.of(rule.event_type, now)
         claim = Claim(key, t, rule.window, t + rule.retention, NO_WATERMARK if watermark is None else watermark,
                       record.position.token())
         outcome = Outcome(record, Verdict.EMIT, event, key)

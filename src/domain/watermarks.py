@@ -76,9 +76,10 @@ class Watermarks:
         seen = self._newest.get(rule, {}).get(partition)
         return None if seen is None else seen[0]
 
-    def horizon(self, rule: str, partition: str, now: float) -> int | None:
-        """What an event of ``rule`` from ``partition`` is late against (see the module's text)."""
-        times = [t for t in (self.newest(rule, partition), self.of(rule, now)) if t is not None]
+    def horizon(self, rule: str, partition: str, watermark: int | None) -> int | None:
+        """What an event of ``rule`` from ``partition`` is late against (see the module's text),
+        given the rule's ``watermark`` (``of``)."""
+        times = [t for t in (self.newest(rule, partition), watermark) if t is not None]
         return max(times) if times else None
 
     def table(self, now: float) -> tuple[dict[str, int], dict[tuple[str, str], int]]:

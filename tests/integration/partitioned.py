@@ -42,7 +42,11 @@ class KeyedTopic:
 
 
 def keyed_topic(partitions: int, spec: StreamSpec, lagging: int | None = None) -> KeyedTopic:
-    values, _ = generate(spec)
+    return spread(generate(spec)[0], partitions, lagging)
+
+
+def spread(values: list[bytes], partitions: int, lagging: int | None = None) -> KeyedTopic:
+    """``values`` keyed by ``uniqueValue`` (records without one by their bytes) over ``partitions``."""
     records = []
     for value in values:
         key = _unique_value(value)

@@ -9,16 +9,15 @@ once with its original bytes and reason, and balance its accounting.
 from __future__ import annotations
 
 import json
-import zlib
 from collections import Counter
 
 import pytest
-from confluent_kafka import Producer
 
 from adapters.spark.session import kafka_jars
 from domain.dead_letters import from_document, from_headers
 from tests.hostile import ENV, HOSTILE, expected
 from tests.integration.kafka_io import create_topics, read_topic, unique
+from tests.integration.partitioned import produce_keyed, spread
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka]
 PARTITIONS = 3
@@ -34,25 +33,13 @@ def run_memory(dedup, tmp_path, env) -> tuple[list[bytes], list]:
 
 def run_on_kafka(dedup, bootstrap: str, engine: str, source_options: str, env) -> tuple[list[bytes], list]:
     topics = {role: unique(f"hostile-{engine}-{role}") for role in ("in", "out", "dlq")}
-    create_topics(bootstrap, topics["in"], partitions=PARTITIONS)
+    produce_keyed(bootstrap, topics["in"], spread([value for value, _ in HOSTILE], PARTITIONS))
     create_topics(bootstrap, topics["out"], topics["dlq"])
-    producer = Producer({"bootstrap.servers": bootstrap})
-    for value, _ in HOSTILE:
-        key = _unique_value(value)
-        producer.produce(topics["in"], value, key, partition=zlib.crc32(key or value) % PARTITIONS)
-    assert producer.flush(30) == 0
     uri = {role: f"kafka://{bootstrap}/{topic}" for role, topic in topics.items()}
     dedup("--engine", engine, "--source", uri["in"] + source_options, "--sink", uri["out"], "--dlq", uri["dlq"],
           **env)
     letters = [from_headers(m.value, m.key, m.raw_headers) for m in read_topic(bootstrap, topics["dlq"])]
     return [m.value for m in read_topic(bootstrap, topics["out"])], letters
-
-
-def _unique_value(value: bytes) -> bytes | None:
-    try:
-        return json.loads(value)["uniqueValue"].encode()
-    except (ValueError, KeyError, TypeError, AttributeError, RecursionError):
-        return None
 
 
 @pytest.mark.parametrize("state", ["memory", "redis"])
