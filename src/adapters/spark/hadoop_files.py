@@ -178,14 +178,21 @@ def _running_context():
     return context
 
 
+INTERRUPTS = ("java.nio.channels.ClosedByInterruptException", "java.io.InterruptedIOException",
+              "java.lang.InterruptedException")
+
+
 @contextmanager
 def _translated(where) -> Iterator[None]:
-    """Java exceptions from the file system as ``FileNotFoundError`` or ``StateUnavailable``."""
+    """Java exceptions from the file system as ``FileNotFoundError`` or ``StateUnavailable``; an
+    interrupt (a stopping query cancels its running micro-batch) stays as it is."""
     from py4j.protocol import Py4JJavaError
 
     try:
         yield
     except Py4JJavaError as exc:
+        if _java_class(exc) in INTERRUPTS:
+            raise  # the query is being stopped: Spark tells that from a failure by this exception
         if _java_class(exc) == "java.io.FileNotFoundException":
             raise FileNotFoundError(str(where)) from None
         message = str(exc.java_exception.getMessage() or _java_class(exc)).strip().splitlines()[0]
