@@ -18,6 +18,7 @@ import redis
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
 
 from deploy.local import services
+from deploy.local.services.cli import read_env
 from deploy.local.services.prerequisites import REPO_ROOT
 from tests.integration.fixtures import running
 
@@ -135,11 +136,17 @@ def test_the_command_line_starts_reports_and_stops_both_services(tmp_path):
     up = cli("up")
     try:
         assert up.returncode == 0, up.stderr
-        env = dict(line.split("=", 1) for line in up.stdout.splitlines())
+        env = read_env(tmp_path / "services.env")
         assert (tmp_path / "services.env").read_text() == up.stdout
-        assert redis.Redis.from_url(env["DEDUP_TEST_REDIS"]).ping()
+        # exported for commands; the test suite's names set but not exported
+        assert f"export KAFKA={env['DEDUP_TEST_KAFKA']}\nexport REDIS={env['DEDUP_TEST_REDIS']}\n" in up.stdout
+        assert "export DEDUP_" not in up.stdout
+        assert redis.Redis.from_url(env["REDIS"]).ping()
         assert cli("status").stdout == f"kafka: up {env['DEDUP_TEST_KAFKA']}\nredis: up {env['DEDUP_TEST_REDIS']}\n"
+        assert cli("topics", "in", "out", "--partitions", "3").stdout.split() == [
+            "in", "3", "partitions", "0", "messages", "out", "3", "partitions", "0", "messages"]
     finally:
         assert cli("down").returncode == 0
     assert cli("status").returncode == 1
     assert not services.pid_alive(int(env["DEDUP_TEST_KAFKA_PID"]))
+    assert "kafka is not up" in cli("topics").stderr

@@ -83,7 +83,8 @@ def add_generate(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--events", type=int, default=10_000, help="unique events")
     parser.add_argument("--dup-ratio", type=float, default=0.3)
     parser.add_argument("--seed", type=int, default=7)
-    parser.add_argument("--out", type=Path, required=True, help="JSONL file to write")
+    parser.add_argument("--out", required=True, help="JSONL file to write, or kafka://HOST:PORT/TOPIC "
+                                                      "(an existing topic; each record keyed by its uniqueValue)")
     parser.add_argument("--expected-json", type=Path, help="write the expected accounting here")
     parser.set_defaults(handler=cmd_generate)
 
@@ -141,12 +142,28 @@ def stop_on_signals() -> threading.Event:
 
 def cmd_generate(args: argparse.Namespace) -> int:
     records, expected = generate(StreamSpec(uniques=args.events, dup_ratio=args.dup_ratio, seed=args.seed))
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_bytes(b"".join(r + b"\n" for r in records))
+    write_stream(args.out, records)
     if args.expected_json:
         args.expected_json.write_text(json.dumps(expected.as_accounting(), indent=2) + "\n")
     print(f"dedup: wrote {len(records):,} records to {args.out}", file=sys.stderr)
     return 0
+
+
+def write_stream(out: str, records: list[bytes]) -> None:
+    """``records`` as a JSONL file, or produced in order to a Kafka topic, each keyed by its
+    ``uniqueValue`` as an upstream producer keys it (raises ``KafkaConfigurationError`` for a
+    missing topic, ``SinkUnavailable`` when the broker does not take them)."""
+    if not out.startswith("kafka:"):
+        Path(out).parent.mkdir(parents=True, exist_ok=True)
+        Path(out).write_bytes(b"".join(r + b"\n" for r in records))
+        return
+    from adapters.kafka import upstream
+    from adapters.kafka.config import parse_kafka_uri
+    from adapters.kafka.topics import require_topics
+
+    endpoint = parse_kafka_uri(out, "output")
+    require_topics([("output", endpoint)], None, timeout=10)
+    upstream.produce(endpoint, ((None, upstream.producer_key(r), r) for r in records))
 
 
 def cmd_demo(args: argparse.Namespace) -> int:

@@ -7,8 +7,10 @@ import uuid
 from dataclasses import dataclass
 from typing import Iterable
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
+from adapters.kafka import upstream
+from adapters.kafka.config import parse_kafka_uri
 from deploy.local import services
 
 
@@ -32,19 +34,8 @@ def create_topics(bootstrap: str, *names: str, partitions: int = 1) -> None:
 
 
 def produce(bootstrap: str, topic: str, values: Iterable[bytes], key_of=None) -> int:
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "enable.idempotence": True,
-                         "queue.buffering.max.messages": 500_000, "batch.size": 1_000_000})
-    count = 0
-    for value in values:
-        while True:
-            try:
-                producer.produce(topic, value, key_of(value) if key_of else None)
-                break
-            except BufferError:
-                producer.poll(0.05)
-        count += 1
-    assert producer.flush(60) == 0, "preloading did not finish"
-    return count
+    records = ((None, key_of(value) if key_of else None, value) for value in values)
+    return upstream.produce(parse_kafka_uri(f"kafka://{bootstrap}/{topic}", "preload"), records)
 
 
 def read_topic(bootstrap: str, topic: str, committed: bool = True, timeout: float = 60) -> list[Message]:

@@ -15,8 +15,8 @@ import zlib
 from collections import Counter
 from dataclasses import dataclass
 
-from confluent_kafka import Producer
-
+from adapters.kafka import upstream
+from adapters.kafka.config import parse_kafka_uri
 from app.generator import StreamSpec, generate
 from domain.events import InvalidEvent, parse_event
 from tests.integration.kafka_io import create_topics
@@ -49,7 +49,7 @@ def spread(values: list[bytes], partitions: int, lagging: int | None = None) -> 
     """``values`` keyed by ``uniqueValue`` (records without one by their bytes) over ``partitions``."""
     records = []
     for value in values:
-        key = _unique_value(value)
+        key = upstream.producer_key(value)
         partition = zlib.crc32(key or value) % partitions
         if partition == lagging:
             value = _shifted(value, -LAG)
@@ -59,23 +59,7 @@ def spread(values: list[bytes], partitions: int, lagging: int | None = None) -> 
 
 def produce_keyed(bootstrap: str, topic: str, keyed: KeyedTopic) -> None:
     create_topics(bootstrap, topic, partitions=keyed.partitions)
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "enable.idempotence": True,
-                         "queue.buffering.max.messages": 500_000})
-    for partition, key, value in keyed.records:
-        while True:
-            try:
-                producer.produce(topic, value, key, partition=partition)
-                break
-            except BufferError:
-                producer.poll(0.05)
-    assert producer.flush(60) == 0, "preloading did not finish"
-
-
-def _unique_value(value: bytes) -> bytes | None:
-    try:
-        return parse_event(value).unique_value.encode()
-    except InvalidEvent:
-        return None
+    upstream.produce(parse_kafka_uri(f"kafka://{bootstrap}/{topic}", "preload"), keyed.records)
 
 
 def _shifted(value: bytes, seconds: int) -> bytes:

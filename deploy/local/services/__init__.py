@@ -7,7 +7,7 @@ Everything listens on 127.0.0.1 only, on free ports. One module per job:
 * ``kafka``: ``KafkaBroker(Service)`` and ``create_topics`` (confluent-kafka's AdminClient),
 * ``redis``: ``RedisServer(Service)``,
 * ``prerequisites``: where java, redis-server and the jar sets are,
-* ``cli``: ``python -m deploy.local.services up|down|status``.
+* ``cli``: ``python -m deploy.local.services up|down|status|topics``.
 
 Prerequisites (installed by ``scripts/bootstrap-services.sh``, idempotent): a Java 17+
 ``java``, the broker's jars in ``.cache/jars/kafka-broker/`` (from

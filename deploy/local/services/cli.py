@@ -1,8 +1,12 @@
-"""``python -m deploy.local.services up|down|status``: both services, detached, for a demo by hand.
+"""``python -m deploy.local.services up|down|status|topics``: both services, detached, for a demo by hand.
 
-``up`` writes ``DIR/services.env`` (shell-sourceable): DEDUP_TEST_KAFKA=127.0.0.1:PORT,
-DEDUP_TEST_REDIS=redis://127.0.0.1:PORT/0, DEDUP_TEST_KAFKA_PID, DEDUP_TEST_REDIS_PID.
-DIR defaults to ``.cache/local-services`` under the repository root.
+``up`` writes ``DIR/services.env`` and prints it: shell lines that export the addresses for
+commands (``KAFKA=127.0.0.1:PORT``, ``REDIS=redis://127.0.0.1:PORT/0``) and set, unexported,
+the names the test suite reads (``DEDUP_TEST_KAFKA``, ``DEDUP_TEST_REDIS``) and the pids
+(``DEDUP_TEST_KAFKA_PID``, ``DEDUP_TEST_REDIS_PID``). ``. DIR/services.env`` brings them into a
+shell. ``topics NAME… --partitions N`` creates the missing topics on that broker, then lists
+every topic with its partition and message counts. DIR defaults to ``.cache/local-services``
+under the repository root.
 """
 
 from __future__ import annotations
@@ -12,7 +16,9 @@ import shutil
 import sys
 from pathlib import Path
 
-from .kafka import KafkaBroker
+from confluent_kafka import KafkaException
+
+from .kafka import KafkaBroker, create_topics, topic_sizes
 from .prerequisites import DEFAULT_KAFKA_JARS, DEFAULT_SERVICES_DIR
 from .process import ServiceError, pid_alive, pid_cmdline, terminate
 from .redis import RedisServer
@@ -24,7 +30,14 @@ def read_env(path: Path) -> dict[str, str]:
     except OSError:
         return {}
     pairs = (line.split("=", 1) for line in lines if "=" in line and not line.lstrip().startswith("#"))
-    return {k.strip(): v.strip() for k, v in pairs}
+    return {k.strip().removeprefix("export "): v.strip() for k, v in pairs}
+
+
+def env_text(broker: KafkaBroker, redis: RedisServer) -> str:
+    """services.env: the addresses exported for commands; the test suite's names and the pids set."""
+    return (f"export KAFKA={broker.bootstrap}\nexport REDIS={redis.url}\n"
+            f"DEDUP_TEST_KAFKA={broker.bootstrap}\nDEDUP_TEST_REDIS={redis.url}\n"
+            f"DEDUP_TEST_KAFKA_PID={broker.pid}\nDEDUP_TEST_REDIS_PID={redis.pid}\n")
 
 
 def env_alive(env: dict[str, str], root: Path) -> tuple[bool, bool]:
@@ -63,8 +76,7 @@ def up(args: argparse.Namespace) -> int:
     except BaseException:
         redis.stop()
         raise
-    text = (f"DEDUP_TEST_KAFKA={broker.bootstrap}\nDEDUP_TEST_REDIS={redis.url}\n"
-            f"DEDUP_TEST_KAFKA_PID={broker.pid}\nDEDUP_TEST_REDIS_PID={redis.pid}\n")
+    text = env_text(broker, redis)
     tmp = env_file.with_suffix(".env.tmp")
     tmp.write_text(text)
     tmp.replace(env_file)
@@ -92,6 +104,18 @@ def status(args: argparse.Namespace) -> int:
     return 0 if (kafka_alive and redis_alive) else 1
 
 
+def topics(args: argparse.Namespace) -> int:
+    root = Path(args.dir).resolve()
+    env = read_env(root / "services.env")
+    if not env_alive(env, root)[0]:
+        raise ServiceError(f"kafka is not up (no running broker in {root}): run 'up' first")
+    if args.names:
+        create_topics(env["DEDUP_TEST_KAFKA"], *args.names, partitions=args.partitions)
+    for name, (partitions, messages) in topic_sizes(env["DEDUP_TEST_KAFKA"]).items():
+        print(f"{name:<24} {partitions:>3} partitions {messages:>10} messages")
+    return 0
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m deploy.local.services",
                                 description="Local Kafka (KRaft) + redis-server for tests.")
@@ -106,7 +130,11 @@ def parser() -> argparse.ArgumentParser:
     stop.add_argument("--purge", action="store_true", help="also delete DIR (all data)")
     stop.add_argument("--timeout", type=float, default=30)
     check = sub.add_parser("status", help="exit 0 if both are up")
-    for command in (start, stop, check):
+    listing = sub.add_parser("topics", help="create the topics NAMES that do not exist, then list every topic "
+                                            "with its partitions and messages")
+    listing.add_argument("names", nargs="*", metavar="NAME")
+    listing.add_argument("--partitions", type=int, default=1, help="of each topic created (default 1)")
+    for command in (start, stop, check, listing):
         command.add_argument("--dir", default=str(DEFAULT_SERVICES_DIR))
     return p
 
@@ -114,7 +142,7 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
-        return {"up": up, "down": down, "status": status}[args.cmd](args)
-    except ServiceError as exc:
+        return {"up": up, "down": down, "status": status, "topics": topics}[args.cmd](args)
+    except (ServiceError, KafkaException) as exc:
         print(f"services: {exc}", file=sys.stderr)
         return 1

@@ -24,7 +24,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import KafkaError, KafkaException, Producer
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from .prerequisites import BOOTSTRAP_HINT, DEFAULT_KAFKA_JARS, java
@@ -59,6 +59,34 @@ def create_topics(bootstrap: str, *names: str, partitions: int = 1, config: dict
                 raise
     for name in names:
         wait_for_leaders(admin, name, timeout)
+
+
+_NOT_READY = (KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE, KafkaError._TIMED_OUT)
+
+
+def topic_sizes(bootstrap: str, timeout: float = 10) -> dict[str, tuple[int, int]]:
+    """Every topic but the internal ones -> (partitions, messages). Messages are counted by
+    offsets (end minus start of each partition), so transaction markers count too."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "streamdedup-topic-sizes", **QUIET_CLIENT})
+    try:
+        metadata = consumer.list_topics(timeout=timeout)
+        return {name: (len(topic.partitions), sum(_size(consumer, name, p, timeout) for p in topic.partitions))
+                for name, topic in sorted(metadata.topics.items()) if not name.startswith("__")}
+    finally:
+        consumer.close()
+
+
+def _size(consumer: Consumer, topic: str, partition: int, timeout: float) -> int:
+    """End minus start offset; retried while the partition's leader is not ready (a new topic)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=timeout)
+            return high - low
+        except KafkaException as exc:
+            if time.monotonic() >= deadline or exc.args[0].code() not in _NOT_READY:
+                raise
+            time.sleep(0.1)
 
 
 def wait_for_leaders(admin: AdminClient, name: str, timeout: float = 30) -> None:

@@ -1,0 +1,69 @@
+"""The README's path from nothing to a running Kafka job, run as it is written.
+
+The ``sh`` block after ``<!-- walkthrough`` in README.md runs in ``bash -euo pipefail`` from
+the repository root, its ``mktemp -d`` under this test's directory (``TMPDIR``) and without
+the caller's ``DEDUP_*`` variables. It starts a broker and a Redis of its own (not the test
+session's), puts a generated stream on a topic, runs the kafka engine and the Spark engine
+on it and stops the services. Both engines must report the generator's expected counts,
+and the topics must hold them. Needs what ``scripts/bootstrap --services`` installs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from deploy.local.services.cli import main as services_cli
+from deploy.local.services.prerequisites import REPO_ROOT
+
+pytestmark = [pytest.mark.kafka, pytest.mark.redis, pytest.mark.spark, pytest.mark.slow]
+
+BLOCK = re.compile(r"<!-- walkthrough[^>]*-->\n```sh\n(.*?)\n```", re.S)
+SUMMARY = re.compile(r"^dedup: in=(\d+), out=(\d+), duplicates=(\d+), dead_lettered=(\d+), skipped=0 ", re.M)
+LISTING = re.compile(r"^(\S+) +\d+ partitions +(\d+) messages$", re.M)
+
+
+def walkthrough() -> str:
+    """The marked block of README.md; the test fails when there is none."""
+    match = BLOCK.search((REPO_ROOT / "README.md").read_text())
+    assert match, "README.md has no ```sh block right after a <!-- walkthrough --> comment"
+    return match.group(1)
+
+
+def run_in_bash(script: str, tmp_path: Path) -> subprocess.CompletedProcess:
+    """``script`` as a newcomer's shell runs it; services it left running are stopped afterwards."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DEDUP_")} | {"TMPDIR": str(tmp_path)}
+    try:
+        return subprocess.run(["bash", "-euo", "pipefail", "-c", script], cwd=REPO_ROOT, env=env,
+                              capture_output=True, text=True, timeout=480)
+    finally:
+        for leftover in tmp_path.glob("*/services/services.env"):
+            services_cli(["down", "--dir", str(leftover.parent)])
+
+
+def test_the_walkthrough_runs_as_written_and_both_engines_report_the_generated_counts(tmp_path):
+    run = run_in_bash(walkthrough(), tmp_path)
+    assert run.returncode == 0, f"exit {run.returncode}\n{run.stdout[-3000:]}\n{run.stderr[-6000:]}"
+
+    # the addresses came from the services it started, exported for the commands
+    assert re.search(r"^export KAFKA=127\.0\.0\.1:\d+$", run.stdout, re.M)
+    [expected_json] = tmp_path.glob("*/expected.json")
+    work, expected = expected_json.parent, json.loads(expected_json.read_text())
+
+    # each engine's summary, printed and written, is the expectation
+    wanted = (expected["in"], expected["out"], expected["duplicates"], expected["dead_lettered"])
+    assert [tuple(map(int, counts)) for counts in SUMMARY.findall(run.stderr)] == [wanted, wanted]
+    for engine in ("kafka", "spark"):
+        summary = json.loads((work / f"{engine}.json").read_text())
+        assert {k: summary[k] for k in expected} == expected, engine
+
+    # the last listing counts what each topic holds; the services are down and purged
+    held = {topic: int(messages) for topic, messages in LISTING.findall(run.stdout)}
+    out, dead = expected["out"], expected["dead_lettered"]
+    assert held == {"events": expected["in"], "unique": out, "dead": dead, "spark-unique": out, "spark-dead": dead}
+    assert not (work / "services").exists()
