@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 import signal
 import sys
 import threading
 from pathlib import Path
 
 from app.container import UsageError, container_for
+from app.logs import configure_logging
 from app.demo import prepare as prepare_demo
 from app.demo import report as report_demo
 from app.generator import StreamSpec, generate
@@ -19,8 +19,8 @@ from app.progress import ProgressLine
 from app.settings import Settings, SettingsError, load_settings
 from app.state_cli import add_state_commands
 from domain.accounting import Accounting
-from domain.errors import DedupError, PolicyExhausted
-from domain.migration import IncompatibleState
+from domain.errors import DedupError, PolicyExhausted, SetupError
+from domain.redaction import redact
 
 EXIT_USAGE, EXIT_STOPPED = 2, 3
 
@@ -29,7 +29,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.handler(args)
-    except (SettingsError, UsageError, IncompatibleState) as exc:
+    except (SettingsError, UsageError, SetupError) as exc:
         return fail(str(exc), EXIT_USAGE)
     except PolicyExhausted as exc:
         return fail(f"stopped by policy: {exc}. The failing batch was not acknowledged; "
@@ -41,7 +41,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def fail(message: str, code: int) -> int:
-    print(f"dedup: {message}", file=sys.stderr)
+    print(f"dedup: {redact(message)}", file=sys.stderr)
     return code
 
 
@@ -104,12 +104,13 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def run_engine(settings: Settings, progress: ProgressLine | None = None) -> Accounting:
     """Build the configured engine and run it until its input ends or SIGTERM/SIGINT arrives."""
-    logging.basicConfig(level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    configure_logging(settings.log_level)
     container = container_for(settings)
     engine = container.engine()
     server = None
     if settings.metrics_port is not None:
-        server = MetricsServer(container.metrics(), settings.metrics_port, settings.metrics_host).start()
+        server = MetricsServer(container.metrics(), settings.metrics_port, settings.metrics_host,
+                               settings.stall_timeout).start()
     engine.on_batch = batch_listener(progress, server)
     stop = stop_on_signals()
     try:
@@ -125,7 +126,7 @@ def run_engine(settings: Settings, progress: ProgressLine | None = None) -> Acco
 def batch_listener(progress: ProgressLine | None, server: MetricsServer | None):
     def on_batch(totals: Accounting) -> None:
         if server:
-            server.progressed()
+            server.progressed(totals.records_in)
         if progress:
             progress(totals)
     return on_batch
@@ -145,7 +146,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
     write_stream(args.out, records)
     if args.expected_json:
         args.expected_json.write_text(json.dumps(expected.as_accounting(), indent=2) + "\n")
-    print(f"dedup: wrote {len(records):,} records to {args.out}", file=sys.stderr)
+    print(f"dedup: wrote {len(records):,} records to {redact(str(args.out))}", file=sys.stderr)
     return 0
 
 

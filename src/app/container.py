@@ -20,17 +20,17 @@ from adapters.memory.state_store import InMemoryStateStore
 from adapters.system import InMemoryMetrics, SystemClock
 from app.settings import (KafkaSettings, MigrationSettings, PolicySettings, RedisSettings, RuleSettings, Settings,
                           SparkSettings)
+from app.uris import REDIS_SCHEMES
 from domain.dead_letters import DEFAULT_MAX_BYTES
 from domain.dedup import Deduplicator
 from domain.watermarks import Watermarks
 from domain.delivery import Delivery
 from domain.pipeline import BatchPipeline
 from domain.policies import Policies
+from domain.redaction import redact_uri
 from domain.ports import StateStore
 from domain.restart import parse_restart
 from domain.rules import DedupRule, RuleSet, UnknownTypePolicy
-
-REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
 
 log = logging.getLogger(__name__)
 
@@ -89,7 +89,8 @@ def _state_store(uri: str, redis: RedisSettings | None = None) -> StateStore:
         return InMemoryStateStore(snapshot=uri.removeprefix("memory:"))
     if uri.startswith(REDIS_SCHEMES):
         return _redis_store(uri, redis)
-    raise UsageError(f"invalid setting state: {uri!r} is not 'memory', 'memory:SNAPSHOT_PATH' or a redis:// URL")
+    raise UsageError(f"invalid setting state: {redact_uri(uri)!r} is not 'memory', 'memory:SNAPSHOT_PATH' or a "
+                     "redis:// URL")
 
 
 def _redis_store(uri: str, settings: RedisSettings | None):
@@ -112,8 +113,9 @@ def file_path(uri: str | None, setting: str) -> str:
         raise UsageError(f"missing setting {setting}: give a file:PATH or '-'")
     if uri == "-" or uri.startswith("file:"):
         return uri.removeprefix("file:") or "-"
+    hint = " (kafka:// is read and written by --engine kafka or spark)" if uri.startswith("kafka://") else ""
     raise UsageError(f"invalid setting {setting}: the memory engine reads and writes file:PATH or '-', "
-                     f"got {uri!r} (use --engine kafka for kafka:// URIs)")
+                     f"got {redact_uri(uri)!r}{hint}")
 
 
 def build_memory_engine(*, core: Deduplicator, metrics, source: str, sink: str, dlq: str | None,
@@ -149,7 +151,7 @@ def spark_uri(uri: str | None, setting: str) -> str:
     if uri and uri != "-" and uri.startswith(("file:", "jsonl:", "kafka://")):
         return uri
     raise UsageError(f"invalid setting {setting}: the spark engine reads and writes file:DIRECTORY or "
-                     f"kafka://HOST:PORT/TOPIC, got {uri!r}")
+                     f"kafka://HOST:PORT/TOPIC, got {redact_uri(uri or '')!r}")
 
 
 def build_spark_engine(*, rules: RuleSet, policies: Policies, metrics, source: str, sink: str, dlq: str | None,

@@ -1,8 +1,14 @@
 """The service's own HTTP endpoint: Prometheus metrics at ``/metrics``, health at ``/health``.
 
-Counters are exported as ``dedup_<name>_total``, gauges as ``dedup_<name>``. ``/health``
-answers 200 while the engine made progress within ``stall_after`` seconds (or is idle
-with nothing to read), 503 otherwise.
+Counters are exported as ``dedup_<name>_total``, gauges as ``dedup_<name>``.
+
+``/health`` tells idle from stuck. Every engine reports after each poll or micro-batch, empty
+ones included (``progressed``), so a running engine reports at least every few seconds whether
+or not records arrive. 200 ``{"status": "ok"}`` while records moved in the last report, 200
+``{"status": "idle"}`` while the engine reports but nothing arrives, 503 ``{"status":
+"stalled"}`` when no report came for ``stall_after`` seconds: the engine is blocked (a sink or
+the state store retried without end, a batch that never finishes). The body also says how long
+ago the last report and the last record were.
 """
 
 from __future__ import annotations
@@ -13,6 +19,7 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from adapters.system import InMemoryMetrics
+from domain.errors import SetupError
 
 HELP = {
     "in": "Records read from the input",
@@ -41,8 +48,14 @@ class MetricsServer:
     def __init__(self, metrics: InMemoryMetrics, port: int, host: str = "127.0.0.1", stall_after: float = 120):
         self.metrics = metrics
         self.stall_after = stall_after
-        self.last_progress = time.monotonic()
-        self._server = ThreadingHTTPServer((host, port), self._handler())
+        self.last_progress = self.last_record = time.monotonic()
+        self._records_in: int | None = None
+        self._moved = False
+        try:
+            self._server = ThreadingHTTPServer((host, port), self._handler())
+        except OSError as exc:
+            raise SetupError(f"invalid setting metrics_port (DEDUP_METRICS_PORT, --metrics-port): cannot serve "
+                             f"metrics on {host}:{port}: {exc.strerror or exc}") from None
         self.port = self._server.server_address[1]
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True, name="metrics-http")
 
@@ -50,12 +63,22 @@ class MetricsServer:
         self._thread.start()
         return self
 
-    def progressed(self) -> None:
-        self.last_progress = time.monotonic()
+    def progressed(self, records_in: int) -> None:
+        """The engine polled (or finished a micro-batch); ``records_in``: its count of records read so far."""
+        now = time.monotonic()
+        self._moved = self._records_in is None and records_in > 0 or (
+            self._records_in is not None and records_in > self._records_in)
+        if self._moved:
+            self.last_record = now
+        self.last_progress, self._records_in = now, records_in
 
-    def healthy(self) -> tuple[bool, dict]:
-        age = time.monotonic() - self.last_progress
-        return age <= self.stall_after, {"last_progress_seconds_ago": round(age, 1)}
+    def health(self) -> tuple[bool, dict]:
+        """Whether the engine is healthy, and the ``/health`` body (module docstring)."""
+        now = time.monotonic()
+        age = now - self.last_progress
+        status = "stalled" if age > self.stall_after else "ok" if self._moved else "idle"
+        return status != "stalled", {"status": status, "last_progress_seconds_ago": round(age, 1),
+                                     "last_record_seconds_ago": round(now - self.last_record, 1)}
 
     def stop(self) -> None:
         self._server.shutdown()
@@ -69,9 +92,8 @@ class MetricsServer:
                 if self.path == "/metrics":
                     self._send(200, "text/plain; version=0.0.4", render(server.metrics))
                 elif self.path in ("/health", "/healthz", "/ready"):
-                    ok, detail = server.healthy()
-                    self._send(200 if ok else 503, "application/json",
-                               json.dumps({"status": "ok" if ok else "stalled", **detail}))
+                    ok, body = server.health()
+                    self._send(200 if ok else 503, "application/json", json.dumps(body))
                 else:
                     self._send(404, "text/plain", "not found\n")
 

@@ -22,8 +22,11 @@ from pydantic_settings import (BaseSettings, EnvSettingsSource, NoDecode, Pydant
                                SettingsConfigDict)
 from pydantic_settings import SettingsError as _SourceError
 
+from app.setting_names import Misspelt, misspelt, unknown_variables
+from app.uris import check_state_uri, check_stream_uri
 from domain.dead_letters import DEFAULT_MAX_BYTES
 from domain.policies import DEFAULT_POLICIES, ERROR_CLASSES, parse_chain
+from domain.redaction import redact_setting, remember, secrets_of_settings
 from domain.restart import parse_restart
 from domain.rules import DEFAULT_MAX_AHEAD, DEFAULT_RULES, TimeBasis, UnknownTypePolicy
 from domain.syntax import parse_duration
@@ -124,6 +127,11 @@ class MigrationSettings(_Strict):
     state_from: str | None = None
     old_key_fields: dict[str, list[str]] = Field(default_factory=dict)
 
+    @field_validator("state_from")
+    @classmethod
+    def _state_uri(cls, value: str | None) -> str | None:
+        return value if value is None else check_state_uri(value)
+
 
 class RedisSettings(_Strict):
     """The Redis state's settings. ``allow_eviction``: start even when the server's
@@ -152,6 +160,7 @@ class Settings(BaseSettings):
     idle_partition_timeout: int = Field(default=int(DEFAULT_IDLE_TIMEOUT), gt=0)
     metrics_port: int | None = Field(default=None, ge=0, le=65535)
     metrics_host: str = Field(default="127.0.0.1", min_length=1)
+    stall_timeout: float = Field(default=120.0, gt=0)  # /health is 503 after this long without a poll or batch
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "WARNING"
     kafka: KafkaSettings = Field(default_factory=KafkaSettings)
     spark: SparkSettings = Field(default_factory=SparkSettings)
@@ -167,6 +176,23 @@ class Settings(BaseSettings):
     @classmethod
     def _idle_duration(cls, value: Any) -> Any:
         return parse_duration(value)
+
+    @field_validator("stall_timeout", mode="before")
+    @classmethod
+    def _stall_duration(cls, value: Any) -> Any:
+        return parse_duration(value, whole=False)
+
+    @field_validator("source", "sink", "dlq", "notifications", "notifications_out")
+    @classmethod
+    def _stream_uri(cls, value: str | None, info) -> str | None:
+        if value == "" and info.field_name not in ("source", "sink"):
+            return None  # an optional output or input given empty: not given
+        return value if value is None else check_stream_uri(value, info.field_name)
+
+    @field_validator("state")
+    @classmethod
+    def _state_uri(cls, value: str) -> str:
+        return check_state_uri(value)
 
     @model_validator(mode="after")
     def _rules_have_windows(self) -> "Settings":
@@ -186,10 +212,15 @@ class Settings(BaseSettings):
 
 
 class _EnvSource(EnvSettingsSource):
-    """Environment variables; rule names in them are upper-cased (``DEDUP_RULES__WEB__WINDOW``)."""
+    """Environment variables; rule names in them are upper-cased (``DEDUP_RULES__WEB__WINDOW``).
+    A ``DEDUP_*`` variable that names no setting is refused, naming the closest one."""
 
     def __call__(self) -> dict[str, Any]:
+        for wrong in unknown_variables(Settings, self.env_vars):
+            given, closest = wrong.as_env()
+            raise SettingsError(f"unknown setting {given} in the environment{_suggestion(closest)}")
         data = super().__call__()
+        remember(secrets_of_settings(data))
         if isinstance(data.get("rules"), dict):
             data["rules"] = {name.upper(): rule for name, rule in data["rules"].items()}
         return data
@@ -226,14 +257,17 @@ def read_config_file(path: Path) -> dict[str, Any]:
                             f"{str(exc).splitlines()[0]}") from None
     if not isinstance(data, dict):
         raise SettingsError(f"config file {path}: must hold a mapping of settings")
+    remember(secrets_of_settings(data))
     return data
 
 
 def load_settings(config_file: str | None = None, **overrides: Any) -> Settings:
     """Build the settings; raises ``SettingsError`` naming the first invalid setting."""
     token = _CONFIG_FILE.set(config_file)
+    given = {k: v for k, v in overrides.items() if v is not None}
+    remember(secrets_of_settings(given))
     try:
-        return Settings(**{k: v for k, v in overrides.items() if v is not None})
+        return Settings(**given)
     except ValidationError as exc:
         raise SettingsError(describe(exc)) from None
     except _SourceError as exc:
@@ -250,9 +284,19 @@ def describe(exc: ValidationError) -> str:
     if not error["loc"]:
         return "invalid setting " + error["msg"].removeprefix("Value error, ")
     loc = [str(part) for part in error["loc"] if part not in ("function-after", "function-before")]
+    if error["type"] == "extra_forbidden":
+        wrong = misspelt(Settings, loc) or Misspelt(tuple(loc), len(loc) - 1, None)
+        given, closest = wrong.as_dotted()
+        return f"unknown setting {given}{_suggestion(closest)}"
     name = ".".join(loc) or "settings"
     env = "DEDUP_" + "__".join(loc).upper()
     message = error["msg"].removeprefix("Value error, ")
     got = error.get("input")
-    shown = "" if isinstance(got, dict) or got is None else f" (got {got!r})"
+    shown = "" if isinstance(got, dict) or got is None else f" (got {redact_setting(name, got)!r})"
+    if shown and (str(redact_setting(name, got)) in message or "got " in message):
+        shown = ""
     return f"invalid setting {name} ({env}): {message}{shown}"
+
+
+def _suggestion(closest: str | None) -> str:
+    return f"; did you mean {closest}?" if closest else " (see the settings table in README.md, Configuration)"

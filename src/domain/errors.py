@@ -25,6 +25,14 @@ class PermanentError(DedupError):
     permanent = True
 
 
+class SetupError(PermanentError):
+    """The program cannot start with these settings or resources (a wrong or conflicting setting, a
+    missing topic or input, a checkpoint of another job or in use): the same start fails the same
+    way, so it is never restarted or retried; the CLI prints its one-line message and exits 2."""
+
+    error_class = "setup"
+
+
 class TransientError(DedupError):
     """Infrastructure trouble: the same input may succeed later.
 

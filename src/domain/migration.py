@@ -18,7 +18,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Sequence
 
-from domain.errors import PermanentError
+from domain.errors import SetupError
 from domain.ports import StateStore
 from domain.keys import decode_key, encode_key, rule_of
 from domain.state import Claim, Emission
@@ -26,13 +26,11 @@ from domain.state import Claim, Emission
 log = logging.getLogger(__name__)
 
 
-class IncompatibleState(PermanentError):
+class IncompatibleState(SetupError):
     """The job cannot use the state it was pointed at (another key layout or state format).
 
     The message is one line naming the change and the remedy; nothing was modified.
     """
-
-    error_class = "setup"  # the same settings fail the same way: never restarted
 
 
 @dataclass(frozen=True)

@@ -67,7 +67,8 @@ class BatchPipeline:
             on_batch: Callable[[Accounting], None] | None = None) -> Accounting:
         """Process until a bounded source is exhausted or ``stop`` is set; returns the totals.
 
-        ``on_batch(totals)`` is called after every committed batch. Raises ``PolicyExhausted``
+        ``on_batch(totals)`` is called after every poll: after a committed batch, and after an
+        empty poll (idle, not stuck: a health check tells them apart). Raises ``PolicyExhausted``
         when a ``fail`` policy stops the pipeline (the failing batch is aborted, not
         acknowledged), and whatever the committer raises when a batch cannot be made final.
         """
@@ -77,10 +78,10 @@ class BatchPipeline:
             records = self.source.poll(self.batch_size, self.poll_timeout)
             if records:
                 self.step(records)
-                if on_batch is not None:
-                    on_batch(self.totals)
             elif self.source.exhausted:
                 break
+            if on_batch is not None:
+                on_batch(self.totals)
         return self.totals
 
     def step(self, records: Sequence[RawRecord]) -> Accounting:

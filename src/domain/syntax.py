@@ -22,6 +22,7 @@ OptionReader = Callable[[str, str], Any]
 _DURATION = re.compile(r"^\s*([+-]?(?:\d+(?:\.\d*)?|\.\d+|(?i:nan|inf(?:inity)?)))\s*([smhd]?)\s*$")
 _UNIT_SECONDS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
 _STEP = re.compile(r"^\s*([a-z-]+)\s*(?:\((.*)\))?\s*$")
+MAX_DURATION_DAYS = 3650  # longer is a typo: no window, delay or timeout of a running job is ten years
 
 
 def parse_duration(value: str | int | float, name: str = "the duration", *, whole: bool = True) -> int | float:
@@ -29,11 +30,13 @@ def parse_duration(value: str | int | float, name: str = "the duration", *, whol
     seconds, or with ``whole=False`` a float that may have a fraction (``"0.2"``).
 
     Raises ValueError naming ``name`` for text that is not a duration, nan, infinity, a
-    negative duration, or (``whole``) a fraction of a second.
+    negative duration, one over ``MAX_DURATION_DAYS``, or (``whole``) a fraction of a second.
     """
     seconds = _seconds(value, name)
     if seconds < 0:
         raise ValueError(f"{name} must not be negative, got {value!r}")
+    if seconds > MAX_DURATION_DAYS * 86400:
+        raise ValueError(f"{name} must be at most {MAX_DURATION_DAYS}d, got {value!r}")
     if not whole:
         return float(seconds)
     if seconds != int(seconds):

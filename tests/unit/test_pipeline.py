@@ -45,7 +45,7 @@ def test_each_batch_is_acknowledged_only_after_its_outcomes_were_flushed():
 
     assert journal == ["flush", ("ack", [0, 1]), "flush", ("ack", [2])]
     assert (totals.records_in, totals.out, totals.duplicates) == (3, 2, 1) and totals.balanced
-    assert seen == [2, 3]  # on_batch gets the running totals after every committed batch
+    assert seen == [2, 2, 3]  # the running totals after every poll: committed batches and the empty poll
     assert source.polls == 4  # an empty poll is not the end; the empty poll after the last batch is
 
 

@@ -38,6 +38,9 @@ def test_fractional_durations_are_float_seconds(value, expected):
     ("", True, "window must be seconds with an optional unit"),
     (True, True, "window must be seconds with an optional unit"),
     (None, True, "window must be seconds with an optional unit"),
+    ("99999999999999999999d", True, "window must be at most 3650d, got '99999999999999999999d'"),
+    (3651 * 86400, True, "window must be at most 3650d"),
+    ("1e400", False, "window must be seconds with an optional unit"),
 ])
 def test_a_bad_duration_is_refused_naming_the_option_and_the_problem(value, whole, message):
     with pytest.raises(ValueError) as error:

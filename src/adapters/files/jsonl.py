@@ -8,8 +8,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import secrets
+import select
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, Sequence
@@ -67,16 +70,18 @@ class JsonlSource:
             self._file: BinaryIO = sys.stdin.buffer if path == STDIO else open(path, "rb")
         except OSError as exc:
             raise SourceUnavailable(f"cannot read {path}: {exc.strerror}") from None
+        self._lines = _Lines(self._file.fileno())
         self._line = 0
-        self._exhausted = False
         self.committed_line = 0
 
     def poll(self, max_records: int, timeout: float) -> list[RawRecord]:
+        """Up to ``max_records`` lines; waits at most ``timeout`` for more when the input (a pipe,
+        stdin) has none yet, so an idle input returns an empty batch instead of blocking."""
         records = []
+        deadline = time.monotonic() + timeout
         while len(records) < max_records:
-            line = self._file.readline()
-            if not line:
-                self._exhausted = True
+            line = self._lines.next(max(0.0, deadline - time.monotonic()))
+            if line is None:
                 break
             self._line += 1
             value = line.rstrip(b"\r\n")
@@ -90,7 +95,7 @@ class JsonlSource:
 
     @property
     def exhausted(self) -> bool:
-        return self._exhausted
+        return self._lines.ended
 
     def assignment(self) -> list[str]:
         return [SourcePosition(self.name, 0, 0).partition_name()]
@@ -102,6 +107,39 @@ class JsonlSource:
     def close(self) -> None:
         if self._file is not sys.stdin.buffer:
             self._file.close()
+
+
+class _Lines:
+    """Lines read from a file descriptor without blocking past a deadline (``select``)."""
+
+    def __init__(self, fd: int, chunk: int = 1 << 16):
+        self.fd, self.chunk = fd, chunk
+        self.ended = False
+        self._buffer = bytearray()
+        self._start = 0
+
+    def next(self, wait: float) -> bytes | None:
+        """The next line (its newline kept, the last one maybe without); None when none came
+        within ``wait`` seconds or the input ended."""
+        while True:
+            end = self._buffer.find(b"\n", self._start)
+            if end >= 0:
+                return self._take(end + 1)
+            if self.ended:
+                return self._take(len(self._buffer)) if self._start < len(self._buffer) else None
+            if not select.select([self.fd], [], [], wait)[0]:
+                return None
+            data = os.read(self.fd, self.chunk)
+            if not data:
+                self.ended = True
+            del self._buffer[:self._start]
+            self._start = 0
+            self._buffer += data
+
+    def _take(self, end: int) -> bytes:
+        line = bytes(self._buffer[self._start:end])
+        self._start = end
+        return line
 
 
 class _LineWriter:

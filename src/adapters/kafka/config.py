@@ -9,26 +9,25 @@ Settings shared by every client (``security.protocol``, ``sasl.*``, ``ssl.*``…
 dict of librdkafka settings; a key prefixed ``consumer.`` or ``producer.`` applies to that
 kind of client only. The settings the delivery guarantees rest on (manual offset commits,
 idempotence, ``acks=all``, the transactional id) always win. Secrets are never logged:
-:func:`redacted` is the only way settings are shown.
+settings are shown through ``domain.redaction`` (:func:`redacted`, :func:`scrub`).
 """
 
 from __future__ import annotations
 
 import logging
-import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 from urllib.parse import parse_qsl, urlsplit
 
-from domain.errors import PermanentError
+from domain.errors import SetupError
+from domain.redaction import redact, redact_settings, redact_uri, remember, secrets_of_settings
 
 ROLES = ("consumer", "producer")
-_SECRET = re.compile(r"password|secret|jaas|token|credential|\.pem$|private", re.IGNORECASE)
 _TRUE = ("1", "true", "yes", "on")
 librdkafka_log = logging.getLogger("adapters.kafka.librdkafka")
 
 
-class KafkaConfigurationError(PermanentError):
+class KafkaConfigurationError(SetupError):
     """A Kafka URI, setting or topic the engine cannot start with; the message is one line."""
 
 
@@ -53,12 +52,18 @@ def parse_kafka_uri(uri: str, role: str) -> KafkaEndpoint:
     topic = parts.path.strip("/")
     if parts.scheme != "kafka" or not parts.netloc or not topic or "/" in topic:
         raise KafkaConfigurationError(
-            f"invalid {role} URI {_without_query(uri)!r}: expected kafka://HOST:PORT/TOPIC[?group=GROUP]")
+            f"invalid {role} URI {redact_uri(_without_query(uri))!r}: expected kafka://HOST:PORT/TOPIC[?group=GROUP]")
+    bootstrap = parts.netloc.rpartition("@")[2]
+    for server in bootstrap.split(","):
+        host, _, port = server.rpartition(":")
+        if not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise KafkaConfigurationError(f"invalid {role} URI {redact_uri(_without_query(uri))!r}: {server!r} is "
+                                          "not HOST:PORT (a port is a number from 1 to 65535)")
     query = dict(parse_qsl(parts.query, keep_blank_values=True))
     start = query.pop("start", "earliest")
     if start not in ("earliest", "latest"):
         raise KafkaConfigurationError(f"invalid {role} URI parameter start={start!r}: use earliest or latest")
-    return KafkaEndpoint(parts.netloc.rpartition("@")[2], topic, query.pop("group", None) or None, start,
+    return KafkaEndpoint(bootstrap, topic, query.pop("group", None) or None, start,
                          query.pop("stop_at_end", "false").lower() in _TRUE, query)
 
 
@@ -99,16 +104,14 @@ def admin_config(endpoint: KafkaEndpoint, settings: Mapping[str, Any] | None) ->
 
 
 def redacted(config: Mapping[str, Any]) -> dict[str, Any]:
-    """``config`` with every secret-looking value replaced by ``***`` (the only way to show settings)."""
-    return {k: "***" if _SECRET.search(k) else v for k, v in config.items() if k != "logger"}
+    """A client's settings as they may be shown (``domain.redaction``)."""
+    return redact_settings({k: v for k, v in config.items() if k != "logger"})
 
 
 def scrub(message: str, config: Mapping[str, Any]) -> str:
-    """``message`` with the values of secret settings masked (librdkafka may echo a bad value)."""
-    for key, value in config.items():
-        if _SECRET.search(key) and isinstance(value, str) and len(value) >= 3:
-            message = message.replace(value, "***")
-    return message
+    """``message`` with the secrets of ``config`` masked (librdkafka may echo a bad value)."""
+    remember(secrets_of_settings({k: v for k, v in config.items() if isinstance(v, str)}))
+    return redact(message)
 
 
 def _with_logging(config: dict[str, Any]) -> dict[str, Any]:

@@ -28,7 +28,7 @@ from __future__ import annotations
 from contextlib import contextmanager
 from itertools import islice
 from typing import Iterator, Sequence
-from urllib.parse import quote, urlsplit
+from urllib.parse import quote, urlsplit, urlunsplit
 
 import redis
 from redis.backoff import NoBackoff
@@ -36,6 +36,7 @@ from redis.exceptions import NoScriptError
 from redis.retry import Retry
 
 from domain.errors import StateUnavailable
+from domain.redaction import redact_uri
 from domain.rules import KEY_SEPARATOR
 from domain.state import Claim, Emission, StateFormatError, decode
 
@@ -194,11 +195,9 @@ def key_text(raw: bytes) -> str:
 
 
 def redacted_url(url: str) -> str:
-    """The URL without its user and password (safe to log)."""
-    parts = urlsplit(url)
-    host = parts.hostname or ""
-    netloc = f"{host}:{parts.port}" if parts.port else host
-    return f"{parts.scheme}://{netloc}{parts.path}"
+    """The URL as it may be shown: without its user and password, and secret parameters masked."""
+    parts = urlsplit(redact_uri(url))
+    return urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
 
 
 def _reason(exc: Exception) -> str:

@@ -18,7 +18,7 @@ import zipfile
 from pathlib import Path
 
 from adapters.spark.state_rows import state_row_counter
-from domain.errors import PermanentError
+from domain.errors import SetupError
 
 SOURCES = Path(__file__).resolve().parent / "jvm"
 ROOT = Path(__file__).resolve().parents[3]
@@ -26,10 +26,8 @@ OPERATOR_CLASS = "streamdedup.spark.WindowDedup"
 PLAIN_EVENT_CLASS = "streamdedup.spark.PlainEvent"
 
 
-class SparkSetupError(PermanentError):
+class SparkSetupError(SetupError):
     """The Spark engine cannot start: a tool, jar or setting is missing. Retrying cannot help."""
-
-    error_class = "setup"
 
 
 def cache_dir() -> Path:

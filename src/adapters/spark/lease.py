@@ -41,7 +41,7 @@ import uuid
 
 from adapters.spark.checkpoint import Checkpoint
 from adapters.spark.hadoop_files import HadoopPath
-from domain.errors import DedupError, PermanentError
+from domain.errors import DedupError, SetupError
 
 log = logging.getLogger(__name__)
 
@@ -50,11 +50,9 @@ DEFAULT_TIMEOUT = 30.0
 SETTLE = 1.0  # seconds between writing the lease and reading it back at start
 
 
-class CheckpointInUse(PermanentError):
+class CheckpointInUse(SetupError):
     """Another instance runs on the checkpoint (or took it over): this one does not start, or stops.
     One line naming the checkpoint and the other owner; never restarted."""
-
-    error_class = "setup"
 
 
 class CheckpointLease:

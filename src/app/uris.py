@@ -1,0 +1,86 @@
+"""What the URI settings accept, checked when the settings load (before any engine starts).
+
+Streams (``source``, ``sink``, ``dlq``, ``notifications``, ``notifications_out``): ``-``
+(stdin/stdout), ``file:PATH``, ``jsonl:DIRECTORY`` or ``kafka://HOST:PORT[,HOST:PORT]/TOPIC``.
+States (``state``, ``migration.state_from``): ``memory``, ``memory:SNAPSHOT_PATH``, or a
+Redis URL (``redis://``, ``rediss://``, ``unix://``). Which engine takes which is the
+composition root's business; here a value is refused when no engine could take it: a bare path,
+an unknown or upper-case scheme (the closest known one is suggested), a port that is not a port,
+a snapshot path that is a directory. Each error is a ``ValueError`` whose message shows the
+value redacted (``domain.redaction``).
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from adapters.kafka.config import KafkaConfigurationError, parse_kafka_uri
+from domain.redaction import redact_uri
+
+STREAM_FORMS = {"kafka://": "kafka://HOST:PORT/TOPIC", "file:": "file:PATH", "jsonl:": "jsonl:DIRECTORY"}
+REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
+STATE_FORMS = {"memory:": "memory:SNAPSHOT_PATH", **{s: f"{s}HOST:PORT/DB" for s in REDIS_SCHEMES[:2]},
+               "unix://": "unix://SOCKET_PATH?db=N"}
+_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*):(//)?")
+
+
+def check_stream_uri(value: str, setting: str) -> str:
+    if value == "-" or value.startswith(("file:", "jsonl:")) and len(value.split(":", 1)[1]) > 0:
+        return value
+    if value.startswith("kafka://"):
+        try:
+            parse_kafka_uri(value, setting)
+        except KafkaConfigurationError as exc:
+            raise ValueError(str(exc).removeprefix(f"invalid {setting} URI ")) from None
+        return value
+    raise ValueError(_unknown_form(value, STREAM_FORMS, "'-'"))
+
+
+def check_state_uri(value: str) -> str:
+    if value == "memory":
+        return value
+    if value.startswith("memory:"):
+        path = Path(value.removeprefix("memory:"))
+        if not path.name:
+            raise ValueError("memory:SNAPSHOT_PATH needs a file path")
+        if path.is_dir():
+            raise ValueError(f"memory:{path} is a directory; the snapshot is a file, e.g. memory:{path / 'state.json'}")
+        if not path.parent.is_dir():
+            raise ValueError(f"the snapshot's directory {path.parent} does not exist")
+        return value
+    if value.startswith(REDIS_SCHEMES):
+        _check_redis_url(value)
+        return value
+    raise ValueError(_unknown_form(value, STATE_FORMS, "'memory'"))
+
+
+def _check_redis_url(value: str) -> None:
+    parts = urlsplit(value)
+    try:
+        parts.port
+    except ValueError:
+        raise ValueError(f"{redact_uri(value)!r} has an invalid port: a port is a number from 1 to 65535") from None
+    if parts.scheme != "unix" and not parts.hostname:
+        raise ValueError(f"{redact_uri(value)!r} names no host: {parts.scheme}://HOST:PORT/DB")
+    if parts.scheme != "unix" and parts.path.strip("/") and not parts.path.strip("/").isdigit():
+        raise ValueError(f"{redact_uri(value)!r}: the database is a number, {parts.scheme}://HOST:PORT/DB")
+
+
+def _unknown_form(value: str, forms: dict[str, str], other: str) -> str:
+    accepted = ", ".join([other, *dict.fromkeys(forms.values())])
+    shown = redact_uri(value)
+    scheme = _SCHEME.match(value)
+    if not value.strip():
+        return f"empty; give one of {accepted}"
+    if not scheme:
+        hint = f"; for a file write file:{shown}" if "file:" in forms else ""
+        return f"{shown!r} is not one of {accepted}{hint}"
+    written = scheme.group(0)
+    if written.lower() in forms:
+        return f"{shown!r}: write the scheme in lower case, {written.lower()}"
+    closest = difflib.get_close_matches(written.lower(), list(forms), n=1, cutoff=0.6)
+    hint = f"; did you mean {closest[0]}?" if closest else ""
+    return f"unknown scheme {written!r} in {shown!r}{hint} (accepted: {accepted})"

@@ -1,0 +1,91 @@
+"""Every operator mistake ends in one line on stderr naming the setting or resource, exit 2.
+
+The cases are the ones an operator was seen to hit: wrong policies and restart options,
+ports that are not ports, a directory for a snapshot, absurd or not-a-number durations,
+misspelt variables and config keys, misspelt URI schemes, a bare path, a metrics port in use.
+"""
+
+from __future__ import annotations
+
+import socket
+
+import pytest
+
+from tests.unit.test_cli import run_cli
+
+MEMORY = ["run", "--engine", "memory", "--source", "-", "--sink", "-"]
+KAFKA = ["run", "--engine", "kafka", "--source", "kafka://127.0.0.1:1/in", "--dlq", "kafka://127.0.0.1:1/dead"]
+
+
+def one_line_error(done, *named: str) -> str:
+    err = done.stderr.decode()
+    assert done.returncode == 2, err
+    assert len(err.strip().splitlines()) == 1, err
+    assert err.startswith("dedup: ") and "Traceback" not in err
+    for name in named:
+        assert name in err, (name, err)
+    return err
+
+
+@pytest.mark.parametrize("env, args, named", [
+    ({"DEDUP_POLICIES__BUG": "retry>dead-letter"}, [], ["policies.bug", "DEDUP_POLICIES__BUG", "attempts"]),
+    ({"DEDUP_POLICIES__BUG": "retry(attempts=3,factor=-1)>dead-letter"}, [], ["policies.bug", "factor"]),
+    ({"DEDUP_POLICIES__TRANSIENT": "retry(attempts=3,delay=nan)>fail"}, [], ["policies.transient", "delay", "finite"]),
+    ({"DEDUP_SPARK__RESTART": "exponential-delay(attempts=3,factor=-1)"}, [], ["spark.restart", "factor"]),
+    ({"DEDUP_SPARK__RESTART": "fixed-delay(delay=inf)"}, [], ["spark.restart", "delay"]),
+    ({}, ["--state", "redis://:pw@h:notaport/0"], ["setting state", "port"]),
+    ({}, ["--state", "redis://:pw@h:99999/0"], ["setting state", "port"]),
+    ({}, ["--state", "redis://h:6379/zero"], ["setting state", "database"]),
+    ({"DEDUP_RULES__APP__WINDOW": "99999999999999999999d"}, [], ["rules.APP.window", "at most 3650d"]),
+    ({"DEDUP_RULES__APP__MAX_AHEAD": "1e999"}, [], ["rules.APP.max_ahead"]),
+    ({"DEDUP_IDLE_PARTITION_TIMEOUT": "nan"}, [], ["idle_partition_timeout", "finite"]),
+    ({"DEDUP_RULE__APP__WINDOW": "5s"}, [], ["DEDUP_RULE__APP__WINDOW", "did you mean DEDUP_RULES__APP__WINDOW?"]),
+    ({"DEDUP_BATCHSIZE": "5"}, [], ["DEDUP_BATCHSIZE", "did you mean DEDUP_BATCH_SIZE?"]),
+    ({"DEDUP_KAFKA__DELIVERYY": "exactly-once"}, [], ["did you mean DEDUP_KAFKA__DELIVERY?"]),
+    ({"DEDUP_RULES__APP__WINDW": "5"}, [], ["did you mean DEDUP_RULES__APP__WINDOW?"]),
+    ({}, ["--sink", "out.jsonl"], ["setting sink", "file:out.jsonl"]),
+    ({}, ["--sink", "FILE:out.jsonl"], ["setting sink", "lower case"]),
+    ({}, ["--dlq", "kafak://127.0.0.1:1/d"], ["setting dlq", "did you mean kafka://?"]),
+    ({}, ["--sink", "kafka://127.0.0.1:1/x"], ["setting sink", "memory engine", "--engine kafka or spark"]),
+    ({}, ["--state", "REDIS://127.0.0.1:1/0"], ["setting state", "lower case"]),
+    ({}, ["--state", "postgres://x"], ["setting state", "memory"]),
+    ({}, ["--sink", "kafka://127.0.0.1:port/x"], ["setting sink", "HOST:PORT"]),
+])
+def test_a_bad_setting_is_one_line_naming_it(tmp_path, env, args, named):
+    one_line_error(run_cli(*MEMORY, "--dlq", f"file:{tmp_path / 'd'}", *args, env=env), *named)
+
+
+def test_a_snapshot_path_that_is_a_directory_or_in_no_directory_is_refused(tmp_path):
+    one_line_error(run_cli(*MEMORY, "--state", f"memory:{tmp_path}"), "setting state", "is a directory")
+    one_line_error(run_cli(*MEMORY, "--state", f"memory:{tmp_path / 'no' / 's.json'}"), "setting state",
+                   "does not exist")
+
+
+@pytest.mark.parametrize("text, named", [
+    ("rule:\n  APP:\n    window: 5\n", ["unknown setting rule", "did you mean rules?"]),
+    ("rules:\n  APP:\n    windw: 5\n", ["unknown setting rules.APP.windw", "did you mean rules.APP.window?"]),
+    ("spark:\n  checkpoin: /x\n", ["did you mean spark.checkpoint?"]),
+    ("policies:\n  bug: 'retry>dead-letter'\n", ["policies.bug"]),
+])
+def test_a_bad_config_file_key_or_value_is_one_line_naming_it(tmp_path, text, named):
+    (tmp_path / "dedup.yaml").write_text(text)
+    one_line_error(run_cli(*MEMORY, "--config", str(tmp_path / "dedup.yaml")), *named)
+
+
+def test_the_kafka_engine_refuses_a_misspelt_uri_as_a_usage_error(tmp_path):
+    one_line_error(run_cli(*KAFKA, "--sink", "kafak://127.0.0.1:1/x"), "setting sink", "did you mean kafka://?")
+    one_line_error(run_cli(*KAFKA, "--sink", "kafka:/127.0.0.1:1/x"), "setting sink")
+
+
+def test_a_metrics_port_in_use_is_one_line_naming_the_port(tmp_path):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = run_cli(*MEMORY, "--dlq", f"file:{tmp_path / 'd'}", "--metrics-port", str(port))
+    one_line_error(done, "metrics_port", f"127.0.0.1:{port}")
+
+
+def test_variables_of_the_test_tools_and_the_config_path_are_not_settings(tmp_path):
+    done = run_cli(*MEMORY, "--dlq", f"file:{tmp_path / 'd'}", env={"DEDUP_TEST_ANYTHING": "x"})
+    assert done.returncode == 0, done.stderr
