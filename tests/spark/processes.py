@@ -53,7 +53,8 @@ class FileFeed:
 @dataclass
 class DedupProcess:
     """One ``dedup run --engine spark`` process over ``root/in``; outputs under ``root``. Several
-    instances on one ``root`` (one checkpoint) need each their own ``name`` (logs, summaries)."""
+    instances on one ``root`` (one checkpoint) need each their own ``name`` (logs, summaries).
+    ``uris``: other endpoints by role (``source``, ``sink``, ``dlq``), e.g. Kafka topics."""
 
     root: Path
     port: int = field(default_factory=find_free_port)
@@ -61,6 +62,7 @@ class DedupProcess:
     runs: int = 0
     name: str = "run"
     lease_timeout: str = "10s"  # spark.lease_timeout: a killed driver's restart waits up to this long
+    uris: dict[str, str] = field(default_factory=dict)
 
     def start(self, bounded: bool, idle_event_ms: int = 1000) -> "DedupProcess":
         self.runs += 1
@@ -69,9 +71,10 @@ class DedupProcess:
                    DEDUP_SPARK__AVAILABLE_NOW=str(bounded).lower(), DEDUP_SPARK__TRIGGER="1 second",
                    DEDUP_SPARK__MASTER="local[2]", DEDUP_SPARK__LEASE_TIMEOUT=self.lease_timeout,
                    DEDUP_SPARK__CONF=json.dumps({"spark.sql.streaming.noDataProgressEventInterval": str(idle_event_ms)}))
+        uris = {"source": f"file:{self.root / 'in'}?maxFilesPerTrigger=1", "sink": f"file:{self.root / 'out'}",
+                "dlq": f"file:{self.root / 'dlq'}", **self.uris}
         command = [sys.executable, "-m", "app.cli", "run", "--engine", "spark",
-                   "--source", f"file:{self.root / 'in'}?maxFilesPerTrigger=1",
-                   "--sink", f"file:{self.root / 'out'}", "--dlq", f"file:{self.root / 'dlq'}",
+                   *(arg for role, uri in uris.items() for arg in (f"--{role}", uri)),
                    "--metrics-port", str(self.port), "--summary-json", str(self.summary_path())]
         self.log = open(self.root / f"{self.name}-{self.runs}.log", "wb")
         # its own process group, as a job started from a shell: Ctrl-C reaches the whole group

@@ -4,7 +4,8 @@ The input is a JSONL directory that keeps receiving files (one micro-batch each)
 reference outcome is the in-memory core's over the same records in the same order
 (``tests.integration.streams.reference``).
 Nothing may be lost; what the sink committed is never emitted twice (a replayed micro-batch
-replaces its own part files).
+replaces its own part files). A stop takes about as long as the running micro-batch: an idle
+Kafka job stops within seconds.
 """
 
 from __future__ import annotations
@@ -16,8 +17,10 @@ from collections import Counter
 
 import pytest
 
-from app.generator import StreamSpec, generate_parts
+from adapters.spark.session import kafka_jars
+from app.generator import StreamSpec, generate, generate_parts
 from domain.dead_letters import from_document
+from tests.integration.kafka_io import create_topics, produce, unique
 from tests.integration.streams import reference
 from tests.spark.processes import DedupProcess, FileFeed, wait_gone
 
@@ -67,6 +70,31 @@ def test_a_stop_request_finishes_the_batch_reports_and_a_restart_continues(strea
     second = dedup.summary()
     assert {k: first[k] + second[k] for k in COUNTS} == {k: expected.as_accounting()[k] for k in COUNTS}
     assert_exactly_the_reference(feed, dedup)
+
+
+@pytest.mark.kafka
+@pytest.mark.parametrize("how", ["SIGTERM", "Ctrl-C"])
+def test_an_idle_kafka_job_stops_within_seconds_and_reports(kafka_bootstrap, tmp_path, how):
+    if not kafka_jars():
+        pytest.skip("Spark's Kafka connector jars are not in .cache/jars/spark-kafka (scripts/bootstrap --services)")
+    topics = {role: unique(f"stop-{role}") for role in ("source", "sink", "dlq")}
+    create_topics(kafka_bootstrap, *topics.values())
+    records, _ = generate(StreamSpec(uniques=200, seed=5))
+    produce(kafka_bootstrap, topics["source"], records)
+    dedup = DedupProcess(tmp_path, uris={role: f"kafka://{kafka_bootstrap}/{topic}" for role, topic in topics.items()})
+    dedup.start(bounded=False)
+    dedup.wait_for_counter("records_in", len(records))
+    # idle: no micro-batch runs; Spark reports the idle query every second (the test's interval)
+    time.sleep(4)
+    stopped = time.monotonic()
+    if how == "SIGTERM":
+        dedup.signal(signal.SIGTERM)
+    else:
+        dedup.interrupt()
+    assert dedup.wait(120) == 0, dedup.output()[-3000:]
+    assert time.monotonic() - stopped <= 8, dedup.output()[-3000:]
+    assert f"dedup: in={len(records)}," in dedup.output()
+    assert dedup.summary()["in"] == len(records)
 
 
 def test_kill_9_of_the_driver_mid_stream_loses_nothing(stream):

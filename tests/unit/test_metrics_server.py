@@ -39,3 +39,13 @@ def test_health_turns_503_when_progress_stalls(server):
     server.stall_after = -1
     status, body = get(server, "/health")
     assert status == 503 and json.loads(body)["status"] == "stalled"
+
+
+def test_health_says_idle_while_polls_bring_nothing_and_ok_while_records_move(server):
+    server.progressed(0)
+    assert json.loads(get(server, "/health")[1])["status"] == "idle"
+    server.progressed(5)
+    assert json.loads(get(server, "/health")[1])["status"] == "ok"
+    server.progressed(5)
+    status, body = get(server, "/health")
+    assert status == 200 and json.loads(body)["status"] == "idle"

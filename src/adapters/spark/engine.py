@@ -22,6 +22,7 @@ instance holds, and stops (its running batch unwritten) when another instance ta
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from dataclasses import dataclass, field
@@ -48,6 +49,8 @@ from domain.policies import Policies
 from domain.restart import RestartStrategy
 from domain.rules import RuleSet
 from domain.watermarks import DEFAULT_IDLE_TIMEOUT
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(slots=True)
@@ -176,7 +179,8 @@ class SparkEngine:
                 bounded = self.bounded(available_now)
                 query = self.start_query(bounded)
                 self.listener.query_id = str(query.id)
-                self.listener.wait_for(await_query(query, bounded, self.lease.or_lost(stop)))
+                await_query(query, bounded, self.lease.or_lost(stop))
+                self._counted(str(query.runId))
             finally:
                 spark.streams.removeListener(self.listener)
         finally:
@@ -185,6 +189,12 @@ class SparkEngine:
             finally:
                 self.lease.release()  # raises CheckpointInUse if another instance took the checkpoint
         return self.listener.totals
+
+    def _counted(self, run_id: str) -> None:
+        """Wait until the listener has the counts of every micro-batch the query run completed."""
+        if not self.listener.wait_for_end(run_id):
+            log.warning("the streaming query's end was not reported within 10 s: the counts may leave out "
+                        "its last micro-batch (its output was committed)")
 
     def _listen(self, spark: SparkSession) -> None:
         tracked = state_rows_tracked(spark, self.query.state_provider)
@@ -274,10 +284,10 @@ class _Cache:
             self.df.unpersist()
 
 
-def await_query(query, bounded: bool, stop: threading.Event) -> int:
-    """Wait for a bounded query to finish or for ``stop``; returns its last batch id (-1: none).
-    Raises ``restart.query_failure`` if it failed (its running micro-batch was not committed: a
-    restart replays it); no query is left running either way."""
+def await_query(query, bounded: bool, stop: threading.Event) -> None:
+    """Wait for a bounded query to finish or for ``stop``. Raises ``restart.query_failure`` if it
+    failed (its running micro-batch was not committed: a restart replays it); no query is left
+    running either way."""
     try:
         while query.isActive:
             if stop.is_set():
@@ -293,7 +303,6 @@ def await_query(query, bounded: bool, stop: threading.Event) -> int:
     failure = query.exception()
     if failure is not None:
         raise query_failure(failure) from failure
-    return -1 if query.lastProgress is None else query.lastProgress["batchId"]
 
 
 def stop_after_running_batch(query, poll: float = 0.1) -> None:

@@ -59,9 +59,12 @@ def accounting_from(row) -> Accounting:
 class ProgressListener(StreamingQueryListener):
     """Adds each progress event of query ``query_id`` to ``totals``; thread-safe to read.
 
-    Listener calls arrive asynchronously on Spark's listener bus; ``wait_for(batch_id)``
-    blocks until the progress of that batch has been added. ``on_batch(totals)`` is called
-    after every progress and idle event of the query (a sign of life even with no input).
+    Listener calls arrive asynchronously on Spark's listener bus, in the order Spark posted
+    them; a run's termination comes after its last progress, so ``wait_for_end(run_id)``
+    returns once every micro-batch that run completed has been added (not the batch id of
+    ``query.lastProgress``: an idle query's last progress names the next batch, which never
+    ran, and waiting for it held every stop of an idle query for 30 s). ``on_batch(totals)``
+    is called after every progress and idle event of the query (a sign of life even with no input).
     ``state_rows_tracked``: False when RocksDB does not count its rows
     (``trackTotalNumberOfRows=false``, the engine's default); Spark then reports 0, and the
     ``state_rows`` gauge comes from the operator's own count (``state_rows``, a
@@ -78,7 +81,7 @@ class ProgressListener(StreamingQueryListener):
         self.totals = Accounting()
         self.gauges: dict[str, float] = {}
         self.batch_durations_ms: list[int] = []
-        self.last_batch_id = -1
+        self._ended: set[str] = set()  # runIds whose termination arrived
         self._recounted: dict[int, Accounting] = {}
         self._metrics = metrics
         self._changed = threading.Condition()
@@ -91,7 +94,9 @@ class ProgressListener(StreamingQueryListener):
             self._notify()
 
     def onQueryTerminated(self, event):
-        pass
+        with self._changed:
+            self._ended.add(str(event.runId))
+            self._changed.notify_all()
 
     def onQueryProgress(self, event):
         progress = event.progress
@@ -107,8 +112,6 @@ class ProgressListener(StreamingQueryListener):
             self.totals.add(counts)
             self.gauges.update(gauges)
             self.batch_durations_ms.append(int(progress.durationMs.get("triggerExecution", 0)))
-            self.last_batch_id = max(self.last_batch_id, progress.batchId)
-            self._changed.notify_all()
         self._publish(counts, gauges)
         self._notify()
 
@@ -126,9 +129,11 @@ class ProgressListener(StreamingQueryListener):
         if self.on_batch is not None:
             self.on_batch(self.totals)
 
-    def wait_for(self, batch_id: int, timeout: float = 30.0) -> bool:
+    def wait_for_end(self, run_id: str, timeout: float = 10.0) -> bool:
+        """Block until the termination of query run ``run_id`` (``query.runId``) has arrived, so
+        its counts are complete; False if it did not arrive within ``timeout`` seconds."""
         with self._changed:
-            return self._changed.wait_for(lambda: self.last_batch_id >= batch_id, timeout)
+            return self._changed.wait_for(lambda: run_id in self._ended, timeout)
 
     def _publish(self, counts: Accounting, gauges: dict[str, float]) -> None:
         if self._metrics is None:
