@@ -22,6 +22,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from adapters.spark.jvm import SparkSetupError
+from domain.redaction import redact_uri
 
 PARTITION_BITS = 12
 KAFKA_SOURCE_DEFAULTS = {"startingOffsets": "earliest", "failOnDataLoss": "true",
@@ -44,13 +45,13 @@ def parse_uri(uri: str) -> Endpoint:
     if parts.scheme == "kafka":
         topic = parts.path.strip("/")
         if not parts.netloc or not topic:
-            raise SparkSetupError(f"a Kafka URI is kafka://host:port/topic, got {uri!r}")
+            raise SparkSetupError(f"a Kafka URI is kafka://host:port/topic, got {redact_uri(uri)!r}")
         return Endpoint("kafka", parts.netloc, topic, options)
     if parts.scheme in ("jsonl", "file"):
         return Endpoint("jsonl", parts.path, None, options)
     if parts.scheme == "":
         return Endpoint("jsonl", uri, None, {})
-    raise SparkSetupError(f"unsupported URI scheme {parts.scheme!r} in {uri!r} (use kafka:// or jsonl:)")
+    raise SparkSetupError(f"unsupported URI scheme {parts.scheme!r} in {redact_uri(uri)!r} (use kafka:// or jsonl:)")
 
 
 def read_stream(spark: SparkSession, uri: str, max_records_per_batch: int | None = None,
