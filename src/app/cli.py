@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import signal
 import sys
 import threading
@@ -95,17 +96,25 @@ def cmd_run(args: argparse.Namespace) -> int:
                              state=args.state, batch_size=args.batch_size,
                              metrics_port=args.metrics_port)
     progress = None if args.no_progress or not sys.stderr.isatty() else ProgressLine()
-    totals = run_engine(settings, progress)
+    totals = run_engine(settings, progress, settings_file(args.config))
     print(f"dedup: {totals.summary_line()}", file=sys.stderr)
     if args.summary_json:
         args.summary_json.write_text(json.dumps(totals.as_dict(), indent=2) + "\n")
     return 0
 
 
-def run_engine(settings: Settings, progress: ProgressLine | None = None) -> Accounting:
-    """Build the configured engine and run it until its input ends or SIGTERM/SIGINT arrives."""
+def settings_file(config: str | None) -> str | None:
+    """The settings file in use (``--config``, else ``DEDUP_CONFIG``), absolute: commands a message
+    suggests name it, and run from any directory."""
+    path = config or os.environ.get("DEDUP_CONFIG")
+    return str(Path(path).resolve()) if path else None
+
+
+def run_engine(settings: Settings, progress: ProgressLine | None = None, config_file: str | None = None) -> Accounting:
+    """Build the configured engine and run it until its input ends or SIGTERM/SIGINT arrives;
+    ``config_file``: the file the settings came from (``settings_file``)."""
     configure_logging(settings.log_level)
-    container = container_for(settings)
+    container = container_for(settings, config_file)
     engine = container.engine()
     server = None
     if settings.metrics_port is not None:

@@ -157,14 +157,16 @@ def spark_uri(uri: str | None, setting: str) -> str:
 def build_spark_engine(*, rules: RuleSet, policies: Policies, metrics, source: str, sink: str, dlq: str | None,
                        notifications: str | None, state: str, spark: SparkSettings, kafka: KafkaSettings,
                        redis: RedisSettings | None = None, idle_partition_timeout: float | None = None,
-                       dlq_max_bytes: int = DEFAULT_MAX_BYTES):
+                       dlq_max_bytes: int = DEFAULT_MAX_BYTES, settings_file: str | None = None):
+    """``settings_file``: the file the settings came from (``--config``), named in the commands the
+    engine's refusals suggest."""
     from adapters.spark.engine import build_spark_engine as build
     if state != "memory" and not state.startswith(REDIS_SCHEMES):
         raise UsageError(f"invalid setting state: the spark engine keeps its state in its checkpoint ('memory') "
                          f"or in Redis (redis://HOST:PORT/DB), got {state!r}")
     if state.startswith(REDIS_SCHEMES):
         _redis_store(state, redis or RedisSettings()).close()  # the executors' stores: the same eviction check
-    query = spark.model_dump(exclude={"restart"})
+    query = spark.model_dump(exclude={"restart"}) | {"settings_file": settings_file}
     if idle_partition_timeout is not None:
         query["idle_partition_timeout"] = idle_partition_timeout
     try:
@@ -180,6 +182,7 @@ def build_spark_engine(*, rules: RuleSet, policies: Policies, metrics, source: s
 
 class Container(containers.DeclarativeContainer):
     settings = providers.Dependency(instance_of=Settings)
+    settings_file = providers.Object(None)  # the settings' file (--config), when they came from one
 
     clock = providers.Singleton(SystemClock)
     metrics = providers.Singleton(InMemoryMetrics)
@@ -205,9 +208,10 @@ class Container(containers.DeclarativeContainer):
         spark=providers.Factory(build_spark_engine, rules=rules, policies=policies, metrics=metrics,
                                 state=settings.provided.state, spark=settings.provided.spark,
                                 kafka=settings.provided.kafka, redis=settings.provided.redis,
-                                idle_partition_timeout=settings.provided.idle_partition_timeout, **_io),
+                                idle_partition_timeout=settings.provided.idle_partition_timeout,
+                                settings_file=settings_file, **_io),
     )
 
 
-def container_for(settings: Settings) -> Container:
-    return Container(settings=providers.Object(settings))
+def container_for(settings: Settings, settings_file: str | None = None) -> Container:
+    return Container(settings=providers.Object(settings), settings_file=providers.Object(settings_file))

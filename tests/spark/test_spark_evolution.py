@@ -42,11 +42,14 @@ class Stream(FileRun):
 
     def run_version(self, rules: RuleSet, checkpoint: str, output: str,
                     provider: str = "rocksdb") -> tuple[dict, list[str]]:
+        """Runs ``rules`` on ``checkpoint`` (its outputs, as any job's, stay the same across runs);
+        returns the counts and the ids this run emitted."""
+        written = set((self.dir / output).glob("batch=*"))
         engine = self.engine(rules, sink=output, dead_letters=f"{output}-dlq", checkpoint=checkpoint,
                              state_provider=provider)
         counts = engine.run(available_now=True).as_dict()
-        ids = [json.loads(line)["id"] for path in sorted((self.dir / output).glob("batch=*/part-*"))
-               for line in path.read_text().splitlines() if line]
+        ids = [json.loads(line)["id"] for batch in sorted(set((self.dir / output).glob("batch=*")) - written)
+               for path in sorted(batch.glob("part-*")) for line in path.read_text().splitlines() if line]
         return counts, sorted(ids)
 
 
@@ -122,10 +125,10 @@ def test_a_migration_moves_the_memory_to_another_state_store_format(stream, spar
 
 def test_changing_the_provider_alone_does_not_take_effect_and_says_so(stream, caplog):
     stream.add(event("w1", "w", "WEB", 0))
-    stream.run_version(V1, "v1", "out-1", provider="memory")
+    stream.run_version(V1, "v1", "out", provider="memory")
     stream.add(event("w2", "w", "WEB", 30))
     with caplog.at_level(logging.WARNING, logger="adapters.spark.migration"):
-        counts, _ = stream.run_version(V1, "v1", "out-2", provider="rocksdb")
+        counts, _ = stream.run_version(V1, "v1", "out", provider="rocksdb")
     assert counts["duplicates"] == 1
     state = Path(stream.checkpoint("v1")) / "state"
     assert not any(p.suffix in (".changelog", ".zip") for p in state.rglob("*"))  # still the HDFS-backed store
@@ -134,21 +137,22 @@ def test_changing_the_provider_alone_does_not_take_effect_and_says_so(stream, ca
 
 def test_an_incompatible_change_is_refused_and_the_checkpoint_left_untouched(stream):
     stream.add(event("w1", "w", "WEB", 0))
-    stream.run_version(V1, "ckpt", "out-1")
+    stream.run_version(V1, "ckpt", "out")
     before = tree_digest(Path(stream.checkpoint("ckpt")))
 
     stream.add(event("w2", "w", "WEB", 300))
     with pytest.raises(IncompatibleState) as refused:
-        stream.run_version(V2, "ckpt", "out-2")
+        stream.run_version(V2, "ckpt", "out")
 
     message = str(refused.value)
     assert "\n" not in message
     assert "rules.WEB.key_fields changed from uniqueValue to uniqueValue,type" in message
-    assert f"dedup state migrate --from {stream.checkpoint('ckpt')} --to NEW_CHECKPOINT" in message
+    checkpoint = stream.checkpoint("ckpt")
+    assert f"dedup state migrate --from spark:{checkpoint} --to spark:{checkpoint}-migrated" in message
     assert tree_digest(Path(stream.checkpoint("ckpt"))) == before
 
     # the untouched checkpoint still runs with v1 and still remembers w1
-    counts, ids = stream.run_version(V1, "ckpt", "out-3")
+    counts, ids = stream.run_version(V1, "ckpt", "out")
     assert (counts["in"], counts["duplicates"], ids) == (1, 1, [])
 
 
@@ -156,23 +160,23 @@ def test_a_checkpoint_on_another_file_system_is_checked_the_same_way(stream, spa
     # a viewfs:// checkpoint (Hadoop's ViewFileSystem, mounted on a local directory): not a file: URI
     location, mount = mounted(spark, tmp_path / "mount"), tmp_path / "mount"
     stream.add(event("w1", "w", "WEB", 0))
-    stream.run_version(V1, location, "out-1")
+    stream.run_version(V1, location, "out")
     assert read_manifest(mount / "streamdedup").key_fields("WEB") == ("uniqueValue",)
     before = tree_digest(mount)
 
     stream.add(event("w2", "w", "WEB", 300))
     with pytest.raises(IncompatibleState, match="rules.WEB.key_fields changed from uniqueValue to uniqueValue,type"):
-        stream.run_version(V2, location, "out-2")
+        stream.run_version(V2, location, "out")
     assert tree_digest(mount) == before
 
 
 def test_stateless_changes_keep_the_checkpoint_and_its_memory(stream):
     stream.add(event("a1", "a", "APP", 0))
-    stream.run_version(V1, "ckpt", "out-1")
+    stream.run_version(V1, "ckpt", "out")
     # a longer window and unknown types dead-lettered: stateless steps and rule parameters change
     changed = RuleSet({"APP": DedupRule("APP", 40), "WEB": DedupRule("WEB", 600)}, UnknownTypePolicy.DEAD_LETTER)
     stream.add(event("a2", "a", "APP", 35), event("o1", "o", "OTHER", 35))
-    counts, ids = stream.run_version(changed, "ckpt", "out-2")
+    counts, ids = stream.run_version(changed, "ckpt", "out")
     assert (counts["in"], counts["duplicates"], counts["dead_lettered"], ids) == (2, 1, 1, [])
     manifest = read_manifest(Path(stream.checkpoint("ckpt")) / "streamdedup")
     assert manifest.rules["APP"]["window"] == 40
@@ -211,7 +215,7 @@ def test_the_cli_inspects_migrates_with_a_dry_run_and_refuses_an_incompatible_ru
     before = tree_digest(v1)
     monkeypatch.setenv("DEDUP_SPARK__CHECKPOINT", str(v1))
     code = main(["run", "--engine", "spark", "--config", str(config), "--source", f"file:{stream.input}",
-                 "--sink", f"file:{tmp_path / 'o'}", "--dlq", f"file:{tmp_path / 'd'}", "--no-progress"])
+                 "--sink", f"file:{tmp_path / 'out-v1'}", "--dlq", f"file:{tmp_path / 'out-v1-dlq'}", "--no-progress"])
     refusal = [line for line in capsys.readouterr().err.splitlines() if line.startswith("dedup:")]
     assert len(refusal) == 1 and "rules.WEB.key_fields changed from uniqueValue to uniqueValue,type" in refusal[0]
     assert code == 2

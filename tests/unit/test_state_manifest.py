@@ -1,6 +1,11 @@
-"""The checkpoint manifest: which job changes keep a Spark checkpoint's state usable."""
+"""The checkpoint manifest: which job changes keep a Spark checkpoint's state usable, and
+which source and outputs it belongs to."""
 
-from adapters.spark.manifest import compare, job_manifest, refusal
+import shlex
+
+import pytest
+
+from adapters.spark.manifest import Manifest, compare, foreign, foreign_refusal, job_manifest, refusal
 from domain.rules import DedupRule, RuleSet
 
 V1 = RuleSet({"APP": DedupRule("APP", 30), "WEB": DedupRule("WEB", 600)})
@@ -31,7 +36,50 @@ def test_a_changed_key_or_state_schema_is_incompatible_and_named():
 
 def test_the_refusal_is_one_line_naming_the_change_and_the_remedy():
     rekeyed = RuleSet({"WEB": DedupRule("WEB", 600, ("uniqueValue", "type"))})
-    message = refusal("ckpt", changes(rekeyed).incompatible)
+    message = refusal("/data/ckpt", changes(rekeyed).incompatible, "/data/ckpt-migrated", "/etc/dedup v2.yaml")
     assert "\n" not in message
     assert "rules.WEB.key_fields changed from uniqueValue to uniqueValue,type" in message
-    assert "dedup state migrate --from ckpt --to NEW_CHECKPOINT" in message
+    assert ("run `dedup state migrate --from spark:/data/ckpt --to spark:/data/ckpt-migrated "
+            "--config '/etc/dedup v2.yaml'` and start this job with spark.checkpoint=/data/ckpt-migrated") in message
+    command = message.split("`")[1]
+    assert shlex.split(command)[-1] == "/etc/dedup v2.yaml"  # quoted for a shell
+
+
+KAFKA = {"kafka": ["k1:9092", "k2:9092"], "topics": ["events"]}
+
+
+def endpoints(**roles) -> Manifest:
+    return job_manifest(V1, endpoints=roles)
+
+
+@pytest.mark.parametrize("old, new, same", [
+    ({"path": "file:/in/a"}, {"path": "file:/in/a"}, True),
+    ({"path": "file:/in/a"}, {"path": "file:/in/b"}, False),
+    (KAFKA, {"kafka": ["k2:9092", "k3:9092"], "topics": ["events"]}, True),  # another broker of the cluster
+    (KAFKA, {"kafka": ["k1:9092"], "topics": ["events", "more"]}, True),  # a topic added
+    (KAFKA, {"kafka": ["k1:9092"], "topics": ["other"]}, False),
+    (KAFKA, {"kafka": ["elsewhere:9092"], "topics": ["events"]}, False),
+    (KAFKA, {"path": "file:/in/a"}, False),
+])
+def test_a_checkpoint_belongs_to_the_source_and_outputs_it_was_created_for(old, new, same):
+    assert (foreign(endpoints(source=old), endpoints(source=new)) == []) == same
+
+
+def test_a_checkpoint_that_records_no_endpoints_belongs_to_any_job():
+    assert foreign(job_manifest(V1), endpoints(source=KAFKA)) == []
+    assert foreign(endpoints(source=KAFKA), endpoints(sink={"path": "file:/out"})) == []
+
+
+def test_the_refusal_of_another_jobs_checkpoint_names_both_endpoints_and_the_remedy():
+    mismatches = foreign(endpoints(source={"path": "file:/in/a"}, dlq=KAFKA),
+                         endpoints(source={"path": "file:/in/b"}, dlq={"kafka": ["k9:9092"], "topics": ["dlq"]}))
+    assert foreign_refusal("/data/ckpt", mismatches) == (
+        "checkpoint /data/ckpt belongs to another job: its source is /in/a, this job's is /in/b; its dlq is "
+        "kafka://k1:9092,k2:9092/events, this job's is kafka://k9:9092/dlq. Use another spark.checkpoint "
+        "(DEDUP_SPARK__CHECKPOINT) for this job, or the same --source and --dlq as that job. "
+        "The checkpoint was not modified")
+
+
+def test_the_manifest_keeps_its_endpoints_through_a_migration_record():
+    manifest = endpoints(source=KAFKA)
+    assert Manifest.from_json(manifest.with_migration({"retired": True}).as_json()).endpoints == {"source": KAFKA}

@@ -18,6 +18,12 @@ starts it again (replaying that batch) or ``run`` raises ``RestartsExhausted``. 
 (``error_class`` ``setup``) are raised at once, among them ``lease.CheckpointInUse``: the
 engine holds a lease on its checkpoint while it runs, refuses to start on one another live
 instance holds, and stops (its running batch unwritten) when another instance takes it over.
+
+Before each start, what waiting cannot heal is refused in one line, never restarted: a
+missing Kafka topic or input directory (``startup``), a checkpoint created for another
+source or output, or one whose state the job cannot use (``guard``). Brokers that do not
+answer are found by the same check within seconds and are transient: the restart strategy
+decides, its log line naming them.
 """
 
 from __future__ import annotations
@@ -41,6 +47,7 @@ from adapters.spark.lease import DEFAULT_TIMEOUT, CheckpointLease
 from adapters.spark.restart import query_failure, retried, run_restarting
 from adapters.spark.session import build_session, require_classes, state_rows_tracked, state_store_conf
 from adapters.spark.sources import parse_uri, read_stream
+from adapters.spark.startup import require_endpoints
 from adapters.spark.state_rows import StateRowGauge, state_row_counter
 from adapters.spark.watermarks import BatchWatermarks
 from domain.accounting import Accounting
@@ -61,6 +68,9 @@ class SparkQuery:
     source: str
     checkpoint: str
     notifications: str | None = None
+    outputs: dict[str, str] = field(default_factory=dict)  # role (sink, dlq) -> URI: checked at start, recorded
+    kafka_settings: dict[str, str] = field(default_factory=dict, repr=False)  # librdkafka's: the start-up check
+    settings_file: str | None = None  # the job's --config, named in the migration a refusal suggests
     trigger: str = "1 second"
     available_now: bool | None = None
     state_provider: str = "rocksdb"
@@ -107,8 +117,9 @@ def build_spark_engine(rules: RuleSet, policies: Policies, *, source: str, sink:
                         commit_replication, dead_letter_max_bytes)
     judge = OperatorJudge() if state == "memory" else RedisBatchJudge(state, partitions=query.get(
         "shuffle_partitions") or 2)
-    return SparkEngine(rules, SparkQuery(source, checkpoint, consumer_options=consumer, **query), writer, judge,
-                       policies, restart or RestartStrategy(), metrics, spark=spark)
+    query = SparkQuery(source, checkpoint, outputs={"sink": sink, "dlq": dead_letters}, kafka_settings=config,
+                       consumer_options=consumer, **query)
+    return SparkEngine(rules, query, writer, judge, policies, restart or RestartStrategy(), metrics, spark=spark)
 
 
 @dataclass(slots=True)  # a misspelt setting fails at once instead of being ignored
@@ -130,8 +141,13 @@ class SparkEngine:
 
     def __post_init__(self):
         self.listener = ProgressListener(self.metrics)
-        self.guard = CheckpointGuard(self.rules, self.query.checkpoint)
+        self.guard = CheckpointGuard(self.rules, self.query.checkpoint, self.endpoints(), self.query.settings_file)
         self.lease = CheckpointLease(self.query.checkpoint, self.query.lease_timeout)
+
+    def endpoints(self) -> dict[str, str]:
+        """Role -> URI of every input and output: ``source``, ``notifications``, ``sink``, ``dlq``."""
+        inputs = {"source": self.query.source, "notifications": self.query.notifications}
+        return {**{role: uri for role, uri in inputs.items() if uri}, **self.query.outputs}
 
     def session(self) -> SparkSession:
         if self.spark is None:
@@ -170,6 +186,7 @@ class SparkEngine:
         spark = self.session()
         try:
             self._prepare(spark)
+            require_endpoints(spark, self.endpoints(), self.query.kafka_settings)  # topics, input directories
             self.lease.take(spark)  # one instance per checkpoint: a second is refused (CheckpointInUse)
             self._listen(spark)
             self.guard.prepare(spark, self.watermarks.highest)  # refuses an incompatible checkpoint first

@@ -17,9 +17,12 @@ from pyspark.sql import functions as F
 
 from adapters.spark.checkpoint import Checkpoint
 from adapters.spark.keys import join_escaped, key_parts
-from adapters.spark.manifest import Manifest, compare, job_manifest, read_manifest, refusal, write_manifest
+from adapters.spark.hadoop_files import HadoopPath
+from adapters.spark.manifest import (CheckpointOfAnotherJob, Manifest, compare, foreign, foreign_refusal, job_manifest,
+                                     local_or_uri, migrate_command, read_manifest, refusal, write_manifest)
 from adapters.spark.migration import FALLBACK, FILES_READ
 from adapters.spark.retirement import RetirementWatch
+from adapters.spark.sources import parse_uri
 from adapters.spark.state_reader import state_schema
 from domain.migration import IncompatibleState
 from domain.keys import escape
@@ -31,15 +34,20 @@ log = logging.getLogger(__name__)
 class CheckpointGuard:
     """The engine's start-up check and, during a migration, its position and fallback.
 
-    ``prepare(spark)`` compares the job's manifest with the checkpoint's: an incompatible
-    change raises ``IncompatibleState`` (one line: the change and the remedy) and leaves the
-    checkpoint untouched; otherwise the manifest is (re)written. Checkpoints that are not
-    local paths are not checked (logged). While a migration's old state is consulted, a
-    ``RetirementWatch`` on the query retires it once the watermark passes its last expiry.
+    ``prepare(spark)`` compares the job's manifest with the checkpoint's: a checkpoint created
+    for another source or output raises ``CheckpointOfAnotherJob``, an incompatible change
+    ``IncompatibleState`` (each one line: what differs and the remedy, a migration as a command
+    to run as printed) and both leave the checkpoint untouched; otherwise the manifest is
+    (re)written with this job's endpoints. ``endpoints``: role (``source``, ``sink``, ``dlq``,
+    ``notifications``) -> URI; ``settings_file``: the job's ``--config``, named in the
+    suggested migration. While a migration's old state is consulted, a ``RetirementWatch``
+    on the query retires it once the watermark passes its last expiry.
     """
 
-    def __init__(self, rules: RuleSet, checkpoint: str):
+    def __init__(self, rules: RuleSet, checkpoint: str, endpoints: dict[str, str] | None = None,
+                 settings_file: str | None = None):
         self.rules, self.location = rules, checkpoint
+        self.endpoints, self.settings_file = dict(endpoints or {}), settings_file
         self.migration: dict | None = None  # the checkpoint's migration: where the new job starts
         self.consulting = False  # whether the old state is still consulted (not retired)
         self.checkpoint: Checkpoint | None = None
@@ -50,15 +58,17 @@ class CheckpointGuard:
         except ValueError:
             log.warning("checkpoint %s is not a local path: its manifest is not checked", self.location)
             return
-        job = job_manifest(self.rules, state_schema(spark))
+        job = job_manifest(self.rules, state_schema(spark),
+                           {role: endpoint_record(uri, spark) for role, uri in self.endpoints.items()})
         stored = read_manifest(self.checkpoint.ours)
         if stored is None and self.checkpoint.has_progress():
             log.warning("checkpoint %s has no manifest (written before manifests); adopting this job's",
                         self.location)
         elif stored is None:
             log.warning("checkpoint %s is new: the job starts with an empty dedup state (to keep an older "
-                        "version's memory, see `dedup state migrate`)", self.location)
+                        "version's memory, see `dedup state migrate --help`)", self.location)
         else:
+            self._refuse_foreign(stored, job)
             self._refuse_incompatible(stored, job)
         self._note_provider(spark)
         self.migration = stored.migration if stored else None
@@ -100,13 +110,34 @@ class CheckpointGuard:
         keyed = floored.withColumn("_old_key", _old_key(self.migration["translations"]))
         return keyed.join(table, F.col("_old_key") == table["old_key"], "left").drop("_old_key", "old_key")
 
+    def _refuse_foreign(self, stored: Manifest, job: Manifest) -> None:
+        if stored.endpoints is None:
+            log.warning("checkpoint %s records no source and outputs yet (migrated, or written before they were "
+                        "recorded); recording this job's", self.location)
+        mismatches = foreign(stored, job)
+        if mismatches:
+            raise CheckpointOfAnotherJob(foreign_refusal(self.shown, mismatches))
+
     def _refuse_incompatible(self, stored: Manifest, job: Manifest) -> None:
         comparison = compare(stored, job)
         for change in comparison.changes:
             log.warning("checkpoint %s: %s (%s)", self.location, change.describe(),
                         "compatible" if change.compatible else "incompatible")
         if comparison.incompatible:
-            raise IncompatibleState(refusal(self.location, comparison.incompatible))
+            raise IncompatibleState(refusal(self.shown, comparison.incompatible, self.migration_target(),
+                                            self.settings_file))
+
+    @property
+    def shown(self) -> str:
+        """The checkpoint's location as an operator writes it, absolute (a local path, or its URI)."""
+        return local_or_uri(str(self.checkpoint.path))
+
+    def migration_target(self) -> str:
+        """A new checkpoint beside this one, for a migration: ``NAME-migrated`` (``-2``, ``-3``… when taken)."""
+        parent, name = self.checkpoint.path.parent, self.checkpoint.path.name
+        candidates = (f"{name}-migrated", *(f"{name}-migrated-{n}" for n in range(2, 100)))
+        free = next((parent / c for c in candidates if not (parent / c).exists()), parent / candidates[-1])
+        return local_or_uri(str(free))
 
     def _retire(self, watermark: int) -> None:
         """Called by the running query's ``RetirementWatch``: record and say that the old state is retired."""
@@ -122,9 +153,10 @@ class CheckpointGuard:
         key = "spark.sql.streaming.stateStore.providerClass"
         recorded, wanted = self.checkpoint.recorded_conf().get(key), spark.conf.get(key, None)
         if recorded and wanted and recorded != wanted:
-            log.warning("checkpoint %s keeps its state in %s (Spark restores it); to move to %s, "
-                        "`dedup state migrate` into a new checkpoint", self.location, recorded.rsplit(".", 1)[-1],
-                        wanted.rsplit(".", 1)[-1])
+            target = self.migration_target()
+            log.warning("checkpoint %s keeps its state in %s (Spark restores it); to move to %s, run `%s` and "
+                        "start this job with spark.checkpoint=%s", self.location, recorded.rsplit(".", 1)[-1],
+                        wanted.rsplit(".", 1)[-1], migrate_command(self.shown, target, self.settings_file), target)
 
     def _consults_old_state(self, migration: dict | None) -> bool:
         """Whether the old state is still consulted; retires it (in ``migration``) once it has expired."""
@@ -139,6 +171,18 @@ class CheckpointGuard:
         log.warning("consulting the old state from %s read-only until the watermark reaches %d",
                     migration["from"], migration["retire_at"])
         return True
+
+
+def endpoint_record(uri: str, spark: SparkSession | None = None) -> dict:
+    """What identifies the input or output at ``uri``, without secrets (``manifest``): a Kafka
+    cluster's servers and topics (no user-info, no options), or a directory's path as Spark
+    qualifies it."""
+    endpoint = parse_uri(uri)
+    if endpoint.kind == "kafka":
+        servers = endpoint.location.rpartition("@")[2]
+        return {"kafka": sorted({s.strip().lower() for s in servers.split(",") if s.strip()}),
+                "topics": sorted({t.strip() for t in endpoint.topic.split(",") if t.strip()})}
+    return {"path": str(HadoopPath.at(endpoint.location, spark))}
 
 
 def _old_key(translations: dict[str, dict]) -> Column:
