@@ -14,6 +14,7 @@ from pathlib import Path
 from app.container import UsageError, build_state_store, container_for
 from app.settings import load_settings
 from domain.inspection import StateReport, inspect_state
+from domain.redaction import redact
 from domain.rules import RuleSet
 
 
@@ -35,16 +36,21 @@ def add_inspect(parser: argparse.ArgumentParser) -> None:
 def cmd_inspect(args: argparse.Namespace) -> int:
     report = inspect_state_store(args.state, args.samples).as_dict()
     if args.json:
-        print(json.dumps(report, indent=2))
+        show(json.dumps(report, indent=2))
         return 0
     for name, value in report.items():
         if isinstance(value, dict):
-            print(f"{name}:")
+            show(f"{name}:")
             for k, v in value.items():
-                print(f"  {k}: {v}")
+                show(f"  {k}: {v}")
         else:
-            print(f"{name}: {value}")
+            show(f"{name}: {value}")
     return 0
+
+
+def show(text: str) -> None:
+    """Print a report line; a state's URI in it is shown without its secrets."""
+    print(redact(text))
 
 
 def add_migrate(parser: argparse.ArgumentParser) -> None:
@@ -64,8 +70,8 @@ def cmd_migrate(args: argparse.Namespace) -> int:
     rules = container_for(settings).rules()
     steps = migrate_state(args.source, args.target, rules, old_key_fields(args.old_key_fields), args.dry_run)
     for step in steps:
-        print(f"{'would ' if args.dry_run else ''}{step}")
-    print("dedup state migrate: dry run, nothing was written" if args.dry_run else
+        show(f"{'would ' if args.dry_run else ''}{step}")
+    show("dedup state migrate: dry run, nothing was written" if args.dry_run else
           f"dedup state migrate: done; start the new job on {args.target}")
     return 0
 
@@ -88,7 +94,7 @@ def inspect_state_store(uri: str, sample_size: int = 3) -> StateReport:
         return inspect_state(f"snapshot {path}", read_snapshot(path), sample_size, path.stat().st_size)
     store = build_state_store(uri)
     if not store.durable:
-        raise UsageError(f"invalid setting state: {uri!r} cannot be inspected (a volatile in-memory state)")
+        raise UsageError(f"invalid setting state: {redact(uri)!r} cannot be inspected (a volatile in-memory state)")
     try:
         return inspect_state(f"redis {store.address}", store.scan_items(), sample_size, store.memory_bytes())
     finally:
@@ -113,7 +119,7 @@ def migrate_state(source: str, target: str, rules: RuleSet, old_key_fields: dict
         steps = redis_plan.describe()
         return steps if dry_run else [*steps, f"wrote {apply_redis_migration(redis_plan)} keys"]
     raise UsageError(f"invalid setting --from/--to: migrate spark:CHECKPOINT to spark:NEW_CHECKPOINT or redis:// "
-                     f"to redis://, got {source!r} and {target!r}")
+                     f"to redis://, got {redact(source)!r} and {redact(target)!r}")
 
 
 def old_key_fields(values: list[str]) -> dict[str, tuple[str, ...]]:

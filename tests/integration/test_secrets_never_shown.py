@@ -45,11 +45,12 @@ def redis_with_secret(redis_url: str) -> list[str]:
             f"redis://{address}/0?password={SECRET}"]
 
 
-def test_state_commands_and_state_errors_never_show_a_redis_secret(redis_url, tmp_path):
+def test_state_commands_and_state_errors_never_show_a_redis_secret(own_redis, tmp_path):
     seen = []
-    for url in redis_with_secret(redis_url):
+    for url in redis_with_secret(own_redis.url):
         for command in (["state", "inspect", "--state", url], ["state", "inspect", "--state", url, "--json"],
                         ["state", "migrate", "--from", url, "--to", url, "--dry-run"],
+                        ["state", "migrate", "--from", url, "--to", url.replace("/0", "/1")],
                         ["state", "migrate", "--from", url, "--to", str(tmp_path / "new")],
                         ["run", "--state", url, "--source", "-", "--sink", "-", "--dlq", f"file:{tmp_path / 'd'}"],
                         ["run", "--state", url.replace("redis://", "REDIS://"), "--source", "-"]):
