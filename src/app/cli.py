@@ -5,12 +5,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import signal
 import sys
 import threading
 from pathlib import Path
 
 from app.container import UsageError, container_for
+from app.uris import check_stream_uri
 from app.logs import configure_logging
 from app.demo import prepare as prepare_demo
 from app.demo import report as report_demo
@@ -46,8 +48,15 @@ def fail(message: str, code: int) -> int:
     return code
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """A usage error is one line naming the argument and where the help is, exit 2."""
+
+    def error(self, message: str):
+        self.exit(EXIT_USAGE, f"{self.prog}: {redact(message)} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="dedup", description="Streaming event deduplication.")
+    parser = OneLineParser(prog="dedup", description="Streaming event deduplication.")
     commands = parser.add_subparsers(dest="command", required=True)
     add_run(commands.add_parser("run", help="deduplicate a stream"))
     add_demo(commands.add_parser("demo", help="generate a stream with known duplicates and deduplicate it"))
@@ -75,19 +84,35 @@ def add_run(parser: argparse.ArgumentParser) -> None:
 def add_demo(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--engine", choices=["memory", "spark"], default="spark",
                         help="spark (default: local mode, JSONL directories) or memory")
-    parser.add_argument("--events", type=int, default=20_000, help="unique events to generate")
+    parser.add_argument("--events", type=positive_int, default=20_000, help="unique events to generate")
     parser.add_argument("--out", type=Path, default=Path("demo-out"))
     parser.set_defaults(handler=cmd_demo)
 
 
 def add_generate(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--events", type=int, default=10_000, help="unique events")
-    parser.add_argument("--dup-ratio", type=float, default=0.3)
+    parser.add_argument("--events", type=positive_int, default=10_000, help="unique events")
+    parser.add_argument("--dup-ratio", type=fraction, default=0.3, help="copies per unique event, 0 to 1")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--out", required=True, help="JSONL file to write, or kafka://HOST:PORT/TOPIC "
                                                       "(an existing topic; each record keyed by its uniqueValue)")
     parser.add_argument("--expected-json", type=Path, help="write the expected accounting here")
     parser.set_defaults(handler=cmd_generate)
+
+
+def positive_int(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"must be a whole number of at least 1, got {text!r}")
+    return int(text)
+
+
+def fraction(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value <= 1:
+        raise argparse.ArgumentTypeError(f"must be a number from 0 to 1, got {text!r}")
+    return value
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -151,8 +176,16 @@ def stop_on_signals() -> threading.Event:
 
 
 def cmd_generate(args: argparse.Namespace) -> int:
+    if not args.out.startswith(("kafka://", "file:")) and re.match(r"^[A-Za-z][A-Za-z0-9+.-]*://", args.out):
+        try:
+            check_stream_uri(args.out, "--out")  # a misspelt scheme is named, not written as a local path
+        except ValueError as exc:
+            raise UsageError(f"invalid setting --out: {exc}") from None
     records, expected = generate(StreamSpec(uniques=args.events, dup_ratio=args.dup_ratio, seed=args.seed))
-    write_stream(args.out, records)
+    try:
+        write_stream(args.out.removeprefix("file:"), records)
+    except OSError as exc:
+        raise UsageError(f"invalid setting --out: cannot write {args.out}: {exc.strerror}") from None
     if args.expected_json:
         args.expected_json.write_text(json.dumps(expected.as_accounting(), indent=2) + "\n")
     print(f"dedup: wrote {len(records):,} records to {redact(str(args.out))}", file=sys.stderr)

@@ -163,7 +163,7 @@ def build_spark_engine(*, rules: RuleSet, policies: Policies, metrics, source: s
     from adapters.spark.engine import build_spark_engine as build
     if state != "memory" and not state.startswith(REDIS_SCHEMES):
         raise UsageError(f"invalid setting state: the spark engine keeps its state in its checkpoint ('memory') "
-                         f"or in Redis (redis://HOST:PORT/DB), got {state!r}")
+                         f"or in Redis (redis://HOST:PORT/DB), got {redact_uri(state)!r}")
     if state.startswith(REDIS_SCHEMES):
         _redis_store(state, redis or RedisSettings()).close()  # the executors' stores: the same eviction check
     query = spark.model_dump(exclude={"restart"}) | {"settings_file": settings_file}

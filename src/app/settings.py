@@ -33,6 +33,9 @@ from domain.syntax import parse_duration
 from domain.watermarks import DEFAULT_IDLE_TIMEOUT
 
 
+_SPARK_INTERVAL = re.compile(r"^\s*\d+\s+(millisecond|second|minute|hour|day)s?\s*$", re.IGNORECASE)
+
+
 class SettingsError(Exception):
     """A setting is invalid; the message is one line naming it."""
 
@@ -115,6 +118,14 @@ class SparkSettings(_Strict):
         parse_restart(value)
         return value
 
+    @field_validator("trigger")
+    @classmethod
+    def _trigger(cls, value: str) -> str:
+        """Spark's interval text (``1 second``, ``500 milliseconds``), or a duration (``5s``)."""
+        if _SPARK_INTERVAL.match(value):
+            return value
+        return f"{round(parse_duration(value, 'the trigger interval', whole=False) * 1000)} milliseconds"
+
     @field_validator("lease_timeout", mode="before")
     @classmethod
     def _lease_duration(cls, value: Any) -> Any:
@@ -125,7 +136,7 @@ class MigrationSettings(_Strict):
     """An upgrade of the memory/kafka engines' state: the old store is consulted read-only until retired."""
 
     state_from: str | None = None
-    old_key_fields: dict[str, list[str]] = Field(default_factory=dict)
+    old_key_fields: dict[str, Annotated[list[str], Field(min_length=1)]] = Field(default_factory=dict)
 
     @field_validator("state_from")
     @classmethod

@@ -89,8 +89,9 @@ def inspect_state_store(uri: str, sample_size: int = 3) -> StateReport:
     if uri.startswith("memory:"):
         from adapters.memory.state_store import read_snapshot
         path = Path(uri.removeprefix("memory:"))
-        if not path.exists():
-            raise UsageError(f"invalid setting state: no snapshot at {path}")
+        if not path.is_file():
+            raise UsageError(f"invalid setting state: no snapshot at {path}"
+                             f"{' (a directory; a snapshot is a file)' if path.is_dir() else ''}")
         return inspect_state(f"snapshot {path}", read_snapshot(path), sample_size, path.stat().st_size)
     store = build_state_store(uri)
     if not store.durable:

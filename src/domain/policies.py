@@ -53,6 +53,8 @@ class Retry:
             raise ValueError(f"retry backoff must be fixed or exponential, got {self.backoff!r}")
         if self.delay < 0 or self.max_delay < 0:
             raise ValueError("retry delays must be >= 0")
+        if self.max_delay < self.delay:
+            raise ValueError(f"retry max_delay ({self.max_delay:g}) must not be below delay ({self.delay:g})")
 
     def delay_for(self, retry_number: int) -> float:
         """Sleep before the ``retry_number``-th retry of this step (1-based)."""

@@ -79,4 +79,8 @@ def parse_restart(text: str) -> RestartStrategy:
     strategy = RestartStrategy(kind, **options)
     if strategy.factor < 1:
         raise ValueError(f"factor must be >= 1, got {strategy.factor:g}")
+    if strategy.kind == "exponential-delay" and strategy.max_delay < strategy.delay:
+        raise ValueError(f"max_delay ({strategy.max_delay:g}) must not be below delay ({strategy.delay:g})")
+    if strategy.kind == "failure-rate" and strategy.interval <= 0:
+        raise ValueError("interval must be a positive duration")
     return strategy

@@ -22,6 +22,7 @@ OptionReader = Callable[[str, str], Any]
 _DURATION = re.compile(r"^\s*([+-]?(?:\d+(?:\.\d*)?|\.\d+|(?i:nan|inf(?:inity)?)))\s*([smhd]?)\s*$")
 _UNIT_SECONDS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
 _STEP = re.compile(r"^\s*([a-z-]+)\s*(?:\((.*)\))?\s*$")
+MAX_COUNT = 1_000_000_000  # attempts, failures: more is a typo
 MAX_DURATION_DAYS = 3650  # longer is a typo: no window, delay or timeout of a running job is ten years
 
 
@@ -73,6 +74,8 @@ def whole_number(name: str, text: str) -> int:
         raise ValueError(f"{name} must be a whole number, got {text!r}") from None
     if number < 0:
         raise ValueError(f"{name} must not be negative, got {text!r}")
+    if number > MAX_COUNT:
+        raise ValueError(f"{name} must be at most {MAX_COUNT:,}, got {text!r}")
     return number
 
 

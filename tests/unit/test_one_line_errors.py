@@ -21,7 +21,7 @@ def one_line_error(done, *named: str) -> str:
     err = done.stderr.decode()
     assert done.returncode == 2, err
     assert len(err.strip().splitlines()) == 1, err
-    assert err.startswith("dedup: ") and "Traceback" not in err
+    assert err.startswith("dedup") and "Traceback" not in err
     for name in named:
         assert name in err, (name, err)
     return err
@@ -50,6 +50,14 @@ def one_line_error(done, *named: str) -> str:
     ({}, ["--state", "REDIS://127.0.0.1:1/0"], ["setting state", "lower case"]),
     ({}, ["--state", "postgres://x"], ["setting state", "memory"]),
     ({}, ["--sink", "kafka://127.0.0.1:port/x"], ["setting sink", "HOST:PORT"]),
+    ({"DEDUP_POLICIES__BUG": "retry(attempts=99999999999999999999)>fail"}, [], ["policies.bug", "attempts"]),
+    ({"DEDUP_POLICIES__BUG": "retry(attempts=3,delay=1,max_delay=0.5)>fail"}, [], ["policies.bug", "max_delay"]),
+    ({"DEDUP_SPARK__RESTART": "failure-rate(failures=3,interval=0,delay=1)"}, [], ["spark.restart", "interval"]),
+    ({"DEDUP_SPARK__TRIGGER": "abc"}, [], ["spark.trigger"]),
+    ({"DEDUP_MIGRATION__OLD_KEY_FIELDS": '{"APP": []}'}, [], ["migration.old_key_fields.APP"]),
+    ({}, ["--source", "file:/nonexistent-dir/in.jsonl"], ["/nonexistent-dir/in.jsonl", "No such file"]),
+    ({}, ["--notifications", "file:/"], ["notifications /", "directory"]),
+    ({}, ["--bogus"], ["--bogus", "dedup --help"]),
 ])
 def test_a_bad_setting_is_one_line_naming_it(tmp_path, env, args, named):
     one_line_error(run_cli(*MEMORY, "--dlq", f"file:{tmp_path / 'd'}", *args, env=env), *named)
@@ -89,3 +97,17 @@ def test_a_metrics_port_in_use_is_one_line_naming_the_port(tmp_path):
 def test_variables_of_the_test_tools_and_the_config_path_are_not_settings(tmp_path):
     done = run_cli(*MEMORY, "--dlq", f"file:{tmp_path / 'd'}", env={"DEDUP_TEST_ANYTHING": "x"})
     assert done.returncode == 0, done.stderr
+
+
+@pytest.mark.parametrize("args, named", [
+    (["state", "inspect", "--state", "memory:/"], ["no snapshot at /", "directory"]),
+    (["state", "inspect"], ["--state"]),
+    (["generate", "--out", "/proc/no/such"], ["--out", "/proc/no/such"]),
+    (["generate", "--out", "kafak://127.0.0.1:1/t"], ["--out", "did you mean kafka://?"]),
+    (["generate", "--events", "-5", "--out", "x.jsonl"], ["--events", "at least 1"]),
+    (["generate", "--dup-ratio", "2", "--out", "x.jsonl"], ["--dup-ratio"]),
+    (["demo", "--events", "0"], ["--events"]),
+])
+def test_a_bad_argument_of_the_other_commands_is_one_line(tmp_path, args, named):
+    err = one_line_error(run_cli(*args, cwd=tmp_path), *named)
+    assert not list(tmp_path.iterdir()), err  # nothing was written

@@ -6,6 +6,7 @@ owner token says when a record read again is a replay of itself (:class:`JsonlSo
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
@@ -17,11 +18,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, Sequence
 
-from domain.errors import SinkUnavailable, SourceUnavailable
+from domain.errors import DedupError, SetupError, SinkUnavailable, SourceUnavailable
 from domain.events import Event, RawRecord, SourcePosition
 from domain.dead_letters import DEFAULT_MAX_BYTES, DeadLetter, to_document
 
 STDIO = "-"
+_WONT_HEAL = {errno.ENOENT, errno.ENOTDIR, errno.EISDIR, errno.EACCES, errno.EPERM, errno.EROFS}
+
+
+def opening_failed(exc: OSError, what: str, transient: type[DedupError]) -> DedupError:
+    """A file that cannot be opened: a ``SetupError`` when waiting cannot help (missing, a
+    directory, not permitted), else ``transient`` (e.g. out of file descriptors)."""
+    kind = SetupError if exc.errno in _WONT_HEAL else transient
+    return kind(f"{what}: {exc.strerror}")
 
 
 @dataclass(frozen=True, eq=False)
@@ -69,7 +78,7 @@ class JsonlSource:
         try:
             self._file: BinaryIO = sys.stdin.buffer if path == STDIO else open(path, "rb")
         except OSError as exc:
-            raise SourceUnavailable(f"cannot read {path}: {exc.strerror}") from None
+            raise opening_failed(exc, f"cannot read {path}", SourceUnavailable) from None
         self._lines = _Lines(self._file.fileno())
         self._line = 0
         self.committed_line = 0
@@ -152,7 +161,7 @@ class _LineWriter:
                 Path(path).parent.mkdir(parents=True, exist_ok=True)
                 self._file = open(path, "ab")
         except OSError as exc:
-            raise SinkUnavailable(f"cannot write {path}: {exc.strerror}") from None
+            raise opening_failed(exc, f"cannot write {path}", SinkUnavailable) from None
 
     def _write_line(self, data: bytes) -> None:
         try:

@@ -13,7 +13,7 @@ from domain.errors import InvalidEvent, SourceUnavailable
 from domain.notifications import encode_notification, parse_notification
 from domain.ports import Notification
 
-from adapters.files.jsonl import _LineWriter
+from adapters.files.jsonl import _LineWriter, opening_failed
 
 log = logging.getLogger(__name__)
 
@@ -24,7 +24,7 @@ class JsonlNotificationSource:
         try:
             self._file = open(path, "rb")
         except OSError as exc:
-            raise SourceUnavailable(f"cannot read notifications {path}: {exc.strerror}") from None
+            raise opening_failed(exc, f"cannot read notifications {path}", SourceUnavailable) from None
         self.rejected = 0
 
     def poll(self, timeout: float) -> list[Notification]:
