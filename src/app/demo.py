@@ -63,7 +63,7 @@ def _prepare_spark(out: Path, spec: StreamSpec) -> tuple[Demo, Path]:
     write_parts(source, parts)
     settings = dict(engine="spark", source=f"file:{source}?maxFilesPerTrigger=1", sink=f"file:{outputs['output']}",
                     dlq=f"file:{outputs['dead-letters']}",
-                    spark={"checkpoint": str(checkpoint), "available_now": True},
+                    spark={"checkpoint": str(checkpoint), "available_now": True, "log_file": str(out / "spark.log")},
                     log_level="ERROR")  # the demo's checkpoint is new on purpose: no "empty state" warning
     return Demo(settings, expected, outputs), source
 

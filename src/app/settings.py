@@ -99,7 +99,9 @@ class SparkSettings(_Strict):
     ``--master`` wins). ``available_now``: process what the source holds, then stop
     (default: yes for a JSONL directory source, no for Kafka). ``conf``: any Spark setting,
     over the engine's defaults. ``lease_timeout``: how long the checkpoint's lease outlives
-    its holder's last renewal (one running instance per checkpoint, ``adapters.spark.lease``)."""
+    its holder's last renewal (one running instance per checkpoint, ``adapters.spark.lease``).
+    ``log_file``: Spark's own log, its Java stack traces included (relative to the working
+    directory; ``adapters.spark.spark_log``); the terminal gets it too at ``log_level`` DEBUG."""
 
     master: str | None = None
     checkpoint: str = "checkpoints/dedup"
@@ -111,6 +113,7 @@ class SparkSettings(_Strict):
     conf: dict[str, str] = Field(default_factory=dict)
     restart: str = "exponential-delay(attempts=5,delay=1,max_delay=60)"
     lease_timeout: float = Field(default=30.0, gt=0)
+    log_file: str = Field(default="logs/spark.log", min_length=1)
 
     @field_validator("restart")
     @classmethod

@@ -54,7 +54,8 @@ class FileFeed:
 class DedupProcess:
     """One ``dedup run --engine spark`` process over ``root/in``; outputs under ``root``. Several
     instances on one ``root`` (one checkpoint) need each their own ``name`` (logs, summaries).
-    ``uris``: other endpoints by role (``source``, ``sink``, ``dlq``), e.g. Kafka topics."""
+    ``uris``: other endpoints by role (``source``, ``sink``, ``dlq``), e.g. Kafka topics; ``env``:
+    more settings (``DEDUP_…`` variables)."""
 
     root: Path
     port: int = field(default_factory=find_free_port)
@@ -63,6 +64,7 @@ class DedupProcess:
     name: str = "run"
     lease_timeout: str = "10s"  # spark.lease_timeout: a killed driver's restart waits up to this long
     uris: dict[str, str] = field(default_factory=dict)
+    env: dict[str, str] = field(default_factory=dict)
 
     def start(self, bounded: bool, idle_event_ms: int = 1000) -> "DedupProcess":
         self.runs += 1
@@ -70,7 +72,8 @@ class DedupProcess:
         env.update(PYTHONPATH=str(ROOT / "src"), DEDUP_SPARK__CHECKPOINT=str(self.root / "checkpoint"),
                    DEDUP_SPARK__AVAILABLE_NOW=str(bounded).lower(), DEDUP_SPARK__TRIGGER="1 second",
                    DEDUP_SPARK__MASTER="local[2]", DEDUP_SPARK__LEASE_TIMEOUT=self.lease_timeout,
-                   DEDUP_SPARK__CONF=json.dumps({"spark.sql.streaming.noDataProgressEventInterval": str(idle_event_ms)}))
+                   DEDUP_SPARK__CONF=json.dumps({"spark.sql.streaming.noDataProgressEventInterval": str(idle_event_ms)}),
+                   **self.env)
         uris = {"source": f"file:{self.root / 'in'}?maxFilesPerTrigger=1", "sink": f"file:{self.root / 'out'}",
                 "dlq": f"file:{self.root / 'dlq'}", **self.uris}
         command = [sys.executable, "-m", "app.cli", "run", "--engine", "spark",

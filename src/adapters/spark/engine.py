@@ -14,7 +14,8 @@ stops. A restart with the same checkpoint continues after the last committed mic
 Failure behaviour: a micro-batch's work (judging against Redis, a write) is retried per the
 ``transient`` policy; when that gives up, or anything else fails the batch (the operator,
 ``invalid=fail``), the batch is not committed and the query fails; the restart strategy
-starts it again (replaying that batch) or ``run`` raises ``RestartsExhausted``. Setup errors
+starts it again (replaying that batch) or ``run`` raises ``RestartsExhausted``, one line
+naming Spark's log file (``log_file``, ``spark_log``) with Spark's stack traces. Setup errors
 (``error_class`` ``setup``) are raised at once, among them ``lease.CheckpointInUse``: the
 engine holds a lease on its checkpoint while it runs, refuses to start on one another live
 instance holds, and stops (its running batch unwritten) when another instance takes it over.
@@ -45,15 +46,17 @@ from adapters.spark.plan import DedupPlan, Hook
 from adapters.spark.redis_state import RedisBatchJudge
 from adapters.spark.lease import DEFAULT_TIMEOUT, CheckpointLease
 from adapters.spark.restart import query_failure, retried, run_restarting
-from adapters.spark.session import build_session, require_classes, state_rows_tracked, state_store_conf
+from adapters.spark.session import (build_session, require_classes, session_started, state_rows_tracked,
+                                    state_store_conf)
 from adapters.spark.sources import parse_uri, read_stream
+from adapters.spark.spark_log import SparkLog
 from adapters.spark.startup import require_endpoints
 from adapters.spark.state_rows import StateRowGauge, state_row_counter
 from adapters.spark.watermarks import BatchWatermarks
 from domain.accounting import Accounting
 from domain.dead_letters import DEFAULT_MAX_BYTES
 from domain.policies import Policies
-from domain.restart import RestartStrategy
+from domain.restart import RestartsExhausted, RestartStrategy
 from domain.rules import RuleSet
 from domain.watermarks import DEFAULT_IDLE_TIMEOUT
 
@@ -71,6 +74,7 @@ class SparkQuery:
     outputs: dict[str, str] = field(default_factory=dict)  # role (sink, dlq) -> URI: checked at start, recorded
     kafka_settings: dict[str, str] = field(default_factory=dict, repr=False)  # librdkafka's: the start-up check
     settings_file: str | None = None  # the job's --config, named in the migration a refusal suggests
+    log_file: str | None = None  # Spark's own log (spark_log); None: a JVM this engine starts logs to stderr
     trigger: str = "1 second"
     available_now: bool | None = None
     state_provider: str = "rocksdb"
@@ -138,6 +142,7 @@ class SparkEngine:
     lease: CheckpointLease = field(init=False, repr=False)
     state_rows: object | None = field(init=False, default=None, repr=False)  # the operator's StateRowCount
     watermarks: BatchWatermarks | None = field(init=False, default=None, repr=False)
+    spark_log: SparkLog | None = field(init=False, default=None, repr=False)  # where the session started here logs
 
     def __post_init__(self):
         self.listener = ProgressListener(self.metrics)
@@ -150,8 +155,13 @@ class SparkEngine:
         return {**{role: uri for role, uri in inputs.items() if uri}, **self.query.outputs}
 
     def session(self) -> SparkSession:
+        """The given session, else the process's. Started here, Spark logs to ``log_file`` (to the
+        terminal as well while the program logs at DEBUG); a running one keeps its log."""
         if self.spark is None:
-            self.spark = build_session(self.query.master, conf=self.query.conf)
+            if self.query.log_file is not None and not session_started():
+                self.spark_log = SparkLog.at(self.query.log_file,
+                                             console=logging.getLogger().isEnabledFor(logging.DEBUG))
+            self.spark = build_session(self.query.master, conf=self.query.conf, log=self.spark_log)
         return self.spark
 
     def judged(self) -> DataFrame:
@@ -178,7 +188,12 @@ class SparkEngine:
     def run(self, stop: threading.Event | None = None, available_now: bool | None = None) -> Accounting:
         """Run the query, restarted per ``restart`` (see the module docstring); returns its last start's counts."""
         stop = stop or threading.Event()
-        run_restarting(lambda: self.run_query(stop, available_now), self.restart, stop)
+        try:
+            run_restarting(lambda: self.run_query(stop, available_now), self.restart, stop)
+        except RestartsExhausted as exc:
+            if self.spark_log is None:
+                raise
+            raise RestartsExhausted(f"{exc} (Spark's own log: {self.spark_log.file})") from exc
         return self.listener.totals
 
     def run_query(self, stop: threading.Event, available_now: bool | None = None) -> Accounting:

@@ -8,6 +8,10 @@ pre-fetched Kafka connector jars (``.cache/jars/spark-kafka/``, scripts/bootstra
 Started by ``spark-submit`` (the JVM is already running), spark-submit's ``--master`` is
 kept and no jar is added: what ``--jars``/``--packages`` put on the classpath is used, and
 a missing class is reported by ``require_classes`` with the jar to pass.
+
+Spark's own log: with a ``spark_log.SparkLog`` (``dedup run``: ``spark.log_file``) it goes to
+that file, not the terminal; without one (the state commands, the tests' session) the JVM
+logs warnings and errors to stderr (``conf/log4j2.properties``).
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from adapters.spark.jvm import OPERATOR_CLASS, SparkSetupError, cache_dir, operator_jar
+from adapters.spark.spark_log import SparkLog
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -78,14 +83,22 @@ def state_store_conf(provider: str) -> dict[str, str]:
     return {"spark.sql.streaming.stateStore.providerClass": STATE_PROVIDERS[provider]}
 
 
+def session_started() -> bool:
+    """True once this process has a SparkContext: a later ``build_session`` returns its session."""
+    from pyspark import SparkContext
+
+    return SparkContext._active_spark_context is not None
+
+
 def launched_by_spark_submit() -> bool:
     """True when spark-submit started this Python driver (its JVM and gateway already run)."""
     return "PYSPARK_GATEWAY_PORT" in os.environ
 
 
 def build_session(master: str | None = None, app_name: str = "streamdedup",
-                  conf: dict[str, str] | None = None):
-    """The process's SparkSession (created on first call, then reused as Spark does)."""
+                  conf: dict[str, str] | None = None, log: SparkLog | None = None):
+    """The process's SparkSession (created on first call, then reused as Spark does); ``log``:
+    where the session started by this call logs (see the module docstring)."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
@@ -93,8 +106,10 @@ def build_session(master: str | None = None, app_name: str = "streamdedup",
         settings, master = _submitted(master, conf or {})
     else:
         master = master or DEFAULT_MASTER
-        settings = {**DEFAULT_CONF, **_local_driver(master), **(conf or {})}
+        settings = {**DEFAULT_CONF, **_local_driver(master, log), **(conf or {})}
         settings["spark.jars"] = ",".join(classpath_jars(settings))
+    if log is not None:
+        log.capture_python_loggers()
     builder = SparkSession.builder.appName(app_name)
     if master:
         builder = builder.master(master)
@@ -119,10 +134,11 @@ def _sigint_kept():
             signal.signal(signal.SIGINT, handler)
 
 
-def _local_driver(master: str) -> dict[str, str]:
-    """The driver started here: a quiet JVM log and, in local mode, loopback addresses only."""
-    conf = {"spark.driver.extraJavaOptions":
-            f"-Dlog4j2.configurationFile={LOG_CONF.as_uri()} {DEFAULT_CONF['spark.executor.extraJavaOptions']}"}
+def _local_driver(master: str, log: SparkLog | None = None) -> dict[str, str]:
+    """The driver started here: its JVM log (to ``log``'s file, else quiet on stderr) and, in
+    local mode, loopback addresses only."""
+    java_log = log.java_options() if log else f"-Dlog4j2.configurationFile={LOG_CONF.as_uri()}"
+    conf = {"spark.driver.extraJavaOptions": f"{java_log} {DEFAULT_CONF['spark.executor.extraJavaOptions']}"}
     if master.startswith("local"):
         os.environ.setdefault("SPARK_LOCAL_IP", LOOPBACK)
         conf.update({"spark.driver.host": LOOPBACK, "spark.driver.bindAddress": LOOPBACK})
