@@ -17,7 +17,8 @@ from adapters.files.jsonl import JsonlDeadLetterSink, JsonlSink, JsonlSource
 from adapters.files.notifications import JsonlNotificationSink, JsonlNotificationSource
 from adapters.memory.engine import InMemoryEngine
 from adapters.memory.state_store import InMemoryStateStore
-from adapters.system import InMemoryMetrics, SystemClock
+from adapters.metrics.prometheus import PrometheusMetrics
+from adapters.system import SystemClock
 from app.settings import (KafkaSettings, MigrationSettings, PolicySettings, RedisSettings, RuleSettings, Settings,
                           SparkSettings)
 from app.uris import REDIS_SCHEMES
@@ -43,6 +44,10 @@ def build_rules(rules: dict[str, RuleSettings], unknown_types: UnknownTypePolicy
     compiled = {name: DedupRule(name, r.window, tuple(r.key_fields), r.time_basis, r.allowed_lateness, r.max_ahead)
                 for name, r in rules.items()}
     return RuleSet(compiled, unknown_types)
+
+
+def build_metrics(rules: RuleSet) -> PrometheusMetrics:
+    return PrometheusMetrics(rules.rules)
 
 
 def build_policies(policies: PolicySettings) -> Policies:
@@ -185,9 +190,9 @@ class Container(containers.DeclarativeContainer):
     settings_file = providers.Object(None)  # the settings' file (--config), when they came from one
 
     clock = providers.Singleton(SystemClock)
-    metrics = providers.Singleton(InMemoryMetrics)
     rules = providers.Singleton(build_rules, rules=settings.provided.effective_rules.call(),
                                 unknown_types=settings.provided.unknown_types)
+    metrics = providers.Singleton(build_metrics, rules=rules)
     policies = providers.Singleton(build_policies, policies=settings.provided.policies)
     state_store = providers.Singleton(build_state_store, uri=settings.provided.state,
                                       migration=settings.provided.migration, rules=rules,

@@ -1,6 +1,7 @@
 """The service's own HTTP endpoint: Prometheus metrics at ``/metrics``, health at ``/health``.
 
-Counters are exported as ``dedup_<name>_total``, gauges as ``dedup_<name>``.
+``/metrics`` is the registry of ``adapters.metrics.prometheus.PrometheusMetrics`` in
+Prometheus's text format (names, types and labels: ``adapters.metrics.catalog``).
 
 ``/health`` tells idle from stuck. Every engine reports after each poll or micro-batch, empty
 ones included (``progressed``), so a running engine reports at least every few seconds whether
@@ -18,34 +19,13 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from adapters.system import InMemoryMetrics
+from prometheus_client import CONTENT_TYPE_LATEST
+
+from adapters.metrics.prometheus import PrometheusMetrics
 from domain.errors import SetupError
 
-HELP = {
-    "in": "Records read from the input",
-    "out": "Unique events written to the output",
-    "duplicates": "Duplicates dropped",
-    "dead_lettered": "Records sent to the dead-letter output (invalid, late, failed)",
-    "skipped": "Records skipped by a skip policy",
-    "late": "Records older than the watermark minus the allowed lateness",
-    "invalid": "Records that are not valid events",
-    "passed_through": "Events without a rule, passed through",
-    "invalidations": "INVALIDATE notifications applied",
-}
-
-
-def render(metrics: InMemoryMetrics) -> str:
-    lines = []
-    for name, value in sorted(dict(metrics.counters).items()):
-        metric = f"dedup_{'records_in' if name == 'in' else name}_total"
-        lines += [f"# HELP {metric} {HELP.get(name, name)}", f"# TYPE {metric} counter", f"{metric} {value}"]
-    for name, value in sorted(dict(metrics.gauges).items()):
-        lines += [f"# TYPE dedup_{name} gauge", f"dedup_{name} {value}"]
-    return "\n".join(lines) + "\n"
-
-
 class MetricsServer:
-    def __init__(self, metrics: InMemoryMetrics, port: int, host: str = "127.0.0.1", stall_after: float = 120):
+    def __init__(self, metrics: PrometheusMetrics, port: int, host: str = "127.0.0.1", stall_after: float = 120):
         self.metrics = metrics
         self.stall_after = stall_after
         self.last_progress = self.last_record = time.monotonic()
@@ -90,15 +70,15 @@ class MetricsServer:
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self):
                 if self.path == "/metrics":
-                    self._send(200, "text/plain; version=0.0.4", render(server.metrics))
+                    self._send(200, CONTENT_TYPE_LATEST, server.metrics.exposition())
                 elif self.path in ("/health", "/healthz", "/ready"):
                     ok, body = server.health()
                     self._send(200 if ok else 503, "application/json", json.dumps(body))
                 else:
                     self._send(404, "text/plain", "not found\n")
 
-            def _send(self, code: int, content_type: str, body: str):
-                data = body.encode()
+            def _send(self, code: int, content_type: str, body: str | bytes):
+                data = body.encode() if isinstance(body, str) else body
                 self.send_response(code)
                 self.send_header("Content-Type", content_type)
                 self.send_header("Content-Length", str(len(data)))

@@ -8,9 +8,15 @@ invalid records are dead-lettered; events without a rule are passed through to `
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from collections import Counter
+from dataclasses import dataclass, field, fields
 
 BUCKETS = ("out", "duplicates", "dead_lettered", "skipped")
+LABEL_OF = {"out": "rule", "duplicates": "rule", "late": "rule", "dead_lettered": "reason"}
+"""The counts broken down by a label: per rule (the rule's event type; ``NO_RULE`` for events of a
+type without one, passed through) or per dead-letter reason (``domain.errors`` codes)."""
+NO_RULE = "none"
+UNKNOWN = "unknown"  # a label the counting engine did not know
 
 
 @dataclass
@@ -24,23 +30,48 @@ class Accounting:
     invalid: int = 0
     passed_through: int = 0
     invalidations: int = 0
+    detail: Counter = field(default_factory=Counter, compare=False, repr=False)
+    """``(name, label value) -> count`` for the names in ``LABEL_OF``; sums to the name's count."""
 
     @property
     def balanced(self) -> bool:
         return self.records_in == sum(getattr(self, b) for b in BUCKETS)
 
+    def tally(self, name: str, amount: int = 1, label: str | None = None) -> None:
+        """Count ``amount`` (may be negative: a record moved on) under ``name`` and, for a
+        labelled name, under its ``label`` value."""
+        setattr(self, name, getattr(self, name) + amount)
+        if name in LABEL_OF:
+            self.detail[name, label or UNKNOWN] += amount
+
     def add(self, other: "Accounting") -> None:
-        for name, value in asdict(other).items():
+        for name, value in other.counts().items():
             setattr(self, name, getattr(self, name) + value)
+        self.detail.update(other.detail)
+
+    def by_label(self, name: str) -> dict[str, int]:
+        """``name``'s count per label value; what no label accounts for is under ``UNKNOWN``."""
+        found = {label: n for (counted, label), n in self.detail.items() if counted == name and n}
+        rest = getattr(self, "records_in" if name == "in" else name) - sum(found.values())
+        if rest:
+            found[UNKNOWN] = found.get(UNKNOWN, 0) + rest
+        return found
 
     def publish(self, metrics) -> None:
-        """Add the non-zero counts to a ``domain.ports.Metrics``' counters, named as ``as_dict``."""
+        """Add the non-zero counts to a ``domain.ports.Metrics``' counters, named as ``as_dict``,
+        the names of ``LABEL_OF`` per label value (``increment("duplicates", 3, rule="APP")``)."""
         for name, value in self.as_dict().items():
-            if value:
+            if name in LABEL_OF:
+                for label, amount in self.by_label(name).items():
+                    metrics.increment(name, amount, **{LABEL_OF[name]: label})
+            elif value:
                 metrics.increment(name, value)
 
+    def counts(self) -> dict[str, int]:
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.name != "detail"}
+
     def as_dict(self) -> dict[str, int]:
-        counts = asdict(self)
+        counts = self.counts()
         counts["in"] = counts.pop("records_in")
         return {"in": counts.pop("in"), **counts}
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Iterable, Sequence
 
-from domain.accounting import Accounting
+from domain.accounting import NO_RULE, Accounting
 from domain.errors import DedupError, InvalidEvent, PolicyExhausted
 from domain.events import Event, RawRecord, parse_event
 from domain.policies import Policies, Resolved, Terminal, run_with_policy
@@ -102,7 +102,7 @@ class Deduplicator:
         watermark = self.watermarks.of(rule.event_type, now)
         horizon = self.watermarks.horizon(rule.event_type, partition, watermark)
         if t < horizon - rule.lateness:
-            counts.late += 1
+            counts.tally("late", 1, rule.event_type)
             late = InvalidEvent("late", f"time {t} is older than its partition's time {horizon} minus lateness "
                                         f"{rule.lateness}")
             return Outcome(record, Verdict.DEAD_LETTER, event, dead_letter=self.dead_letter(record, late, 1)), None
@@ -145,11 +145,18 @@ class Deduplicator:
     def _replace(target: Outcome, source: Outcome) -> None:
         target.verdict, target.dead_letter, target.key = source.verdict, source.dead_letter, None
 
-    @staticmethod
-    def _count(outcomes: list[Outcome], counts: Accounting) -> None:
+    def _count(self, outcomes: list[Outcome], counts: Accounting) -> None:
         for outcome in outcomes:
-            bucket = BUCKET_OF[outcome.verdict]
-            setattr(counts, bucket, getattr(counts, bucket) + 1)
+            counts.tally(BUCKET_OF[outcome.verdict], 1, self.label_of(outcome))
+
+    def label_of(self, outcome: Outcome) -> str | None:
+        """The outcome's label in the accounting (``domain.accounting.LABEL_OF``): the dead
+        letter's reason, else the rule of its event (``NO_RULE`` for a type without one)."""
+        if outcome.dead_letter is not None:
+            return outcome.dead_letter.reason
+        if outcome.event is None:
+            return None
+        return outcome.event.type if outcome.event.type in self.rules.rules else NO_RULE
 
 
 BUCKET_OF = {Verdict.EMIT: "out", Verdict.DUPLICATE: "duplicates",

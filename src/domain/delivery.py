@@ -47,19 +47,19 @@ class Delivery:
             return
         if result.action is Terminal.FAIL:
             raise PolicyExhausted(result.error, result.attempts)
-        counts.out -= 1
+        counts.tally("out", -1, self.core.label_of(outcome))
         if result.action is Terminal.SKIP:
-            counts.skipped += 1
+            counts.tally("skipped")
             return
         if result.action is Terminal.INVALIDATE and outcome.key is not None:
             self._invalidate(outcome, result, counts)
-        counts.dead_lettered += 1
-        self._retrying(lambda: self.dead_letters.write(
-            self.core.dead_letter(outcome.record, result.error, result.attempts)))
+        letter = self.core.dead_letter(outcome.record, result.error, result.attempts)
+        counts.tally("dead_lettered", 1, letter.reason)
+        self._retrying(lambda: self.dead_letters.write(letter))
 
     def _invalidate(self, outcome: Outcome, result: Resolved, counts: Accounting) -> None:
         self._retrying(lambda: self.core.state.invalidate(outcome.key))
-        counts.invalidations += 1
+        counts.tally("invalidations")
         if self.notifications is not None:
             note = Notification("INVALIDATE", str(result.error), outcome.event)
             self._retrying(lambda: self.notifications.publish(note))

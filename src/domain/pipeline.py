@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
@@ -86,6 +87,7 @@ class BatchPipeline:
 
     def step(self, records: Sequence[RawRecord]) -> Accounting:
         """Judge, deliver and commit one batch; adds its counts to the totals and the metrics."""
+        started = time.monotonic()
         self.committer.begin()
         try:
             partitions = self.source.assignment()
@@ -98,6 +100,7 @@ class BatchPipeline:
             self.committer.abort()
             raise
         self._account(counts)
+        self.metrics.observe("batch_duration_seconds", time.monotonic() - started)
         return counts
 
     def apply_notifications(self) -> None:

@@ -166,9 +166,18 @@ class NotificationSink(Protocol):
 
 @runtime_checkable
 class Metrics(Protocol):
-    def increment(self, name: str, amount: int = 1) -> None: ...
+    """Where an engine reports what it did. Names are the accounting's (``Accounting.as_dict``)
+    and the engines' figures (``state_rows``, ``batch_duration_seconds``…); labels are keyword
+    arguments (``increment("duplicates", 3, rule="APP")``, ``domain.accounting.LABEL_OF``)."""
 
-    def gauge(self, name: str, value: float) -> None: ...
+    def increment(self, name: str, amount: int = 1, **labels: str) -> None:
+        """Add ``amount`` to a counter."""
+
+    def gauge(self, name: str, value: float, **labels: str) -> None:
+        """Set a figure that goes up and down."""
+
+    def observe(self, name: str, value: float, **labels: str) -> None:
+        """Record one measurement of a distribution (a batch's duration)."""
 
 
 @runtime_checkable

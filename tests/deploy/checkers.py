@@ -13,9 +13,8 @@ against the API's schemas, offline) and ``yamllint`` (every YAML file, settings 
 settings and environment variables it reads, metrics it exports, ports it serves on.
 
 What "right" means is taken from the application wherever it can be: the environment
-variables and config keys the service reads come from ``app.settings.Settings``, the counters
-it exports from ``domain.accounting.Accounting`` named by ``app.metrics_server.render``.
-Only the Spark engine's gauges are assumed, in ``SPARK_GAUGES``.
+variables and config keys the service reads come from ``app.settings.Settings``, the metrics
+it exports from a real ``adapters.metrics.prometheus.PrometheusMetrics`` exposition.
 """
 
 from __future__ import annotations
@@ -41,25 +40,15 @@ from pydantic import BaseModel
 from yamllint import linter as yaml_linter
 from yamllint.config import YamlLintConfig
 
-from adapters.system import InMemoryMetrics
-from app.metrics_server import render
+from prometheus_client.parser import text_string_to_metric_families
+
+from adapters.metrics.prometheus import PrometheusMetrics
 from app.settings import Settings, SettingsError, load_settings
 from domain.accounting import Accounting
 
 REPO = Path(__file__).resolve().parents[2]
 DEPLOY = REPO / "deploy"
 
-# The gauges the Spark engine's StreamingQueryListener exports, as dedup_<name>: the names
-# src/adapters/spark/metrics.py sets. The dashboard and the alerts may use only these;
-# reconcile here if the engine renames them.
-SPARK_GAUGES = (
-    "state_rows",                 # stateOperators[0].numRowsTotal of the last progress
-    "state_bytes",                # stateOperators[0].memoryUsedBytes
-    "batch_duration_ms",          # durationMs.triggerExecution: the last micro-batch
-    "input_rows_per_second",      # inputRowsPerSecond
-    "processed_rows_per_second",  # processedRowsPerSecond
-    "kafka_lag",                  # the Kafka source's maxOffsetsBehindLatest: the most-behind partition
-)
 
 
 # --------------------------------------------------------------------- the maintained tools
@@ -619,15 +608,11 @@ def shadowed_config_problems(env_names: Iterable[str], config: dict, where: str)
 
 # ----------------------------------------------------------------------------- metric names
 
-def exported_metric_names(gauges: Iterable[str] = SPARK_GAUGES) -> set[str]:
-    """Every metric name the service exports: the accounting counters, named by the real
-    Prometheus renderer, and the gauges."""
-    metrics = InMemoryMetrics()
-    for name in Accounting().as_dict():
-        metrics.increment(name)
-    for name in gauges:
-        metrics.gauge(name, 0)
-    return {line.split()[0] for line in render(metrics).splitlines() if line and not line.startswith("#")}
+def exported_metric_names() -> set[str]:
+    """Every series name the service exports (a histogram's ``_bucket``, ``_sum`` and ``_count``
+    included), read from the exposition of the service's own registry."""
+    text = PrometheusMetrics(["APP", "WEB"]).exposition().decode()
+    return {sample.name for family in text_string_to_metric_families(text) for sample in family.samples}
 
 
 # Prometheus's own series, always there for a scraped target.

@@ -3,7 +3,7 @@
 Each check runs on the real files, and once on a deliberately broken sample to show it can fail.
 What the application reads and exports is derived from the application itself
 (``app.settings.Settings``, ``domain.accounting.Accounting`` through ``app.metrics_server``);
-only the Spark engine's gauge names are assumed (``checkers.SPARK_GAUGES``).
+the metric names are those of the service's own registry (``adapters.metrics.catalog``).
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ import json
 import re
 import pytest
 
+from adapters.metrics.catalog import CATALOG
 from tests.deploy import checkers as c
 
 DOCKERFILE = c.DEPLOY / "Dockerfile"
@@ -378,12 +379,14 @@ def test_prometheus_loads_the_alert_rules_from_its_mounted_directory(compose):
     assert "--config.file=/etc/prometheus/prometheus.yml" in service["command"]
 
 
-def test_the_counters_come_from_the_accounting_and_the_gauges_from_the_one_list(exported):
+def test_every_count_of_the_accounting_and_every_catalog_metric_is_exported(exported):
     counters = {f"dedup_{'records_in' if n == 'in' else n}_total" for n in c.Accounting().as_dict()}
     assert counters == {"dedup_records_in_total", "dedup_out_total", "dedup_duplicates_total",
                         "dedup_dead_lettered_total", "dedup_skipped_total", "dedup_late_total",
                         "dedup_invalid_total", "dedup_passed_through_total", "dedup_invalidations_total"}
-    assert exported == counters | {f"dedup_{g}" for g in c.SPARK_GAUGES}
+    assert counters <= exported
+    assert {m.exported for m in CATALOG.values() if m.kind != "histogram"} <= exported
+    assert {"dedup_batch_duration_seconds_bucket", "process_cpu_seconds_total"} <= exported
 
 
 def trigger_ms(trigger: str) -> int:

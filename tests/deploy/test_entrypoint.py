@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from adapters.system import InMemoryMetrics
+from adapters.metrics.prometheus import PrometheusMetrics
 from app.demo import write_parts
 from app.generator import StreamSpec, generate, generate_parts
 from app.metrics_server import MetricsServer
@@ -314,7 +314,7 @@ def healthcheck(image: LocalImage, port: int | None, tmp_path: Path) -> int:
 
 
 def test_the_healthcheck_passes_while_the_service_progresses_and_fails_when_it_stalls(image, tmp_path):
-    server = MetricsServer(InMemoryMetrics(), 0, host="127.0.0.1").start()
+    server = MetricsServer(PrometheusMetrics(), 0, host="127.0.0.1").start()
     try:
         assert healthcheck(image, server.port, tmp_path) == 0
         server.stall_after = -1
@@ -324,7 +324,7 @@ def test_the_healthcheck_passes_while_the_service_progresses_and_fails_when_it_s
 
 
 def test_the_healthcheck_fails_when_nothing_listens_or_no_port_is_set(image, tmp_path):
-    server = MetricsServer(InMemoryMetrics(), 0, host="127.0.0.1")  # bound, never started, closed
+    server = MetricsServer(PrometheusMetrics(), 0, host="127.0.0.1")  # bound, never started, closed
     server._server.server_close()
     assert healthcheck(image, server.port, tmp_path) == 1
     assert healthcheck(image, None, tmp_path) == 1

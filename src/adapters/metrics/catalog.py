@@ -1,0 +1,50 @@
+"""Every metric the service exports: its name in the engines, Prometheus name, type, labels, help.
+
+The engines report through ``domain.ports.Metrics`` with the accounting's names
+(``Accounting.as_dict``) and their figures; this table is the one place that says how each is
+exported. The README's metric reference is tested against it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from domain.accounting import LABEL_OF
+
+
+@dataclass(frozen=True)
+class Metric:
+    name: str
+    kind: str  # counter, gauge or histogram
+    help: str
+    labels: tuple[str, ...] = ()
+
+    @property
+    def exported(self) -> str:
+        """The Prometheus name: ``dedup_<name>`` (``in`` is ``records_in``), counters end in ``_total``."""
+        base = f"dedup_{'records_in' if self.name == 'in' else self.name}"
+        return f"{base}_total" if self.kind == "counter" else base
+
+
+def _counter(name: str, text: str) -> Metric:
+    return Metric(name, "counter", text, (LABEL_OF[name],) if name in LABEL_OF else ())
+
+
+CATALOG = {m.name: m for m in (
+    _counter("in", "Records read from the input"),
+    _counter("out", "Unique events written to the output, per rule (none: a type without a rule, passed through)"),
+    _counter("duplicates", "Duplicates dropped, per rule"),
+    _counter("dead_lettered", "Records sent to the dead-letter output, per reason"),
+    _counter("skipped", "Records dropped by a skip policy"),
+    _counter("late", "Records older than their partition's time minus the allowed lateness, per rule"),
+    _counter("invalid", "Records that are not valid events"),
+    _counter("passed_through", "Events of a type without a rule, passed through"),
+    _counter("invalidations", "INVALIDATE notifications applied"),
+    Metric("batch_duration_seconds", "histogram", "Duration of a poll batch (memory, kafka) or micro-batch (spark)"),
+    Metric("state_rows", "gauge", "Keys in the dedup state (spark engine)"),
+    Metric("state_bytes", "gauge", "Memory used by the dedup state (spark engine)"),
+    Metric("batch_duration_ms", "gauge", "Duration of the last micro-batch in milliseconds (spark engine)"),
+    Metric("input_rows_per_second", "gauge", "Input rate of the last micro-batch (spark engine)"),
+    Metric("processed_rows_per_second", "gauge", "Processing rate of the last micro-batch (spark engine)"),
+    Metric("kafka_lag", "gauge", "Records the most-behind input partition is behind its end offset (spark engine)"),
+)}
