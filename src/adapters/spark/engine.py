@@ -171,7 +171,7 @@ class SparkEngine:
         if self.query.notifications:
             hook = with_notifications(self._read(self.query.notifications), DedupPlan(self.rules), hook)
         stream = self.judge.stream(self.plan(hook), self.guard.records(records))
-        return accounting_metrics(self.writer.routed(stream)) if self.judge.in_stream else stream
+        return accounting_metrics(self.writer.routed(stream), self.rules.rules) if self.judge.in_stream else stream
 
     def plan(self, before_operator: Hook | None = None) -> DedupPlan:
         invalid = self.policies.chains["invalid"].terminal
@@ -277,7 +277,7 @@ class SparkEngine:
                 self._write(judged, batch_id)
                 if not in_stream:
                     retried(lambda: self.judge.committed(rows.df, batch_id), self.policies)
-                    self.listener.recount(batch_id, accounting_of(judged.df))
+                    self.listener.recount(batch_id, accounting_of(judged.df, self.rules.rules))
                 self.watermarks.advance(batch_id, self.judge.newest_times(rows.df))
 
     def _write(self, judged: "_Cache", batch_id: int) -> None:
@@ -292,7 +292,7 @@ class SparkEngine:
 
         retried(attempt, self.policies)
         if attempts > 1 and recount:
-            self.listener.recount(batch_id, accounting_of(judged.df))
+            self.listener.recount(batch_id, accounting_of(judged.df, self.rules.rules))
 
 
 class _Cache:

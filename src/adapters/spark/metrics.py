@@ -9,51 +9,71 @@ Kafka lag) in any ``domain.ports.Metrics``.
 from __future__ import annotations
 
 import threading
-from typing import Callable
+from typing import Callable, Iterable
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQueryListener
 
-from domain.accounting import Accounting
+from domain.accounting import LABEL_OF, NO_RULE, Accounting
 from domain.dedup import BUCKET_OF
-from domain.errors import OVERSIZE
+from domain.errors import DEAD_LETTER_REASONS, OVERSIZE
 
 from adapters.spark.plan import NOTIFICATION
 
 OBSERVATION = "accounting"
 COUNTED = tuple(Accounting().as_dict())
+BUCKET_VERDICT = {bucket: verdict.value for verdict, bucket in BUCKET_OF.items()}
 
 
-def accounting_columns() -> list[Column]:
+def accounting_columns(rules: Iterable[str] = ()) -> list[Column]:
     """The counts of judged rows, named as ``Accounting.as_dict``: a verdict counts in its
     bucket as the domain's ``BUCKET_OF`` says; notification rows count as ``invalidations`` only;
-    ``invalid`` counts rejected records (not a unique event too large for its output, ``oversize``)."""
+    ``invalid`` counts rejected records (not a unique event too large for its output, ``oversize``).
+    With the ``rules``' names, also the breakdown of ``domain.accounting.LABEL_OF``, as columns
+    ``name@label``: out, duplicates and late per rule (``NO_RULE``: passed through), dead letters
+    per reason (``domain.errors.DEAD_LETTER_REASONS``)."""
     verdict, reason = F.col("verdict"), F.col("reason")
-
-    def count_if(condition: Column, name: str) -> Column:
-        return F.sum(F.when(condition, 1).otherwise(0)).cast("long").alias(name)
-
-    buckets = [count_if(verdict == v.value, bucket) for v, bucket in BUCKET_OF.items()]
-    return [count_if(verdict != NOTIFICATION, "in"), *buckets, count_if(reason == "late", "late"),
-            count_if(reason.isNotNull() & ~reason.isin("late", OVERSIZE), "invalid"),
-            count_if(F.col("passed"), "passed_through"), count_if(verdict == NOTIFICATION, "invalidations")]
+    buckets = [_count_if(verdict == v.value, bucket) for v, bucket in BUCKET_OF.items()]
+    return [_count_if(verdict != NOTIFICATION, "in"), *buckets, _count_if(reason == "late", "late"),
+            _count_if(reason.isNotNull() & ~reason.isin("late", OVERSIZE), "invalid"),
+            _count_if(F.col("passed"), "passed_through"), _count_if(verdict == NOTIFICATION, "invalidations"),
+            *(_breakdown(list(rules)) if rules else [])]
 
 
-def accounting_metrics(judged: DataFrame) -> DataFrame:
-    """``judged`` with its counts observed under ``OBSERVATION`` (names as ``Accounting.as_dict``)."""
-    return judged.observe(OBSERVATION, *accounting_columns())
+def _count_if(condition: Column, name: str) -> Column:
+    return F.sum(F.when(condition, 1).otherwise(0)).cast("long").alias(name)
 
 
-def accounting_of(judged: DataFrame) -> Accounting:
+def _breakdown(rules: list[str]) -> list[Column]:
+    verdict, reason = F.col("verdict"), F.col("reason")
+    rule = F.coalesce(F.col("rule"), F.lit(NO_RULE))
+    labelled = [_count_if((verdict == v.value) & (rule == name), f"{bucket}@{name}")
+                for v, bucket in BUCKET_OF.items() if LABEL_OF.get(bucket) == "rule" for name in (*rules, NO_RULE)]
+    labelled += [_count_if((reason == "late") & (rule == name), f"late@{name}") for name in rules]
+    dead = verdict == BUCKET_VERDICT["dead_lettered"]
+    return labelled + [_count_if(dead & (reason == code), f"dead_lettered@{code}") for code in DEAD_LETTER_REASONS]
+
+
+def accounting_metrics(judged: DataFrame, rules: Iterable[str] = ()) -> DataFrame:
+    """``judged`` with its counts observed under ``OBSERVATION`` (``accounting_columns``)."""
+    return judged.observe(OBSERVATION, *accounting_columns(rules))
+
+
+def accounting_of(judged: DataFrame, rules: Iterable[str] = ()) -> Accounting:
     """The counts of a static (micro-batch) DataFrame of judged rows."""
-    return accounting_from(judged.agg(*accounting_columns()).first())
+    return accounting_from(judged.agg(*accounting_columns(rules)).first())
 
 
 def accounting_from(row) -> Accounting:
     values = row.asDict() if row is not None else {}
     counts = {name: int(values.get(name) or 0) for name in COUNTED}
-    return Accounting(records_in=counts.pop("in"), **counts)
+    accounting = Accounting(records_in=counts.pop("in"), **counts)
+    for column, value in values.items():
+        name, _, label = column.partition("@")
+        if label and value:
+            accounting.detail[name, label] += int(value)
+    return accounting
 
 
 class ProgressListener(StreamingQueryListener):
@@ -141,6 +161,8 @@ class ProgressListener(StreamingQueryListener):
         counts.publish(self._metrics)
         for name, value in gauges.items():
             self._metrics.gauge(name, value)
+        if counts.records_in:
+            self._metrics.observe("batch_duration_seconds", gauges["batch_duration_ms"] / 1000)
 
 
 def _gauges(progress, state_rows_tracked: bool, operator_count=None) -> dict[str, float]:

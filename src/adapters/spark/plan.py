@@ -93,7 +93,8 @@ class DedupPlan:
 
     def verdicts(self, judged: DataFrame) -> DataFrame:
         """The judged rows (the operator's verdicts ``emit``, ``duplicate``, ``late``, ``pass``,
-        ``invalidated``) as the plan's output, invalid records per ``invalid``."""
+        ``invalidated``) as the plan's output, invalid records per ``invalid``; ``rule`` is the
+        rule that judged the row (null: passed through or invalid)."""
         verdict, late, passed = F.col("verdict"), F.col("verdict") == "late", F.col("verdict") == "pass"
         valid = F.col("reason").isNull()
         return judged.select(
@@ -103,7 +104,7 @@ class DedupPlan:
             F.when(late, "late").otherwise(F.col("reason")).alias("reason"),
             F.when(late, F.lit("event time is older than the watermark minus the rule's lateness"))
             .otherwise(F.col("detail")).alias("detail"),
-            (passed & valid).alias("passed"))
+            (passed & valid).alias("passed"), F.col("rule"))
 
     def _invalid_verdict(self) -> Column:
         if self.invalid is Terminal.SKIP:

@@ -1,0 +1,70 @@
+"""The same stream through the memory, kafka and Spark engines gives the same metric series.
+
+Each engine is built by the composition root as ``dedup run`` builds it, with its
+``PrometheusMetrics``, and runs bounded: the memory engine over a JSONL file, the kafka and
+Spark engines over a topic of three partitions keyed by ``uniqueValue``. Every ``dedup_*``
+counter series (name and labels: per rule, per dead-letter reason) must hold the same value
+in the three expositions, and the totals must be the generator's expected counts.
+"""
+
+from __future__ import annotations
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from app.container import container_for
+from app.generator import StreamSpec, generate
+from app.settings import load_settings
+from tests.integration.kafka_io import create_topics, unique
+from tests.integration.partitioned import produce_keyed, spread
+
+pytestmark = [pytest.mark.spark, pytest.mark.kafka]
+SPEC = StreamSpec(uniques=400, seed=11)
+
+
+def counters(metrics) -> dict[tuple[str, tuple], float]:
+    text = metrics.exposition().decode()
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value for family in text_string_to_metric_families(text)
+            for s in family.samples if s.name.startswith("dedup_") and s.name.endswith("_total")}
+
+
+def run(**settings) -> dict[tuple[str, tuple], float]:
+    container = container_for(load_settings(**settings))
+    try:
+        container.engine().run()
+        return counters(container.metrics())
+    finally:
+        container.state_store().close()
+
+
+def test_every_engine_exports_the_same_labelled_counts(kafka_bootstrap, tmp_path, monkeypatch):
+    records, expected = generate(SPEC)
+    (tmp_path / "in.jsonl").write_bytes(b"".join(r + b"\n" for r in records))
+    memory = run(engine="memory", source=f"file:{tmp_path / 'in.jsonl'}", sink=f"file:{tmp_path / 'out.jsonl'}",
+                 dlq=f"file:{tmp_path / 'dlq.jsonl'}")
+
+    topics = {role: unique(f"metrics-{role}") for role in ("in", "k-out", "k-dlq", "s-out", "s-dlq")}
+    produce_keyed(kafka_bootstrap, topics["in"], spread(records, 3))
+    create_topics(kafka_bootstrap, *(topics[r] for r in ("k-out", "k-dlq", "s-out", "s-dlq")))
+    broker = f"kafka://{kafka_bootstrap}"
+    kafka = run(engine="kafka", source=f"{broker}/{topics['in']}?group=metrics&stop_at_end=true",
+                sink=f"{broker}/{topics['k-out']}", dlq=f"{broker}/{topics['k-dlq']}")
+    monkeypatch.setenv("DEDUP_SPARK__CHECKPOINT", str(tmp_path / "checkpoint"))
+    monkeypatch.setenv("DEDUP_SPARK__AVAILABLE_NOW", "true")
+    spark = run(engine="spark", source=f"{broker}/{topics['in']}", sink=f"{broker}/{topics['s-out']}",
+                dlq=f"{broker}/{topics['s-dlq']}")
+
+    totals = {name.removeprefix("dedup_").removesuffix("_total"): 0.0 for name, _ in memory}
+    for (name, _), value in memory.items():
+        totals[name.removeprefix("dedup_").removesuffix("_total")] += value
+    assert {k: int(totals[k]) for k in ("out", "duplicates", "dead_lettered", "late", "invalid")} == {
+        "out": expected.out, "duplicates": expected.duplicates, "dead_lettered": expected.dead_lettered,
+        "late": expected.late, "invalid": expected.invalid}
+    assert memory[("dedup_duplicates_total", (("rule", "APP"),))] > 0
+    assert memory[("dedup_dead_lettered_total", (("reason", "late"),))] == expected.late
+    assert memory[("dedup_out_total", (("rule", "none"),))] == expected.passed_through
+    assert not [series for series in memory if ("rule", "unknown") in series[1] or ("reason", "unknown") in series[1]]
+    differing = {series: (memory[series], kafka.get(series), spark.get(series)) for series in memory
+                 if not memory[series] == kafka.get(series) == spark.get(series)}
+    assert differing == {}
+    assert set(memory) == set(kafka) == set(spark)
