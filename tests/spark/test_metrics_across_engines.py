@@ -51,6 +51,7 @@ def test_every_engine_exports_the_same_labelled_counts(kafka_bootstrap, tmp_path
                 sink=f"{broker}/{topics['k-out']}", dlq=f"{broker}/{topics['k-dlq']}")
     monkeypatch.setenv("DEDUP_SPARK__CHECKPOINT", str(tmp_path / "checkpoint"))
     monkeypatch.setenv("DEDUP_SPARK__AVAILABLE_NOW", "true")
+    monkeypatch.setenv("DEDUP_SPARK__LOG_FILE", str(tmp_path / "spark.log"))
     spark = run(engine="spark", source=f"{broker}/{topics['in']}", sink=f"{broker}/{topics['s-out']}",
                 dlq=f"{broker}/{topics['s-dlq']}")
 
