@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import re
 import signal
@@ -122,7 +123,10 @@ def cmd_run(args: argparse.Namespace) -> int:
                              metrics_port=args.metrics_port)
     progress = None if args.no_progress or not sys.stderr.isatty() else ProgressLine()
     totals = run_engine(settings, progress, settings_file(args.config))
-    print(f"dedup: {totals.summary_line()}", file=sys.stderr)
+    if settings.log_format == "json":
+        logging.getLogger("dedup").info("done: %s", totals.summary_line(), extra={"counts": totals.as_dict()})
+    else:
+        print(f"dedup: {totals.summary_line()}", file=sys.stderr)
     if args.summary_json:
         args.summary_json.write_text(json.dumps(totals.as_dict(), indent=2) + "\n")
     return 0
@@ -138,7 +142,7 @@ def settings_file(config: str | None) -> str | None:
 def run_engine(settings: Settings, progress: ProgressLine | None = None, config_file: str | None = None) -> Accounting:
     """Build the configured engine and run it until its input ends or SIGTERM/SIGINT arrives;
     ``config_file``: the file the settings came from (``settings_file``)."""
-    configure_logging(settings.log_level)
+    configure_logging(settings.log_level, settings.log_format)
     container = container_for(settings, config_file)
     engine = container.engine()
     server = None

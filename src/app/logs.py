@@ -1,8 +1,17 @@
-"""The program's log lines: one format, every line redacted of secrets (``domain.redaction``)."""
+"""The program's log lines: text for a terminal or one JSON object per line for a log shipper,
+every line redacted of secrets (``domain.redaction``).
+
+A JSON line holds ``time``, ``level``, ``logger`` and ``message``, the traceback as
+``exc_info`` when there is one, and whatever a call site adds with ``extra=`` (a micro-batch's
+``batch_id`` and counts). python-json-logger writes it.
+"""
 
 from __future__ import annotations
 
+import json
 import logging
+
+from pythonjsonlogger.json import JsonFormatter
 
 from domain.redaction import redact
 
@@ -16,8 +25,31 @@ class RedactingFormatter(logging.Formatter):
         return redact(super().format(record))
 
 
-def configure_logging(level: str) -> None:
-    """Log to stderr at ``level`` through the redacting formatter (a no-op when logging is set up)."""
+class RedactingJsonFormatter(JsonFormatter):
+    """One JSON object per record; every string in it redacted."""
+
+    def __init__(self):
+        super().__init__("%(asctime)s %(levelname)s %(name)s %(message)s",
+                         rename_fields={"asctime": "time", "levelname": "level", "name": "logger"},
+                         json_default=str)
+
+    def process_log_record(self, log_record: dict) -> dict:
+        return {key: redact(value) if isinstance(value, str) else _redacted(value) for key, value in log_record.items()}
+
+
+def _redacted(value):
+    if isinstance(value, (dict, list, tuple)):
+        return json.loads(redact(json.dumps(value, default=str)))
+    return value
+
+
+def formatter(log_format: str = "text") -> logging.Formatter:
+    return RedactingJsonFormatter() if log_format == "json" else RedactingFormatter(FORMAT)
+
+
+def configure_logging(level: str, log_format: str = "text") -> None:
+    """Log to stderr at ``level`` in ``log_format`` (``text`` or ``json``), redacted (a no-op
+    when logging is set up)."""
     handler = logging.StreamHandler()
-    handler.setFormatter(RedactingFormatter(FORMAT))
+    handler.setFormatter(formatter(log_format))
     logging.basicConfig(level=level, handlers=[handler])

@@ -176,6 +176,7 @@ class Settings(BaseSettings):
     metrics_host: str = Field(default="127.0.0.1", min_length=1)
     stall_timeout: float = Field(default=120.0, gt=0)  # /health is 503 after this long without a poll or batch
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "WARNING"
+    log_format: Literal["text", "json"] = "text"  # json: one object per line (app.logs)
     kafka: KafkaSettings = Field(default_factory=KafkaSettings)
     spark: SparkSettings = Field(default_factory=SparkSettings)
     migration: MigrationSettings = Field(default_factory=MigrationSettings)
