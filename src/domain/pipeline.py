@@ -101,6 +101,7 @@ class BatchPipeline:
             raise
         self._account(counts)
         self.metrics.observe("batch_duration_seconds", time.monotonic() - started)
+        self.core.watermarks.publish(self.metrics, self.core.clock.now())
         return counts
 
     def apply_notifications(self) -> None:

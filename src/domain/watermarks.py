@@ -89,6 +89,15 @@ class Watermarks:
         newest = {(rule, p): seen[0] for rule, parts in self._newest.items() for p, seen in parts.items()}
         return watermarks, newest
 
+    def publish(self, metrics, now: float) -> None:
+        """Each rule's watermark (``watermark_seconds``) and how far it is behind the newest event
+        time seen for the rule (``event_time_lag_seconds``) as gauges of a ``domain.ports.Metrics``."""
+        watermarks, newest = self.table(now)
+        for rule, mark in watermarks.items():
+            metrics.gauge("watermark_seconds", mark, rule=rule)
+            latest = max((t for (r, _), t in newest.items() if r == rule), default=mark)
+            metrics.gauge("event_time_lag_seconds", max(0, latest - mark), rule=rule)
+
     def to_document(self) -> dict:
         """What a restart needs to resume the watermarks (JSON-ready)."""
         return {"newest": self._newest, "current": self._current, "since": self._since}

@@ -23,9 +23,10 @@ SPEC = StreamSpec(uniques=400, seed=11)
 
 
 def counters(metrics) -> dict[tuple[str, tuple], float]:
+    """Every ``dedup_*`` counter and watermark series of the exposition."""
     text = metrics.exposition().decode()
     return {(s.name, tuple(sorted(s.labels.items()))): s.value for family in text_string_to_metric_families(text)
-            for s in family.samples if s.name.startswith("dedup_") and s.name.endswith("_total")}
+            for s in family.samples if s.name.startswith("dedup_") and s.name.endswith(("_total", "watermark_seconds"))}
 
 
 def run(**settings) -> dict[tuple[str, tuple], float]:
@@ -65,7 +66,11 @@ def test_every_engine_exports_the_same_labelled_counts(kafka_bootstrap, tmp_path
     assert memory[("dedup_dead_lettered_total", (("reason", "late"),))] == expected.late
     assert memory[("dedup_out_total", (("rule", "none"),))] == expected.passed_through
     assert not [series for series in memory if ("rule", "unknown") in series[1] or ("reason", "unknown") in series[1]]
+    # a file is one partition, a topic three: the watermarks (minimum over partitions) are the topic's
+    marks = {series: value for series, value in kafka.items() if series[0] == "dedup_watermark_seconds"}
+    assert sorted(labels for _, labels in marks) == [(("rule", "APP"),), (("rule", "WEB"),)]
+    assert marks == {series: spark[series] for series in marks}
     differing = {series: (memory[series], kafka.get(series), spark.get(series)) for series in memory
-                 if not memory[series] == kafka.get(series) == spark.get(series)}
+                 if series not in marks and not memory[series] == kafka.get(series) == spark.get(series)}
     assert differing == {}
     assert set(memory) == set(kafka) == set(spark)

@@ -41,6 +41,10 @@ CATALOG = {m.name: m for m in (
     _counter("passed_through", "Events of a type without a rule, passed through"),
     _counter("invalidations", "INVALIDATE notifications applied"),
     Metric("batch_duration_seconds", "histogram", "Duration of a poll batch (memory, kafka) or micro-batch (spark)"),
+    Metric("watermark_seconds", "gauge", "The rule's watermark: event time (epoch seconds) every partition has "
+           "reached", ("rule",)),
+    Metric("event_time_lag_seconds", "gauge", "How far the rule's watermark is behind the newest event time seen",
+           ("rule",)),
     Metric("state_rows", "gauge", "Keys in the dedup state (spark engine)"),
     Metric("state_bytes", "gauge", "Memory used by the dedup state (spark engine)"),
     Metric("batch_duration_ms", "gauge", "Duration of the last micro-batch in milliseconds (spark engine)"),

@@ -279,6 +279,8 @@ class SparkEngine:
                     retried(lambda: self.judge.committed(rows.df, batch_id), self.policies)
                     self.listener.recount(batch_id, accounting_of(judged.df, self.rules.rules))
                 self.watermarks.advance(batch_id, self.judge.newest_times(rows.df))
+                if self.metrics is not None:
+                    self.watermarks.marks.publish(self.metrics, time.time())
 
     def _write(self, judged: "_Cache", batch_id: int) -> None:
         recount, attempts = self.judge.in_stream and not judged.cached, 0
