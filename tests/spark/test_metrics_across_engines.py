@@ -23,10 +23,11 @@ SPEC = StreamSpec(uniques=400, seed=11)
 
 
 def counters(metrics) -> dict[tuple[str, tuple], float]:
-    """Every ``dedup_*`` counter and watermark series of the exposition."""
+    """Every ``dedup_*`` counter, watermark and Kafka lag series of the exposition."""
     text = metrics.exposition().decode()
     return {(s.name, tuple(sorted(s.labels.items()))): s.value for family in text_string_to_metric_families(text)
-            for s in family.samples if s.name.startswith("dedup_") and s.name.endswith(("_total", "watermark_seconds"))}
+            for s in family.samples if s.name.startswith("dedup_") and s.name.endswith(("_total", "watermark_seconds"))
+            or s.name == "dedup_kafka_lag"}
 
 
 def run(**settings) -> dict[tuple[str, tuple], float]:
@@ -70,6 +71,11 @@ def test_every_engine_exports_the_same_labelled_counts(kafka_bootstrap, tmp_path
     marks = {series: value for series, value in kafka.items() if series[0] == "dedup_watermark_seconds"}
     assert sorted(labels for _, labels in marks) == [(("rule", "APP"),), (("rule", "WEB"),)]
     assert marks == {series: spark[series] for series in marks}
+    # the kafka and Spark engines read the topic to its end: each of its partitions is 0 behind
+    lags = {series: value for series, value in kafka.items() if series[0] == "dedup_kafka_lag"}
+    assert lags == {("dedup_kafka_lag", (("partition", str(p)), ("topic", topics["in"]))): 0.0 for p in range(3)}
+    assert lags == {series: value for series, value in spark.items() if series[0] == "dedup_kafka_lag"}
+    memory.update(lags)
     differing = {series: (memory[series], kafka.get(series), spark.get(series)) for series in memory
                  if series not in marks and not memory[series] == kafka.get(series) == spark.get(series)}
     assert differing == {}

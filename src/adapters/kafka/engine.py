@@ -54,9 +54,16 @@ class KafkaEngine:
     def run(self, stop: threading.Event | None = None) -> Accounting:
         """``BatchPipeline.run``: until the input ends or ``stop`` is set; returns the totals."""
         try:
-            return self.pipeline.run(stop, self.on_batch)
+            return self.pipeline.run(stop, self._polled)
         finally:
             self.close()
+
+    def _polled(self, totals: Accounting) -> None:
+        """After every poll: the source's lag per partition as ``kafka_lag`` gauges, then ``on_batch``."""
+        for (topic, partition), lag in self.pipeline.source.lag().items():
+            self.pipeline.metrics.gauge("kafka_lag", lag, topic=topic, partition=str(partition))
+        if self.on_batch is not None:
+            self.on_batch(totals)
 
     def close(self) -> None:
         """Abort an open transaction, leave the consumer groups, flush and close the producers."""

@@ -83,6 +83,18 @@ class KafkaSource:
             return None
         return [SourcePosition(tp.topic, tp.partition, 0).partition_name() for tp in assigned] or None
 
+    def lag(self) -> dict[tuple[str, int], int]:
+        """How many records each assigned partition is behind its end: the end offset the last
+        fetch saw minus the position read so far (cached by the client: no broker round trip)."""
+        try:
+            positions = self.consumer.position(self.consumer.assignment())
+            ends = {(tp.topic, tp.partition): self.consumer.get_watermark_offsets(tp, cached=True)[1]
+                    for tp in positions}
+        except (KafkaException, RuntimeError):
+            return {}
+        return {(tp.topic, tp.partition): max(0, ends[tp.topic, tp.partition] - tp.offset)
+                for tp in positions if tp.offset >= 0 and ends[tp.topic, tp.partition] >= 0}
+
     def commit(self, records: Sequence[RawRecord]) -> None:
         """Commit the offset after each partition's last record, synchronously.
 

@@ -50,5 +50,6 @@ CATALOG = {m.name: m for m in (
     Metric("batch_duration_ms", "gauge", "Duration of the last micro-batch in milliseconds (spark engine)"),
     Metric("input_rows_per_second", "gauge", "Input rate of the last micro-batch (spark engine)"),
     Metric("processed_rows_per_second", "gauge", "Processing rate of the last micro-batch (spark engine)"),
-    Metric("kafka_lag", "gauge", "Records the most-behind input partition is behind its end offset (spark engine)"),
+    Metric("kafka_lag", "gauge", "Records the input partition is behind its end offset (kafka and spark engines)",
+           ("topic", "partition")),
 )}

@@ -8,6 +8,7 @@ Kafka lag) in any ``domain.ports.Metrics``.
 
 from __future__ import annotations
 
+import json
 import threading
 from typing import Callable, Iterable
 
@@ -132,7 +133,7 @@ class ProgressListener(StreamingQueryListener):
             self.totals.add(counts)
             self.gauges.update(gauges)
             self.batch_durations_ms.append(int(progress.durationMs.get("triggerExecution", 0)))
-        self._publish(counts, gauges)
+        self._publish(counts, gauges, kafka_lags(progress))
         self._notify()
 
     def recount(self, batch_id: int, counts: Accounting) -> None:
@@ -155,7 +156,7 @@ class ProgressListener(StreamingQueryListener):
         with self._changed:
             return self._changed.wait_for(lambda: run_id in self._ended, timeout)
 
-    def _publish(self, counts: Accounting, gauges: dict[str, float]) -> None:
+    def _publish(self, counts: Accounting, gauges: dict[str, float], lags: dict[tuple[str, str], float]) -> None:
         if self._metrics is None:
             return
         counts.publish(self._metrics)
@@ -163,6 +164,8 @@ class ProgressListener(StreamingQueryListener):
             self._metrics.gauge(name, value)
         if counts.records_in:
             self._metrics.observe("batch_duration_seconds", gauges["batch_duration_ms"] / 1000)
+        for (topic, partition), lag in lags.items():
+            self._metrics.gauge("kafka_lag", lag, topic=topic, partition=partition)
 
 
 def _gauges(progress, state_rows_tracked: bool, operator_count=None) -> dict[str, float]:
@@ -175,7 +178,23 @@ def _gauges(progress, state_rows_tracked: bool, operator_count=None) -> dict[str
         if rows is not None:
             gauges["state_rows"] = float(rows)
         gauges["state_bytes"] = float(state.memoryUsedBytes)
-    lag = [float(s.metrics.get("maxOffsetsBehindLatest") or 0) for s in progress.sources if s.metrics]
-    if lag:
-        gauges["kafka_lag"] = max(lag)
     return gauges
+
+
+def kafka_lags(progress) -> dict[tuple[str, str], float]:
+    """Per Kafka partition of the sources, the records the batch's end offset is behind the
+    latest offset Spark saw (both in the progress, as JSON ``{topic: {partition: offset}}``)."""
+    lags = {}
+    for source in progress.sources:
+        try:
+            ends, latest = json.loads(source.endOffset or "null"), json.loads(source.latestOffset or "null")
+        except (TypeError, ValueError):
+            continue
+        if not isinstance(ends, dict) or not isinstance(latest, dict):
+            continue  # not a Kafka source
+        for topic, offsets in latest.items():
+            for partition, offset in (offsets or {}).items():
+                end = (ends.get(topic) or {}).get(partition)
+                if isinstance(end, int) and isinstance(offset, int):
+                    lags[topic, partition] = float(max(0, offset - end))
+    return lags
