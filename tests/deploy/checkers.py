@@ -778,6 +778,35 @@ def alert_names(rules: dict) -> list[str]:
     return [r["alert"] for g in rules.get("groups") or [] for r in g.get("rules") or [] if "alert" in r]
 
 
+def promtool_test_problems(test_file: Path) -> list[str]:
+    """``promtool test rules FILE``: its warnings (a rule file that matches nothing is only
+    one), then each failed case as ``test name: alertname at time``, or promtool's own
+    complaint when the file does not load; none when every expectation holds."""
+    result = _run("promtool", "test", "rules", str(test_file))
+    text = result.stderr + result.stdout
+    warnings = [line.strip() for line in text.splitlines() if line.strip().startswith("WARNING")]
+    if result.returncode == 0:
+        return warnings
+    failed = re.findall(r"name: (.+?),\s*alertname: (\w+), time: (\S+?),", text)
+    return warnings + [f"{name}: {alert} at {time}" for name, alert, time in failed] or [
+        line.strip() for line in text.splitlines() if line.strip() and not line.startswith("Unit Testing")]
+
+
+def alert_test_coverage_problems(rules: dict, tests: dict) -> list[str]:
+    """Every alert of ``rules`` has a case in ``tests`` (a promtool test file) where it fires
+    and one where it stays silent; ``tests`` names no alert ``rules`` does not define."""
+    cases: dict[str, set[str]] = {}
+    for test in tests.get("tests") or []:
+        for case in test.get("alert_rule_test") or []:
+            cases.setdefault(case["alertname"], set()).add("firing" if case.get("exp_alerts") else "silent")
+    problems = []
+    for name in alert_names(rules):
+        problems += [f"alert {name}: no {kind} case" for kind in ("firing", "silent")
+                     if kind not in cases.get(name, set())]
+    problems += [f"test of {name}: no such alert" for name in sorted(set(cases) - set(alert_names(rules)))]
+    return problems
+
+
 # ----------------------------------------------------------------------------------- Grafana
 
 def dashboard_panels(dashboard: dict) -> Iterator[dict]:
