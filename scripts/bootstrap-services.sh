@@ -5,8 +5,9 @@
 #   * redis-server, from Debian's packages, if not on PATH. The system service is NOT
 #     started (policy-rc.d denies it during the install) and stays disabled: tests start
 #     their own redis-server on a free port.
-#   * promtool (Debian's package prometheus, whose server is likewise never started), for
-#     the deploy tests' checks of the Prometheus config and rules.
+#   * promtool and prometheus (Debian's package prometheus, whose system service is likewise
+#     never started), for the deploy tests' checks of the Prometheus config and rules, and the
+#     integration test's own Prometheus (deploy/local/services/prometheus.py, a free port).
 #   * java (17+) and mvn, from Debian's packages, only if missing.
 #   * jar sets from Maven Central, each into .cache/jars/<set>/ when missing or when its
 #     pom changed (stamp = sha256 of the pom + jar count):
@@ -79,8 +80,9 @@ if [[ "${BOOTSTRAP_SKIP_REDIS:-0}" != 1 ]] && ! have_redis; then
   have_redis || die "redis-server still not found after installing the package"
 fi
 
-# promtool (package prometheus): tests/deploy checks the Prometheus config and alert rules with it
-if [[ "${BOOTSTRAP_SKIP_PROMTOOL:-0}" != 1 ]] && ! command -v promtool >/dev/null 2>&1; then
+# promtool and prometheus (package prometheus): tests/deploy checks the Prometheus config and alert
+# rules with promtool; tests/integration starts its own prometheus
+if [[ "${BOOTSTRAP_SKIP_PROMTOOL:-0}" != 1 ]] && ! { command -v promtool && command -v prometheus; } >/dev/null 2>&1; then
   install_without_service prometheus prometheus
   command -v promtool >/dev/null 2>&1 || die "promtool still not found after installing prometheus"
 fi

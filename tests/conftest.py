@@ -5,4 +5,4 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from tests.integration.fixtures import (kafka_bootstrap, kafka_broker, own_broker,  # noqa: E402,F401
-                                        own_redis, redis_server, redis_url)
+                                        own_redis, prometheus, redis_server, redis_url)

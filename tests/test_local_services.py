@@ -1,6 +1,7 @@
-"""Smoke test of deploy/local/services: a real Kafka 4 broker (KRaft) and a real redis-server.
+"""Smoke test of deploy/local/services: a real Kafka 4 broker (KRaft), a real redis-server and
+a real Prometheus.
 
-Needs `scripts/bootstrap-services.sh` to have run (broker jars, java, redis-server); fails
+Needs `scripts/bootstrap-services.sh` to have run (broker jars, java, redis-server, prometheus); fails
 with that hint otherwise.
 """
 
@@ -150,3 +151,21 @@ def test_the_command_line_starts_reports_and_stops_both_services(tmp_path):
     assert cli("status").returncode == 1
     assert not services.pid_alive(int(env["DEDUP_TEST_KAFKA_PID"]))
     assert "kafka is not up" in cli("topics").stderr
+
+
+def test_prometheus_scrapes_its_targets_answers_queries_and_stops(prometheus):
+    # Prometheus scraping itself: the one target there is without another service
+    server = prometheus({})
+    server.targets = {"itself": [f"127.0.0.1:{server.port}"]}
+    server.restart()  # same port, the new config
+    assert server.config()["global"]["scrape_interval"] == "1s"
+    deadline = time.monotonic() + 30
+    while not server.query('up{job="itself"} == 1') and time.monotonic() < deadline:
+        time.sleep(0.5)
+    [up] = server.query('up{job="itself"}')
+    assert up["metric"]["instance"] == f"127.0.0.1:{server.port}" and up["value"][1] == "1"
+    with pytest.raises(services.ServiceError, match='unknown function with name "ratee"'):
+        server.query("ratee(up[1m])")
+    pid = server.pid
+    server.stop()
+    assert not services.pid_alive(pid)

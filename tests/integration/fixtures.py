@@ -1,4 +1,5 @@
-"""Session fixtures for the real services: a Kafka broker (KRaft) and a redis-server.
+"""Session fixtures for the real services: a Kafka broker (KRaft) and a redis-server; and
+``prometheus``, a Prometheus of a test's own scraping what the test runs.
 
 Both come from ``deploy/local/services`` and listen on free loopback ports; they stop when
 the session ends. ``DEDUP_TEST_KAFKA`` (``HOST:PORT``) and ``DEDUP_TEST_REDIS`` (a
@@ -71,3 +72,23 @@ def own_redis(tmp_path):
     """A redis-server of this test's own, persisting every write (``appendonly``), to stop and restart."""
     with running(services.RedisServer(tmp_path / "redis", appendonly=True)) as server:
         yield server
+
+
+@pytest.fixture
+def prometheus(tmp_path):
+    """Starts a Prometheus of this test's own: ``prometheus({job: ["HOST:PORT", ...]})`` scrapes
+    those targets every second (``scrape_interval``, ``rule_files``: see ``PrometheusServer``)
+    and returns the running server; it stops when the test ends."""
+    started = []
+
+    def start(targets: dict[str, list[str]], **options):
+        server = services.PrometheusServer(tmp_path / f"prometheus-{len(started)}", targets, **options)
+        started.append(server)
+        try:
+            return server.start()
+        except services.ServiceError as exc:
+            pytest.fail(f"{server.NAME} did not start: {exc}", pytrace=False)
+
+    yield start
+    for server in started:
+        server.stop()

@@ -1,4 +1,4 @@
-"""Where the things ``scripts/bootstrap-services.sh`` installs are: java, redis-server, the jar sets."""
+"""Where the things ``scripts/bootstrap-services.sh`` installs are: java, redis-server, prometheus, the jar sets."""
 
 from __future__ import annotations
 
@@ -32,6 +32,14 @@ def redis_server() -> str:
         if candidate and os.access(candidate, os.X_OK):
             return candidate
     raise ServiceError(f"redis-server not found: {BOOTSTRAP_HINT}")
+
+
+def prometheus_server() -> str:
+    """The Prometheus server of Debian's package ``prometheus`` (its system service stays off)."""
+    for candidate in (shutil.which("prometheus"), "/usr/bin/prometheus"):
+        if candidate and os.access(candidate, os.X_OK):
+            return candidate
+    raise ServiceError(f"prometheus not found: {BOOTSTRAP_HINT}")
 
 
 def spark_kafka_jars(jars_dir: Path | None = None) -> list[str]:

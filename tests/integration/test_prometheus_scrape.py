@@ -1,0 +1,181 @@
+"""A real Prometheus scrapes a running kafka engine: the dashboard's queries and the alerts work
+on what it stores, and its counts are the stream's.
+
+The engine (``dedup run --engine kafka --metrics-port P``) reads a generated stream whose
+accounting is known by construction (``app.generator``), keyed over 3 partitions. Prometheus
+(``deploy/local/services``) scrapes it every second and loads deploy/prometheus/alerts.yml.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from adapters.kafka import upstream
+from adapters.kafka.config import parse_kafka_uri
+from adapters.metrics.catalog import CATALOG
+from app.generator import StreamSpec, generate
+from deploy.local.services.process import wait_until
+from tests.deploy.checkers import dashboard_exprs
+from tests.integration.kafka_io import create_topics, unique
+from tests.integration.partitioned import keyed_topic
+from tests.integration.test_secrets_never_shown import free_port
+
+pytestmark = pytest.mark.kafka
+
+ROOT = Path(__file__).resolve().parents[2]
+SPEC = StreamSpec(uniques=2000)
+COUNTS = ("out", "duplicates", "dead_lettered", "late", "invalid", "passed_through")
+RATE_INTERVAL = "1m"  # Grafana's $__rate_interval: the whole run fits in it
+# the Spark engine's gauges: exported, at 0, by the other engines
+SPARK_ONLY = tuple(m.exported for m in CATALOG.values() if m.help.endswith("(spark engine)"))
+
+
+def start_engine(bootstrap: str, topics: dict[str, str], port: int, workdir: Path) -> subprocess.Popen:
+    """``dedup run --engine kafka``; its log goes to ``workdir/engine.log``, its accounting at exit
+    to ``workdir/summary.json``."""
+    uri = {role: f"kafka://{bootstrap}/{topic}" for role, topic in topics.items()}
+    args = [sys.executable, "-m", "app.cli", "run", "--engine", "kafka", "--source", f"{uri['in']}?group=g",
+            "--sink", uri["out"], "--dlq", uri["dlq"], "--metrics-port", str(port),
+            "--summary-json", str(workdir / "summary.json")]
+    with open(workdir / "engine.log", "wb") as log:
+        return subprocess.Popen(args, env={**os.environ, "PYTHONPATH": str(ROOT / "src")},
+                                stdout=subprocess.DEVNULL, stderr=log)
+
+
+def value(prometheus, expr: str) -> float:
+    """The single value of ``expr`` (a sum, a ratio…)."""
+    [series] = prometheus.query(expr)
+    return float(series["value"][1])
+
+
+def by_label(prometheus, expr: str, label: str) -> dict[str, float]:
+    return {s["metric"][label]: float(s["value"][1]) for s in prometheus.query(expr)}
+
+
+def wait_for(prometheus, expr: str, expected: float, timeout: float = 60) -> None:
+    deadline, seen = time.monotonic() + timeout, None
+    while time.monotonic() < deadline:
+        seen = prometheus.query(expr)
+        if seen and float(seen[0]["value"][1]) == expected:
+            return
+        time.sleep(0.5)
+    raise AssertionError(f"{expr} never reached {expected}; last: {seen}")
+
+
+class ScrapedEngine:
+    """A kafka engine reading ``topics["in"]``, scraped by ``prometheus``, which evaluates the alerts."""
+
+    def __init__(self, engine: subprocess.Popen, prometheus, topics: dict[str, str], workdir: Path):
+        self.engine, self.prometheus, self.topics, self.workdir = engine, prometheus, topics, workdir
+
+    def stop(self) -> dict[str, int]:
+        """SIGTERM; the engine's own accounting (``--summary-json``) once it exited cleanly."""
+        if self.engine.poll() is None:
+            self.engine.send_signal(signal.SIGTERM)
+        self.engine.wait(timeout=60)
+        assert self.engine.returncode == 0, (self.workdir / "engine.log").read_text()[-3000:]
+        return json.loads((self.workdir / "summary.json").read_text())
+
+
+@pytest.fixture
+def scraped_engine(kafka_bootstrap, prometheus, tmp_path):
+    topics = {role: unique(f"prom-{role}") for role in ("in", "out", "dlq")}
+    create_topics(kafka_bootstrap, topics["in"], partitions=3)
+    create_topics(kafka_bootstrap, topics["out"], topics["dlq"])
+    port = free_port()
+    engine = start_engine(kafka_bootstrap, topics, port, tmp_path)
+    try:
+        server = prometheus({"streamdedup": [f"127.0.0.1:{port}"]},
+                            rule_files=(ROOT / "deploy/prometheus/alerts.yml",))
+        wait_for(server, 'up{job="streamdedup"}', 1)  # scraped before the first record: rates see it all
+        yield ScrapedEngine(engine, server, topics, tmp_path)
+    finally:
+        if engine.poll() is None:
+            engine.kill()
+            engine.wait(timeout=30)
+
+
+def test_prometheus_holds_the_streams_counts_and_answers_every_dashboard_query(kafka_bootstrap, scraped_engine):
+    prometheus, keyed, expected = scraped_engine.prometheus, keyed_topic(3, SPEC), generate(SPEC)[1]
+    assert len(keyed.records) == expected.records
+    upstream.produce(parse_kafka_uri(f"kafka://{kafka_bootstrap}/{scraped_engine.topics['in']}", "preload"),
+                     keyed.records)
+
+    # 1. every record read and judged, as Prometheus stored it
+    wait_for(prometheus, "sum(dedup_records_in_total)", expected.records)
+    wait_for(prometheus, "sum(dedup_out_total) + sum(dedup_duplicates_total) + sum(dedup_dead_lettered_total)",
+             expected.records)
+    counts = {name: value(prometheus, f"sum(dedup_{name}_total)") for name in COUNTS}
+    assert counts == {name: getattr(expected, name) for name in COUNTS}
+    assert value(prometheus, 'up{job="streamdedup"}') == 1
+
+    # 2. the labelled series add up: per rule, per reason
+    duplicates = by_label(prometheus, "dedup_duplicates_total", "rule")
+    assert duplicates["APP"] > 0 and duplicates["WEB"] > 0 and duplicates["none"] == 0
+    assert duplicates["APP"] + duplicates["WEB"] == expected.duplicates
+    out = by_label(prometheus, "dedup_out_total", "rule")
+    assert out["none"] == expected.passed_through and sum(out.values()) == expected.out
+    reasons = by_label(prometheus, "dedup_dead_lettered_total", "reason")
+    assert reasons["late"] == expected.late and sum(reasons.values()) == expected.dead_lettered
+    print(f"\ncounts {counts}\nduplicates per rule {duplicates}\nout per rule {out}\nper reason {reasons}")
+
+    # 3. every query of the dashboard answers, plausibly
+    answers = dashboard_answers(prometheus)
+    print("\n" + "\n".join(f"{where}: {expr} = {shown}" for where, (expr, shown) in answers.items()))
+    assert [f"{where}: {expr} = {shown}" for where, (expr, shown) in answers.items()
+            if not shown or not plausible(expr, shown)] == []
+
+    # 4. every alert evaluates; the stream's shares of late records and of dead letters put the
+    # alerts whose threshold they cross in pending (their "for" is longer than the test)
+    assert [(r["name"], r["lastError"]) for r in prometheus.rules() if r["health"] != "ok"] == []
+    crossed = {"DedupLateRecordsRising": expected.late / expected.records > 0.001,
+               "DedupDeadLettersRising": expected.dead_lettered / expected.records > 0.01}
+    pending = {name: "pending" for name, over in crossed.items() if over}
+    wait_until(lambda: alert_states(prometheus) == pending, 15)
+    print(f"alerts: {alert_states(prometheus)}; late {expected.late / expected.records:.4f}, "
+          f"dead letters {expected.dead_lettered / expected.records:.4f} of the input")
+    assert alert_states(prometheus) == pending
+
+    # 5. the engine's own accounting says what Prometheus says
+    own = scraped_engine.stop()
+    assert {name: own[name] for name in ("in", *COUNTS)} == {"in": expected.records, **counts}
+
+
+def alert_states(prometheus) -> dict[str, str]:
+    return {s["metric"]["alertname"]: s["metric"]["alertstate"] for s in prometheus.query("ALERTS")}
+
+
+def dashboard_answers(prometheus) -> dict[str, tuple[str, dict[str, float]]]:
+    """Each dashboard query (Grafana's interval as Grafana fills it in) -> (expr, {series: value})."""
+    answers = {}
+    for where, expr in dashboard_exprs(dashboard()).items():
+        expr = expr.replace("$__rate_interval", RATE_INTERVAL)
+        answers[where] = expr, {",".join(f"{k}={v}" for k, v in s["metric"].items()) or "": float(s["value"][1])
+                                for s in prometheus.query(expr)}
+    return answers
+
+
+def dashboard() -> dict:
+    return json.loads((ROOT / "deploy/grafana/dashboards/streamdedup.json").read_text())
+
+
+def plausible(expr: str, shown: dict[str, float]) -> bool:
+    """Finite and not negative; the Spark engine's own gauges at 0 on the kafka engine; a rate
+    (or a quantile of rates) above 0: every kind of record is in the stream, none skipped."""
+    values = list(shown.values())
+    if not all(math.isfinite(v) and v >= 0 for v in values):
+        return False
+    if any(name in expr for name in SPARK_ONLY):
+        return values == [0.0] * len(values)
+    if "rate(" in expr and "dedup_skipped_total" not in expr:
+        return sum(values) > 0
+    return True
