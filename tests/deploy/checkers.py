@@ -610,9 +610,12 @@ def shadowed_config_problems(env_names: Iterable[str], config: dict, where: str)
 
 def exported_metric_names() -> set[str]:
     """Every series name the service exports (a histogram's ``_bucket``, ``_sum`` and ``_count``
-    included), read from the exposition of the service's own registry."""
+    included, and gauges whose labelled series appear only once set), read from the exposition
+    of the service's own registry."""
     text = PrometheusMetrics(["APP", "WEB"]).exposition().decode()
-    return {sample.name for family in text_string_to_metric_families(text) for sample in family.samples}
+    families = list(text_string_to_metric_families(text))
+    gauges = {family.name for family in families if family.type == "gauge"}  # labelled ones have no series yet
+    return gauges | {sample.name for family in families for sample in family.samples}
 
 
 # Prometheus's own series, always there for a scraped target.

@@ -80,3 +80,28 @@ def test_every_engine_exports_the_same_labelled_counts(kafka_bootstrap, tmp_path
                  if series not in marks and not memory[series] == kafka.get(series) == spark.get(series)}
     assert differing == {}
     assert set(memory) == set(kafka) == set(spark)
+
+
+def test_the_spark_engine_reports_checkpoint_health_and_counts_failed_batches(tmp_path, monkeypatch):
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "0.jsonl").write_bytes(generate(StreamSpec(uniques=50))[0][0] + b"\n")
+    for name, value in {"CHECKPOINT": tmp_path / "checkpoint", "LOG_FILE": tmp_path / "spark.log",
+                        "RESTART": "fixed-delay(attempts=1,delay=0)"}.items():
+        monkeypatch.setenv(f"DEDUP_SPARK__{name}", str(value))
+    monkeypatch.setenv("DEDUP_POLICIES__TRANSIENT", "retry(attempts=1,backoff=fixed,delay=0)>fail")
+    healthy = container_for(load_settings(engine="spark", source=f"file:{tmp_path / 'in'}",
+                                          sink=f"file:{tmp_path / 'out'}", dlq=f"file:{tmp_path / 'dlq'}"))
+    healthy.engine().run()
+    text = healthy.metrics().exposition().decode()
+    values = {s.name: s.value for family in text_string_to_metric_families(text) for s in family.samples}
+    assert values["dedup_checkpoint_commit_seconds"] > 0 and values["dedup_failed_batches_total"] == 0
+    assert values["dedup_batch_duration_seconds_count"] == 1 and values["dedup_state_rows"] == 1
+
+    (tmp_path / "blocker").write_text("a file where the sink's directory should be")
+    monkeypatch.setenv("DEDUP_SPARK__CHECKPOINT", str(tmp_path / "checkpoint-2"))
+    failing = container_for(load_settings(engine="spark", source=f"file:{tmp_path / 'in'}",
+                                          sink=f"file:{tmp_path / 'blocker' / 'out'}", dlq=f"file:{tmp_path / 'dlq2'}"))
+    with pytest.raises(Exception, match="restart strategy"):
+        failing.engine().run()
+    text = failing.metrics().exposition().decode()
+    assert "dedup_failed_batches_total 2.0" in text

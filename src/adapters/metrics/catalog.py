@@ -47,6 +47,12 @@ CATALOG = {m.name: m for m in (
            ("rule",)),
     Metric("state_rows", "gauge", "Keys in the dedup state (spark engine)"),
     Metric("state_bytes", "gauge", "Memory used by the dedup state (spark engine)"),
+    Metric("checkpoint_commit_seconds", "gauge", "Time the last micro-batch took to commit its offsets and state to "
+           "the checkpoint (spark engine)"),
+    Metric("checkpoint_bytes_copied", "counter", "Bytes of state snapshot files uploaded to the checkpoint "
+           "(spark engine, RocksDB)"),
+    Metric("failed_batches", "counter", "Micro-batches whose query failed and was handed to the restart strategy "
+           "(spark engine)"),
     Metric("batch_duration_ms", "gauge", "Duration of the last micro-batch in milliseconds (spark engine)"),
     Metric("input_rows_per_second", "gauge", "Input rate of the last micro-batch (spark engine)"),
     Metric("processed_rows_per_second", "gauge", "Processing rate of the last micro-batch (spark engine)"),

@@ -189,12 +189,17 @@ class SparkEngine:
         """Run the query, restarted per ``restart`` (see the module docstring); returns its last start's counts."""
         stop = stop or threading.Event()
         try:
-            run_restarting(lambda: self.run_query(stop, available_now), self.restart, stop)
+            run_restarting(lambda: self.run_query(stop, available_now), self.restart, stop,
+                           on_failure=self._count_failure)
         except RestartsExhausted as exc:
             if self.spark_log is None:
                 raise
             raise RestartsExhausted(f"{exc} (Spark's own log: {self.spark_log.file})") from exc
         return self.listener.totals
+
+    def _count_failure(self) -> None:
+        if self.metrics is not None:
+            self.metrics.increment("failed_batches")
 
     def run_query(self, stop: threading.Event, available_now: bool | None = None) -> Accounting:
         """Start the query once and wait for it; the writer's clients are closed when it ends."""

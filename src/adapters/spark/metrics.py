@@ -133,7 +133,7 @@ class ProgressListener(StreamingQueryListener):
             self.totals.add(counts)
             self.gauges.update(gauges)
             self.batch_durations_ms.append(int(progress.durationMs.get("triggerExecution", 0)))
-        self._publish(counts, gauges, kafka_lags(progress))
+        self._publish(counts, gauges, kafka_lags(progress), checkpoint_bytes(progress))
         self._notify()
 
     def recount(self, batch_id: int, counts: Accounting) -> None:
@@ -156,7 +156,8 @@ class ProgressListener(StreamingQueryListener):
         with self._changed:
             return self._changed.wait_for(lambda: run_id in self._ended, timeout)
 
-    def _publish(self, counts: Accounting, gauges: dict[str, float], lags: dict[tuple[str, str], float]) -> None:
+    def _publish(self, counts: Accounting, gauges: dict[str, float], lags: dict[tuple[str, str], float],
+                 copied: int = 0) -> None:
         if self._metrics is None:
             return
         counts.publish(self._metrics)
@@ -166,6 +167,7 @@ class ProgressListener(StreamingQueryListener):
             self._metrics.observe("batch_duration_seconds", gauges["batch_duration_ms"] / 1000)
         for (topic, partition), lag in lags.items():
             self._metrics.gauge("kafka_lag", lag, topic=topic, partition=partition)
+        self._metrics.increment("checkpoint_bytes_copied", copied)
 
 
 def _gauges(progress, state_rows_tracked: bool, operator_count=None) -> dict[str, float]:
@@ -177,8 +179,18 @@ def _gauges(progress, state_rows_tracked: bool, operator_count=None) -> dict[str
         rows = state.numRowsTotal if state_rows_tracked else operator_count.rows() if operator_count else None
         if rows is not None:
             gauges["state_rows"] = float(rows)
-        gauges["state_bytes"] = float(state.memoryUsedBytes)
+        custom = dict(state.customMetrics or {})
+        gauges["state_bytes"] = float(max(state.memoryUsedBytes, custom.get("rocksdbSstFileSize", 0)))
+        durations = progress.durationMs
+        gauges["checkpoint_commit_seconds"] = (state.commitTimeMs + durations.get("walCommit", 0)
+                                               + durations.get("commitOffsets", 0)) / 1000
     return gauges
+
+
+def checkpoint_bytes(progress) -> int:
+    """Bytes of state files the micro-batch uploaded to the checkpoint (RocksDB snapshots; 0 when
+    the provider does not say)."""
+    return sum(int(dict(op.customMetrics or {}).get("rocksdbBytesCopied", 0)) for op in progress.stateOperators)
 
 
 def kafka_lags(progress) -> dict[tuple[str, str], float]:

@@ -45,8 +45,10 @@ def retried(operation: Callable[[], T], policies: Policies, sleep: Callable[[flo
 
 
 def run_restarting(run: Callable[[], T], strategy: RestartStrategy, stop: threading.Event,
-                   clock: Callable[[], float] = time.monotonic) -> T | None:
-    """``run()`` until it returns, ``stop`` is set (then None) or the strategy gives up."""
+                   clock: Callable[[], float] = time.monotonic,
+                   on_failure: Callable[[], None] | None = None) -> T | None:
+    """``run()`` until it returns, ``stop`` is set (then None) or the strategy gives up;
+    ``on_failure()`` after each failure the strategy judges (the failed-batches counter)."""
     failures: list[float] = []
     while True:
         try:
@@ -55,6 +57,8 @@ def run_restarting(run: Callable[[], T], strategy: RestartStrategy, stop: thread
             if _setup_error(exc):
                 raise
             reason = first_line(exc)
+        if on_failure is not None:
+            on_failure()
         failures.append(clock())
         delay = strategy.delay_after(failures)
         if delay is None or stop.is_set():
