@@ -7,7 +7,7 @@ import logging
 import pytest
 
 from adapters.files.notifications import JsonlNotificationSink, JsonlNotificationSource
-from domain.errors import SourceUnavailable
+from domain.errors import SetupError
 from domain.notifications import encode_notification
 from tests.contracts.notification_contract import MALFORMED, NOTES, NotificationContract, poll
 
@@ -54,6 +54,6 @@ class TestJsonlNotifications(NotificationContract):
         assert poll(source, 1) == NOTES[:1]
         source.close()
 
-    def test_a_file_that_cannot_be_read_is_source_unavailable(self):
-        with pytest.raises(SourceUnavailable, match="cannot read notifications"):
+    def test_a_missing_file_is_a_setup_error_never_retried(self):
+        with pytest.raises(SetupError, match="cannot read notifications"):
             JsonlNotificationSource(str(self.path.parent / "missing.jsonl"))

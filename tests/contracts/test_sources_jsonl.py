@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from adapters.files.jsonl import JsonlSource
-from domain.errors import SourceUnavailable
+from domain.errors import SetupError
 from domain.events import SourcePosition
 from tests.contracts.source_contract import EventSourceContract, read
 
@@ -37,6 +37,6 @@ class TestJsonlSource(EventSourceContract):
         assert source.exhausted is True
         source.close()
 
-    def test_a_file_that_cannot_be_read_is_source_unavailable(self):
-        with pytest.raises(SourceUnavailable, match="cannot read"):
+    def test_a_missing_file_is_a_setup_error_never_retried(self):
+        with pytest.raises(SetupError, match="cannot read"):
             JsonlSource(str(self.path.parent / "missing.jsonl"))

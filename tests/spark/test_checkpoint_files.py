@@ -70,3 +70,28 @@ def test_the_engines_files_go_through_a_file_system_that_is_not_file(spark, tmp_
 
 def test_a_relative_location_is_the_one_spark_resolves(spark, tmp_path):
     assert {str(HadoopPath.at(s)) for s in spellings(spark, tmp_path / "ckpt")} == {f"file:{tmp_path}/ckpt"}
+
+
+def test_a_lease_left_unreadable_by_a_kill_is_taken_over_once_it_is_stale(spark, tmp_path):
+    # kill -9 while the lease was being replaced leaves its bytes and Hadoop's .owner.crc apart:
+    # every read is a checksum error, so it ages from its last write instead of blocking forever
+    import os
+    import time
+
+    from adapters.spark.lease import CheckpointLease
+
+    first = CheckpointLease(str(tmp_path / "checkpoint"), timeout=2)
+    first.take(spark)
+    first._stopped.set()  # the holder dies without releasing
+    owner = first._path
+    lease_file = tmp_path / "checkpoint" / "streamdedup" / owner.name
+    assert (lease_file.parent / f".{owner.name}.crc").exists()
+    lease_file.write_text(lease_file.read_text().replace('"owner"', '"OWNER"'))  # the checksum no longer fits
+    os.utime(lease_file, (time.time() - 10, time.time() - 10))
+
+    second = CheckpointLease(str(tmp_path / "checkpoint"), timeout=2)
+    second.take(spark)
+    try:
+        assert json.loads(lease_file.read_text())["owner"] == second.owner
+    finally:
+        second.release()

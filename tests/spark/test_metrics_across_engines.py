@@ -95,6 +95,7 @@ def test_the_spark_engine_reports_checkpoint_health_and_counts_failed_batches(tm
     text = healthy.metrics().exposition().decode()
     values = {s.name: s.value for family in text_string_to_metric_families(text) for s in family.samples}
     assert values["dedup_checkpoint_commit_seconds"] > 0 and values["dedup_failed_batches_total"] == 0
+    assert values["dedup_state_load_seconds"] > 0
     assert values["dedup_batch_duration_seconds_count"] == 1 and values["dedup_state_rows"] == 1
 
     (tmp_path / "blocker").write_text("a file where the sink's directory should be")

@@ -49,6 +49,8 @@ CATALOG = {m.name: m for m in (
     Metric("state_bytes", "gauge", "Memory used by the dedup state (spark engine)"),
     Metric("checkpoint_commit_seconds", "gauge", "Time the last micro-batch took to commit its offsets and state to "
            "the checkpoint (spark engine)"),
+    Metric("state_load_seconds", "gauge", "Duration of the first micro-batch after the query (re)started, which "
+           "restores the state from the checkpoint (spark engine)"),
     Metric("checkpoint_bytes_copied", "counter", "Bytes of state snapshot files uploaded to the checkpoint "
            "(spark engine, RocksDB)"),
     Metric("failed_batches", "counter", "Micro-batches whose query failed and was handed to the restart strategy "

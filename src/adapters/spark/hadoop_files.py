@@ -31,6 +31,11 @@ from typing import Any, Iterator
 
 from domain.errors import StateUnavailable
 
+class CorruptFile(StateUnavailable):
+    """A file whose bytes do not match the checksum the file system keeps beside it (Hadoop's
+    ``.NAME.crc``): a process killed while replacing it. Waiting does not mend it; rewriting does."""
+
+
 PARTIAL = ".{}.{}.partial"  # hidden, and one per writer: two instances replacing one file do not mix
 
 
@@ -162,6 +167,11 @@ class HadoopPath:
             if not self._fs.fs.delete(self._jpath, False) and not missing_ok:
                 raise FileNotFoundError(str(self))
 
+    def modified(self) -> float:
+        """When the file was last written, in seconds since the epoch."""
+        with _translated(self):
+            return self._fs.fs.getFileStatus(self._jpath).getModificationTime() / 1000
+
     def total_bytes(self) -> int:
         """Bytes of every file under this directory (0 when it does not exist)."""
         with _translated(self):
@@ -196,6 +206,8 @@ def _translated(where) -> Iterator[None]:
         if _java_class(exc) == "java.io.FileNotFoundException":
             raise FileNotFoundError(str(where)) from None
         message = str(exc.java_exception.getMessage() or _java_class(exc)).strip().splitlines()[0]
+        if _java_class(exc) == "org.apache.hadoop.fs.ChecksumException":
+            raise CorruptFile(f"checkpoint file system: {where}: {message}") from None
         raise StateUnavailable(f"checkpoint file system: {where}: {message}") from None
 
 

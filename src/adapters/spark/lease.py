@@ -40,7 +40,7 @@ import time
 import uuid
 
 from adapters.spark.checkpoint import Checkpoint
-from adapters.spark.hadoop_files import HadoopPath
+from adapters.spark.hadoop_files import CorruptFile, HadoopPath
 from domain.errors import DedupError, SetupError
 
 log = logging.getLogger(__name__)
@@ -199,6 +199,9 @@ def _read(path: HadoopPath, looks: int = 5) -> dict | None:
     for look in range(looks):
         try:
             return json.loads(path.read_text())
+        except CorruptFile:
+            # a holder killed while renewing it: unreadable for good, so it ages from its last write
+            return {"owner": "an unreadable lease (its holder died writing it)", "heartbeat": path.modified()}
         except (FileNotFoundError, ValueError):
             if look + 1 < looks:
                 time.sleep(0.05)

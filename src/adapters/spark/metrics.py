@@ -103,6 +103,7 @@ class ProgressListener(StreamingQueryListener):
         self.gauges: dict[str, float] = {}
         self.batch_durations_ms: list[int] = []
         self._ended: set[str] = set()  # runIds whose termination arrived
+        self._loaded: set[str] = set()  # runIds whose first micro-batch (the state's restore) was timed
         self._recounted: dict[int, Accounting] = {}
         self._metrics = metrics
         self._changed = threading.Condition()
@@ -124,6 +125,9 @@ class ProgressListener(StreamingQueryListener):
         if not self._ours(progress.id):
             return
         gauges = _gauges(progress, self.state_rows_tracked, self.state_rows)
+        if progress.stateOperators and str(progress.runId) not in self._loaded:
+            self._loaded.add(str(progress.runId))
+            gauges["state_load_seconds"] = gauges["batch_duration_ms"] / 1000
         if self.state_rows is not None and progress.stateOperators:  # kept before wait_for() sees the batch
             self.state_rows.record(int(gauges["state_rows"]) if "state_rows" in gauges else None)
         with self._changed:
