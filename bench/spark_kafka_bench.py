@@ -17,6 +17,8 @@ warm-up: 10–15% in trials), then runs each mode over the whole backlog (``avai
   RocksDB's row count is off (the default: ``trackTotalNumberOfRows=false``, no read before
   each write); the operator counts its keys for the state-rows gauge, and the bench checks
   that gauge against the keys counted from the checkpoint (Spark's state data source).
+* ``engine-eos``: the same with ``kafka.delivery=exactly-once``: each output partition written
+  by its task in one Kafka transaction (``adapters.spark.transactional_sink``).
 * ``engine-tracked``: the same with RocksDB's row count on (Spark's own default).
 
 Record ``i`` (event time ``T0 + i * spread / events``) has key ``i`` for the first
@@ -50,7 +52,7 @@ from spark_bench_report import Sampler, plot, summarize  # noqa: E402
 from deploy.local import services as local_services  # noqa: E402
 
 T0 = 1_700_000_000
-MODES = ("engine", "engine-tracked", "native")
+MODES = ("engine", "engine-eos", "engine-tracked", "native")
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -65,7 +67,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--prime", type=int, default=1_000_000,
                    help="records of an unmeasured first pass of every mode (0: none; the first mode then "
                         "pays the JVM's warm-up)")
-    p.add_argument("--modes", default="engine,engine-tracked,native", help="run in this order, in one driver")
+    p.add_argument("--modes", default="engine,engine-eos,native", help="run in this order, in one driver")
     p.add_argument("--driver-memory", default="4g")
     p.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", type=spark_setting,
                    help="a Spark setting over the engine's defaults, for both modes (repeatable)")
@@ -99,7 +101,8 @@ def main(argv=None) -> None:
         broker.create(topic)
         seconds = preload(spark, broker.bootstrap, topic, args)
         print(f"preloaded {args.events:,} records into {topic} in {seconds:.0f} s", flush=True)
-        modes = {"native": run_native, "engine": run_engine, "engine-tracked": run_engine_tracked}
+        modes = {"native": run_native, "engine": run_engine, "engine-eos": run_engine_eos,
+                 "engine-tracked": run_engine_tracked}
         if args.prime:
             prime(spark, broker, topic, args, [modes[mode] for mode in args.modes.split(",")], Path(workdir))
         results = [measure(spark, mode, modes[mode], broker, topic, args, Path(workdir))
@@ -168,7 +171,8 @@ def run_native(spark, broker: "Broker", topic: str, args, checkpoint: Path) -> N
     query.awaitTermination()
 
 
-def run_engine(spark, broker: "Broker", topic: str, args, checkpoint: Path, track_rows: bool = False) -> dict:
+def run_engine(spark, broker: "Broker", topic: str, args, checkpoint: Path, track_rows: bool = False,
+               delivery: str = "at-least-once") -> dict:
     from adapters.spark.engine import build_spark_engine
     from adapters.spark.session import TRACK_ROWS
     from domain.policies import Policies
@@ -181,7 +185,7 @@ def run_engine(spark, broker: "Broker", topic: str, args, checkpoint: Path, trac
     engine = build_spark_engine(RuleSet(), Policies(), source=f"{kafka}/{topic}", sink=f"{kafka}/{out}",
                                 dead_letters=f"{kafka}/{dlq}", checkpoint=str(checkpoint), available_now=True,
                                 max_offsets_per_trigger=args.batch, spark=spark, metrics=gauges,
-                                conf={TRACK_ROWS: str(track_rows).lower()})
+                                conf={TRACK_ROWS: str(track_rows).lower()}, delivery=delivery)
     counts = engine.run()
     print(f"  {name} accounting: {counts.as_dict()}", flush=True)
     return {"state_rows_gauge": engine.listener.gauges.get("state_rows"), "state_rows_per_batch": gauges.rows}
@@ -200,6 +204,10 @@ class StateRowsPerBatch:
     def gauge(self, name: str, value: float) -> None:
         if name == "state_rows":
             self.rows.append(int(value))
+
+
+def run_engine_eos(spark, broker: "Broker", topic: str, args, checkpoint: Path) -> dict:
+    return run_engine(spark, broker, topic, args, checkpoint, delivery="exactly-once")
 
 
 def run_engine_tracked(spark, broker: "Broker", topic: str, args, checkpoint: Path) -> dict:
@@ -236,10 +244,13 @@ def report(results: list[dict], args) -> None:
     figures = {"args": {k: str(v) for k, v in vars(args).items()}, "load_average": os.getloadavg(),
                "results": results}
     by_mode = {r["mode"]: r for r in results}
-    for mode in ("engine", "engine-tracked"):
+    for mode in ("engine", "engine-eos", "engine-tracked"):
         if {"native", mode} <= by_mode.keys():
             ratio = by_mode[mode]["events_per_s"] / by_mode["native"]["events_per_s"]
             figures[f"{mode.replace('-', '_')}_to_native"] = round(ratio, 3)
+    if {"engine", "engine-eos"} <= by_mode.keys():
+        figures["eos_to_at_least_once"] = round(by_mode["engine-eos"]["events_per_s"] / by_mode["engine"]["events_per_s"], 3)
+        print(f"exactly-once / at-least-once: {figures['eos_to_at_least_once']}")
     args.out.write_text(json.dumps(figures, indent=2))
     png = args.out.with_suffix(".png")
     plot(results, png)

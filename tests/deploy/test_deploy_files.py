@@ -178,6 +178,11 @@ def test_the_default_command_loads_the_connector_and_the_operator_from_the_engin
     [(_, maven_dest)] = [c.copy_sources(i) for i in dockerfile.final.all("COPY") if i.flags.get("from") == "jars"]
     assert maven_dest.rstrip("/") == jar_dirs(dockerfile)[0]
     [operator] = [r for r in dockerfile.stage("build").all("RUN") if "operator_jar" in r.body]
+    # the operator's Kafka writer compiles against the connector: the build stage has it before compiling
+    build = dockerfile.stage("build").instructions
+    [connector] = [i for i in build if i.keyword == "COPY" and i.flags.get("from") == "jars"]
+    assert c.copy_sources(connector)[1].rstrip("/") == jar_dirs(dockerfile)[0]
+    assert build.index(connector) < build.index(operator)
     assert c.stage_environment(dockerfile, dockerfile.stage("build"))["STREAMDEDUP_CACHE"] == cache
     assert any(c.copy_sources(i) == ([cache + "/"], cache + "/") and i.flags.get("from") == "build"
                for i in dockerfile.final.all("COPY")), "the operator jar the build stage compiled is copied"

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Callable
 
 from adapters.spark.identity import IDENTITY
-from adapters.spark.transactional_sink import control_topic_for
+from adapters.spark.transactional_sink import control_topic_for, partition_id
 from app.generator import StreamSpec, generate
 from domain.dead_letters import from_headers
 from tests.faults.injection import kill_9, outage
@@ -99,10 +99,10 @@ class Topics:
 
 
 def committed_counts(topics: Topics, transactional_id: str) -> Counter:
-    """The summed counts of every committed micro-batch (from the commit markers)."""
+    """The summed counts of every committed micro-batch (from its partitions' commit markers)."""
     totals = Counter()
     for message in read_topic(topics.bootstrap, topics.commits, timeout=20):
-        if message.key == transactional_id.encode():
+        if message.key.startswith(partition_id(transactional_id, "").encode()):
             totals.update(json.loads(message.value)["counts"])
     return totals
 

@@ -18,7 +18,7 @@ sys.path.insert(0, str(ROOT / "src"))
 pyspark = pytest.importorskip("pyspark")
 
 from adapters.spark.engine import build_spark_engine  # noqa: E402
-from adapters.spark.session import build_session  # noqa: E402
+from adapters.spark.session import build_session, kafka_jars  # noqa: E402
 from app.cli import main  # noqa: E402
 from domain.dead_letters import from_document  # noqa: E402
 from domain.policies import Policies  # noqa: E402
@@ -32,6 +32,13 @@ def spark():
     session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()
+
+
+@pytest.fixture
+def kafka_spark(spark):
+    if not kafka_jars():
+        pytest.skip("Spark's Kafka connector jars are not in .cache/jars/spark-kafka (scripts/bootstrap --services)")
+    return spark
 
 
 @dataclass

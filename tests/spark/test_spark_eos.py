@@ -23,7 +23,7 @@ from adapters.spark.session import kafka_jars
 from adapters.kafka.config import KafkaEndpoint
 from adapters.spark.checkpoint import Checkpoint
 from adapters.spark.identity import legacy_transactional_id, resolve_identity
-from adapters.spark.transactional_sink import CommitLog
+from adapters.spark.transactional_sink import CommitLog, partition_id
 from app.container import container_for
 from app.generator import StreamSpec, generate
 from app.settings import SettingsError, load_settings
@@ -38,13 +38,6 @@ from tests.integration.streams import reference
 from tests.spark.conftest import spellings
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka]
-
-
-@pytest.fixture
-def kafka_spark(spark):
-    if not kafka_jars():
-        pytest.skip("Spark's Kafka connector jars are not in .cache/jars/spark-kafka (scripts/bootstrap --services)")
-    return spark
 
 
 @pytest.fixture
@@ -75,9 +68,14 @@ def dead_letter_bytes(messages) -> list[bytes]:
     return [from_headers(m.value, m.key, m.raw_headers).record.value for m in messages]
 
 
-def markers(bootstrap: str, topic: str, transactional_id: str) -> list[dict]:
-    return [json.loads(m.value) for m in read_topic(bootstrap, f"{topic}.commits")
-            if m.key == transactional_id.encode()]
+def markers(bootstrap: str, topic: str, transactional_id: str) -> dict[int, list[dict]]:
+    """The commit markers of ``transactional_id``'s partitions, per batch."""
+    batches: dict[int, list[dict]] = {}
+    for message in read_topic(bootstrap, f"{topic}.commits"):
+        if message.key.startswith(partition_id(transactional_id, "").encode()):
+            marker = json.loads(message.value)
+            batches.setdefault(marker["batch_id"], []).append(marker)
+    return batches
 
 
 def test_a_replayed_micro_batch_is_not_produced_twice(kafka_spark, kafka_bootstrap, topics, tmp_path):
@@ -88,8 +86,8 @@ def test_a_replayed_micro_batch_is_not_produced_twice(kafka_spark, kafka_bootstr
     #    lost and the batch replayed
     first = engine(kafka_spark, kafka_bootstrap, topics, checkpoint, "exactly-once")
     first.run(available_now=True)
-    tid = first.writer.producer.transactional_id
-    zombie = open_transaction_left_behind(kafka_bootstrap, tid, topics["out"])
+    tid = first.writer.identity.transactional_id
+    zombie = open_transaction_left_behind(kafka_bootstrap, partition_id(tid, 0), topics["out"])
     replayed = crash_before_checkpoint_commit(checkpoint)
     engine(kafka_spark, kafka_bootstrap, topics, checkpoint, "exactly-once").run(available_now=True)
     # 2. read_committed readers see every unique event and every dead letter exactly once
@@ -98,12 +96,15 @@ def test_a_replayed_micro_batch_is_not_produced_twice(kafka_spark, kafka_bootstr
     assert Counter(m.value for m in out) == Counter(want.emitted)
     assert Counter(dead_letter_bytes(read_topic(kafka_bootstrap, topics["dlq"]))) == Counter(want.dead_letters)
     assert zombie not in {m.value for m in out}
-    # 3. one commit marker per batch; their counts are the run's accounting
-    batches = [m["batch_id"] for m in markers(kafka_bootstrap, topics["out"], tid)]
-    assert batches == list(range(replayed + 1)) and replayed >= 2
+    # 3. one commit marker per batch and output partition (the replay found them all and wrote none);
+    #    their counts are the run's accounting
+    batches = markers(kafka_bootstrap, topics["out"], tid)
+    assert sorted(batches) == list(range(replayed + 1)) and replayed >= 2
+    assert all(sorted(m["partition"] for m in batch) == [0, 1] for batch in batches.values())
     totals = Counter()
-    for marker in markers(kafka_bootstrap, topics["out"], tid):
-        totals.update(marker["counts"])
+    for batch in batches.values():
+        for marker in batch:
+            totals.update(marker["counts"])
     assert {k: totals[k] for k in ("in", "out", "duplicates", "dead_lettered")} == \
         {k: expected.as_accounting()[k] for k in ("in", "out", "duplicates", "dead_lettered")}
 
@@ -140,7 +141,7 @@ def test_a_restart_spelling_the_checkpoint_otherwise_writes_no_batch_twice(kafka
             crash_before_checkpoint_commit(checkpoint)
         spark_engine = engine(kafka_spark, kafka_bootstrap, topics, spelling, "exactly-once", per_batch=400)
         spark_engine.run(available_now=True)
-        ids.append(spark_engine.writer.producer.transactional_id)
+        ids.append(spark_engine.writer.identity.transactional_id)
     # 2. one transactional id: every replay found its batch's commit marker and wrote nothing again
     assert len(set(ids)) == 1
     assert Counter(m.value for m in read_topic(kafka_bootstrap, topics["out"])) == Counter(reference(records).emitted)
@@ -288,7 +289,7 @@ def test_the_commit_topic_gets_the_brokers_replication_factor_unless_configured(
     settings = load_settings(engine="spark", source=f"kafka://{bootstrap}/in", sink=f"kafka://{bootstrap}/unique",
                              dlq=f"kafka://{bootstrap}/dead", kafka={"delivery": "exactly-once",
                                                                     "commit_topic_replication_factor": 1})
-    container_for(settings).engine().writer.producer.commits.ensure()
+    container_for(settings).engine().writer.commits.ensure()
     admin, resource = AdminClient({"bootstrap.servers": bootstrap}), ConfigResource("topic", "unique.commits")
     topic = admin.list_topics("unique.commits", timeout=10).topics["unique.commits"]
     assert [len(p.replicas) for p in topic.partitions.values()] == [1]

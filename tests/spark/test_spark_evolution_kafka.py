@@ -19,7 +19,7 @@ from app.generator import StreamSpec, generate
 from domain.policies import Policies
 from tests.integration.kafka_io import create_topics, produce, read_topic, unique
 from tests.integration.streams import reference
-from tests.spark.test_spark_eos import crash_before_checkpoint_commit, engine, kafka_spark, topics  # noqa: F401
+from tests.spark.test_spark_eos import crash_before_checkpoint_commit, engine, topics  # noqa: F401
 from tests.spark.test_spark_evolution import V1, V2, event
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka]
@@ -69,5 +69,5 @@ def test_an_exactly_once_migration_does_not_produce_again_what_the_old_job_commi
     produce(kafka_bootstrap, topics["in"], records[half:])
     v2 = engine(kafka_spark, kafka_bootstrap, topics, tmp_path / "v2", "exactly-once", per_batch=300)
     v2.run(available_now=True)
-    assert v2.writer.producer.transactional_id == v1.writer.producer.transactional_id
+    assert v2.writer.identity.transactional_id == v1.writer.identity.transactional_id
     assert Counter(m.value for m in read_topic(kafka_bootstrap, topics["out"])) == Counter(reference(records).emitted)

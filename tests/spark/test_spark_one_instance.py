@@ -108,3 +108,24 @@ def test_sparks_concurrent_update_error_stops_the_engine_without_a_restart(files
     assert isinstance(error, CheckpointInUse) and "CONCURRENT_STREAM_LOG_UPDATE" in str(error), error
     assert "\n" not in str(error) and "this instance stops and is not restarted" in str(error)
     assert not [r for r in caplog.records if "restart" in r.getMessage()]
+
+
+def test_a_lease_renewed_while_it_is_confirmed_is_never_taken_for_lost(spark, tmp_path):
+    """Hadoop's local file system replaces a file in two renames (data, then checksum): a confirm
+    reading between them once took the half-renamed lease for another owner's and stopped the job."""
+    from adapters.spark.lease import CheckpointLease
+
+    lease = CheckpointLease(str(tmp_path / "checkpoint"), timeout=0.5)  # renewed every 0.1 s
+    lease.take(spark)
+    renewing, confirms, deadline = threading.Event(), 0, time.monotonic() + 4
+    renewer = threading.Thread(target=lambda: [lease._renew() for _ in iter(renewing.is_set, True)], daemon=True)
+    renewer.start()
+    try:
+        while time.monotonic() < deadline:
+            lease.confirm()
+            confirms += 1
+    finally:
+        renewing.set()
+        renewer.join()
+        lease.release()
+    assert confirms > 20 and lease._beat > 20 and not lease.lost.is_set()

@@ -93,6 +93,13 @@ def test_setup_errors_are_not_restarted():
     assert job.runs == 1
 
 
+def test_a_failure_that_took_sparks_jvm_down_is_not_restarted_in_the_process():
+    job = FailingJob(failures=3, error=ConnectionRefusedError(111, "Connection refused"))
+    with pytest.raises(RestartsExhausted) as error:
+        run_restarting(job, parse_restart("fixed-delay(attempts=30,delay=0)"), threading.Event(), alive=lambda: False)
+    assert job.runs == 1 and "Spark's JVM is gone" in str(error.value) and "\n" not in str(error.value)
+
+
 def test_a_stop_while_waiting_for_a_restart_ends_the_job_without_restarting_it():
     job, stop = FailingJob(failures=1), threading.Event()
     stop.wait = lambda delay: True  # SIGTERM arrived during the wait

@@ -9,11 +9,12 @@ engine retries it per the ``transient`` policy and decides whether the batch is 
   directories replaced per batch; both outputs in one Kafka write when they can share it.
   A batch replayed after a crash between the write and Spark's checkpoint commit is written
   to Kafka again.
-* ``ExactlyOnceWriter``: unique events and dead letters collected to the driver and
-  produced in one Kafka transaction with a commit marker (``transactional_sink``) under the
-  checkpoint's transactional id (``identity``, resolved by ``open`` at each start); a
-  replayed batch is never produced twice. Dead letters to a JSONL directory are replaced
-  per batch (effectively once) before the transaction.
+* ``ExactlyOnceWriter``: unique events and dead letters written by the executors, each task
+  its partition in one Kafka transaction with a commit marker (``transactional_sink``) under
+  the checkpoint's transactional id (``identity``, resolved by ``open`` at each start) and its
+  partition; a retried task or replayed batch never produces a committed partition twice, and
+  the driver never holds the records. Dead letters to a JSONL directory are replaced per batch
+  (effectively once) before the transactions.
 
 ``open(spark)`` is called at each start of the query, before it runs; ``close()`` when it ends.
 
@@ -24,6 +25,7 @@ too large for the events topic into a dead letter, and dead letters are bounded 
 from __future__ import annotations
 
 import json
+import logging
 import operator
 import re
 from dataclasses import dataclass, field, replace
@@ -34,15 +36,16 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from adapters.spark.checkpoint import Checkpoint
-from adapters.spark.dead_letters import producer_headers
-from adapters.spark.identity import committed_pending, resolve_identity, settle
+from adapters.spark.identity import Identity, committed_pending, resolve_identity, settle, write_identity
 from adapters.spark.jvm import SparkSetupError
-from adapters.spark.metrics import accounting_of
 from adapters.spark.oversize import OversizeRoute, dead_letter_bound, events_route, producer_max
 from adapters.spark.plan import DEAD_LETTER
-from adapters.spark.sinks import BatchSink, kafka_records, write_judged
-from adapters.spark.transactional_sink import BatchOutput, CommitLog, TransactionalProducer
+from adapters.spark.sinks import BatchSink, accounted_records, write_judged
+from adapters.spark.transactional_sink import (BATCHING, NO_BATCH, PRODUCER_DEFAULTS, CommitLog, ExecutorWriter,
+                                               control_topic_for, fence, java_client_settings)
 from domain.dead_letters import DEFAULT_MAX_BYTES
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -74,45 +77,74 @@ class AtLeastOnceWriter:
 class ExactlyOnceWriter:
     events_topic: str
     dead_letters: BatchSink
-    producer: TransactionalProducer
+    executors: ExecutorWriter
+    commits: CommitLog
     checkpoint: str | None = None
     routed: OversizeRoute = field(default_factory=OversizeRoute)
     transactional_id: str | None = None  # configured (kafka.transactional_id); else the checkpoint's identity
     carried: Column | None = field(default=None, repr=False)  # rows an old job committed before a migration
+    identity: Identity | None = field(default=None, repr=False)
+    query_id: str | None = None
+    spark: object = field(default=None, repr=False)
     kafka = True
 
     @property
     def reads(self) -> int:
-        """The collect and the counts, plus the dead letters' own write to a JSONL directory."""
-        return 2 if self.dead_letters.endpoint.kind == "kafka" else 3
+        """One write from the executors, plus the dead letters' own write to a JSONL directory."""
+        return 1 if self.dead_letters.endpoint.kind == "kafka" else 2
 
     def open(self, spark) -> None:
         """The transactional id for this start: the checkpoint's identity (created on its first start);
-        after a migration, whether the old job committed its pending batch to Kafka (``identity.settle``)."""
+        after a migration, whether the old job committed its pending batch to Kafka (``identity.settle``);
+        after an upgrade from a version that committed whole batches, what it committed (``upgrade``)."""
+        if spark.conf.get("spark.speculation", "false").strip().lower() == "true":
+            raise SparkSetupError("kafka.delivery=exactly-once needs spark.speculation=false: a speculative copy of "
+                                  "a writing task would fence the task it copies (see deploy/README.md)")
         checkpoint = Checkpoint.at(self.checkpoint, spark)
+        self.commits.ensure()
         identity = resolve_identity(checkpoint, self.checkpoint, self.transactional_id)
-        identity = settle(identity, checkpoint, _last_marker(self.producer.commits))
-        self.producer.transactional_id, self.producer.query_id = identity.transactional_id, None
-        self.carried = already_committed(committed_pending(identity))
+        identity = settle(identity, checkpoint, self.commits.last_committed)
+        self.identity = upgrade(identity, checkpoint, self.commits, self.executors)
+        self.carried = already_committed(committed_pending(self.identity))
+        self.query_id, self.spark = None, spark
 
     def write(self, batch: DataFrame, batch_id: int) -> None:
+        if self.identity.whole_batch_committed is not None and batch_id <= self.identity.whole_batch_committed:
+            log.info("batch %d was committed to Kafka by the previous version (marker found); not writing it again",
+                     batch_id)
+            return
         if self.carried is not None:  # judged, but the old job produced them before the migration
             batch = batch.filter(~self.carried)
-        self.producer.query_id = self.producer.query_id or query_id_of(self.checkpoint)
-        if self.dead_letters.endpoint.kind != "kafka":
-            self.dead_letters.write(batch.filter(F.col("verdict") == DEAD_LETTER), batch_id)
-        self.producer.write(self.collect(batch, batch_id))
-
-    def collect(self, batch: DataFrame, batch_id: int) -> BatchOutput:
-        """The batch's Kafka records on the driver, as ``(topic, key, value, headers)``."""
+        self.query_id = self.query_id or query_id_of(self.checkpoint)
         letters = self.dead_letters.endpoint.topic if self.dead_letters.endpoint.kind == "kafka" else None
-        table = kafka_records(batch, self.events_topic, letters, self.dead_letters.max_bytes).toArrow()
-        headers = map(producer_headers, table.column("headers").to_pylist())
-        rows = list(zip(*(table.column(name).to_pylist() for name in ("topic", "key", "value")), headers))
-        return BatchOutput(batch_id, rows, accounting_of(batch).as_dict())
+        if letters is None:
+            self.dead_letters.write(batch.filter(F.col("verdict") == DEAD_LETTER), batch_id)
+        records = accounted_records(batch, self.events_topic, letters, self.dead_letters.max_bytes)
+        tasks = self.executors.write(records, batch_id, self.identity.transactional_id, self.query_id)
+        skipped = sorted(task.partition for task in tasks if task.skipped)
+        if skipped:
+            log.info("batch %d: partitions %s were committed to Kafka before (markers found); not written again",
+                     batch_id, skipped)
 
     def close(self) -> None:
-        self.producer.close()
+        if self.spark is not None:
+            ExecutorWriter.close(self.spark)
+
+
+def upgrade(identity: Identity, checkpoint: Checkpoint, commits: CommitLog, executors: ExecutorWriter) -> Identity:
+    """Once per checkpoint: the last batch a version writing whole batches from the driver committed under
+    the bare transactional id (its open transaction, if any, aborted first), recorded in the identity.
+    A checkpoint without progress has none to look up."""
+    if identity.whole_batch_committed is not None:
+        return identity
+    last = NO_BATCH
+    if checkpoint.has_progress():
+        tid = identity.transactional_id
+        fence(commits.endpoint, tid, commits.settings)
+        last = commits.last_committed(tid, checkpoint.query_id()).get(tid, NO_BATCH)
+    upgraded = replace(identity, whole_batch_committed=last)
+    write_identity(checkpoint, upgraded)
+    return upgraded
 
 
 def already_committed(pending: dict | None) -> Column | None:
@@ -129,15 +161,6 @@ def already_committed(pending: dict | None) -> Column | None:
                                  for partition, end in parts.items()])
 
 
-def _last_marker(commits: CommitLog):
-    """The last batch ``commits`` holds for (transactional id, query id); the topic is created when
-    missing (an old job that wrote no marker)."""
-    def last(transactional_id: str, query_id: str | None) -> int:
-        commits.ensure()
-        return commits.last_committed(transactional_id, query_id)
-    return last
-
-
 def query_id_of(checkpoint: str | None) -> str | None:
     """The commit markers carry the query's id, so a checkpoint created anew at the same
     location (batch ids from 0 again) is not mistaken for the old query (None: no checkpoint)."""
@@ -150,18 +173,18 @@ def query_id_of(checkpoint: str | None) -> str | None:
 def writer_for(sink: str, dead_letters: str, delivery: str, checkpoint: str,
                kafka_settings: Mapping[str, str] | None = None, transactional_id: str | None = None,
                spark_producer_options: Mapping[str, str] | None = None, commit_replication: int | None = None,
-               dead_letter_max_bytes: int = DEFAULT_MAX_BYTES):
+               dead_letter_max_bytes: int = DEFAULT_MAX_BYTES, consumer_options: Mapping[str, str] | None = None):
     """The batch writer for ``delivery`` (``at-least-once`` or ``exactly-once``).
 
     ``kafka_settings``: librdkafka settings (the transactional producer);
-    ``spark_producer_options``: the same as options of Spark's Kafka writer;
+    ``spark_producer_options``: the same as options of Spark's Kafka writer (and, unprefixed, of the
+    executor-side writer); ``consumer_options``: those of Spark's Kafka reader (the markers' lookups);
     ``commit_replication``: the commit-marker topic's replication factor (None: the broker's default);
     ``dead_letter_max_bytes``: a dead letter's key plus value at most (``domain.dead_letters``).
     """
     from adapters.kafka.config import KafkaEndpoint
-    from adapters.spark.transactional_sink import CommitLog, control_topic_for
 
-    options = dict(spark_producer_options or {})
+    options = {**{f"kafka.{key}": value for key, value in BATCHING.items()}, **(spark_producer_options or {})}
     settings = dict(kafka_settings or {})
     events, letters = (BatchSink.from_uri(sink, "events", options),
                        BatchSink.from_uri(dead_letters, "dead_letters", options))
@@ -173,9 +196,10 @@ def writer_for(sink: str, dead_letters: str, delivery: str, checkpoint: str,
                               "per micro-batch, effectively once, with at-least-once)")
     endpoint = KafkaEndpoint(events.endpoint.location, events.endpoint.topic)
     commits = CommitLog(KafkaEndpoint(endpoint.bootstrap, events.endpoint.options.get(
-        "commit_topic", control_topic_for(endpoint.topic))), kafka_settings or {},
-        replication_factor=commit_replication)
-    producer = TransactionalProducer(endpoint, commits, transactional_id, kafka_settings)
-    return ExactlyOnceWriter(endpoint.topic, letters, producer, checkpoint,
-                             events_route(events.endpoint, settings, producer_max(librdkafka=settings)),
+        "commit_topic", control_topic_for(endpoint.topic))), settings, replication_factor=commit_replication)
+    producer = {**PRODUCER_DEFAULTS, **java_client_settings(endpoint.bootstrap, options)}
+    consumer = java_client_settings(endpoint.bootstrap, consumer_options or {})
+    executors = ExecutorWriter(producer, consumer, commits.endpoint.topic)
+    return ExactlyOnceWriter(endpoint.topic, letters, executors, commits, checkpoint,
+                             events_route(events.endpoint, settings, producer_max(options)),
                              transactional_id=transactional_id)

@@ -118,7 +118,7 @@ def build_spark_engine(rules: RuleSet, policies: Policies, *, source: str, sink:
     config = dict(kafka_config or {})
     consumer, producer = (spark_kafka_options(config, role) for role in ("consumer", "producer"))
     writer = writer_for(sink, dead_letters, delivery, checkpoint, config, transactional_id, producer,
-                        commit_replication, dead_letter_max_bytes)
+                        commit_replication, dead_letter_max_bytes, consumer)
     judge = OperatorJudge() if state == "memory" else RedisBatchJudge(state, partitions=query.get(
         "shuffle_partitions") or 2)
     query = SparkQuery(source, checkpoint, outputs={"sink": sink, "dlq": dead_letters}, kafka_settings=config,
@@ -190,12 +190,22 @@ class SparkEngine:
         stop = stop or threading.Event()
         try:
             run_restarting(lambda: self.run_query(stop, available_now), self.restart, stop,
-                           on_failure=self._count_failure)
+                           on_failure=self._count_failure, alive=self._jvm_alive)
         except RestartsExhausted as exc:
             if self.spark_log is None:
                 raise
             raise RestartsExhausted(f"{exc} (Spark's own log: {self.spark_log.file})") from exc
         return self.listener.totals
+
+    def _jvm_alive(self) -> bool:
+        """Whether Spark's JVM still answers (it dies with the driver in ``local[N]``)."""
+        if self.spark is None:
+            return True
+        try:
+            self.spark.sparkContext._jvm.java.lang.System.nanoTime()
+            return True
+        except Exception:  # noqa: BLE001 - py4j's network errors: the gateway's JVM is gone
+            return False
 
     def _count_failure(self) -> None:
         if self.metrics is not None:

@@ -42,6 +42,7 @@ from dataclasses import dataclass, replace
 from typing import Callable
 
 from adapters.spark.checkpoint import Checkpoint
+from domain.errors import SetupError
 
 log = logging.getLogger(__name__)
 
@@ -54,19 +55,22 @@ class Identity:
     """``transactional_id``; ``inherited``: after a migration, the old job's commit position
     (``transactional_id``, ``query_id``, ``batch``, and the batch it had planned but not
     committed to its checkpoint, ``pending``) and, once the new job has looked at the old
-    markers, ``settled``."""
+    markers, ``settled``; ``whole_batch_committed``: the last batch a version that committed
+    whole batches from the driver committed under ``transactional_id`` (``NO_BATCH``: none),
+    once looked up (``upgrade``)."""
 
     transactional_id: str
     inherited: dict | None = None
+    whole_batch_committed: int | None = None  # see ``transactional_sink``'s upgrade; None: not yet looked up
 
     def as_json(self) -> str:
-        return json.dumps({"transactional_id": self.transactional_id, "inherited": self.inherited},
-                          indent=2, sort_keys=True) + "\n"
+        return json.dumps({"transactional_id": self.transactional_id, "inherited": self.inherited,
+                           "whole_batch_committed": self.whole_batch_committed}, indent=2, sort_keys=True) + "\n"
 
     @classmethod
     def from_json(cls, text: str) -> "Identity":
         data = json.loads(text)
-        return cls(data["transactional_id"], data.get("inherited"))
+        return cls(data["transactional_id"], data.get("inherited"), data.get("whole_batch_committed"))
 
 
 def legacy_transactional_id(location: str) -> str:
@@ -123,14 +127,27 @@ def inherited_identity(old: Checkpoint, location: str, batch: int) -> Identity:
                           "pending": pending})
 
 
-def settle(identity: Identity, checkpoint: Checkpoint, last_committed: Callable[[str, str | None], int]) -> Identity:
+def settle(identity: Identity, checkpoint: Checkpoint,
+           last_committed: Callable[[str, str | None], dict[str, int]]) -> Identity:
     """After a migration, once: whether the old job's pending batch was committed to Kafka
-    (``last_committed(transactional_id, query_id)``, the old query's last marker), recorded."""
+    (``last_committed(transactional_id, query_id)``: the old query's last marker per marker
+    key, ``transactional_sink.CommitLog.last_committed``), recorded. A batch the old job
+    committed for some of its partitions and not others cannot be split by the new job's
+    partitions: ``PartlyCommitted`` asks for the old job to finish it first."""
     inherited = identity.inherited
     if not inherited or "settled" in inherited:
         return identity
     pending = inherited.get("pending")
-    last = last_committed(inherited["transactional_id"], inherited["query_id"])
+    lasts = last_committed(inherited["transactional_id"], inherited["query_id"])
+    last = max(lasts.values(), default=-1)
+    if pending is not None and lasts:
+        done = {key for key, batch in lasts.items() if batch >= pending["batch"]}
+        if done and done != set(lasts):
+            raise PartlyCommitted(
+                f"the old job ({inherited['from']}) committed its batch {pending['batch']} to Kafka for "
+                f"{len(done)} of its {len(lasts)} output partitions, then stopped: start the old job once more "
+                "(it finishes that batch and stops with it), then run the migration again")
+        last = min(lasts.values())
     skip = pending is not None and last >= pending["batch"]
     if skip:
         log.warning("the old job (%s) committed its batch %d to Kafka but not to its checkpoint: its records are "
@@ -138,6 +155,11 @@ def settle(identity: Identity, checkpoint: Checkpoint, last_committed: Callable[
     settled = replace(identity, inherited={**inherited, "settled": {"old_last_committed": last, "skip_pending": skip}})
     write_identity(checkpoint, settled)
     return settled
+
+
+class PartlyCommitted(SetupError):
+    """A migrated job's first start found the old job's last batch committed to Kafka for some
+    output partitions only (see ``settle``); never restarted."""
 
 
 def committed_pending(identity: Identity) -> dict | None:

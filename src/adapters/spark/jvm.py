@@ -22,7 +22,9 @@ from domain.errors import SetupError
 
 SOURCES = Path(__file__).resolve().parent / "jvm"
 ROOT = Path(__file__).resolve().parents[3]
+KAFKA_SOURCES = SOURCES / "streamdedup" / "spark" / "kafka"
 OPERATOR_CLASS = "streamdedup.spark.WindowDedup"
+KAFKA_WRITER_CLASS = "streamdedup.spark.kafka.KafkaBatchWriter"
 PLAIN_EVENT_CLASS = "streamdedup.spark.PlainEvent"
 
 
@@ -34,21 +36,29 @@ def cache_dir() -> Path:
     return Path(os.environ.get("STREAMDEDUP_CACHE", ROOT / ".cache"))
 
 
+def connector_jars() -> list[Path]:
+    """Spark's Kafka connector and the Kafka client it brings (``scripts/bootstrap --services``)."""
+    return sorted((cache_dir() / "jars" / "spark-kafka").glob("*.jar"))
+
+
 def operator_jar() -> Path:
-    """The operator jar, compiled now if the cache has no jar for the current sources."""
-    java_files = sorted(SOURCES.rglob("*.java"))
+    """The operator jar, compiled now if the cache has no jar for the current sources. The
+    executor-side Kafka writer (``streamdedup.spark.kafka``) is compiled in when the Kafka
+    connector's jars are there to compile it against."""
+    kafka = connector_jars()
+    java_files = sorted(p for p in SOURCES.rglob("*.java") if kafka or KAFKA_SOURCES not in p.parents)
     digest = hashlib.sha256(b"".join(p.read_bytes() for p in java_files)).hexdigest()[:12]
     jar = cache_dir() / "jars" / "streamdedup-spark" / f"streamdedup-spark-{digest}.jar"
     if not jar.exists():
-        _compile(java_files, jar)
+        _compile(java_files, jar, kafka)
     return jar
 
 
-def _compile(java_files: list[Path], jar: Path) -> None:
+def _compile(java_files: list[Path], jar: Path, extra: list[Path]) -> None:
     javac = _javac()
     import pyspark
 
-    classpath = str(Path(pyspark.__file__).parent / "jars" / "*")
+    classpath = os.pathsep.join([str(Path(pyspark.__file__).parent / "jars" / "*"), *map(str, extra)])
     with tempfile.TemporaryDirectory() as classes:
         result = subprocess.run([javac, "-nowarn", "--release", "17", "-cp", classpath, "-d", classes,
                                  *map(str, java_files)], capture_output=True, text=True)

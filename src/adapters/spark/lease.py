@@ -67,6 +67,7 @@ class CheckpointLease:
         self._beat = 0
         self._stopped = threading.Event()
         self._thread: threading.Thread | None = None
+        self._io = threading.Lock()  # a read never meets this instance's own renewal half-renamed
 
     @property
     def interval(self) -> float:
@@ -112,7 +113,8 @@ class CheckpointLease:
         if self.lost.is_set():
             raise self.error()
         try:
-            holder = _read(path)
+            with self._io:
+                holder = _read(path)
             if holder is not None and holder["owner"] == self.owner:
                 path.unlink(missing_ok=True)
         except DedupError as exc:
@@ -164,12 +166,15 @@ class CheckpointLease:
             self.lost.set()
 
     def _renew(self) -> None:
-        self._beat += 1
-        self._path.write_text(json.dumps({"owner": self.owner, "host": socket.gethostname(), "pid": os.getpid(),
-                                          "heartbeat": time.time(), "beat": self._beat, "timeout": self.timeout}))
+        with self._io:
+            self._beat += 1
+            self._path.write_text(json.dumps({"owner": self.owner, "host": socket.gethostname(), "pid": os.getpid(),
+                                              "heartbeat": time.time(), "beat": self._beat,
+                                              "timeout": self.timeout}))
 
     def _read(self) -> dict | None:
-        return _read(self._path)
+        with self._io:
+            return _read(self._path)
 
     def _refusal(self, holder: dict | None) -> str:
         who = f"{holder['owner']}, lease renewed {_age(holder):.1f}s ago" if holder else "another instance"
@@ -192,19 +197,23 @@ class _Either:
         return self.first.is_set() or self.second.is_set()
 
 
-def _read(path: HadoopPath, looks: int = 5) -> dict | None:
+def _read(path: HadoopPath, looks: int = 8) -> dict | None:
     """The lease, or None when there is none. Replacing a file is delete-then-rename on some file
-    systems (Hadoop's local one among them), so a lease being renewed can be missing for an
-    instant: it is believed gone only after a few looks."""
+    systems (Hadoop's local one among them: the data file, then its checksum file), so a lease
+    being renewed can be missing, or fail its checksum, for an instant: it is believed gone or
+    unreadable only after a few looks spread over about a second."""
+    corrupt = False
     for look in range(looks):
         try:
             return json.loads(path.read_text())
         except CorruptFile:
-            # a holder killed while renewing it: unreadable for good, so it ages from its last write
-            return {"owner": "an unreadable lease (its holder died writing it)", "heartbeat": path.modified()}
+            corrupt = True
         except (FileNotFoundError, ValueError):
-            if look + 1 < looks:
-                time.sleep(0.05)
+            corrupt = False
+        if look + 1 < looks:
+            time.sleep(0.05 * (look + 1) / 2)
+    if corrupt:  # a holder killed while renewing it: unreadable for good, so it ages from its last write
+        return {"owner": "an unreadable lease (its holder died writing it)", "heartbeat": path.modified()}
     return None
 
 

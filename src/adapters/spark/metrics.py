@@ -36,10 +36,23 @@ def accounting_columns(rules: Iterable[str] = ()) -> list[Column]:
     per reason (``domain.errors.DEAD_LETTER_REASONS``)."""
     verdict, reason = F.col("verdict"), F.col("reason")
     buckets = [_count_if(verdict == v.value, bucket) for v, bucket in BUCKET_OF.items()]
-    return [_count_if(verdict != NOTIFICATION, "in"), *buckets, _count_if(reason == "late", "late"),
+    return [_count_if(is_input(), "in"), *buckets, _count_if(reason == "late", "late"),
             _count_if(reason.isNotNull() & ~reason.isin("late", OVERSIZE), "invalid"),
             _count_if(F.col("passed"), "passed_through"), _count_if(verdict == NOTIFICATION, "invalidations"),
             *(_breakdown(list(rules)) if rules else [])]
+
+
+def is_input() -> Column:
+    """A judged row counts as an input record (``in``) unless it is an invalidation notification."""
+    return F.col("verdict") != NOTIFICATION
+
+
+def bucket_of() -> Column:
+    """The bucket of ``domain.dedup.BUCKET_OF`` a judged row's verdict counts in (null: none)."""
+    verdict, bucket = F.col("verdict"), F.lit(None).cast("string")
+    for v, name in BUCKET_OF.items():
+        bucket = F.when(verdict == v.value, name).otherwise(bucket)
+    return bucket
 
 
 def _count_if(condition: Column, name: str) -> Column:

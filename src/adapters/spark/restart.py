@@ -46,9 +46,13 @@ def retried(operation: Callable[[], T], policies: Policies, sleep: Callable[[flo
 
 def run_restarting(run: Callable[[], T], strategy: RestartStrategy, stop: threading.Event,
                    clock: Callable[[], float] = time.monotonic,
-                   on_failure: Callable[[], None] | None = None) -> T | None:
+                   on_failure: Callable[[], None] | None = None,
+                   alive: Callable[[], bool] = lambda: True) -> T | None:
     """``run()`` until it returns, ``stop`` is set (then None) or the strategy gives up;
-    ``on_failure()`` after each failure the strategy judges (the failed-batches counter)."""
+    ``on_failure()`` after each failure the strategy judges (the failed-batches counter).
+    ``alive()``: whether the query can run again in this process at all; after a failure that
+    took it down (Spark's JVM died), ``RestartsExhausted`` at once: the process must be
+    restarted, and its checkpoint resumes the job."""
     failures: list[float] = []
     while True:
         try:
@@ -57,6 +61,9 @@ def run_restarting(run: Callable[[], T], strategy: RestartStrategy, stop: thread
             if _setup_error(exc):
                 raise
             reason = first_line(exc)
+        if not alive():
+            raise RestartsExhausted(f"Spark's JVM is gone ({reason}): the query cannot be restarted in this "
+                                    "process; start the process again (it resumes from its checkpoint)")
         if on_failure is not None:
             on_failure()
         failures.append(clock())

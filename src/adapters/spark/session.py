@@ -24,7 +24,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from adapters.spark.jvm import OPERATOR_CLASS, SparkSetupError, cache_dir, operator_jar
+from adapters.spark.jvm import OPERATOR_CLASS, SparkSetupError, cache_dir, connector_jars, operator_jar
 from adapters.spark.spark_log import SparkLog
 
 if TYPE_CHECKING:
@@ -62,11 +62,13 @@ DEFAULT_CONF = {
     # A processing-time timeout makes every idle trigger run a no-data batch (and
     # availableNow never finish); idle keys are instead checked when data arrives.
     "spark.sql.streaming.noDataMicroBatches.enabled": "false",
+    # Exactly-once output is written by one task per partition, in a transaction keyed by the
+    # partition: a speculative copy would fence the original (adapters.spark.transactional_sink).
+    "spark.speculation": "false",
 }
 
 
-def kafka_jars() -> list[Path]:
-    return sorted((cache_dir() / "jars" / "spark-kafka").glob("*.jar"))
+kafka_jars = connector_jars
 
 
 def state_rows_tracked(spark: SparkSession, provider: str) -> bool:

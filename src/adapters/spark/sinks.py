@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from adapters.spark.metrics import bucket_of, is_input
 from adapters.spark.dead_letters import bounded_record, json_document, kafka_headers, no_headers
 from adapters.spark.plan import DEAD_LETTER, EMIT
 from adapters.spark.sources import Endpoint, parse_uri
@@ -98,11 +99,24 @@ def kafka_records(batch: DataFrame, events_topic: str, dead_letters_topic: str |
     """The batch's Kafka records, ``(topic, key, value, headers)``: each unique event's original bytes
     to ``events_topic`` (no headers), each dead letter's original bytes (key plus value bounded by
     ``max_bytes``) with its ``dedup.*`` headers to ``dead_letters_topic`` (None: left out)."""
+    records = accounted_records(batch, events_topic, dead_letters_topic, max_bytes)
+    return records.filter(F.col("topic").isNotNull()).select(*RECORD)
+
+
+RECORD = ("topic", "key", "value", "headers")
+
+
+def accounted_records(batch: DataFrame, events_topic: str, dead_letters_topic: str | None,
+                      max_bytes: int = DEFAULT_MAX_BYTES) -> DataFrame:
+    """Every judged row, as its Kafka record (``kafka_records``; ``topic`` null: nothing written)
+    and what it counts as: ``bucket`` (``metrics.bucket_of``) and ``input`` (``metrics.is_input``),
+    for a writer that counts what it writes (the executor-side writer's commit markers)."""
     emit, dead = F.col("verdict") == EMIT, F.col("verdict") == DEAD_LETTER
-    kept = emit if dead_letters_topic is None else emit | dead
+    letters = F.lit(None).cast("string") if dead_letters_topic is None else F.lit(dead_letters_topic)
     record = bounded_record(max_bytes)
-    return batch.filter(kept).select(
-        F.when(emit, F.lit(events_topic)).otherwise(F.lit(dead_letters_topic)).alias("topic"),
+    return batch.select(
+        F.when(emit, F.lit(events_topic)).when(dead, letters).alias("topic"),
         F.when(emit, F.col("kafka_key")).otherwise(record["key"]).alias("key"),
         F.when(emit, F.col("value")).otherwise(record["value"]).alias("value"),
-        F.when(emit, no_headers()).otherwise(kafka_headers()).alias("headers"))
+        F.when(emit, no_headers()).otherwise(kafka_headers()).alias("headers"),
+        bucket_of().alias("bucket"), is_input().alias("input"))

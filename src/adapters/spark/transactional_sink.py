@@ -1,27 +1,35 @@
-"""Exactly-once Kafka output for the Spark engine: one Kafka transaction per micro-batch.
+"""Exactly-once Kafka output for the Spark engine: one Kafka transaction per output partition.
 
-``batch_writers.ExactlyOnceWriter`` collects a judged micro-batch's unique events and dead
-letters to the driver (``BatchOutput``); ``TransactionalProducer`` produces them, with a
-*commit marker* ``(transactional id, query id, batch_id, counts)`` on a control topic, in
-one transaction of a producer whose ``transactional.id`` is stable for the query (kept in
-its checkpoint, ``identity``, unless configured). Before writing, it
-reads the last committed marker of its id from the control topic (``read_committed``): a
-batch whose id is not above it was already committed, and is skipped.
+``batch_writers.ExactlyOnceWriter`` hands a judged micro-batch to the executors
+(``ExecutorWriter``, the JVM's ``streamdedup.spark.kafka.KafkaBatchWriter``): each task
+writes its partition's unique events and dead letters in one transaction under the
+transactional id ``ID-pN`` (``ID`` the checkpoint's identity, ``identity``; ``N`` the
+partition), with a *commit marker* ``(transactional id, query id, batch id, partition,
+counts)``: a record on the control topic (``CommitLog``) and, in the same transaction, the
+offset ``batch + 1`` of the consumer group ``ID-pN`` on that topic, the marker's one-lookup
+index. Before writing, a task reads its group's offset: a partition whose batch is committed
+is skipped. The driver collects one line per task, never the records.
 
 Why this is exactly-once: Spark commits a batch to its checkpoint only after
 ``foreachBatch`` returned, and replays an uncommitted batch with the same ``batch_id``
-(FACTS.md). A crash before the Kafka commit leaves an open transaction, which the next
-instance's ``init_transactions`` aborts (the same id fences the old producer); the replay
-writes the batch again. A crash after the Kafka commit and before Spark's leaves the
-marker behind; the replay finds it and writes nothing. Readers with
-``isolation.level=read_committed`` therefore see each batch's output exactly once.
+(FACTS.md) and the same partitions: the judged batch comes out of the stateful operator's
+hash partitioning over ``spark.sql.shuffle.partitions`` (frozen in the checkpoint), and the
+same input offsets and state version give each partition the same rows. A task attempt's
+``initTransactions`` fences every earlier producer of its id and completes or aborts what it
+left; only then is the marker read (``read_committed``: never while a transaction holds a
+pending offset for it). So a partition whose transaction committed is skipped by a retried
+task or a replayed batch, and one whose did not is written in full. Speculative execution is
+turned off for the engine (a speculative copy of a task would fence the original).
 
-Failure behaviour: any error in a transaction (broker unavailable, a failed delivery, a
-fenced or stuck producer) aborts it, drops the producer and raises ``SinkUnavailable``;
-the caller's retry policy runs the attempt again, which starts a fresh producer
-(``init_transactions`` completes or aborts whatever the failed one left) and re-reads the
-marker first, so an attempt whose commit did land but whose answer was lost is not
-written twice.
+``transaction.timeout.ms`` bounds how long a transaction left open by a task that died, with
+no retry to abort it (the whole job down), holds back ``read_committed`` readers of the
+output topics; it must exceed the time a task takes to write its partition
+(``PRODUCER_DEFAULTS``).
+
+Versions before this one wrote the whole batch from the driver under the id ``ID`` itself,
+with markers keyed ``ID``. At the first start after such a version (``upgrade``), the old
+id is fenced (its open transaction aborted) and its last marker read once and recorded in
+the identity: the batches it committed are not written again.
 """
 
 from __future__ import annotations
@@ -32,28 +40,47 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from domain.errors import SinkUnavailable
 
 from adapters.kafka.config import KafkaEndpoint, admin_config, client_settings, producer_config
-from adapters.kafka.producer import ProducerChannel
 from adapters.kafka.topics import describe
 
 log = logging.getLogger(__name__)
 
 NO_BATCH = -1
 BROKER_DEFAULT = -1  # a NewTopic replication factor of -1: the broker's default.replication.factor (KIP-464)
+FAULT_SETTING = "spark.streamdedup.test.writerFault"  # a test's injected writer failure (KafkaBatchWriter's Faults)
+
+# The Kafka producers' settings unless kafka.config gives them (Java client names): batching for
+# both deliveries (Spark's own writer with at-least-once, the executor-side one with exactly-once),
+# measured on the Kafka → Kafka benchmark (bench/spark_kafka_bench.py; deploy/README.md,
+# "Exactly-once output"), and the transactions' timeouts.
+BATCHING = {"linger.ms": "20", "batch.size": "262144", "compression.type": "lz4"}
+PRODUCER_DEFAULTS = {
+    **BATCHING,
+    "acks": "all",
+    "enable.idempotence": "true",
+    "transaction.timeout.ms": "120000",
+    "delivery.timeout.ms": "120000",
+}
+COMMIT_TOPIC_CONFIG = {"cleanup.policy": "compact", "segment.ms": str(3600 * 1000)}
 
 
 def control_topic_for(events_topic: str) -> str:
     return f"{events_topic}.commits"
 
 
+def partition_id(transactional_id: str, partition: int) -> str:
+    """The transactional id (and marker group) of one output partition."""
+    return f"{transactional_id}-p{partition}"
+
+
 @dataclass
 class CommitLog:
-    """The control topic: the last committed marker per transactional id (compacted, 1 partition).
+    """The control topic: commit markers, keyed by transactional id (compacted, 1 partition).
 
     ``replication_factor``: of the topic when ``ensure`` creates it; None (the default) lets
     the broker apply its ``default.replication.factor``, as for any topic created without one,
@@ -75,7 +102,7 @@ class CommitLog:
             if self.endpoint.topic in admin.list_topics(timeout=self.timeout).topics:
                 return
             topic = NewTopic(self.endpoint.topic, 1, self.replication_factor or BROKER_DEFAULT,
-                             config={"cleanup.policy": "compact"})
+                             config=COMMIT_TOPIC_CONFIG)
             admin.create_topics([topic])[self.endpoint.topic].result(self.timeout)
         except KafkaException as exc:
             if exc.args and getattr(exc.args[0], "code", lambda: None)() == KafkaError.TOPIC_ALREADY_EXISTS:
@@ -84,121 +111,93 @@ class CommitLog:
             raise SinkUnavailable(f"cannot create the commit topic {self.endpoint} with replication factor {factor} "
                                   f"(kafka.commit_topic_replication_factor): {describe(exc)}") from None
 
-    def last_committed(self, transactional_id: str, query_id: str | None = None) -> int:
-        """The highest batch id committed under ``transactional_id`` by query ``query_id``
-        (``NO_BATCH`` when none). Markers of another query (a checkpoint deleted and created
-        anew at the same location restarts batch ids at 0) do not count."""
+    def last_committed(self, transactional_id: str, query_id: str | None = None) -> dict[str, int]:
+        """The highest batch id committed per marker key of ``transactional_id`` (the id itself,
+        written by versions that committed a whole batch at once, and its partitions' ``ID-pN``)
+        by query ``query_id``. Markers of another query (a checkpoint deleted and created anew at
+        the same location restarts batch ids at 0) do not count."""
         consumer = Consumer({**client_settings(self.settings, "consumer"), "bootstrap.servers": self.endpoint.bootstrap,
                              "group.id": f"{transactional_id}-marker-reader", "enable.auto.commit": "false",
                              "isolation.level": "read_committed", "enable.partition.eof": "true"})
         try:
             consumer.assign([TopicPartition(self.endpoint.topic, 0, 0)])
-            return self._scan(consumer, transactional_id.encode(), query_id)
+            return self._scan(consumer, transactional_id, query_id)
         except KafkaException as exc:
             raise SinkUnavailable(f"cannot read the commit topic {self.endpoint}: {describe(exc)}") from None
         finally:
             consumer.close()
 
-    def _scan(self, consumer: Consumer, key: bytes, query_id: str | None) -> int:
-        last, deadline = NO_BATCH, time.monotonic() + self.timeout
+    def _scan(self, consumer: Consumer, transactional_id: str, query_id: str | None) -> dict[str, int]:
+        last: dict[str, int] = {}
+        ours = (transactional_id, partition_id(transactional_id, ""))
+        deadline = time.monotonic() + self.timeout
         while time.monotonic() < deadline:
             for message in consumer.consume(1000, 0.5):
                 if message.error() is None:
-                    marker = json.loads(message.value()) if message.key() == key else None
-                    if marker and (query_id is None or marker.get("query_id") in (None, query_id)):
-                        last = max(last, marker["batch_id"])
+                    key = (message.key() or b"").decode(errors="replace")
+                    if key != ours[0] and not key.startswith(ours[1]):
+                        continue
+                    marker = json.loads(message.value())
+                    if query_id is None or marker.get("query_id") in (None, query_id):
+                        last[key] = max(last.get(key, NO_BATCH), marker["batch_id"])
                 elif message.error().code() == KafkaError._PARTITION_EOF:
                     return last
                 else:
                     raise KafkaException(message.error())
         raise SinkUnavailable(f"the commit topic {self.endpoint} was not read to its end within {self.timeout:g}s")
 
-    @staticmethod
-    def marker(transactional_id: str, batch_id: int, counts: Mapping[str, int], query_id: str | None = None) -> bytes:
-        return json.dumps({"transactional_id": transactional_id, "query_id": query_id, "batch_id": batch_id,
-                           "counts": dict(counts), "time": time.time()}).encode()
+
+def fence(endpoint: KafkaEndpoint, transactional_id: str, settings: Mapping[str, Any], timeout: float = 30.0) -> None:
+    """Start transactions under ``transactional_id`` once: fences its older producers and
+    aborts the transaction one left open."""
+    producer = Producer(producer_config(endpoint, settings, transactional_id))
+    try:
+        producer.init_transactions(timeout)
+    except KafkaException as exc:
+        raise SinkUnavailable(f"cannot fence transactional id {transactional_id}: {describe(exc)}") from None
+    finally:
+        producer.flush(1)
 
 
 @dataclass(frozen=True)
-class BatchOutput:
-    """A micro-batch's output collected on the driver: ``(topic, key, value, headers)`` rows and its counts."""
+class PartitionWrite:
+    """What one task did with its partition of a batch: ``counts`` of its rows (``in``, the
+    accounting buckets, ``sent:TOPIC``); ``skipped``: its marker was found, nothing written."""
 
-    batch_id: int
-    rows: list[tuple[str, bytes | None, bytes, list[tuple[str, bytes]] | None]]
+    partition: int
+    attempt: int
+    skipped: bool
     counts: dict[str, int]
 
 
-class TransactionalProducer:
-    """Writes ``BatchOutput``s exactly once under one transactional id (see the module docstring)."""
+@dataclass
+class ExecutorWriter:
+    """The executors' Kafka writer (``streamdedup.spark.kafka.KafkaBatchWriter``).
 
-    def __init__(self, endpoint: KafkaEndpoint, commits: CommitLog, transactional_id: str | None,
-                 settings: Mapping[str, Any] | None = None, timeout: float = 30.0):
-        """``transactional_id``: None until the writer reads it from the checkpoint (``identity``)."""
-        self.endpoint, self.commits, self.transactional_id = endpoint, commits, transactional_id
-        self.settings = dict(settings or {})
-        self.timeout = timeout
-        self._channel: ProducerChannel | None = None
-        self._committed: int | None = None
-        self.query_id: str | None = None  # the streaming query's id (its checkpoint's), when known
+    ``producer``/``consumer``: Java Kafka client settings (bootstrap, security), the producer's
+    over ``PRODUCER_DEFAULTS``; ``markers``: the control topic (exactly-once only)."""
 
-    def write(self, output: BatchOutput) -> bool:
-        """Produce ``output`` in one transaction; False when its batch was committed before."""
-        channel = self._ready()
-        if output.batch_id <= self._committed:
-            log.info("batch %d was committed to Kafka before (marker found); not writing it again", output.batch_id)
-            return False
-        try:
-            self._transaction(channel, output)
-        except Exception as exc:  # noqa: BLE001 - every failure drops the producer, then is reported
-            self._drop()
-            raise _unavailable(exc, self.transactional_id) from None
-        self._committed = output.batch_id
-        return True
+    producer: dict[str, str]
+    consumer: dict[str, str]
+    markers: str | None = None
 
-    def close(self) -> None:
-        if self._channel is not None:
-            self._channel.close()
-            self._channel = None
+    def write(self, records, batch_id: int, transactional_id: str | None = None,
+              query_id: str | None = None) -> list[PartitionWrite]:
+        """Write ``records`` (``sinks.accounted_records``) from the executors: in one transaction per
+        partition under ``transactional_id``, or (None) at-least-once."""
+        spark = records.sparkSession
+        writer = spark._jvm.streamdedup.spark.kafka.KafkaBatchWriter
+        lines = writer.write(records._jdf, batch_id, self.producer, self.consumer, transactional_id, self.markers,
+                             query_id, spark.conf.get(FAULT_SETTING, None))
+        return [PartitionWrite(**json.loads(line)) for line in lines]
 
-    def _ready(self) -> ProducerChannel:
-        """A producer with transactions initialised (fencing older instances), and the last marker."""
-        if self._channel is None:
-            config = producer_config(self.endpoint, self.settings, self.transactional_id)
-            config.update({"linger.ms": "20", "batch.size": "1000000", "queue.buffering.max.messages": "1000000",
-                           "transaction.timeout.ms": str(int(self.timeout * 4 * 1000))})
-            channel = ProducerChannel(config, f"exactly-once output {self.endpoint}", flush_timeout=self.timeout)
-            try:
-                channel.producer.init_transactions(self.timeout)
-            except KafkaException as exc:
-                raise SinkUnavailable(f"{channel.name}: cannot start transactions: {describe(exc)}") from None
-            self._channel = channel
-            self._committed = None
-            self.commits.ensure()
-        if self._committed is None:
-            self._committed = self.commits.last_committed(self.transactional_id, self.query_id)
-        return self._channel
-
-    def _transaction(self, channel: ProducerChannel, output: BatchOutput) -> None:
-        producer = channel.producer
-        producer.begin_transaction()
-        for topic, key, value, headers in output.rows:
-            channel.produce(topic, value, key, headers)
-        channel.produce(self.commits.endpoint.topic,
-                        CommitLog.marker(self.transactional_id, output.batch_id, output.counts, self.query_id),
-                        self.transactional_id.encode())
-        producer.commit_transaction(self.timeout)
-
-    def _drop(self) -> None:
-        """Forget the producer after a failure; the next attempt starts a fresh one."""
-        channel, self._channel, self._committed = self._channel, None, None
-        if channel is None:
-            return
-        try:
-            channel.producer.abort_transaction(5)
-        except (KafkaException, RuntimeError) as exc:
-            log.warning("aborting the failed transaction: %s (the next producer aborts it)", describe(exc))
+    @staticmethod
+    def close(spark) -> None:
+        """Close the producers this JVM keeps between batches (the query ended)."""
+        spark._jvm.streamdedup.spark.kafka.KafkaBatchWriter.closeProducers()
 
 
-def _unavailable(exc: Exception, transactional_id: str) -> SinkUnavailable:
-    text = describe(exc) if isinstance(exc, KafkaException) else str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-    return SinkUnavailable(f"exactly-once write ({transactional_id}) failed, transaction aborted: {text}")
+def java_client_settings(bootstrap: str, spark_options: Mapping[str, str]) -> dict[str, str]:
+    """Spark Kafka options (``kafka.``-prefixed, ``kafka_options``) as Java client settings."""
+    settings = {key.removeprefix("kafka."): value for key, value in spark_options.items() if key.startswith("kafka.")}
+    return {"bootstrap.servers": bootstrap, **settings}

@@ -1,0 +1,54 @@
+package streamdedup.spark.kafka;
+
+import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
+
+/**
+ * Failures a test injects into the writer, once per JVM, at one partition of one batch
+ * (Spark setting {@code spark.streamdedup.test.writerFault}, never set in production):
+ * {@code KIND:BATCH:PARTITION[,…]}, KIND one of
+ * {@code fail-before-commit} (the task dies mid-transaction: its records sent, the transaction
+ * left open), {@code fail-after-commit} (the task dies after its commit, before Spark hears of
+ * it), {@code halt-before-commit} / {@code halt-after-commit} (the whole JVM dies there: with
+ * {@code local[N]} the driver too).
+ */
+final class Faults {
+    private static final Set<String> FIRED = ConcurrentHashMap.newKeySet();
+    private final String kind;
+
+    Faults(String spec, long batch, int partition) {
+        String found = null;
+        if (spec != null) {
+            for (String one : spec.split(",")) {
+                String[] parts = one.trim().split(":");
+                if (parts.length == 3 && Long.parseLong(parts[1]) == batch && Integer.parseInt(parts[2]) == partition
+                        && FIRED.add(one.trim())) {
+                    found = parts[0];
+                }
+            }
+        }
+        kind = found;
+    }
+
+    void beforeCommit() {
+        strike("before-commit");
+    }
+
+    void afterCommit() {
+        strike("after-commit");
+    }
+
+    /** A task "killed" mid-transaction leaves its producer as it was: neither aborted nor closed. */
+    boolean leavesTransactionOpen() {
+        return "fail-before-commit".equals(kind);
+    }
+
+    private void strike(String where) {
+        if (kind == null || !kind.endsWith(where)) return;
+        if (kind.startsWith("halt-")) {
+            System.err.println("streamdedup test fault: halting the JVM " + where);
+            Runtime.getRuntime().halt(137);
+        }
+        throw new IllegalStateException("streamdedup test fault: task failed " + where);
+    }
+}

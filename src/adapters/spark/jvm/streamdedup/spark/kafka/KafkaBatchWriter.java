@@ -1,0 +1,182 @@
+package streamdedup.spark.kafka;
+
+import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
+import java.util.Collections;
+import java.util.HashMap;
+import java.util.Iterator;
+import java.util.List;
+import java.util.Map;
+import java.util.TreeMap;
+import java.util.concurrent.atomic.AtomicReference;
+
+import org.apache.kafka.clients.consumer.ConsumerGroupMetadata;
+import org.apache.kafka.clients.consumer.OffsetAndMetadata;
+import org.apache.kafka.clients.producer.KafkaProducer;
+import org.apache.kafka.clients.producer.ProducerRecord;
+import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.header.Header;
+import org.apache.kafka.common.header.internals.RecordHeader;
+import org.apache.spark.TaskContext;
+import org.apache.spark.api.java.function.MapPartitionsFunction;
+import org.apache.spark.sql.Dataset;
+import org.apache.spark.sql.Encoders;
+import org.apache.spark.sql.Row;
+
+/**
+ * Writes a micro-batch's Kafka records from the executors: each task writes its own partition.
+ *
+ * The rows are {@code (topic, key, value, headers, bucket, input)} (a null topic: counted, not
+ * written; {@code sinks.accounted_records}). With a transactional prefix
+ * (exactly-once) a task writes its partition in one Kafka transaction under the
+ * transactional id {@code PREFIX-pN}: stable for the query and the partition, so a retried
+ * task attempt, or the same partition of a replayed micro-batch, fences the attempt before
+ * it. The transaction carries its commit marker ({@link Markers}): a record keyed by the
+ * transactional id on the marker topic, and the offset {@code batch + 1} committed for the
+ * consumer group {@code PREFIX-pN} on the marker topic's partition 0 with the same JSON as
+ * metadata, the marker's one-lookup index. Before writing, a task reads that offset
+ * (stable offsets only: the previous attempt's transaction was resolved by
+ * {@code initTransactions}) and skips a partition whose batch is committed. Without a
+ * prefix (at-least-once) the partition is sent by an idempotent producer and flushed.
+ *
+ * Each task returns one JSON line: its partition, whether it wrote or skipped, and how many
+ * records it wrote per topic. The driver only collects these lines, never the records.
+ */
+public final class KafkaBatchWriter implements MapPartitionsFunction<Row, String> {
+    private static final long serialVersionUID = 1L;
+
+    private final long batch;
+    private final HashMap<String, String> producerConfig;
+    private final HashMap<String, String> consumerConfig;
+    private final String prefix;
+    private final String markerTopic;
+    private final String queryId;
+    private final String fault;
+
+    KafkaBatchWriter(long batch, Map<String, String> producerConfig, Map<String, String> consumerConfig,
+                     String prefix, String markerTopic, String queryId, String fault) {
+        this.batch = batch;
+        this.producerConfig = new HashMap<>(producerConfig);
+        this.consumerConfig = new HashMap<>(consumerConfig);
+        this.prefix = prefix;
+        this.markerTopic = markerTopic;
+        this.queryId = queryId;
+        this.fault = fault;
+    }
+
+    /**
+     * Writes {@code records}, one task per partition, and returns each task's JSON line.
+     * {@code prefix} null: at-least-once. {@code fault}: a test's injected failure ({@link Faults}), or null.
+     */
+    public static List<String> write(Dataset<Row> records, long batch, Map<String, String> producerConfig,
+                                     Map<String, String> consumerConfig, String prefix, String markerTopic,
+                                     String queryId, String fault) {
+        KafkaBatchWriter writer = new KafkaBatchWriter(batch, producerConfig, consumerConfig, prefix, markerTopic,
+                queryId, fault);
+        return records.mapPartitions(writer, Encoders.STRING()).collectAsList();
+    }
+
+    /** Closes this JVM's cached producers (the query ended). */
+    public static void closeProducers() {
+        Producers.closeAll();
+    }
+
+    @Override
+    public Iterator<String> call(Iterator<Row> rows) throws Exception {
+        TaskContext task = TaskContext.get();
+        int partition = task.partitionId();
+        Faults faults = new Faults(fault, batch, partition);
+        String id = prefix == null ? null : prefix + "-p" + partition;
+        Producers.Lease lease = Producers.acquire(producerConfig, id, partition, task.attemptNumber() > 0);
+        boolean healthy = false;
+        try {
+            String line;
+            if (id != null && Markers.committed(consumerConfig, markerTopic, id, queryId, batch)) {
+                line = outcome(partition, task.attemptNumber(), true, Collections.emptyMap());
+            } else {
+                Map<String, Long> counts = id == null ? send(lease.producer, rows)
+                        : transaction(lease.producer, rows, id, partition, faults);
+                line = outcome(partition, task.attemptNumber(), false, counts);
+                faults.afterCommit();
+            }
+            healthy = true;
+            return Collections.singletonList(line).iterator();
+        } finally {
+            if (healthy) {
+                Producers.release(lease);
+            } else if (!faults.leavesTransactionOpen()) {
+                Producers.discard(lease, id != null);
+            }
+        }
+    }
+
+    private Map<String, Long> transaction(KafkaProducer<byte[], byte[]> producer, Iterator<Row> rows, String id,
+                                          int partition, Faults faults) {
+        producer.beginTransaction();
+        Map<String, Long> counts = send(producer, rows);
+        faults.beforeCommit();
+        String marker = Markers.marker(id, queryId, batch, partition, counts);
+        producer.send(new ProducerRecord<>(markerTopic, 0, id.getBytes(StandardCharsets.UTF_8),
+                marker.getBytes(StandardCharsets.UTF_8)));
+        producer.sendOffsetsToTransaction(
+                Collections.singletonMap(new TopicPartition(markerTopic, 0), new OffsetAndMetadata(batch + 1, marker)),
+                new ConsumerGroupMetadata(id));
+        producer.commitTransaction();
+        return counts;
+    }
+
+    /**
+     * Sends every row that has a topic, then flushes; the first failed delivery is raised.
+     * Returns the rows counted: {@code in} (rows whose {@code input} is true), each {@code bucket},
+     * and {@code sent:TOPIC} per topic.
+     */
+    private static Map<String, Long> send(KafkaProducer<byte[], byte[]> producer, Iterator<Row> rows) {
+        AtomicReference<Exception> failed = new AtomicReference<>();
+        Map<String, Long> counts = new TreeMap<>();
+        while (rows.hasNext() && failed.get() == null) {
+            Row row = rows.next();
+            if (!row.isNullAt(5) && row.getBoolean(5)) counts.merge("in", 1L, Long::sum);
+            if (!row.isNullAt(4)) counts.merge(row.getString(4), 1L, Long::sum);
+            if (row.isNullAt(0)) continue;
+            String topic = row.getString(0);
+            producer.send(new ProducerRecord<>(topic, null, (byte[]) row.get(1), (byte[]) row.get(2), headers(row)),
+                    (metadata, exception) -> {
+                        if (exception != null) failed.compareAndSet(null, exception);
+                    });
+            counts.merge("sent:" + topic, 1L, Long::sum);
+        }
+        producer.flush();
+        if (failed.get() != null) {
+            throw new KafkaWriteFailed("a record was not delivered: " + failed.get(), failed.get());
+        }
+        return counts;
+    }
+
+    private static List<Header> headers(Row row) {
+        if (row.isNullAt(3)) return null;
+        List<Row> entries = row.getList(3);
+        List<Header> headers = new ArrayList<>(entries.size());
+        for (Row entry : entries) headers.add(new RecordHeader(entry.getString(0), (byte[]) entry.get(1)));
+        return headers;
+    }
+
+    private static String outcome(int partition, int attempt, boolean skipped, Map<String, Long> counts) {
+        StringBuilder json = new StringBuilder("{\"partition\":").append(partition)
+                .append(",\"attempt\":").append(attempt).append(",\"skipped\":").append(skipped).append(",\"counts\":{");
+        String sep = "";
+        for (Map.Entry<String, Long> entry : counts.entrySet()) {
+            json.append(sep).append(Markers.quote(entry.getKey())).append(':').append(entry.getValue());
+            sep = ",";
+        }
+        return json.append("}}").toString();
+    }
+
+    /** A record could not be delivered: the task fails, and its transaction (if any) is aborted. */
+    public static final class KafkaWriteFailed extends RuntimeException {
+        private static final long serialVersionUID = 1L;
+
+        KafkaWriteFailed(String message, Throwable cause) {
+            super(message, cause);
+        }
+    }
+}

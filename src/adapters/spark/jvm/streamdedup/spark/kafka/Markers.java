@@ -1,0 +1,78 @@
+package streamdedup.spark.kafka;
+
+import java.time.Duration;
+import java.util.Collections;
+import java.util.HashMap;
+import java.util.Map;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
+
+import org.apache.kafka.clients.consumer.KafkaConsumer;
+import org.apache.kafka.clients.consumer.OffsetAndMetadata;
+import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.serialization.ByteArrayDeserializer;
+
+/**
+ * A partition's commit marker: the offset {@code batch + 1} of the consumer group named by its
+ * transactional id on the marker topic's partition 0, committed inside the partition's
+ * transaction, with JSON metadata {@code {transactional_id, query_id, batch_id, partition,
+ * counts, time}}. A group's committed offset is one lookup, and read with
+ * {@code isolation.level=read_committed} it is only answered once no transaction holds a pending
+ * offset for the group (KIP-447), so a marker is seen exactly when its transaction committed.
+ */
+final class Markers {
+    static final Duration LOOKUP_TIMEOUT = Duration.ofSeconds(60);
+    private static final Pattern QUERY_ID = Pattern.compile("\"query_id\":\\s*(null|\"([^\"]*)\")");
+
+    private Markers() {
+    }
+
+    /** True when {@code id}'s last marker is of {@code batch} or later, of the same query (or of none). */
+    static boolean committed(Map<String, String> consumerConfig, String topic, String id, String queryId, long batch) {
+        OffsetAndMetadata last = last(consumerConfig, topic, id);
+        return last != null && last.offset() >= batch + 1 && sameQuery(last.metadata(), queryId);
+    }
+
+    /** The last marker of {@code id}, or null. */
+    static OffsetAndMetadata last(Map<String, String> consumerConfig, String topic, String id) {
+        Map<String, Object> config = new HashMap<>(consumerConfig);
+        config.put("group.id", id);
+        config.put("isolation.level", "read_committed");
+        config.put("enable.auto.commit", "false");
+        config.put("client.id", id + "-marker");
+        TopicPartition partition = new TopicPartition(topic, 0);
+        try (KafkaConsumer<byte[], byte[]> consumer = new KafkaConsumer<>(config, new ByteArrayDeserializer(),
+                new ByteArrayDeserializer())) {
+            return consumer.committed(Collections.singleton(partition), LOOKUP_TIMEOUT).get(partition);
+        }
+    }
+
+    static boolean sameQuery(String metadata, String queryId) {
+        if (queryId == null || metadata == null) return true;
+        Matcher found = QUERY_ID.matcher(metadata);
+        return !found.find() || found.group(2) == null || found.group(2).equals(queryId);
+    }
+
+    static String marker(String id, String queryId, long batch, int partition, Map<String, Long> counts) {
+        StringBuilder json = new StringBuilder("{\"transactional_id\":").append(quote(id))
+                .append(",\"query_id\":").append(queryId == null ? "null" : quote(queryId))
+                .append(",\"batch_id\":").append(batch).append(",\"partition\":").append(partition)
+                .append(",\"counts\":{");
+        String sep = "";
+        for (Map.Entry<String, Long> entry : counts.entrySet()) {
+            json.append(sep).append(quote(entry.getKey())).append(':').append(entry.getValue());
+            sep = ",";
+        }
+        return json.append("},\"time\":").append(System.currentTimeMillis() / 1000.0).append('}').toString();
+    }
+
+    static String quote(String text) {
+        StringBuilder quoted = new StringBuilder("\"");
+        for (char c : text.toCharArray()) {
+            if (c == '"' || c == '\\') quoted.append('\\').append(c);
+            else if (c < 0x20) quoted.append(String.format("\\u%04x", (int) c));
+            else quoted.append(c);
+        }
+        return quoted.append('"').toString();
+    }
+}
