@@ -198,12 +198,15 @@ class StateRowsPerBatch:
     def __init__(self):
         self.rows: list[int] = []
 
-    def increment(self, name: str, amount: int = 1) -> None:
+    def increment(self, name: str, amount: int = 1, **labels: str) -> None:
         pass
 
-    def gauge(self, name: str, value: float) -> None:
+    def gauge(self, name: str, value: float, **labels: str) -> None:
         if name == "state_rows":
             self.rows.append(int(value))
+
+    def observe(self, name: str, value: float, **labels: str) -> None:
+        pass
 
 
 def run_engine_eos(spark, broker: "Broker", topic: str, args, checkpoint: Path) -> dict:

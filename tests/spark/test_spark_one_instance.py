@@ -115,17 +115,24 @@ def test_a_lease_renewed_while_it_is_confirmed_is_never_taken_for_lost(spark, tm
     reading between them once took the half-renamed lease for another owner's and stopped the job."""
     from adapters.spark.lease import CheckpointLease
 
-    lease = CheckpointLease(str(tmp_path / "checkpoint"), timeout=0.5)  # renewed every 0.1 s
+    lease = CheckpointLease(str(tmp_path / "checkpoint"), timeout=5)
     lease.take(spark)
-    renewing, confirms, deadline = threading.Event(), 0, time.monotonic() + 4
-    renewer = threading.Thread(target=lambda: [lease._renew() for _ in iter(renewing.is_set, True)], daemon=True)
+    done = threading.Event()
+
+    def renew_again_and_again():
+        while not done.wait(0.005):
+            lease._renew()
+
+    renewer = threading.Thread(target=renew_again_and_again, daemon=True)
     renewer.start()
+    confirms, deadline = 0, time.monotonic() + 4
     try:
-        while time.monotonic() < deadline:
+        while time.monotonic() < deadline or confirms < 30:
             lease.confirm()
             confirms += 1
+            time.sleep(0.005)
     finally:
-        renewing.set()
+        done.set()
         renewer.join()
         lease.release()
-    assert confirms > 20 and lease._beat > 20 and not lease.lost.is_set()
+    assert lease._beat > 30 and not lease.lost.is_set()
