@@ -104,7 +104,7 @@ class ExactlyOnceWriter:
         self.commits.ensure()
         identity = resolve_identity(checkpoint, self.checkpoint, self.transactional_id)
         identity = settle(identity, checkpoint, self.commits.last_committed)
-        self.identity = upgrade(identity, checkpoint, self.commits, self.executors)
+        self.identity = upgrade(identity, checkpoint, self.commits)
         self.carried = already_committed(committed_pending(self.identity))
         self.query_id, self.spark = None, spark
 
@@ -131,7 +131,7 @@ class ExactlyOnceWriter:
             ExecutorWriter.close(self.spark)
 
 
-def upgrade(identity: Identity, checkpoint: Checkpoint, commits: CommitLog, executors: ExecutorWriter) -> Identity:
+def upgrade(identity: Identity, checkpoint: Checkpoint, commits: CommitLog) -> Identity:
     """Once per checkpoint: the last batch a version writing whole batches from the driver committed under
     the bare transactional id (its open transaction, if any, aborted first), recorded in the identity.
     A checkpoint without progress has none to look up."""
