@@ -13,6 +13,7 @@
 #     pom changed (stamp = sha256 of the pom + jar count):
 #       kafka-broker  <- deploy/local/jars/kafka-broker/pom.xml  (Kafka 4.1.1 broker, KRaft)
 #       spark-kafka   <- deploy/local/jars/spark-kafka/pom.xml   (spark-sql-kafka for pyspark 4.0.1)
+#       hadoop-hdfs   <- deploy/local/jars/hadoop-hdfs/pom.xml   (HDFS NameNode + DataNode, Hadoop 3.4.1)
 #
 # Usage: scripts/bootstrap-services.sh [--force]     (--force re-fetches the jars)
 # Env:   BOOTSTRAP_SKIP_REDIS=1 / BOOTSTRAP_SKIP_PROMTOOL=1 / BOOTSTRAP_SKIP_JARS=1 to skip a part.
@@ -20,7 +21,7 @@ set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 JARS_ROOT="$ROOT/.cache/jars"
-JAR_SETS=(kafka-broker spark-kafka)
+JAR_SETS=(kafka-broker spark-kafka hadoop-hdfs)
 FORCE=0
 [[ "${1:-}" == "--force" ]] && FORCE=1
 

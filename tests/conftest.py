@@ -4,5 +4,5 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.integration.fixtures import (kafka_bootstrap, kafka_broker, own_broker,  # noqa: E402,F401
-                                        own_redis, prometheus, redis_server, redis_url)
+from tests.integration.fixtures import (hdfs, hdfs_uri, kafka_bootstrap, kafka_broker,  # noqa: E402,F401
+                                        own_broker, own_redis, prometheus, redis_server, redis_url)

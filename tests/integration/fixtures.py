@@ -1,11 +1,12 @@
-"""Session fixtures for the real services: a Kafka broker (KRaft) and a redis-server; and
+"""Session fixtures for the real services: a Kafka broker (KRaft), a redis-server and an HDFS
+(NameNode + DataNode, started only when a test asks for ``hdfs`` or ``hdfs_uri``); and
 ``prometheus``, a Prometheus of a test's own scraping what the test runs.
 
-Both come from ``deploy/local/services`` and listen on free loopback ports; they stop when
-the session ends. ``DEDUP_TEST_KAFKA`` (``HOST:PORT``) and ``DEDUP_TEST_REDIS`` (a
-``redis://`` URL) point the tests at running services instead; then ``kafka_broker`` and
-``redis_server`` are ``None``. ``own_broker`` and ``own_redis`` are a test's own, to kill
-or stop.
+They come from ``deploy/local/services`` and listen on free loopback ports; they stop when
+the session ends. ``DEDUP_TEST_KAFKA`` (``HOST:PORT``), ``DEDUP_TEST_REDIS`` (a ``redis://``
+URL) and ``DEDUP_TEST_HDFS`` (an ``hdfs://HOST:PORT`` URI) point the tests at running services
+instead; then ``kafka_broker``, ``redis_server`` and ``hdfs`` are ``None``. ``own_broker`` and
+``own_redis`` are a test's own, to kill or stop.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Iterator
 import pytest
 
 from deploy.local import services
+from deploy.local.services.hdfs import HdfsCluster
 
 
 @contextmanager
@@ -58,6 +60,22 @@ def redis_server(tmp_path_factory):
 @pytest.fixture(scope="session")
 def redis_url(redis_server) -> str:
     return os.environ.get("DEDUP_TEST_REDIS") or redis_server.url
+
+
+@pytest.fixture(scope="session")
+def hdfs(tmp_path_factory):
+    """The session's HDFS (``HdfsCluster``), started at the first test that asks for it."""
+    if os.environ.get("DEDUP_TEST_HDFS"):
+        yield None
+        return
+    with running(HdfsCluster(tmp_path_factory.mktemp("hdfs")), timeout=120) as cluster:
+        yield cluster
+
+
+@pytest.fixture(scope="session")
+def hdfs_uri(hdfs) -> str:
+    """``hdfs://HOST:PORT``: the session's HDFS, or ``DEDUP_TEST_HDFS``."""
+    return (os.environ.get("DEDUP_TEST_HDFS") or hdfs.uri).rstrip("/")
 
 
 @pytest.fixture

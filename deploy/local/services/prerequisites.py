@@ -1,4 +1,5 @@
-"""Where the things ``scripts/bootstrap-services.sh`` installs are: java, redis-server, prometheus, the jar sets."""
+"""Where the things ``scripts/bootstrap-services.sh`` installs are: java, redis-server, prometheus, the jar sets
+(Kafka broker, Spark's Kafka connector, HDFS)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ REPO_ROOT = Path(__file__).resolve().parents[3]
 JARS_ROOT = REPO_ROOT / ".cache" / "jars"
 DEFAULT_KAFKA_JARS = JARS_ROOT / "kafka-broker"
 DEFAULT_SPARK_KAFKA_JARS = JARS_ROOT / "spark-kafka"
+DEFAULT_HDFS_JARS = JARS_ROOT / "hadoop-hdfs"  # NameNode + DataNode (deploy/local/jars/hadoop-hdfs/pom.xml)
 DEFAULT_SERVICES_DIR = REPO_ROOT / ".cache" / "local-services"
 BOOTSTRAP_HINT = "run scripts/bootstrap-services.sh first"
 
