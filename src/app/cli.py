@@ -77,6 +77,7 @@ def add_run(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--state", help="memory, memory:SNAPSHOT_PATH (kept across runs) or redis://HOST:PORT/DB")
     parser.add_argument("--batch-size", type=int)
     parser.add_argument("--metrics-port", type=int, help="serve /metrics (Prometheus) and /health on this port")
+    parser.add_argument("--master", help="the Spark engine's master: local[N] or spark://HOST:PORT (spark.master)")
     parser.add_argument("--summary-json", type=Path, help="write the accounting counts here as JSON")
     parser.add_argument("--no-progress", action="store_true", help="no live progress line on a terminal")
     parser.set_defaults(handler=cmd_run)
@@ -120,7 +121,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     settings = load_settings(args.config, engine=args.engine, source=args.source, sink=args.sink, dlq=args.dlq,
                              notifications=args.notifications, notifications_out=args.notifications_out,
                              state=args.state, batch_size=args.batch_size,
-                             metrics_port=args.metrics_port)
+                             metrics_port=args.metrics_port, spark={"master": args.master} if args.master else None)
     progress = None if args.no_progress or not sys.stderr.isatty() else ProgressLine()
     totals = run_engine(settings, progress, settings_file(args.config))
     if settings.log_format == "json":

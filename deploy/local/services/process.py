@@ -173,6 +173,10 @@ class Service:
     def _ready(self) -> bool:
         raise NotImplementedError
 
+    def _environment(self) -> dict[str, str] | None:
+        """The process's environment; ``None``: this process's own."""
+        return None
+
     def _prepare(self) -> None:
         """Before each launch: directories, config files, state.json."""
         self.workdir.mkdir(parents=True, exist_ok=True)
@@ -228,7 +232,7 @@ class Service:
         with open(self.stdout_log, "ab") as out:
             self._proc = subprocess.Popen(pdeathsig_prefix(self.detach) + self._command(), stdin=subprocess.DEVNULL,
                                           stdout=out, stderr=subprocess.STDOUT, cwd=self.workdir,
-                                          start_new_session=True, close_fds=True)
+                                          env=self._environment(), start_new_session=True, close_fds=True)
         while not self._ready():
             code = self._proc.poll()
             if code is not None:

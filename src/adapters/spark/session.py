@@ -24,6 +24,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from adapters.spark.code_archive import ARCHIVE_PREFIX, code_archive
 from adapters.spark.jvm import OPERATOR_CLASS, SparkSetupError, cache_dir, connector_jars, operator_jar
 from adapters.spark.spark_log import SparkLog
 
@@ -110,6 +111,8 @@ def build_session(master: str | None = None, app_name: str = "streamdedup",
         master = master or DEFAULT_MASTER
         settings = {**DEFAULT_CONF, **_local_driver(master, log), **(conf or {})}
         settings["spark.jars"] = ",".join(classpath_jars(settings))
+    if not settings.get("spark.master", master or DEFAULT_MASTER).startswith("local"):
+        settings["spark.submit.pyFiles"] = ",".join(python_files(settings))
     if log is not None:
         log.capture_python_loggers()
     builder = SparkSession.builder.appName(app_name)
@@ -118,7 +121,15 @@ def build_session(master: str | None = None, app_name: str = "streamdedup",
     for key, value in settings.items():
         builder = builder.config(key, value)
     with _sigint_kept():
-        return builder.getOrCreate()
+        session = builder.getOrCreate()
+    _driver_keeps_its_code()
+    return session
+
+
+def _driver_keeps_its_code() -> None:
+    """PySpark puts the shipped code archive on the driver's ``sys.path`` too; the driver keeps
+    importing its own modules (and finding the files beside them, such as the JVM sources)."""
+    sys.path[:] = [p for p in sys.path if not Path(p).name.startswith(ARCHIVE_PREFIX)]
 
 
 @contextmanager
@@ -141,10 +152,23 @@ def _local_driver(master: str, log: SparkLog | None = None) -> dict[str, str]:
     local mode, loopback addresses only."""
     java_log = log.java_options() if log else f"-Dlog4j2.configurationFile={LOG_CONF.as_uri()}"
     conf = {"spark.driver.extraJavaOptions": f"{java_log} {DEFAULT_CONF['spark.executor.extraJavaOptions']}"}
-    if master.startswith("local"):
+    if on_loopback(master):
         os.environ.setdefault("SPARK_LOCAL_IP", LOOPBACK)
         conf.update({"spark.driver.host": LOOPBACK, "spark.driver.bindAddress": LOOPBACK})
     return conf
+
+
+def on_loopback(master: str) -> bool:
+    """Local mode, or a cluster whose master listens on this machine's loopback address: the
+    driver then binds to loopback too, so executors reach it there and nothing else can."""
+    return master.startswith("local") or master.split("://", 1)[-1].split(":")[0] in (LOOPBACK, "localhost")
+
+
+def python_files(settings: dict[str, str]) -> list[str]:
+    """Configured ``spark.submit.pyFiles`` plus the project's own code (``code_archive``), for
+    executors in other processes."""
+    files = [f for f in settings.get("spark.submit.pyFiles", "").split(",") if f]
+    return [*files, str(code_archive())]
 
 
 def _submitted(master: str | None, conf: dict[str, str]) -> tuple[dict[str, str], str | None]:
@@ -157,7 +181,10 @@ def _submitted(master: str | None, conf: dict[str, str]) -> tuple[dict[str, str]
     defaults = {key: value for key, value in DEFAULT_CONF.items() if not submitted.contains(key)}
     if submitted.get("spark.master", DEFAULT_MASTER) != DEFAULT_MASTER:
         master = None
-    return {**defaults, **conf}, master
+    settings = {**defaults, **conf, "spark.master": master or submitted.get("spark.master", DEFAULT_MASTER)}
+    if submitted.contains("spark.submit.pyFiles"):
+        settings.setdefault("spark.submit.pyFiles", submitted.get("spark.submit.pyFiles"))
+    return settings, master
 
 
 def classpath_jars(settings: dict[str, str]) -> list[str]:

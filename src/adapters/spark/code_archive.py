@@ -1,0 +1,42 @@
+"""The project's Python code as one zip, for executors that run in other processes.
+
+On a cluster, executors run Python for the parts of the plan written in Python (the JSONL
+source's line numbering, the Redis state's ``mapInArrow``). They must run the driver's code,
+never whatever copy happens to be installed or checked out where they run, so the driver ships
+its own packages with the job (``spark.submit.pyFiles``): PySpark puts the zip ahead of
+site-packages on each executor's ``sys.path``. The zip is built once per content in the cache
+directory, named by a hash of the files it holds.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import zipfile
+from pathlib import Path
+
+from adapters.spark.jvm import cache_dir
+
+PACKAGES = ("domain", "adapters", "app")
+SOURCE_ROOT = Path(__file__).resolve().parents[2]
+ARCHIVE_PREFIX = "streamdedup-code-"
+
+
+def _files(root: Path) -> list[Path]:
+    return sorted(p for package in PACKAGES for p in (root / package).rglob("*.py") if "__pycache__" not in p.parts)
+
+
+def code_archive(root: Path = SOURCE_ROOT) -> Path:
+    """The zip of ``PACKAGES`` as found under ``root`` (the directory this code runs from)."""
+    files = _files(root)
+    digest = hashlib.sha256()
+    for path in files:
+        digest.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes())
+    archive = cache_dir() / "python" / f"{ARCHIVE_PREFIX}{digest.hexdigest()[:12]}.zip"
+    if not archive.exists():
+        archive.parent.mkdir(parents=True, exist_ok=True)
+        partial = archive.with_suffix(f".{id(files)}.tmp")
+        with zipfile.ZipFile(partial, "w", zipfile.ZIP_DEFLATED) as zip_file:
+            for path in files:
+                zip_file.write(path, path.relative_to(root))
+        partial.replace(archive)
+    return archive

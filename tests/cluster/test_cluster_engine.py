@@ -1,0 +1,46 @@
+"""The Spark engine on a standalone cluster: executors are JVMs of their own, started by the
+workers in their own directories, and run the code the driver ships with the job."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = [pytest.mark.spark, pytest.mark.cluster]
+
+ROOT = Path(__file__).resolve().parents[2]
+
+WHERE_EXECUTORS_IMPORT_FROM = """
+import json, sys
+from adapters.spark.session import build_session
+spark = build_session(sys.argv[1], "where-executors-import-from")
+
+def origin(_):
+    import os, domain, adapters.spark.sources
+    return [domain.__file__, adapters.spark.sources.__file__, os.getcwd(), os.getpid()]
+
+print(json.dumps(spark.sparkContext.parallelize(range(4), 4).map(origin).collect()))
+import adapters.spark.engine
+print(json.dumps([adapters.spark.engine.__file__]))
+spark.stop()
+"""
+
+
+def test_executors_run_the_code_the_driver_ships_not_the_working_tree(spark_cluster, tmp_path):
+    driver = subprocess.run([sys.executable, "-c", WHERE_EXECUTORS_IMPORT_FROM, spark_cluster.url], cwd=tmp_path,
+                            capture_output=True, text=True, timeout=300)
+    assert driver.returncode == 0, driver.stderr[-3000:]
+    executors, driver_side = (json.loads(line) for line in driver.stdout.splitlines()[-2:])
+    for domain_file, sources_file, cwd, _pid in executors:
+        assert "streamdedup-code-" in domain_file and domain_file.endswith(".zip/domain/__init__.py")
+        assert "streamdedup-code-" in sources_file
+        assert not cwd.startswith(str(ROOT)) and cwd != str(tmp_path)
+    if "DEDUP_TEST_SPARK_MASTER" not in os.environ:  # both workers' executors took tasks
+        assert len({cwd for _, _, cwd, _ in executors}) == 2
+    # the driver itself keeps importing its own files (the JVM sources beside them are found)
+    assert driver_side[0] == str(ROOT / "src" / "adapters" / "spark" / "engine.py")
