@@ -11,6 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.scenarios import SCENARIOS
+from tests.spark.conftest import SESSION_MASTER
+
 pytestmark = [pytest.mark.spark, pytest.mark.cluster]
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -44,3 +47,19 @@ def test_executors_run_the_code_the_driver_ships_not_the_working_tree(spark_clus
         assert len({cwd for _, _, cwd, _ in executors}) == 2
     # the driver itself keeps importing its own files (the JVM sources beside them are found)
     assert driver_side[0] == str(ROOT / "src" / "adapters" / "spark" / "engine.py")
+
+
+def in_a_session_on(cluster, *tests: str) -> subprocess.CompletedProcess:
+    """Spark tests of tests/spark run by pytest in a process of their own, whose session's SparkSession
+    runs on ``cluster`` (``DEDUP_TEST_SESSION_MASTER``)."""
+    env = {**os.environ, SESSION_MASTER: cluster.url}
+    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--durations=0", *tests],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+
+
+def test_the_golden_scenarios_on_the_cluster(spark_cluster):
+    run = in_a_session_on(spark_cluster, "tests/spark/test_spark_engine.py::test_scenario",
+                          "tests/spark/test_spark_engine.py::test_invalid_records_are_dead_lettered_with_their_bytes_and_reason")
+    summary = run.stdout.strip().splitlines()[-1]
+    assert run.returncode == 0, run.stdout[-4000:]
+    assert f"{len(SCENARIOS) + 1} passed" in summary, summary

@@ -25,10 +25,15 @@ from domain.policies import Policies  # noqa: E402
 from domain.rules import RuleSet  # noqa: E402
 
 
+SESSION_MASTER = "DEDUP_TEST_SESSION_MASTER"
+
+
 @pytest.fixture(scope="session")
 def spark():
+    """The session's SparkSession: ``local[2]``, or the master in ``DEDUP_TEST_SESSION_MASTER``
+    (tests/cluster runs tables of these tests on its standalone cluster that way)."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    session = build_session("local[2]", "streamdedup-tests")
+    session = build_session(os.environ.get(SESSION_MASTER, "local[2]"), "streamdedup-tests")
     session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()
@@ -86,7 +91,7 @@ class FileRun:
         return build_spark_engine(rules or RuleSet(), policies or Policies(),
                                   source=f"jsonl:{self.input}?maxFilesPerTrigger=1", sink=str(self.dir / sink),
                                   dead_letters=str(self.dir / dead_letters), checkpoint=location,
-                                  master="local[2]", spark=self.spark, **settings)
+                                  master=self.spark.sparkContext.master, spark=self.spark, **settings)
 
 
 def _line(item) -> bytes:
