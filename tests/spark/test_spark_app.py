@@ -141,14 +141,20 @@ def test_kafka_to_spark_to_kafka_through_dedup_run(cli, kafka_bootstrap, tmp_pat
         assert cli("--source", uri["in"], "--sink", uri["out"], "--dlq", uri["dlq"], "--summary-json", str(summary),
                    **env) == 0
         summaries.append(json.loads(summary.read_text()))
-    want = reference([r for part in parts for r in part])
-    assert Counter(m.value for m in read_topic(kafka_bootstrap, topics["out"])) == Counter(want.emitted)
-    dead = [from_headers(m.value, m.key, m.raw_headers) for m in read_topic(kafka_bootstrap, topics["dlq"])]
-    assert Counter(d.record.value for d in dead) == Counter(want.dead_letters)
-    assert Counter(d.reason for d in dead) == expected_reasons(want.dead_letters, expected.late)
-    assert {(d.record.position.source, d.error_class, d.attempts) for d in dead} == {(topics["in"], "invalid", 1)}
+    assert_exact_output(kafka_bootstrap, topics, [r for part in parts for r in part], expected.late)
     assert {k: sum(s[k] for s in summaries) for k in COUNTS} == {k: expected.as_accounting()[k] for k in COUNTS}
     assert summaries[1]["in"] == len(parts[-1])
+
+
+def assert_exact_output(bootstrap: str, topics: dict[str, str], records: list[bytes], late: int) -> None:
+    """Read committed: each unique event of ``records`` once in ``topics["out"]``, each invalid or late
+    record (``late`` of them late) once in ``topics["dlq"]`` with its reason and where it was read."""
+    want = reference(records)
+    assert Counter(m.value for m in read_topic(bootstrap, topics["out"])) == Counter(want.emitted)
+    dead = [from_headers(m.value, m.key, m.raw_headers) for m in read_topic(bootstrap, topics["dlq"])]
+    assert Counter(d.record.value for d in dead) == Counter(want.dead_letters)
+    assert Counter(d.reason for d in dead) == expected_reasons(want.dead_letters, late)
+    assert {(d.record.position.source, d.error_class, d.attempts) for d in dead} == {(topics["in"], "invalid", 1)}
 
 
 def expected_reasons(dead_letters: list[bytes], late: int) -> Counter:

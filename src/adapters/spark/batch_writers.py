@@ -163,11 +163,9 @@ def already_committed(pending: dict | None) -> Column | None:
 
 def query_id_of(checkpoint: str | None) -> str | None:
     """The commit markers carry the query's id, so a checkpoint created anew at the same
-    location (batch ids from 0 again) is not mistaken for the old query (None: no checkpoint)."""
-    try:
-        return Checkpoint.at(checkpoint).query_id()
-    except (TypeError, ValueError):
-        return None
+    location (batch ids from 0 again) is not mistaken for the old query (None: no checkpoint). Read
+    through the checkpoint's own file system, wherever it is."""
+    return Checkpoint.at(checkpoint).query_id() if checkpoint else None
 
 
 def writer_for(sink: str, dead_letters: str, delivery: str, checkpoint: str,

@@ -53,11 +53,7 @@ class CheckpointGuard:
         self.checkpoint: Checkpoint | None = None
 
     def prepare(self, spark: SparkSession, watermark=lambda: None) -> None:
-        try:
-            self.checkpoint = Checkpoint.at(self.location)
-        except ValueError:
-            log.warning("checkpoint %s is not a local path: its manifest is not checked", self.location)
-            return
+        self.checkpoint = Checkpoint.at(self.location)  # any Hadoop file system: checked the same way
         job = job_manifest(self.rules, state_schema(spark),
                            {role: endpoint_record(uri, spark) for role, uri in self.endpoints.items()})
         stored = read_manifest(self.checkpoint.ours)
