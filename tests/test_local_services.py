@@ -1,5 +1,5 @@
-"""Smoke test of deploy/local/services: a real Kafka 4 broker (KRaft), a real redis-server and
-a real Prometheus.
+"""Smoke test of deploy/local/services: a real Kafka 4 broker (KRaft), a real redis-server, a real
+HDFS (NameNode + DataNode) and a real Prometheus.
 
 Needs `scripts/bootstrap-services.sh` to have run (broker jars, java, redis-server, prometheus); fails
 with that hint otherwise.
@@ -20,6 +20,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer
 
 from deploy.local import services
 from deploy.local.services.cli import read_env
+from deploy.local.services.hdfs import HdfsCluster
 from deploy.local.services.prerequisites import REPO_ROOT
 from tests.integration.fixtures import running
 
@@ -129,28 +130,43 @@ def test_a_taken_port_is_re_picked_unless_it_was_given(tmp_path):
             services.RedisServer(tmp_path / "given", port).start()
 
 
-def test_the_command_line_starts_reports_and_stops_both_services(tmp_path):
+def test_the_command_line_starts_reports_and_stops_the_services(tmp_path):
     def cli(*args: str) -> subprocess.CompletedProcess:
         return subprocess.run([sys.executable, "-m", "deploy.local.services", *args, "--dir", str(tmp_path)],
                               cwd=REPO_ROOT, capture_output=True, text=True, timeout=180)
 
-    up = cli("up")
+    up = cli("up", "--hdfs")
     try:
         assert up.returncode == 0, up.stderr
         env = read_env(tmp_path / "services.env")
         assert (tmp_path / "services.env").read_text() == up.stdout
         # exported for commands; the test suite's names set but not exported
         assert f"export KAFKA={env['DEDUP_TEST_KAFKA']}\nexport REDIS={env['DEDUP_TEST_REDIS']}\n" in up.stdout
+        assert f"export HDFS={env['DEDUP_TEST_HDFS']}\n" in up.stdout and env["HDFS"].startswith("hdfs://127.0.0.1:")
         assert "export DEDUP_" not in up.stdout
         assert redis.Redis.from_url(env["REDIS"]).ping()
-        assert cli("status").stdout == f"kafka: up {env['DEDUP_TEST_KAFKA']}\nredis: up {env['DEDUP_TEST_REDIS']}\n"
+        assert cli("status").stdout == (f"kafka: up {env['DEDUP_TEST_KAFKA']}\nredis: up {env['DEDUP_TEST_REDIS']}\n"
+                                        f"hdfs:  up {env['DEDUP_TEST_HDFS']}\n")
         assert cli("topics", "in", "out", "--partitions", "3").stdout.split() == [
             "in", "3", "partitions", "0", "messages", "out", "3", "partitions", "0", "messages"]
     finally:
         assert cli("down").returncode == 0
     assert cli("status").returncode == 1
     assert not services.pid_alive(int(env["DEDUP_TEST_KAFKA_PID"]))
+    assert not any(services.pid_alive(int(pid)) for pid in env["DEDUP_TEST_HDFS_PIDS"].split(","))
     assert "kafka is not up" in cli("topics").stderr
+
+
+def test_hdfs_keeps_its_files_through_a_kill(tmp_path):
+    cluster = HdfsCluster(tmp_path / "hdfs")
+    with running(cluster):
+        assert cluster.uri == f"hdfs://127.0.0.1:{cluster.namenode.port}"
+        cluster.write_file("/demo/a.txt", b"written before the kill")
+        # kill -9 of both daemons: the NameNode replays its edits, the DataNode reports the block again
+        cluster.kill()
+        cluster.start()
+        assert cluster.uri == f"hdfs://127.0.0.1:{cluster.namenode.port}"  # the same address
+        assert cluster.read_file("/demo/a.txt") == b"written before the kill"
 
 
 def test_prometheus_scrapes_its_targets_answers_queries_and_stops(prometheus):

@@ -1,10 +1,11 @@
-"""``python -m deploy.local.services up|down|status|topics``: both services, detached, for a demo by hand.
+"""``python -m deploy.local.services up|down|status|topics``: the services, detached, for a demo by hand.
 
 ``up`` writes ``DIR/services.env`` and prints it: shell lines that export the addresses for
 commands (``KAFKA=127.0.0.1:PORT``, ``REDIS=redis://127.0.0.1:PORT/0``) and set, unexported,
 the names the test suite reads (``DEDUP_TEST_KAFKA``, ``DEDUP_TEST_REDIS``) and the pids
-(``DEDUP_TEST_KAFKA_PID``, ``DEDUP_TEST_REDIS_PID``). ``. DIR/services.env`` brings them into a
-shell. ``topics NAME… --partitions N`` creates the missing topics on that broker, then lists
+(``DEDUP_TEST_KAFKA_PID``, ``DEDUP_TEST_REDIS_PID``). ``up --hdfs`` also starts an HDFS
+(NameNode + DataNode): ``HDFS=hdfs://127.0.0.1:PORT``, ``DEDUP_TEST_HDFS`` and its two pids
+(``DEDUP_TEST_HDFS_PIDS``). ``. DIR/services.env`` brings them into a shell. ``topics NAME… --partitions N`` creates the missing topics on that broker, then lists
 every topic with its partition and message counts. DIR defaults to ``.cache/local-services``
 under the repository root.
 """
@@ -18,6 +19,7 @@ from pathlib import Path
 
 from confluent_kafka import KafkaException
 
+from .hdfs import HdfsCluster
 from .kafka import KafkaBroker, create_topics, topic_sizes
 from .prerequisites import DEFAULT_KAFKA_JARS, DEFAULT_SERVICES_DIR
 from .process import ServiceError, pid_alive, pid_cmdline, terminate
@@ -33,11 +35,15 @@ def read_env(path: Path) -> dict[str, str]:
     return {k.strip().removeprefix("export "): v.strip() for k, v in pairs}
 
 
-def env_text(broker: KafkaBroker, redis: RedisServer) -> str:
+def env_text(broker: KafkaBroker, redis: RedisServer, hdfs: HdfsCluster | None = None) -> str:
     """services.env: the addresses exported for commands; the test suite's names and the pids set."""
-    return (f"export KAFKA={broker.bootstrap}\nexport REDIS={redis.url}\n"
+    text = (f"export KAFKA={broker.bootstrap}\nexport REDIS={redis.url}\n"
             f"DEDUP_TEST_KAFKA={broker.bootstrap}\nDEDUP_TEST_REDIS={redis.url}\n"
             f"DEDUP_TEST_KAFKA_PID={broker.pid}\nDEDUP_TEST_REDIS_PID={redis.pid}\n")
+    if hdfs is not None:
+        text += (f"export HDFS={hdfs.uri}\nDEDUP_TEST_HDFS={hdfs.uri}\n"
+                 f"DEDUP_TEST_HDFS_PIDS={','.join(str(pid) for pid in hdfs.pids)}\n")
+    return text
 
 
 def env_alive(env: dict[str, str], root: Path) -> tuple[bool, bool]:
@@ -52,36 +58,52 @@ def env_alive(env: dict[str, str], root: Path) -> tuple[bool, bool]:
     return ours("DEDUP_TEST_KAFKA_PID", str(root / "kafka")), bool(redis_addr) and ours("DEDUP_TEST_REDIS_PID", redis_addr)
 
 
+def hdfs_pids(env: dict[str, str], root: Path) -> list[int]:
+    """The HDFS daemons of services.env that are still ours (DataNode first, as they stop)."""
+    pids = [int(p) for p in env.get("DEDUP_TEST_HDFS_PIDS", "").split(",") if p.isdigit()]
+    return [pid for pid in reversed(pids) if pid_alive(pid) and str(root / "hdfs") in pid_cmdline(pid)]
+
+
 def stop_from_env(env: dict[str, str], root: Path, timeout: float = 30) -> None:
     for alive, key in zip(env_alive(env, root), ("DEDUP_TEST_KAFKA_PID", "DEDUP_TEST_REDIS_PID")):
         if alive:
             terminate(int(env[key]), None, timeout)
+    for pid in hdfs_pids(env, root):
+        terminate(pid, None, timeout)
 
 
 def up(args: argparse.Namespace) -> int:
     root = Path(args.dir).resolve()
     env_file = root / "services.env"
     env = read_env(env_file)
-    if env and all(env_alive(env, root)):
+    if env and all(env_alive(env, root)) and (not args.hdfs or len(hdfs_pids(env, root)) == 2):
         print(env_file.read_text(), end="")
         return 0
     stop_from_env(env, root)  # half-alive leftovers
     root.mkdir(parents=True, exist_ok=True)
     broker = KafkaBroker(root / "kafka", Path(args.jars_dir) if args.jars_dir else None, args.kafka_port,
                          num_partitions=args.partitions, detach=True)
+    hdfs = HdfsCluster(root / "hdfs", port=args.hdfs_port, detach=True) if args.hdfs else None
     broker.check_jars()  # before redis starts: fail fast
+    if hdfs is not None:
+        hdfs.namenode.check_jars()
     redis = RedisServer(root / "redis", args.redis_port, detach=True).start()
     try:
         broker.start(timeout=args.timeout)
+        if hdfs is not None:
+            hdfs.start(timeout=args.timeout)
     except BaseException:
+        broker.stop()
         redis.stop()
         raise
-    text = env_text(broker, redis)
+    text = env_text(broker, redis, hdfs)
     tmp = env_file.with_suffix(".env.tmp")
     tmp.write_text(text)
     tmp.replace(env_file)
     print(text, end="")
     print(f"# kafka started in {broker.last_start_seconds:.1f}s; logs in {broker.logs_dir}", file=sys.stderr)
+    if hdfs is not None:
+        print(f"# hdfs started in {hdfs.last_start_seconds:.1f}s; logs in {hdfs.workdir}/*/logs", file=sys.stderr)
     return 0
 
 
@@ -101,7 +123,10 @@ def status(args: argparse.Namespace) -> int:
     kafka_alive, redis_alive = env_alive(env, root)
     print(f"kafka: {'up ' + env['DEDUP_TEST_KAFKA'] if kafka_alive else 'down'}")
     print(f"redis: {'up ' + env['DEDUP_TEST_REDIS'] if redis_alive else 'down'}")
-    return 0 if (kafka_alive and redis_alive) else 1
+    hdfs_alive = len(hdfs_pids(env, root)) == 2
+    if "DEDUP_TEST_HDFS" in env:
+        print(f"hdfs:  {'up ' + env['DEDUP_TEST_HDFS'] if hdfs_alive else 'down'}")
+    return 0 if (kafka_alive and redis_alive and (hdfs_alive or "DEDUP_TEST_HDFS" not in env)) else 1
 
 
 def topics(args: argparse.Namespace) -> int:
@@ -118,18 +143,20 @@ def topics(args: argparse.Namespace) -> int:
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m deploy.local.services",
-                                description="Local Kafka (KRaft) + redis-server for tests.")
+                                description="Local Kafka (KRaft) + redis-server (+ HDFS) for tests.")
     sub = p.add_subparsers(dest="cmd", required=True)
-    start = sub.add_parser("up", help="start both services detached; write DIR/services.env")
+    start = sub.add_parser("up", help="start the services detached; write DIR/services.env")
     start.add_argument("--kafka-port", type=int, default=None)
     start.add_argument("--redis-port", type=int, default=None)
     start.add_argument("--partitions", type=int, default=1, help="num.partitions (default 1)")
     start.add_argument("--jars-dir", default=None, help=f"default {DEFAULT_KAFKA_JARS}")
+    start.add_argument("--hdfs", action="store_true", help="also an HDFS (NameNode + DataNode), for hdfs:// checkpoints")
+    start.add_argument("--hdfs-port", type=int, default=None, help="the NameNode's RPC port (default: a free one)")
     start.add_argument("--timeout", type=float, default=120)
     stop = sub.add_parser("down", help="stop services started by 'up'")
     stop.add_argument("--purge", action="store_true", help="also delete DIR (all data)")
     stop.add_argument("--timeout", type=float, default=30)
-    check = sub.add_parser("status", help="exit 0 if both are up")
+    check = sub.add_parser("status", help="exit 0 if every service started by 'up' is up")
     listing = sub.add_parser("topics", help="create the topics NAMES that do not exist, then list every topic "
                                             "with its partitions and messages")
     listing.add_argument("names", nargs="*", metavar="NAME")

@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import subprocess
 import time
+import urllib.error
 import urllib.request
 import uuid
 from pathlib import Path
@@ -44,6 +45,12 @@ log4j.logger.BlockStateChange=WARN
 log4j.logger.org.apache.hadoop.hdfs.server.namenode.FSNamesystem.audit=WARN
 log4j.logger.org.apache.hadoop.util.NativeCodeLoader=ERROR
 """
+
+# Hadoop 3.4 on Java 17 reaches into the JDK by reflection (JAXB in WebHDFS, direct buffers in
+# the DataNode), as Hadoop's own launcher scripts allow it to.
+OPENS = [f"--add-opens=java.base/{package}=ALL-UNNAMED"
+         for package in ("java.lang", "java.lang.reflect", "java.io", "java.net", "java.nio", "java.util",
+                         "java.util.concurrent", "sun.nio.ch", "sun.security.x509")]
 
 # HttpServer2 looks its web applications up on the classpath (webapps/NAME); Hadoop's
 # distribution ships them beside the jars, Maven's jars do not. The daemons serve no page
@@ -104,7 +111,7 @@ class HadoopDaemon(Service):
         write_json(self.state_file, self._state())
 
     def _jvm(self, heap: str) -> list[str]:
-        return [java(), f"-Xmx{heap}", "-XX:+ExitOnOutOfMemoryError", "-XX:TieredStopAtLevel=1",
+        return [java(), f"-Xmx{heap}", "-XX:+ExitOnOutOfMemoryError", "-XX:TieredStopAtLevel=1", *OPENS,
                 "-Djava.net.preferIPv4Stack=true", f"-Dhadoop.log.dir={self.logs_dir}",
                 f"-Dhadoop.home.dir={self.workdir}", f"-Dlog4j.configuration=file:{self.conf_dir / 'log4j.properties'}",
                 "-cp", f"{self.conf_dir}:{self.jars_dir}/*"]
@@ -236,6 +243,14 @@ COMMON_SITE: dict[str, Any] = {
 }
 
 
+class _KeepRedirects(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, *args, **kwargs):
+        return None  # urllib does not resend a PUT's body: the redirect is followed by hand
+
+
+_NO_REDIRECTS = urllib.request.build_opener(_KeepRedirects)
+
+
 class HdfsCluster:
     """One NameNode and one DataNode (``workdir/namenode``, ``workdir/datanode``), started,
     stopped, killed and restarted together; ``uri`` names the file system.
@@ -296,6 +311,27 @@ class HdfsCluster:
         for daemon in (self.namenode, self.datanode):
             daemon._started_once = True  # keep the ports: clients hold the address
         return self.start(timeout)
+
+    # -- file helpers (WebHDFS, no Hadoop client needed)
+    def write_file(self, path: str, data: bytes) -> None:
+        """Create or replace the file ``path`` (absolute, e.g. ``/demo/a.txt``) with ``data``."""
+        create = f"{self._webhdfs(path)}?op=CREATE&overwrite=true"
+        try:  # the NameNode answers with a redirect to the DataNode that takes the bytes
+            _NO_REDIRECTS.open(urllib.request.Request(create, method="PUT"), timeout=10)
+            raise ServiceError(f"WebHDFS CREATE {path}: no redirect to a DataNode")
+        except urllib.error.HTTPError as exc:
+            if exc.code != 307:
+                raise ServiceError(f"WebHDFS CREATE {path}: HTTP {exc.code}") from None
+            location = exc.headers["Location"]
+        urllib.request.urlopen(urllib.request.Request(location, method="PUT", data=data), timeout=10).close()
+
+    def read_file(self, path: str) -> bytes:
+        """The bytes of the file ``path``; raises urllib's HTTPError (404) when there is none."""
+        with urllib.request.urlopen(f"{self._webhdfs(path)}?op=OPEN", timeout=10) as response:
+            return response.read()
+
+    def _webhdfs(self, path: str) -> str:
+        return f"http://{LOOPBACK}:{self.namenode.http_port}/webhdfs/v1/{path.lstrip('/')}"
 
     def __enter__(self) -> HdfsCluster:
         return self.start()
