@@ -50,6 +50,20 @@ class FileFeed:
         return sum(len(p) for p in self.parts[:self.written])
 
 
+def spark_env(checkpoint: Path, bounded: bool, lease_timeout: str = "10s", idle_event_ms: int = 1000,
+              **settings: str) -> dict[str, str]:
+    """The environment of a ``dedup run --engine spark`` process in a test: this process's without
+    its ``DEDUP_*`` variables, then ``local[2]``, a 1 s trigger, an idle event every
+    ``idle_event_ms``, ``checkpoint``, and ``settings`` (more ``DEDUP_…`` variables) over them."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DEDUP_")}
+    env.update(PYTHONPATH=str(ROOT / "src"), DEDUP_SPARK__CHECKPOINT=str(checkpoint),
+               DEDUP_SPARK__AVAILABLE_NOW=str(bounded).lower(), DEDUP_SPARK__TRIGGER="1 second",
+               DEDUP_SPARK__MASTER="local[2]", DEDUP_SPARK__LEASE_TIMEOUT=lease_timeout,
+               DEDUP_SPARK__CONF=json.dumps({"spark.sql.streaming.noDataProgressEventInterval": str(idle_event_ms)}))
+    env.update(settings)
+    return env
+
+
 @dataclass
 class DedupProcess:
     """One ``dedup run --engine spark`` process over ``root/in``; outputs under ``root``. Several
@@ -68,12 +82,7 @@ class DedupProcess:
 
     def start(self, bounded: bool, idle_event_ms: int = 1000) -> "DedupProcess":
         self.runs += 1
-        env = {k: v for k, v in os.environ.items() if not k.startswith("DEDUP_")}
-        env.update(PYTHONPATH=str(ROOT / "src"), DEDUP_SPARK__CHECKPOINT=str(self.root / "checkpoint"),
-                   DEDUP_SPARK__AVAILABLE_NOW=str(bounded).lower(), DEDUP_SPARK__TRIGGER="1 second",
-                   DEDUP_SPARK__MASTER="local[2]", DEDUP_SPARK__LEASE_TIMEOUT=self.lease_timeout,
-                   DEDUP_SPARK__CONF=json.dumps({"spark.sql.streaming.noDataProgressEventInterval": str(idle_event_ms)}),
-                   **self.env)
+        env = spark_env(self.root / "checkpoint", bounded, self.lease_timeout, idle_event_ms, **self.env)
         uris = {"source": f"file:{self.root / 'in'}?maxFilesPerTrigger=1", "sink": f"file:{self.root / 'out'}",
                 "dlq": f"file:{self.root / 'dlq'}", **self.uris}
         command = [sys.executable, "-m", "app.cli", "run", "--engine", "spark",

@@ -46,13 +46,13 @@ CATALOG = {m.name: m for m in (
     Metric("event_time_lag_seconds", "gauge", "How far the rule's watermark is behind the newest event time seen",
            ("rule",)),
     Metric("state_rows", "gauge", "Keys in the dedup state (spark engine)"),
-    Metric("state_bytes", "gauge", "Memory used by the dedup state (spark engine)"),
+    Metric("state_bytes", "gauge", "Bytes of the dedup state's files in the checkpoint (spark engine)"),
     Metric("checkpoint_commit_seconds", "gauge", "Time the last micro-batch took to commit its offsets and state to "
            "the checkpoint (spark engine)"),
-    Metric("state_load_seconds", "gauge", "Duration of the first micro-batch after the query (re)started, which "
-           "restores the state from the checkpoint (spark engine)"),
-    Metric("checkpoint_bytes_copied", "counter", "Bytes of state snapshot files uploaded to the checkpoint "
-           "(spark engine, RocksDB)"),
+    Metric("state_load_seconds", "gauge", "State restore time after a restart on a checkpoint: the execution of the "
+           "first micro-batch, whose tasks load the state before judging (spark engine)"),
+    Metric("checkpoint_bytes_written", "counter", "Bytes micro-batches wrote to the checkpoint's state: changelogs "
+           "or deltas, snapshots and their files (spark engine)"),
     Metric("failed_batches", "counter", "Micro-batches whose query failed and was handed to the restart strategy "
            "(spark engine)"),
     Metric("batch_duration_ms", "gauge", "Duration of the last micro-batch in milliseconds (spark engine)"),

@@ -51,6 +51,7 @@ from adapters.spark.session import (build_session, require_classes, session_star
 from adapters.spark.sources import parse_uri, read_stream
 from adapters.spark.spark_log import SparkLog
 from adapters.spark.startup import require_endpoints
+from adapters.spark.state_files import StateFiles
 from adapters.spark.state_rows import StateRowGauge, state_row_counter
 from adapters.spark.watermarks import BatchWatermarks
 from domain.accounting import Accounting
@@ -250,7 +251,8 @@ class SparkEngine:
         self.watermarks = BatchWatermarks.open(spark, self.query.checkpoint, self.query.idle_partition_timeout,
                                                source.topic if source.kind == "kafka" else None)
         gauge = StateRowGauge.open(spark, self.query.checkpoint, self.state_rows, count_missing=not tracked)
-        self.listener = ProgressListener(self.metrics, self.on_batch, tracked, gauge)
+        files = StateFiles.open(spark, self.query.checkpoint)
+        self.listener = ProgressListener(self.metrics, self.on_batch, tracked, gauge, files)
 
     def _prepare(self, spark: SparkSession) -> None:
         """Checks the classpath and sets the SQL settings a query reads when it starts."""

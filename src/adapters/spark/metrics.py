@@ -2,8 +2,9 @@
 
 The plan's output carries an ``observe`` named ``accounting`` (``accounting_metrics``);
 Spark reports it in each micro-batch's progress event, and ``ProgressListener`` adds it
-to an ``Accounting`` and records gauges (state rows and bytes, batch duration, rates,
-Kafka lag) in any ``domain.ports.Metrics``.
+to an ``Accounting`` and records gauges (state rows, batch duration, rates, Kafka lag,
+checkpoint commit and state load times) in any ``domain.ports.Metrics``; the state's bytes and
+what each micro-batch wrote to the checkpoint come from its files (``state_files``).
 """
 
 from __future__ import annotations
@@ -103,20 +104,24 @@ class ProgressListener(StreamingQueryListener):
     (``trackTotalNumberOfRows=false``, the engine's default); Spark then reports 0, and the
     ``state_rows`` gauge comes from the operator's own count (``state_rows``, a
     ``state_rows.StateRowGauge``), or is left out without one. After each micro-batch the
-    figure is kept in the checkpoint through ``state_rows.record``.
+    figure is kept in the checkpoint through ``state_rows.record``. ``state_files``: the
+    checkpoint's ``state_files.StateFiles``, looked at after each micro-batch with a stateful
+    operator (the ``state_bytes`` gauge and the ``checkpoint_bytes_written`` counter; neither
+    without it).
     """
 
     def __init__(self, metrics=None, on_batch: Callable[[Accounting], None] | None = None,
-                 state_rows_tracked: bool = True, state_rows=None):
+                 state_rows_tracked: bool = True, state_rows=None, state_files=None):
         self.on_batch = on_batch
         self.state_rows_tracked = state_rows_tracked
         self.state_rows = state_rows
+        self.state_files = state_files
         self.query_id: str | None = None
         self.totals = Accounting()
         self.gauges: dict[str, float] = {}
         self.batch_durations_ms: list[int] = []
         self._ended: set[str] = set()  # runIds whose termination arrived
-        self._loaded: set[str] = set()  # runIds whose first micro-batch (the state's restore) was timed
+        self._started: set[str] = set()  # runIds whose first micro-batch with state has been seen
         self._recounted: dict[int, Accounting] = {}
         self._metrics = metrics
         self._changed = threading.Condition()
@@ -138,9 +143,7 @@ class ProgressListener(StreamingQueryListener):
         if not self._ours(progress.id):
             return
         gauges = _gauges(progress, self.state_rows_tracked, self.state_rows)
-        if progress.stateOperators and str(progress.runId) not in self._loaded:
-            self._loaded.add(str(progress.runId))
-            gauges["state_load_seconds"] = gauges["batch_duration_ms"] / 1000
+        written = self._look_at_state(progress, gauges)
         if self.state_rows is not None and progress.stateOperators:  # kept before wait_for() sees the batch
             self.state_rows.record(int(gauges["state_rows"]) if "state_rows" in gauges else None)
         with self._changed:
@@ -150,8 +153,24 @@ class ProgressListener(StreamingQueryListener):
             self.totals.add(counts)
             self.gauges.update(gauges)
             self.batch_durations_ms.append(int(progress.durationMs.get("triggerExecution", 0)))
-        self._publish(counts, gauges, kafka_lags(progress), checkpoint_bytes(progress))
+        self._publish(counts, gauges, kafka_lags(progress), written)
         self._notify()
+
+    def _look_at_state(self, progress, gauges: dict[str, float]) -> int:
+        """After a micro-batch with state: its size and restore time in ``gauges``; returns the
+        bytes written to the checkpoint's state since the last look."""
+        if not progress.stateOperators:
+            return 0
+        if str(progress.runId) not in self._started:
+            self._started.add(str(progress.runId))
+            restored = state_load_seconds(progress)
+            if restored is not None:
+                gauges["state_load_seconds"] = restored
+        look = self.state_files.look() if self.state_files is not None else None
+        if look is None:
+            return 0
+        gauges["state_bytes"] = float(look.size)
+        return look.written
 
     def recount(self, batch_id: int, counts: Accounting) -> None:
         """``counts`` replace the observed accounting of micro-batch ``batch_id``: its plan ran
@@ -174,7 +193,7 @@ class ProgressListener(StreamingQueryListener):
             return self._changed.wait_for(lambda: run_id in self._ended, timeout)
 
     def _publish(self, counts: Accounting, gauges: dict[str, float], lags: dict[tuple[str, str], float],
-                 copied: int = 0) -> None:
+                 written: int = 0) -> None:
         if self._metrics is None:
             return
         counts.publish(self._metrics)
@@ -184,7 +203,7 @@ class ProgressListener(StreamingQueryListener):
             self._metrics.observe("batch_duration_seconds", gauges["batch_duration_ms"] / 1000)
         for (topic, partition), lag in lags.items():
             self._metrics.gauge("kafka_lag", lag, topic=topic, partition=partition)
-        self._metrics.increment("checkpoint_bytes_copied", copied)
+        self._metrics.increment("checkpoint_bytes_written", written)
 
 
 def _gauges(progress, state_rows_tracked: bool, operator_count=None) -> dict[str, float]:
@@ -196,18 +215,20 @@ def _gauges(progress, state_rows_tracked: bool, operator_count=None) -> dict[str
         rows = state.numRowsTotal if state_rows_tracked else operator_count.rows() if operator_count else None
         if rows is not None:
             gauges["state_rows"] = float(rows)
-        custom = dict(state.customMetrics or {})
-        gauges["state_bytes"] = float(max(state.memoryUsedBytes, custom.get("rocksdbSstFileSize", 0)))
         durations = progress.durationMs
         gauges["checkpoint_commit_seconds"] = (state.commitTimeMs + durations.get("walCommit", 0)
                                                + durations.get("commitOffsets", 0)) / 1000
     return gauges
 
 
-def checkpoint_bytes(progress) -> int:
-    """Bytes of state files the micro-batch uploaded to the checkpoint (RocksDB snapshots; 0 when
-    the provider does not say)."""
-    return sum(int(dict(op.customMetrics or {}).get("rocksdbBytesCopied", 0)) for op in progress.stateOperators)
+def state_load_seconds(progress) -> float | None:
+    """The state's restore time, from a run's first micro-batch with state: None when it is the
+    query's first micro-batch (nothing to restore). Spark 4.0.1 does not time the load of a state
+    store (no such progress or custom metric), which its tasks do before they judge a key, so
+    this is the batch's execution (``addBatch``: load, judging, output), an upper bound of it."""
+    if progress.batchId == 0:
+        return None
+    return progress.durationMs.get("addBatch", 0) / 1000
 
 
 def kafka_lags(progress) -> dict[tuple[str, str], float]:
