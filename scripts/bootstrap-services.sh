@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Install what deploy/local/services needs to run a real Kafka broker and redis-server
+# Install what deploy/local/services needs to run a real Kafka broker, redis-server and HDFS
 # on loopback ports. Idempotent, non-interactive, quiet on success.
 #
 #   * redis-server, from Debian's packages, if not on PATH. The system service is NOT

@@ -12,8 +12,9 @@ leaves safe mode as soon as the DataNode has reported its blocks), fast heartbea
 to files under each daemon's workdir (``logs/``), never to the caller's stdout.
 
 Readiness: the NameNode's HTTP ``/jmx`` answers (NameNode); it reports one live DataNode
-and is out of safe mode (DataNode, so the cluster). A whole cluster starts in ~5-8 s on an
-idle 2-core machine (first start: + ~2 s for the format).
+and is out of safe mode (DataNode, so the cluster). A whole cluster starts in 5-7 s on a
+2-core machine, the first start's format included (twice that while Spark tests run beside it).
+The daemons get the ``--add-opens`` Hadoop's launcher gives them on Java 17 (``OPENS``).
 """
 
 from __future__ import annotations
