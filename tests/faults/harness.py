@@ -1,17 +1,21 @@
-"""Exactly-once fault runs of the Spark engine, in the style of Kafka Streams' EOS system tests.
+"""Fault runs of the Spark engine, in the style of Kafka Streams' EOS system tests.
 
-A generator writes events with known duplicates and bad records to the input topic. The
-Spark engine runs as ``dedup run --engine spark`` (exactly-once delivery) in a process
-group of its own; while it works, the driver (the Python process and its JVM) is killed
-with SIGKILL at random points and started again from its checkpoint, the Kafka broker is
-restarted once and, with Redis state, Redis is restarted once. Progress is read from
-the commit markers on the control topic (committed micro-batches and their counts).
+A generator writes events with known duplicates and bad records to the input topic, keyed
+by ``uniqueValue`` over ``partitions`` partitions as producers write them. The Spark engine
+runs as ``dedup run --engine spark`` in a process group of its own, in local mode or on a
+standalone cluster (``FaultPlan.master``); while it works, the faults of the plan strike at
+random points: the driver (the Python process and its JVM) killed with SIGKILL and started
+again from its checkpoint, the Kafka broker restarted, Redis restarted and, on a cluster, an
+executor or a whole worker killed with SIGKILL in the middle of a micro-batch (the worker is
+started again a few seconds later). Progress is the input offsets of the last micro-batch
+the checkpoint committed.
 
 The verifier reads the outputs as a ``read_committed`` consumer and checks every expected
-unique event exactly once and no other event, every bad record in the dead-letter topic
-exactly once, and ``in = out + duplicates + dead_lettered (+ skipped)`` from the committed
-markers' counts (the accounting of what was really committed) and from the last run's
-``--summary-json``. ``Report.lines()`` prints the counts it checked.
+unique event present and no other event, every bad record in the dead-letter topic exactly
+once, and with exactly-once delivery no unique event twice and ``in = out + duplicates +
+dead_lettered (+ skipped)`` from the committed markers' counts (the accounting of what was
+really committed); with at-least-once, copies are counted and the last run's
+``--summary-json`` must balance. ``Report.lines()`` prints the counts it checked.
 """
 
 from __future__ import annotations
@@ -32,8 +36,11 @@ from adapters.spark.identity import IDENTITY
 from adapters.spark.transactional_sink import control_topic_for, partition_id
 from app.generator import StreamSpec, generate
 from domain.dead_letters import from_headers
+from deploy.local.services.process import pid_cmdline
+from deploy.local.services.spark_cluster import EXECUTOR_CLASS
 from tests.faults.injection import kill_9, outage
-from tests.integration.kafka_io import create_topics, produce, read_topic
+from tests.integration.kafka_io import create_topics, read_topic
+from tests.integration.partitioned import produce_keyed, spread
 from tests.integration.streams import reference
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -49,6 +56,15 @@ class FaultPlan:
     restart_redis: bool = False
     seed: int = 11
     timeout: float = 240.0  # seconds without reaching the next step
+    partitions: int = 1  # of the input topic, keyed by uniqueValue
+    delivery: str = "exactly-once"
+    master: str = "local[2]"
+    executor_kills: int = 0  # on a standalone cluster (FaultRun's cluster)
+    worker_kills: int = 0
+
+    @property
+    def exactly_once(self) -> bool:
+        return self.delivery == "exactly-once"
 
 
 @dataclass
@@ -124,15 +140,23 @@ class Report:
     faults: list[str] = field(default_factory=list)
     seconds: float = 0.0
 
+    exactly_once: bool = True
+
     @property
     def balanced(self) -> bool:
+        """Exactly-once: the committed markers account for every record; at-least-once: the last
+        run's summary balances."""
+        if not self.exactly_once:
+            run = self.last_run
+            return bool(run) and run.get("in") == sum(run.get(k, 0) for k in ACCOUNTED[1:])
         c = self.committed
         return c.get("in") == self.records == sum(c.get(k, 0) for k in ACCOUNTED[1:])
 
     @property
     def ok(self) -> bool:
-        return (self.balanced and not (self.lost or self.duplicated or self.unexpected or self.dead_lost
-                                       or self.dead_duplicated) and self.committed.get("out") == self.expected_unique)
+        copies_ok = not (self.duplicated or self.dead_duplicated) or not self.exactly_once
+        committed_ok = not self.exactly_once or self.committed.get("out") == self.expected_unique
+        return self.balanced and copies_ok and committed_ok and not (self.lost or self.unexpected or self.dead_lost)
 
     def lines(self) -> list[str]:
         c = self.committed
@@ -143,14 +167,15 @@ class Report:
             f"lost {self.lost}, duplicated {self.duplicated}, unexpected {self.unexpected}",
             f"dead letters expected {self.expected_dead:,}, read {self.read_dead:,}: "
             f"lost {self.dead_lost}, duplicated {self.dead_duplicated}",
-            "committed accounting: " + ", ".join(f"{k}={c.get(k, 0):,}" for k in ACCOUNTED)
+            ("committed accounting: " + ", ".join(f"{k}={c.get(k, 0):,}" for k in ACCOUNTED) if self.exactly_once
+             else "at-least-once: copies of unique events are allowed; the last run's summary must balance")
             + f" -> {'balanced' if self.balanced else 'UNBALANCED'}",
             "last run's summary: " + ", ".join(f"{k}={v:,}" for k, v in self.last_run.items()),
             f"verdict: {'OK' if self.ok else 'FAILED'} in {self.seconds:.0f}s",
         ]
 
 
-def verify(topics: Topics, records: list[bytes], transactional_id: str) -> Report:
+def verify(topics: Topics, records: list[bytes], transactional_id: str | None) -> Report:
     want = reference(records)
     unique = Counter(m.value for m in read_topic(topics.bootstrap, topics.output, timeout=120))
     dead = Counter(from_headers(m.value, m.key, m.raw_headers).record.value
@@ -163,14 +188,17 @@ def verify(topics: Topics, records: list[bytes], transactional_id: str) -> Repor
         unexpected=sum(n for v, n in unique.items() if v not in expected),
         read_dead=sum(dead.values()), dead_lost=sum((expected_dead - dead).values()),
         dead_duplicated=sum((dead - expected_dead).values()),
-        committed=dict(committed_counts(topics, transactional_id)))
+        committed=dict(committed_counts(topics, transactional_id)) if transactional_id else {},
+        exactly_once=transactional_id is not None)
 
 
 class FaultRun:
     """One run of the plan against a broker (and Redis) this run may restart."""
 
-    def __init__(self, plan: FaultPlan, broker, workdir: Path, redis=None, say: Callable[[str], None] = print):
+    def __init__(self, plan: FaultPlan, broker, workdir: Path, redis=None, say: Callable[[str], None] = print,
+                 cluster=None):
         self.plan, self.broker, self.redis, self.workdir, self.say = plan, broker, redis, workdir, say
+        self.cluster = cluster
         self.topics = Topics(broker.bootstrap)
         self.checkpoint = workdir / "checkpoint"  # engine_process puts it there
         self.rng = random.Random(plan.seed)
@@ -189,7 +217,7 @@ class FaultRun:
             fault(engine)
         self.wait_for(lambda: self.progress() >= len(records), engine)
         code = engine.stop()
-        report = verify(self.topics, records, self.tid())
+        report = verify(self.topics, records, self.tid() if self.plan.exactly_once else None)
         report.last_run = self.summary() | {"exit": code}
         report.faults, report.seconds = self.faults, time.monotonic() - started
         return report
@@ -198,15 +226,17 @@ class FaultRun:
         # no late events: whether one is late depends on micro-batch boundaries (docs/spark-design.md,
         # deviation 1), which the verifier's reference does not model; the bad records are the invalid ones
         records, _ = generate(StreamSpec(uniques=self.plan.uniques, seed=self.plan.seed, late=0))
-        create_topics(self.topics.bootstrap, self.topics.input, self.topics.output, self.topics.dead_letters)
-        produce(self.topics.bootstrap, self.topics.input, records)
-        self.say(f"preloaded {len(records):,} records ({self.plan.uniques:,} unique events)")
+        create_topics(self.topics.bootstrap, self.topics.output, self.topics.dead_letters, partitions=self.plan.partitions)
+        produce_keyed(self.topics.bootstrap, self.topics.input, spread(records, self.plan.partitions))
+        self.say(f"preloaded {len(records):,} records ({self.plan.uniques:,} unique events) "
+                 f"over {self.plan.partitions} partition(s)")
         return records
 
     def schedule(self, total: int) -> list[tuple[Callable, int]]:
         """Faults at random points of the run, in order of progress (records committed)."""
         faults = [self.kill] * self.plan.kills
         faults += [self.restart_broker] * self.plan.restart_broker + [self.restart_redis] * self.plan.restart_redis
+        faults += [self.kill_executor] * self.plan.executor_kills + [self.kill_worker] * self.plan.worker_kills
         self.rng.shuffle(faults)
         slots = len(faults) + 1
         points = [int(total * self.rng.uniform((i + 0.3) / slots, (i + 0.9) / slots)) for i in range(len(faults))]
@@ -217,6 +247,39 @@ class FaultRun:
         self.faults.append(f"kill -9 at {self.progress_text()}")
         self.say(f"kill -9 of the driver at {self.progress_text()}; restarting it from the checkpoint")
         engine.start()
+
+    def kill_executor(self, engine: EngineProcess) -> None:
+        """kill -9 of one executor JVM while it runs tasks: Spark runs them again on another
+        executor (the worker starts a new one)."""
+        pid = self.busy(lambda: self.cluster.executor_pids())
+        os.kill(pid, signal.SIGKILL)
+        self.faults.append(f"executor kill -9 at {self.progress_text()}")
+        self.say(f"kill -9 of executor {pid} at {self.progress_text()}")
+
+    def kill_worker(self, engine: EngineProcess) -> None:
+        """kill -9 of a worker JVM with its executors; the worker is started again 5 s later."""
+        worker = self.cluster.workers[self.rng.randrange(len(self.cluster.workers))]
+        self.busy(worker.executor_pids)
+        worker.kill()
+        for pid in worker.executor_pids() + self._orphans(worker):
+            os.kill(pid, signal.SIGKILL)
+        self.faults.append(f"worker kill -9 at {self.progress_text()}")
+        self.say(f"kill -9 of {worker.workdir.name} at {self.progress_text()}; starting it again in 5 s")
+        time.sleep(5)
+        worker.start()
+
+    def _orphans(self, worker) -> list[int]:
+        """Executors the killed worker left (their parent gone): they die once they notice, or here."""
+        return [pid for pid in all_pids() if EXECUTOR_CLASS in pid_cmdline(pid) and in_directory(pid, worker.workdir)]
+
+    def busy(self, executors: Callable[[], list[int]]) -> int:
+        """An executor pid once there is one (waiting up to the plan's timeout), picked at random."""
+        started = time.monotonic()
+        while not (pids := executors()):
+            if time.monotonic() - started > self.plan.timeout:
+                raise TimeoutError("no executor to kill")
+            time.sleep(0.5)
+        return self.rng.choice(pids)
 
     def restart_broker(self, engine: EngineProcess) -> None:
         self.say(f"restarting the Kafka broker at {self.progress_text()}")
@@ -229,10 +292,8 @@ class FaultRun:
         self.faults.append(f"redis restart at {self.progress_text()}")
 
     def progress(self) -> int:
-        try:
-            return committed_counts(self.topics, self.tid()).get("in", 0)
-        except Exception:  # noqa: BLE001 - the broker may be restarting, the engine not started yet: unknown
-            return -1
+        """Records read by the micro-batches the checkpoint committed (0 before the first)."""
+        return checkpoint_progress(self.checkpoint, self.topics.input)
 
     def tid(self) -> str:
         """The engine's transactional id, from the identity it keeps in its checkpoint (after its first start)."""
@@ -252,16 +313,40 @@ class FaultRun:
             time.sleep(1)
 
     def engine(self) -> EngineProcess:
-        return engine_process(self.topics, self.workdir, self.plan.per_batch, "exactly-once",
-                              self.redis.url if self.redis is not None else None)
+        return engine_process(self.topics, self.workdir, self.plan.per_batch, self.plan.delivery,
+                              self.redis.url if self.redis is not None else None, master=self.plan.master)
 
     def summary(self) -> dict[str, int]:
         path = self.workdir / "summary.json"
         return json.loads(path.read_text()) if path.exists() else {}
 
 
+def checkpoint_progress(checkpoint: Path, topic: str) -> int:
+    """The input offsets (summed over partitions) up to which the checkpoint's last committed
+    micro-batch read: the records the engine has finished with."""
+    commits = [int(p.name) for p in (checkpoint / "commits").glob("[0-9]*") if p.name.isdigit()]
+    if not commits:
+        return 0
+    try:
+        offsets = json.loads((checkpoint / "offsets" / str(max(commits))).read_text().splitlines()[2])
+    except (OSError, IndexError, ValueError):
+        return -1
+    return sum(offsets.get(topic, {}).values())
+
+
+def all_pids() -> list[int]:
+    return [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit()]
+
+
+def in_directory(pid: int, directory: Path) -> bool:
+    try:
+        return Path(os.readlink(f"/proc/{pid}/cwd")).is_relative_to(directory)
+    except OSError:
+        return False
+
+
 def engine_process(topics: Topics, workdir: Path, per_batch: int, delivery: str, state: str | None = None,
-                   bounded: bool = False) -> EngineProcess:
+                   bounded: bool = False, master: str = "local[2]") -> EngineProcess:
     """The engine over ``topics`` with its checkpoint, log and summary under ``workdir``."""
     workdir.mkdir(parents=True, exist_ok=True)
     args = ["--engine", "spark", "--source", topics.uri(topics.input), "--sink", topics.uri(topics.output),
@@ -270,7 +355,7 @@ def engine_process(topics: Topics, workdir: Path, per_batch: int, delivery: str,
         args += ["--state", state]
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "PYSPARK_PYTHON": sys.executable,
            "DEDUP_KAFKA__DELIVERY": delivery, "DEDUP_SPARK__CHECKPOINT": str(workdir / "checkpoint"),
-           "DEDUP_SPARK__MASTER": "local[2]", "DEDUP_SPARK__MAX_OFFSETS_PER_TRIGGER": str(per_batch),
+           "DEDUP_SPARK__MASTER": master, "DEDUP_SPARK__MAX_OFFSETS_PER_TRIGGER": str(per_batch),
            "DEDUP_SPARK__TRIGGER": "0 seconds", "DEDUP_SPARK__AVAILABLE_NOW": str(bounded).lower(),
            "DEDUP_SPARK__RESTART": "fixed-delay(attempts=30,delay=2)",
            "DEDUP_SPARK__LEASE_TIMEOUT": "10s",  # a killed driver's restart waits for its lease to expire

@@ -113,11 +113,12 @@ class SparkWorker(_SparkDaemon):
         """The executor JVMs this worker runs now (children of its process)."""
         if self.pid is None:
             return []
-        children = Path(f"/proc/{self.pid}/task/{self.pid}/children")
-        try:
-            pids = [int(p) for p in children.read_text().split()]
-        except OSError:
-            return []
+        pids = []
+        for children in Path(f"/proc/{self.pid}/task").glob("*/children"):  # the JVM's threads start them
+            try:
+                pids += [int(p) for p in children.read_text().split()]
+            except OSError:
+                continue
         return [p for p in pids if EXECUTOR_CLASS in pid_cmdline(p)]
 
 
