@@ -7,6 +7,8 @@ Everything listens on 127.0.0.1 only, on free ports. One module per job:
 * ``kafka``: ``KafkaBroker(Service)`` and ``create_topics`` (confluent-kafka's AdminClient),
 * ``redis``: ``RedisServer(Service)``,
 * ``prometheus``: ``PrometheusServer(Service)``, scraping given targets, with ``query``,
+* ``hdfs``: ``HdfsCluster``, a NameNode and a DataNode (``uri`` -> ``hdfs://127.0.0.1:PORT``),
+* ``spark_cluster``: ``SparkCluster``, a Spark standalone master and N workers (``url``),
 * ``prerequisites``: where java, redis-server, prometheus and the jar sets are,
 * ``cli``: ``python -m deploy.local.services up|down|status|topics``.
 
@@ -40,13 +42,17 @@ or killed test run leaves no broker behind. Start them from the main thread (pyt
 fixtures run there); ``detach=True`` is what the CLI uses.
 """
 
+from .hdfs import HdfsCluster
 from .kafka import KafkaBroker, create_topics
 from .prerequisites import DEFAULT_KAFKA_JARS, DEFAULT_SPARK_KAFKA_JARS, spark_kafka_jars
 from .process import ServiceError, find_free_port, pid_alive
 from .prometheus import PrometheusServer
 from .redis import RedisServer
+from .spark_cluster import SparkCluster
 
 __all__ = [
+    "HdfsCluster",
+    "SparkCluster",
     "KafkaBroker",
     "PrometheusServer",
     "RedisServer",

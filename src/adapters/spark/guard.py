@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import re
+from dataclasses import replace
 from urllib.parse import quote
 
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -18,7 +19,7 @@ from pyspark.sql import functions as F
 from adapters.spark.checkpoint import Checkpoint
 from adapters.spark.keys import join_escaped, key_parts
 from adapters.spark.hadoop_files import HadoopPath
-from adapters.spark.manifest import (CheckpointOfAnotherJob, Manifest, compare, foreign, foreign_refusal, job_manifest,
+from adapters.spark.manifest import (OPERATOR, CheckpointOfAnotherJob, Manifest, compare, foreign, foreign_refusal, job_manifest,
                                      local_or_uri, migrate_command, read_manifest, refusal, write_manifest)
 from adapters.spark.migration import FALLBACK, FILES_READ
 from adapters.spark.retirement import RetirementWatch
@@ -55,8 +56,9 @@ class CheckpointGuard:
     def prepare(self, spark: SparkSession, watermark=lambda: None) -> None:
         self.checkpoint = Checkpoint.at(self.location)  # any Hadoop file system: checked the same way
         job = job_manifest(self.rules, state_schema(spark),
-                           {role: endpoint_record(uri, spark) for role, uri in self.endpoints.items()})
-        stored = read_manifest(self.checkpoint.ours)
+                           {role: endpoint_record(uri, spark) for role, uri in self.endpoints.items()},
+                           int(spark.conf.get("spark.sql.shuffle.partitions")))
+        stored = self._with_partitions(read_manifest(self.checkpoint.ours))
         if stored is None and self.checkpoint.has_progress():
             log.warning("checkpoint %s has no manifest (written before manifests); adopting this job's",
                         self.location)
@@ -105,6 +107,17 @@ class CheckpointGuard:
         table = operator_input.sparkSession.read.parquet(str(self.checkpoint.ours / FALLBACK))
         keyed = floored.withColumn("_old_key", _old_key(self.migration["translations"]))
         return keyed.join(table, F.col("_old_key") == table["old_key"], "left").drop("_old_key", "old_key")
+
+    def _with_partitions(self, stored: Manifest | None) -> Manifest | None:
+        """The stored manifest with the state partitions Spark froze in the checkpoint at its first
+        micro-batch (its offset log's settings), which a manifest written before it recorded them lacks."""
+        if stored is None or not self.checkpoint.has_progress():
+            return stored
+        frozen = self.checkpoint.recorded_conf().get("spark.sql.shuffle.partitions")
+        operator = stored.operators.get(OPERATOR)
+        if frozen is None or operator is None:
+            return stored
+        return replace(stored, operators={**stored.operators, OPERATOR: {**operator, "partitions": int(frozen)}})
 
     def _refuse_foreign(self, stored: Manifest, job: Manifest) -> None:
         if stored.endpoints is None:

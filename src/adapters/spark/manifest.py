@@ -18,7 +18,8 @@ before they were recorded) is adopted and records them.
 
 ``compare(checkpoint, job)`` lists the differences; a change is *incompatible* when the
 old state cannot be read or looked up by the new job: another operator or state format,
-or a rule whose key fields changed. Windows, lateness and rules added or removed are
+another number of state partitions (Spark keeps the first start's number in the checkpoint
+and would ignore the new one), or a rule whose key fields changed. Windows, lateness and rules added or removed are
 compatible (the state holds emission times; a removed rule's keys simply expire).
 
 The manifest is read and written through the checkpoint's own Hadoop file system
@@ -70,12 +71,15 @@ class Manifest:
         return tuple(found["key_fields"]) if found else None
 
 
-def job_manifest(rules: RuleSet, state_schema: str | None = None, endpoints: dict[str, dict] | None = None) -> Manifest:
+def job_manifest(rules: RuleSet, state_schema: str | None = None, endpoints: dict[str, dict] | None = None,
+                 partitions: int | None = None) -> Manifest:
     """The manifest of a job running ``rules`` with the current operator; ``endpoints``: role ->
-    its record (``guard.endpoint_record``)."""
+    its record (``guard.endpoint_record``); ``partitions``: its state partitions."""
     operator = {"id": 0, "state_format": STATE_FORMAT}
     if state_schema:
         operator["state_schema"] = state_schema
+    if partitions:
+        operator["partitions"] = partitions
     return Manifest({OPERATOR: operator}, {
         name: {"key_fields": list(rule.key_fields), "window": rule.window, "lateness": rule.lateness,
                "time_basis": rule.time_basis.value}
@@ -116,6 +120,10 @@ def local_or_uri(location: str) -> str:
     return location.removeprefix("file:") if location.startswith("file:/") else location
 
 
+RECORDED_LATER = ("state_schema", "partitions")  # absent from older manifests: adopted, not a change
+SETTING_OF = {"partitions": "spark.shuffle_partitions (the state's partitions)"}
+
+
 @dataclass(frozen=True)
 class Change:
     setting: str
@@ -141,10 +149,11 @@ def compare(checkpoint: Manifest, job: Manifest) -> Comparison:
     result = Comparison()
     for name in sorted(set(checkpoint.operators) | set(job.operators)):
         old, new = checkpoint.operators.get(name), job.operators.get(name)
-        for part in ("id", "state_format", "state_schema"):
+        for part in ("id", "state_format", "state_schema", "partitions"):
             before, after = (old or {}).get(part), (new or {}).get(part)
-            if before != after and not (part == "state_schema" and None in (before, after) and old and new):
-                result.changes.append(Change(f"stateful operator {name} {part}", before, after, False))
+            if before != after and not (part in RECORDED_LATER and None in (before, after) and old and new):
+                result.changes.append(Change(SETTING_OF.get(part, f"stateful operator {name} {part}"), before, after,
+                                             False))
     for name in sorted(set(checkpoint.rules) | set(job.rules)):
         old, new = checkpoint.rules.get(name), job.rules.get(name)
         if old is None or new is None:
