@@ -5,7 +5,10 @@ commands (``KAFKA=127.0.0.1:PORT``, ``REDIS=redis://127.0.0.1:PORT/0``) and set,
 the names the test suite reads (``DEDUP_TEST_KAFKA``, ``DEDUP_TEST_REDIS``) and the pids
 (``DEDUP_TEST_KAFKA_PID``, ``DEDUP_TEST_REDIS_PID``). ``up --hdfs`` also starts an HDFS
 (NameNode + DataNode): ``HDFS=hdfs://127.0.0.1:PORT``, ``DEDUP_TEST_HDFS`` and its two pids
-(``DEDUP_TEST_HDFS_PIDS``). ``. DIR/services.env`` brings them into a shell. ``topics NAME… --partitions N`` creates the missing topics on that broker, then lists
+(``DEDUP_TEST_HDFS_PIDS``). ``up --spark-workers N`` also starts a Spark standalone cluster
+of a master and N one-core workers: ``SPARK_MASTER=spark://127.0.0.1:PORT``,
+``DEDUP_TEST_SPARK_MASTER`` and its pids (``DEDUP_TEST_SPARK_PIDS``). ``. DIR/services.env``
+brings them into a shell. ``topics NAME… --partitions N`` creates the missing topics on that broker, then lists
 every topic with its partition and message counts. DIR defaults to ``.cache/local-services``
 under the repository root.
 """
@@ -24,6 +27,7 @@ from .kafka import KafkaBroker, create_topics, topic_sizes
 from .prerequisites import DEFAULT_KAFKA_JARS, DEFAULT_SERVICES_DIR
 from .process import ServiceError, pid_alive, pid_cmdline, terminate
 from .redis import RedisServer
+from .spark_cluster import SparkCluster
 
 
 def read_env(path: Path) -> dict[str, str]:
@@ -35,7 +39,8 @@ def read_env(path: Path) -> dict[str, str]:
     return {k.strip().removeprefix("export "): v.strip() for k, v in pairs}
 
 
-def env_text(broker: KafkaBroker, redis: RedisServer, hdfs: HdfsCluster | None = None) -> str:
+def env_text(broker: KafkaBroker, redis: RedisServer, hdfs: HdfsCluster | None = None,
+             spark: SparkCluster | None = None) -> str:
     """services.env: the addresses exported for commands; the test suite's names and the pids set."""
     text = (f"export KAFKA={broker.bootstrap}\nexport REDIS={redis.url}\n"
             f"DEDUP_TEST_KAFKA={broker.bootstrap}\nDEDUP_TEST_REDIS={redis.url}\n"
@@ -43,6 +48,9 @@ def env_text(broker: KafkaBroker, redis: RedisServer, hdfs: HdfsCluster | None =
     if hdfs is not None:
         text += (f"export HDFS={hdfs.uri}\nDEDUP_TEST_HDFS={hdfs.uri}\n"
                  f"DEDUP_TEST_HDFS_PIDS={','.join(str(pid) for pid in hdfs.pids)}\n")
+    if spark is not None:
+        text += (f"export SPARK_MASTER={spark.url}\nDEDUP_TEST_SPARK_MASTER={spark.url}\n"
+                 f"DEDUP_TEST_SPARK_PIDS={','.join(str(pid) for pid in spark.pids)}\n")
     return text
 
 
@@ -64,11 +72,17 @@ def hdfs_pids(env: dict[str, str], root: Path) -> list[int]:
     return [pid for pid in reversed(pids) if pid_alive(pid) and str(root / "hdfs") in pid_cmdline(pid)]
 
 
+def spark_pids(env: dict[str, str], root: Path) -> list[int]:
+    """The Spark master and workers of services.env that are still ours (workers first, as they stop)."""
+    pids = [int(p) for p in env.get("DEDUP_TEST_SPARK_PIDS", "").split(",") if p.isdigit()]
+    return [pid for pid in reversed(pids) if pid_alive(pid) and str(root / "spark") in pid_cmdline(pid)]
+
+
 def stop_from_env(env: dict[str, str], root: Path, timeout: float = 30) -> None:
     for alive, key in zip(env_alive(env, root), ("DEDUP_TEST_KAFKA_PID", "DEDUP_TEST_REDIS_PID")):
         if alive:
             terminate(int(env[key]), None, timeout)
-    for pid in hdfs_pids(env, root):
+    for pid in spark_pids(env, root) + hdfs_pids(env, root):
         terminate(pid, None, timeout)
 
 
@@ -76,7 +90,8 @@ def up(args: argparse.Namespace) -> int:
     root = Path(args.dir).resolve()
     env_file = root / "services.env"
     env = read_env(env_file)
-    if env and all(env_alive(env, root)) and (not args.hdfs or len(hdfs_pids(env, root)) == 2):
+    if (env and all(env_alive(env, root)) and (not args.hdfs or len(hdfs_pids(env, root)) == 2)
+            and len(spark_pids(env, root)) == (args.spark_workers + 1 if args.spark_workers else 0)):
         print(env_file.read_text(), end="")
         return 0
     stop_from_env(env, root)  # half-alive leftovers
@@ -84,6 +99,7 @@ def up(args: argparse.Namespace) -> int:
     broker = KafkaBroker(root / "kafka", Path(args.jars_dir) if args.jars_dir else None, args.kafka_port,
                          num_partitions=args.partitions, detach=True)
     hdfs = HdfsCluster(root / "hdfs", port=args.hdfs_port, detach=True) if args.hdfs else None
+    spark = SparkCluster(root / "spark", args.spark_workers, detach=True) if args.spark_workers else None
     broker.check_jars()  # before redis starts: fail fast
     if hdfs is not None:
         hdfs.namenode.check_jars()
@@ -92,11 +108,14 @@ def up(args: argparse.Namespace) -> int:
         broker.start(timeout=args.timeout)
         if hdfs is not None:
             hdfs.start(timeout=args.timeout)
+        if spark is not None:
+            spark.start(timeout=args.timeout)
     except BaseException:
-        broker.stop()
-        redis.stop()
+        for started in (spark, hdfs, broker, redis):
+            if started is not None:
+                started.stop()
         raise
-    text = env_text(broker, redis, hdfs)
+    text = env_text(broker, redis, hdfs, spark)
     tmp = env_file.with_suffix(".env.tmp")
     tmp.write_text(text)
     tmp.replace(env_file)
@@ -104,6 +123,9 @@ def up(args: argparse.Namespace) -> int:
     print(f"# kafka started in {broker.last_start_seconds:.1f}s; logs in {broker.logs_dir}", file=sys.stderr)
     if hdfs is not None:
         print(f"# hdfs started in {hdfs.last_start_seconds:.1f}s; logs in {hdfs.workdir}/*/logs", file=sys.stderr)
+    if spark is not None:
+        print(f"# spark master and {len(spark.workers)} worker(s) up; logs in {root / 'spark'}/*/daemon.log",
+              file=sys.stderr)
     return 0
 
 
@@ -126,7 +148,11 @@ def status(args: argparse.Namespace) -> int:
     hdfs_alive = len(hdfs_pids(env, root)) == 2
     if "DEDUP_TEST_HDFS" in env:
         print(f"hdfs:  {'up ' + env['DEDUP_TEST_HDFS'] if hdfs_alive else 'down'}")
-    return 0 if (kafka_alive and redis_alive and (hdfs_alive or "DEDUP_TEST_HDFS" not in env)) else 1
+    wanted = len(env.get("DEDUP_TEST_SPARK_PIDS", "").split(",")) if "DEDUP_TEST_SPARK_MASTER" in env else 0
+    spark_alive = len(spark_pids(env, root)) == wanted
+    if wanted:
+        print(f"spark: {'up ' + env['DEDUP_TEST_SPARK_MASTER'] if spark_alive else 'down'}")
+    return 0 if (kafka_alive and redis_alive and (hdfs_alive or "DEDUP_TEST_HDFS" not in env) and spark_alive) else 1
 
 
 def topics(args: argparse.Namespace) -> int:
@@ -152,6 +178,8 @@ def parser() -> argparse.ArgumentParser:
     start.add_argument("--jars-dir", default=None, help=f"default {DEFAULT_KAFKA_JARS}")
     start.add_argument("--hdfs", action="store_true", help="also an HDFS (NameNode + DataNode), for hdfs:// checkpoints")
     start.add_argument("--hdfs-port", type=int, default=None, help="the NameNode's RPC port (default: a free one)")
+    start.add_argument("--spark-workers", type=int, default=0, metavar="N",
+                       help="also a Spark standalone cluster: a master and N workers of one core each")
     start.add_argument("--timeout", type=float, default=120)
     stop = sub.add_parser("down", help="stop services started by 'up'")
     stop.add_argument("--purge", action="store_true", help="also delete DIR (all data)")

@@ -153,6 +153,11 @@ class SparkCluster:
             worker.stop(timeout)
         self.master.stop(timeout)
 
+    @property
+    def pids(self) -> list[int]:
+        """The master's, then each worker's."""
+        return [d.pid for d in (self.master, *self.workers) if d.pid is not None]
+
     def running_applications(self) -> list[dict[str, Any]]:
         return self.master.status().get("activeapps", [])
 
