@@ -19,7 +19,7 @@ from adapters.system import InMemoryMetrics, SystemClock
 from domain.dedup import Deduplicator, Verdict
 from domain.events import RawRecord, SourcePosition
 from domain.rules import DedupRule, RuleSet, UnknownTypePolicy
-from tests.scenarios import INVALID_RECORDS, SCENARIOS, Scenario
+from tests.scenarios import INVALID_RECORDS, SCENARIOS, Scenario, Step
 from tests.spark.conftest import FileRun
 
 pytestmark = pytest.mark.spark
@@ -54,6 +54,31 @@ def test_scenario(files, scenario):
     labels = ["emit" if f"e{i}" in emitted else reasons.get(record, "dup")
               for i, record in enumerate(scenario.records())]
     assert labels == scenario.expected()
+    assert result.counts["in"] == result.counts["out"] + result.counts["duplicates"] + result.counts["dead_lettered"]
+
+
+def scoped(scenario: Scenario, n: int) -> tuple[list[list[bytes]], RuleSet]:
+    """The scenario's micro-batches and rules with its types renamed ``TYPE_s<n>`` and its ids ``s<n>-e<i>``."""
+    steps = [Step(f"{step.type}_s{n}", step.key, step.t, step.verdict) for step in scenario.steps]
+    renamed = Scenario(scenario.name, tuple(steps), tuple((f"{t}_s{n}", w) for t, w in scenario.windows),
+                       scenario.lateness)
+    ids = {record: json.dumps({**json.loads(record), "id": f"s{n}-e{i}"}).encode()
+           for i, record in enumerate(renamed.records())}
+    return [[ids[record] for record in batch] for batch in micro_batches(renamed)], rules_of(renamed)
+
+
+def test_every_scenario_in_one_stream(files):
+    """The golden scenarios at once, in one query: each under types of its own, so its rules and
+    their watermarks are its own; micro-batch k holds every scenario's k-th. Verdicts as alone."""
+    runs = [scoped(scenario, n) for n, scenario in enumerate(SCENARIOS)]
+    for k in range(max(len(batches) for batches, _ in runs)):
+        files.add(*[record for batches, _ in runs if k < len(batches) for record in batches[k]])
+    result = files.run(RuleSet({t: rule for _, rules in runs for t, rule in rules.rules.items()}))
+    emitted, reasons = {e["id"] for e in result.out}, result.reasons()
+    for n, (scenario, (batches, _)) in enumerate(zip(SCENARIOS, runs)):
+        records = sorted((r for batch in batches for r in batch), key=lambda r: int(json.loads(r)["id"].split("e")[-1]))
+        labels = ["emit" if json.loads(r)["id"] in emitted else reasons.get(r, "dup") for r in records]
+        assert labels == scenario.expected(), scenario.name
     assert result.counts["in"] == result.counts["out"] + result.counts["duplicates"] + result.counts["dead_lettered"]
 
 
