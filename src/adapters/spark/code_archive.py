@@ -11,10 +11,12 @@ directory, named by a hash of the files it holds.
 from __future__ import annotations
 
 import hashlib
+import os
+import tempfile
 import zipfile
 from pathlib import Path
 
-from adapters.spark.jvm import cache_dir
+from adapters.spark.jvm import SparkSetupError, cache_dir
 
 PACKAGES = ("domain", "adapters", "app")
 SOURCE_ROOT = Path(__file__).resolve().parents[2]
@@ -31,12 +33,24 @@ def code_archive(root: Path = SOURCE_ROOT) -> Path:
     digest = hashlib.sha256()
     for path in files:
         digest.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes())
-    archive = cache_dir() / "python" / f"{ARCHIVE_PREFIX}{digest.hexdigest()[:12]}.zip"
-    if not archive.exists():
-        archive.parent.mkdir(parents=True, exist_ok=True)
-        partial = archive.with_suffix(f".{id(files)}.tmp")
-        with zipfile.ZipFile(partial, "w", zipfile.ZIP_DEFLATED) as zip_file:
-            for path in files:
-                zip_file.write(path, path.relative_to(root))
-        partial.replace(archive)
-    return archive
+    name = f"{ARCHIVE_PREFIX}{digest.hexdigest()[:12]}.zip"
+    for directory in (cache_dir() / "python", Path(tempfile.gettempdir()) / "streamdedup-python"):
+        archive = directory / name
+        if archive.exists():
+            return archive
+        try:
+            _write(archive, root, files)
+            return archive
+        except OSError:  # a cache this user cannot write (an image's): the temporary directory
+            continue
+    raise SparkSetupError(f"cannot write the code archive {name} for the executors in {cache_dir() / 'python'} "
+                          f"or {tempfile.gettempdir()}")
+
+
+def _write(archive: Path, root: Path, files: list[Path]) -> None:
+    archive.parent.mkdir(parents=True, exist_ok=True)
+    partial = archive.with_suffix(f".{os.getpid()}.tmp")
+    with zipfile.ZipFile(partial, "w", zipfile.ZIP_DEFLATED) as zip_file:
+        for path in files:
+            zip_file.write(path, path.relative_to(root))
+    partial.replace(archive)
