@@ -97,16 +97,22 @@ def test_a_checkpoint_of_another_job_is_refused_naming_both_sources(in_process, 
     assert read_manifest(manifest.parent).endpoints["source"] == {"path": f"file:{a}"}
 
 
-def test_a_missing_input_directory_is_refused_at_once_not_restarted(in_process, tmp_path, capsys, caplog):
+@pytest.mark.parametrize("given", ["missing", "a file"])
+def test_an_input_directory_missing_or_a_file_is_refused_at_once_not_restarted(in_process, tmp_path, capsys, caplog,
+                                                                               given):
     missing = tmp_path / "no-such-dir"
+    if given == "a file":
+        missing.write_text(event("x1", "x", "APP", 0) + "\n")
     with caplog.at_level(logging.WARNING, logger="adapters.spark.restart"):
         code = in_process("run", "--engine", "spark", "--no-progress", "--source", f"file:{missing}",
                           "--sink", f"file:{tmp_path / 'out'}", DEDUP_SPARK__CHECKPOINT=str(tmp_path / "checkpoint"),
                           DEDUP_SPARK__RESTART="fixed-delay(attempts=3,delay=30)")
     assert code == 2
-    assert one_line(capsys.readouterr().err) == (
+    assert one_line(capsys.readouterr().err) == ((
         f"dedup: input directory {missing} (source) does not exist; create it, or give the directory that holds "
-        "the input as --source")
+        "the input as --source") if given == "missing" else (
+        f"dedup: input {missing} (source) is a file; the Spark engine reads a directory of files (each new file one "
+        "after another): give the directory that holds it as --source"))
     assert not [r for r in caplog.records if "restart" in r.getMessage()]
     assert not (tmp_path / "checkpoint").exists()
 

@@ -51,9 +51,13 @@ def require_endpoints(spark, endpoints: Mapping[str, str], kafka_settings: Mappi
 def _require_directory(spark, role: str, location: str) -> None:
     if any(c in location for c in "*?[{"):
         return  # a glob: Spark reads what matches, none at first is fine
-    if not HadoopPath.at(location, spark).exists():
+    path = HadoopPath.at(location, spark)
+    if not path.exists():
         raise InputMissing(f"input directory {location} ({role}) does not exist; create it, or give the "
                            f"directory that holds the input as --{role}")
+    if not path.is_dir():
+        raise InputMissing(f"input {location} ({role}) is a file; the Spark engine reads a directory of files "
+                           f"(each new file one after another): give the directory that holds it as --{role}")
 
 
 def _require_topics(endpoints: Mapping[str, str], topics: list[tuple[str, str]], kafka_settings, timeout) -> None:
