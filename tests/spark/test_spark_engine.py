@@ -1,8 +1,9 @@
 """The Spark engine against the domain's semantics (domain/rules.py), over JSONL files.
 
-The golden scenario tables of tests/scenarios.py run here as through every engine; each
-scenario's events are cut into micro-batches before each ``late`` step (a record becomes
-late only against an earlier micro-batch: deviation 1 of docs/spark-design.md). The other
+The golden scenario tables of tests/scenarios.py run here as through every engine, all in one
+query, each scenario under types of its own; each scenario's events are cut into micro-batches
+before each ``late`` step (a record becomes late only against an earlier micro-batch: deviation
+1 of docs/spark-design.md). The other
 deviations are pinned by the tests named ``test_deviation_*``, each checked against the
 in-memory core as the reference model.
 """
@@ -43,18 +44,6 @@ def micro_batches(scenario: Scenario) -> list[list[bytes]]:
 
 def rules_of(scenario: Scenario) -> RuleSet:
     return RuleSet({t: DedupRule(t, w, allowed_lateness=scenario.lateness) for t, w in scenario.windows})
-
-
-@pytest.mark.parametrize("scenario", SCENARIOS, ids=lambda sc: sc.name)
-def test_scenario(files, scenario):
-    for batch in micro_batches(scenario):
-        files.add(*batch)
-    result = files.run(rules_of(scenario))
-    emitted, reasons = {e["id"] for e in result.out}, result.reasons()
-    labels = ["emit" if f"e{i}" in emitted else reasons.get(record, "dup")
-              for i, record in enumerate(scenario.records())]
-    assert labels == scenario.expected()
-    assert result.counts["in"] == result.counts["out"] + result.counts["duplicates"] + result.counts["dead_lettered"]
 
 
 def scoped(scenario: Scenario, n: int) -> tuple[list[list[bytes]], RuleSet]:
