@@ -1,9 +1,11 @@
 """Figures of one Spark benchmark run: memory sampled while it runs, per-batch progress, a plot.
 
 ``Sampler`` samples every half second, in a thread, the memory of the driver JVM plus its
-child processes plus this Python process, and the JVM heap. Memory is the proportional set
-size (PSS): pages shared between processes count once, so a child the JVM forks (for a
-moment a copy of it) does not double the figure as summed RSS would. It also keeps every
+child processes plus this Python process, and the JVM heap; with ``executors`` (a function
+returning the executor JVMs' pids of a standalone cluster), each executor's too, with its
+child processes (its Python workers), as ``executors_mb`` {pid: MB}. Memory is the
+proportional set size (PSS): pages shared between processes count once, so a child the JVM
+forks (for a moment a copy of it) does not double the figure as summed RSS would. It also keeps every
 streaming query it sees, so their progress (``recentProgress``) can be read after they stopped.
 ``summarize`` turns that into the figures the benchmarks report, ``plot`` into a PNG.
 """
@@ -16,11 +18,12 @@ import statistics
 import threading
 import time
 from pathlib import Path
+from typing import Callable
 
 
 class Sampler:
-    def __init__(self, spark, every: float = 0.5):
-        self.spark, self.every = spark, every
+    def __init__(self, spark, every: float = 0.5, executors: Callable[[], list[int]] | None = None):
+        self.spark, self.every, self.executors = spark, every, executors
         self.jvm_pid = int(spark._jvm.java.lang.ProcessHandle.current().pid())
         self.samples: list[dict] = []
         self.queries: dict[str, object] = {}
@@ -47,7 +50,9 @@ class Sampler:
         pids = [self.jvm_pid, os.getpid(), *children(self.jvm_pid)]
         self.samples.append({"t": time.time(), "memory_mb": round(sum(map(pss_mb, pids))),
                              "heap_used_mb": round((runtime.totalMemory() - runtime.freeMemory()) / 2**20),
-                             "heap_committed_mb": round(runtime.totalMemory() / 2**20)})
+                             "heap_committed_mb": round(runtime.totalMemory() / 2**20),
+                             "executors_mb": {pid: round(sum(map(pss_mb, [pid, *children(pid)])))
+                                              for pid in (self.executors() if self.executors else [])}})
 
     def progress(self) -> list[dict]:
         events = [json.loads(p.json) for q in self.queries.values() for p in q.recentProgress]
@@ -92,8 +97,18 @@ def summarize(mode: str, sampler: Sampler, started: float, ended: float, warmup:
         "state_rows": last["state_rows"], "state_bytes": last["state_bytes"],
         "peak_memory_mb": max((s["memory_mb"] for s in samples), default=0),
         "peak_heap_used_mb": max((s["heap_used_mb"] for s in samples), default=0),
+        "peak_executor_mb": peak_per_executor(samples),
         "started": started, "batches": batches, "samples": samples,
     }
+
+
+def peak_per_executor(samples: list[dict]) -> dict[str, int]:
+    """Executor pid -> its peak PSS (MB, with its Python workers) over ``samples``; {} in local mode."""
+    peaks: dict[str, int] = {}
+    for sample in samples:
+        for pid, mb in sample.get("executors_mb", {}).items():
+            peaks[str(pid)] = max(peaks.get(str(pid), 0), mb)
+    return peaks
 
 
 def _batch(p: dict) -> dict:

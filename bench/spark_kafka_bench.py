@@ -31,6 +31,22 @@ out) and over the whole run, batch duration p50/p99, state rows and bytes, peak 
 checkpoint on disk. State bytes are RocksDB's memory (pinned blocks; memoryUsedBytes reads
 0 with bounded memory). Figures go to ``bench/results/spark_kafka_bench.json`` and a PNG
 plot over time next to it.
+
+On a standalone cluster (client mode), for scaling runs:
+
+    .venv/bin/python bench/spark_kafka_bench.py --workers 2 --events 3000000 --batch 500000 --modes engine,engine-eos
+
+``--workers N`` starts a ``SparkCluster`` of N workers (``--worker-cores`` each,
+``--worker-memory``) on loopback for the run and stops it afterwards; ``--master spark://…``
+uses a running cluster instead (e.g. 8 workers on a 16-core machine). Executors get
+``--executor-memory``; the topic gets ``--partitions`` partitions and the state
+``--shuffle-partitions`` partitions (both default to the cluster's cores, at least 2), so
+every core has a share of each. Memory is reported per process: the driver (JVM + Python,
+as above) and each executor JVM with its Python workers (PSS, sampled every half second;
+the executors of a ``--master`` cluster only when they run on this machine).
+Executors on other machines must reach the broker: give ``--bootstrap`` one they reach (the
+broker started here listens on loopback). Figures of a run: deploy/README.md, "Scaling on a
+standalone cluster".
 """
 
 from __future__ import annotations
@@ -50,6 +66,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "src"), str(ROOT / "bench")]
 from spark_bench_report import Sampler, plot, summarize  # noqa: E402
 
 from deploy.local import services as local_services  # noqa: E402
+from deploy.local.services.spark_cluster import EXECUTOR_CLASS  # noqa: E402
 
 T0 = 1_700_000_000
 MODES = ("engine", "engine-eos", "engine-tracked", "native")
@@ -71,12 +88,26 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--driver-memory", default="4g")
     p.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", type=spark_setting,
                    help="a Spark setting over the engine's defaults, for both modes (repeatable)")
+    p.add_argument("--workers", type=int, default=0,
+                   help="start a Spark standalone cluster of N workers for the run (0: local[2])")
+    p.add_argument("--master", help="a running cluster's spark://HOST:PORT (instead of --workers)")
+    p.add_argument("--worker-cores", type=int, default=1)
+    p.add_argument("--worker-memory", default="4g")
+    p.add_argument("--executor-memory", default="3g")
+    p.add_argument("--partitions", type=int, help="of the topic (default: the cluster's cores, at least 2)")
+    p.add_argument("--shuffle-partitions", type=int,
+                   help="state partitions (default: the cluster's cores, at least 2)")
     p.add_argument("--bootstrap", default=os.environ.get("DEDUP_TEST_KAFKA"))
     p.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "spark_kafka_bench.json")
     args = p.parse_args(argv)
     unknown = set(args.modes.split(",")) - set(MODES)
     if unknown:
         p.error(f"unknown --modes {', '.join(sorted(unknown))} (choose from {', '.join(MODES)})")
+    if args.workers and args.master:
+        p.error("--workers starts a cluster, --master names a running one: give one of them")
+    cores = max(2, args.workers * args.worker_cores)
+    args.partitions = args.partitions or cores
+    args.shuffle_partitions = args.shuffle_partitions or cores
     return args
 
 
@@ -89,24 +120,28 @@ def spark_setting(text: str) -> tuple[str, str]:
 
 def main(argv=None) -> None:
     args = parse_args(argv)
-    with tempfile.TemporaryDirectory(prefix="spark-kafka-bench-") as workdir, Broker(args, Path(workdir)) as broker:
+    with tempfile.TemporaryDirectory(prefix="spark-kafka-bench-") as workdir, Broker(args, Path(workdir)) as broker, \
+            Cluster(args, Path(workdir)) as cluster:
         from adapters.spark.session import build_session
 
-        spark = build_session("local[2]", "streamdedup-kafka-bench", {
+        spark = build_session(cluster.master, "streamdedup-kafka-bench", {
             "spark.driver.memory": args.driver_memory,
             "spark.sql.streaming.numRecentProgressUpdates": "100000",
-            **dict(args.conf)})
+            **cluster.conf(), **dict(args.conf)})
         spark.sparkContext.setLogLevel("ERROR")
+        args.executors = cluster.executor_pids
         topic = f"bench-{uuid.uuid4().hex[:6]}"
         broker.create(topic)
         seconds = preload(spark, broker.bootstrap, topic, args)
-        print(f"preloaded {args.events:,} records into {topic} in {seconds:.0f} s", flush=True)
+        print(f"preloaded {args.events:,} records into {topic} ({args.partitions} partitions) in {seconds:.0f} s "
+              f"on {cluster.master}", flush=True)
         modes = {"native": run_native, "engine": run_engine, "engine-eos": run_engine_eos,
                  "engine-tracked": run_engine_tracked}
         if args.prime:
             prime(spark, broker, topic, args, [modes[mode] for mode in args.modes.split(",")], Path(workdir))
         results = [measure(spark, mode, modes[mode], broker, topic, args, Path(workdir))
                    for mode in args.modes.split(",")]
+        spark.stop()
     report(results, args)
 
 
@@ -128,9 +163,9 @@ def preload(spark, bootstrap: str, topic: str, args, events: int | None = None) 
     doc = F.when(invalid, F.to_json(F.struct(*fields, t.cast("string").alias("timestamp")))) \
         .otherwise(F.to_json(F.struct(*fields, t.alias("timestamp"))))
     started = time.perf_counter()
-    # one writing task, blocks of 1,000 records alternating between the 2 partitions: each
-    # partition is in event-time order and a micro-batch's share of each covers the same times
-    partition = F.pmod((i / 1000).cast("long"), F.lit(2)).cast("int")
+    # one writing task, blocks of 1,000 records taking the partitions in turn: each partition
+    # is in event-time order and a micro-batch's share of each covers the same times
+    partition = F.pmod((i / 1000).cast("long"), F.lit(args.partitions)).cast("int")
     spark.range(events, numPartitions=1).select(doc.alias("value"), partition.alias("partition")) \
         .write.format("kafka") \
         .option("kafka.bootstrap.servers", bootstrap).option("topic", topic) \
@@ -155,7 +190,8 @@ def run_native(spark, broker: "Broker", topic: str, args, checkpoint: Path) -> N
 
     from adapters.spark.session import TRACK_ROWS, state_store_conf
 
-    for key, value in {**state_store_conf("rocksdb"), TRACK_ROWS: "true"}.items():
+    for key, value in {**state_store_conf("rocksdb"), TRACK_ROWS: "true",
+                       "spark.sql.shuffle.partitions": str(args.shuffle_partitions)}.items():
         spark.conf.set(key, value)
     fields = F.from_json(F.col("value").cast("string"), "uniqueValue string, type string, timestamp bigint")
     rows = spark.readStream.format("kafka").option("kafka.bootstrap.servers", broker.bootstrap) \
@@ -185,6 +221,7 @@ def run_engine(spark, broker: "Broker", topic: str, args, checkpoint: Path, trac
     engine = build_spark_engine(RuleSet(), Policies(), source=f"{kafka}/{topic}", sink=f"{kafka}/{out}",
                                 dead_letters=f"{kafka}/{dlq}", checkpoint=str(checkpoint), available_now=True,
                                 max_offsets_per_trigger=args.batch, spark=spark, metrics=gauges,
+                                shuffle_partitions=args.shuffle_partitions,
                                 conf={TRACK_ROWS: str(track_rows).lower()}, delivery=delivery)
     counts = engine.run()
     print(f"  {name} accounting: {counts.as_dict()}", flush=True)
@@ -220,7 +257,7 @@ def run_engine_tracked(spark, broker: "Broker", topic: str, args, checkpoint: Pa
 def measure(spark, mode: str, run, broker: "Broker", topic: str, args, workdir: Path) -> dict:
     print(f"running {mode} ...", flush=True)
     checkpoint = workdir / f"checkpoint-{mode}"
-    with Sampler(spark) as sampler:
+    with Sampler(spark, executors=args.executors) as sampler:
         started = time.time()
         extra = run(spark, broker, topic, args, checkpoint) or {}
         ended = time.time()
@@ -238,13 +275,15 @@ def measure(spark, mode: str, run, broker: "Broker", topic: str, args, workdir: 
     result["checkpoint_bytes"] = sum(p.stat().st_size for p in checkpoint.rglob("*") if p.is_file())
     print(f"  {mode}: {result['events_per_s']:,} events/s sustained, {result['events_per_s_overall']:,} overall, "
           f"batch p50 {result['batch_ms_p50']:,} ms p99 {result['batch_ms_p99']:,} ms, "
-          f"state rows {result['state_rows']:,}, peak memory {result['peak_memory_mb']:,} MB", flush=True)
+          f"state rows {result['state_rows']:,}, peak memory {result['peak_memory_mb']:,} MB"
+          f"{executor_memory(result)}", flush=True)
     return result
 
 
 def report(results: list[dict], args) -> None:
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    figures = {"args": {k: str(v) for k, v in vars(args).items()}, "load_average": os.getloadavg(),
+    figures = {"args": {k: str(v) for k, v in vars(args).items() if k != "executors"},
+               "load_average": os.getloadavg(),
                "results": results}
     by_mode = {r["mode"]: r for r in results}
     for mode in ("engine", "engine-eos", "engine-tracked"):
@@ -261,7 +300,65 @@ def report(results: list[dict], args) -> None:
     for r in results:
         print(f"{r['mode']:>7}: {r['events_per_s']:>9,} events/s  batch p50 {r['batch_ms_p50']:,} ms  "
               f"p99 {r['batch_ms_p99']:,} ms  state rows {r['state_rows']:,}  state bytes {r['state_bytes']:,}  "
-              f"peak memory {r['peak_memory_mb']:,} MB")
+              f"peak memory {r['peak_memory_mb']:,} MB{executor_memory(r)}")
+
+
+def executor_memory(result: dict) -> str:
+    peaks = result.get("peak_executor_mb") or {}
+    if not peaks:
+        return ""
+    return " (driver); executors " + ", ".join(f"{mb:,}" for mb in peaks.values()) + " MB"
+
+
+class Cluster:
+    """Where the modes run: ``local[2]``; a standalone cluster of ``--workers`` workers started
+    (and stopped) here; or the running one ``--master`` names. ``executor_pids()``: the
+    executor JVMs of this application that run on this machine."""
+
+    def __init__(self, args, workdir: Path):
+        self.args, self.workdir, self.local = args, workdir, None
+        self.master = args.master or "local[2]"
+
+    def __enter__(self) -> "Cluster":
+        if self.args.workers:
+            self.local = local_services.SparkCluster(self.workdir / "spark", workers=self.args.workers,
+                                                     cores=self.args.worker_cores,
+                                                     memory=self.args.worker_memory).start()
+            self.master = self.local.url
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.local is not None:
+            self.local.stop()
+
+    def conf(self) -> dict[str, str]:
+        if self.master.startswith("local"):
+            return {}
+        return {"spark.executor.memory": self.args.executor_memory}
+
+    def executor_pids(self) -> list[int]:
+        if self.local is not None:
+            return self.local.executor_pids()
+        if self.master.startswith("local"):
+            return []
+        return executors_on_this_machine()
+
+
+def executors_on_this_machine() -> list[int]:
+    """Executor JVMs of this process's Spark application running here (a ``--master`` cluster)."""
+    from pyspark import SparkContext
+
+    context = SparkContext._active_spark_context
+    app = context.applicationId if context is not None else None
+    found = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            text = cmdline.read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if app and EXECUTOR_CLASS in text and app in text:
+            found.append(int(cmdline.parent.name))
+    return found
 
 
 class Broker:
@@ -269,6 +366,7 @@ class Broker:
 
     def __init__(self, args, workdir: Path):
         self.bootstrap, self.workdir, self.local = args.bootstrap, workdir, None
+        self.partitions = args.partitions
 
     def __enter__(self) -> "Broker":
         if not self.bootstrap:
@@ -281,7 +379,7 @@ class Broker:
             self.local.stop()
 
     def create(self, name: str) -> str:
-        local_services.create_topics(self.bootstrap, name, partitions=2, timeout=60)
+        local_services.create_topics(self.bootstrap, name, partitions=self.partitions, timeout=60)
         return name
 
 
