@@ -9,6 +9,7 @@ import os
 import re
 
 import pytest
+import redis
 
 from adapters.spark.checkpoint import Checkpoint
 from adapters.spark.manifest import read_manifest
@@ -62,3 +63,16 @@ def test_a_job_moves_from_2_to_8_state_partitions_with_its_dedup_memory(files, m
     assert Checkpoint.at(new).recorded_conf()["spark.sql.shuffle.partitions"] == "8"
     state = files.dir / "eight" / "state" / "0"
     assert sorted(int(p.name) for p in state.iterdir() if p.name.isdigit()) == list(range(8))
+
+
+@pytest.mark.redis
+def test_with_redis_state_another_number_of_partitions_is_accepted_and_the_memory_kept(files, redis_url):
+    """The state is in Redis and the judge partitions each micro-batch itself: nothing to migrate."""
+    state = f"{redis_url.rsplit('/', 1)[0]}/7"
+    redis.Redis.from_url(state).flushdb()
+    files.add(*[event(f"a{i}", f"k{i}", "APP", i % 20) for i in range(20)])
+    assert files.engine(shuffle_partitions=2, state=state).run(available_now=True).as_dict()["out"] == 20
+    files.add(*[event(f"dup{i}", f"k{i}", "APP", 20 + i % 5) for i in range(20)], event("n1", "new", "APP", 25))
+    counts = files.engine(shuffle_partitions=8, state=state).run(available_now=True).as_dict()
+    assert (counts["out"], counts["duplicates"]) == (1, 20)
+    assert emitted_since(files, "out", {f"a{i}" for i in range(20)}) == ["n1"]

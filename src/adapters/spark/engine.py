@@ -147,7 +147,8 @@ class SparkEngine:
 
     def __post_init__(self):
         self.listener = ProgressListener(self.metrics)
-        self.guard = CheckpointGuard(self.rules, self.query.checkpoint, self.endpoints(), self.query.settings_file)
+        self.guard = CheckpointGuard(self.rules, self.query.checkpoint, self.endpoints(), self.query.settings_file,
+                                     state_in_checkpoint=self.judge.in_stream)
         self.lease = CheckpointLease(self.query.checkpoint, self.query.lease_timeout)
 
     def endpoints(self) -> dict[str, str]:

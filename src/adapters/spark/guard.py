@@ -42,12 +42,14 @@ class CheckpointGuard:
     (re)written with this job's endpoints. ``endpoints``: role (``source``, ``sink``, ``dlq``,
     ``notifications``) -> URI; ``settings_file``: the job's ``--config``, named in the
     suggested migration. While a migration's old state is consulted, a ``RetirementWatch``
-    on the query retires it once the watermark passes its last expiry.
+    on the query retires it once the watermark passes its last expiry. ``state_in_checkpoint``:
+    the dedup state is Spark's, partitioned as the checkpoint froze it, so another number of
+    state partitions is incompatible (with Redis state the judge partitions each batch itself).
     """
 
     def __init__(self, rules: RuleSet, checkpoint: str, endpoints: dict[str, str] | None = None,
-                 settings_file: str | None = None):
-        self.rules, self.location = rules, checkpoint
+                 settings_file: str | None = None, state_in_checkpoint: bool = True):
+        self.rules, self.location, self.state_in_checkpoint = rules, checkpoint, state_in_checkpoint
         self.endpoints, self.settings_file = dict(endpoints or {}), settings_file
         self.migration: dict | None = None  # the checkpoint's migration: where the new job starts
         self.consulting = False  # whether the old state is still consulted (not retired)
@@ -57,7 +59,7 @@ class CheckpointGuard:
         self.checkpoint = Checkpoint.at(self.location)  # any Hadoop file system: checked the same way
         job = job_manifest(self.rules, state_schema(spark),
                            {role: endpoint_record(uri, spark) for role, uri in self.endpoints.items()},
-                           int(spark.conf.get("spark.sql.shuffle.partitions")))
+                           int(spark.conf.get("spark.sql.shuffle.partitions")) if self.state_in_checkpoint else None)
         stored = self._with_partitions(read_manifest(self.checkpoint.ours))
         if stored is None and self.checkpoint.has_progress():
             log.warning("checkpoint %s has no manifest (written before manifests); adopting this job's",
@@ -111,7 +113,7 @@ class CheckpointGuard:
     def _with_partitions(self, stored: Manifest | None) -> Manifest | None:
         """The stored manifest with the state partitions Spark froze in the checkpoint at its first
         micro-batch (its offset log's settings), which a manifest written before it recorded them lacks."""
-        if stored is None or not self.checkpoint.has_progress():
+        if stored is None or not self.state_in_checkpoint or not self.checkpoint.has_progress():
             return stored
         frozen = self.checkpoint.recorded_conf().get("spark.sql.shuffle.partitions")
         operator = stored.operators.get(OPERATOR)
