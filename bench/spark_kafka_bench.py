@@ -19,6 +19,9 @@ warm-up: 10–15% in trials), then runs each mode over the whole backlog (``avai
   that gauge against the keys counted from the checkpoint (Spark's state data source).
 * ``engine-eos``: the same with ``kafka.delivery=exactly-once``: each output partition written
   by its task in one Kafka transaction (``adapters.spark.transactional_sink``).
+* ``engine-spark-writer``: at-least-once written by Spark's own Kafka writer
+  (``df.write.format("kafka")``, with the same producer settings) instead of the executor
+  writer without transactions: what the engine did before.
 * ``engine-tracked``: the same with RocksDB's row count on (Spark's own default).
 
 Record ``i`` (event time ``T0 + i * spread / events``) has key ``i`` for the first
@@ -58,6 +61,7 @@ import sys
 import tempfile
 import time
 import uuid
+from dataclasses import replace
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -69,7 +73,7 @@ from deploy.local import services as local_services  # noqa: E402
 from deploy.local.services.spark_cluster import EXECUTOR_CLASS  # noqa: E402
 
 T0 = 1_700_000_000
-MODES = ("engine", "engine-eos", "engine-tracked", "native")
+MODES = ("engine", "engine-eos", "engine-spark-writer", "engine-tracked", "native")
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -136,7 +140,7 @@ def main(argv=None) -> None:
         print(f"preloaded {args.events:,} records into {topic} ({args.partitions} partitions) in {seconds:.0f} s "
               f"on {cluster.master}", flush=True)
         modes = {"native": run_native, "engine": run_engine, "engine-eos": run_engine_eos,
-                 "engine-tracked": run_engine_tracked}
+                 "engine-spark-writer": run_engine_spark_writer, "engine-tracked": run_engine_tracked}
         if args.prime:
             prime(spark, broker, topic, args, [modes[mode] for mode in args.modes.split(",")], Path(workdir))
         results = [measure(spark, mode, modes[mode], broker, topic, args, Path(workdir))
@@ -208,7 +212,7 @@ def run_native(spark, broker: "Broker", topic: str, args, checkpoint: Path) -> N
 
 
 def run_engine(spark, broker: "Broker", topic: str, args, checkpoint: Path, track_rows: bool = False,
-               delivery: str = "at-least-once") -> dict:
+               delivery: str = "at-least-once", spark_writer: bool = False) -> dict:
     from adapters.spark.engine import build_spark_engine
     from adapters.spark.session import TRACK_ROWS
     from domain.policies import Policies
@@ -223,6 +227,8 @@ def run_engine(spark, broker: "Broker", topic: str, args, checkpoint: Path, trac
                                 max_offsets_per_trigger=args.batch, spark=spark, metrics=gauges,
                                 shuffle_partitions=args.shuffle_partitions,
                                 conf={TRACK_ROWS: str(track_rows).lower()}, delivery=delivery)
+    if spark_writer:
+        engine.writer = replace(engine.writer, executors=None)
     counts = engine.run()
     print(f"  {name} accounting: {counts.as_dict()}", flush=True)
     return {"state_rows_gauge": engine.listener.gauges.get("state_rows"), "state_rows_per_batch": gauges.rows}
@@ -248,6 +254,10 @@ class StateRowsPerBatch:
 
 def run_engine_eos(spark, broker: "Broker", topic: str, args, checkpoint: Path) -> dict:
     return run_engine(spark, broker, topic, args, checkpoint, delivery="exactly-once")
+
+
+def run_engine_spark_writer(spark, broker: "Broker", topic: str, args, checkpoint: Path) -> dict:
+    return run_engine(spark, broker, topic, args, checkpoint, spark_writer=True)
 
 
 def run_engine_tracked(spark, broker: "Broker", topic: str, args, checkpoint: Path) -> dict:
@@ -286,13 +296,17 @@ def report(results: list[dict], args) -> None:
                "load_average": os.getloadavg(),
                "results": results}
     by_mode = {r["mode"]: r for r in results}
-    for mode in ("engine", "engine-eos", "engine-tracked"):
+    for mode in ("engine", "engine-eos", "engine-spark-writer", "engine-tracked"):
         if {"native", mode} <= by_mode.keys():
             ratio = by_mode[mode]["events_per_s"] / by_mode["native"]["events_per_s"]
             figures[f"{mode.replace('-', '_')}_to_native"] = round(ratio, 3)
     if {"engine", "engine-eos"} <= by_mode.keys():
         figures["eos_to_at_least_once"] = round(by_mode["engine-eos"]["events_per_s"] / by_mode["engine"]["events_per_s"], 3)
         print(f"exactly-once / at-least-once: {figures['eos_to_at_least_once']}")
+    if {"engine", "engine-spark-writer"} <= by_mode.keys():
+        figures["executor_to_spark_writer"] = round(
+            by_mode["engine"]["events_per_s"] / by_mode["engine-spark-writer"]["events_per_s"], 3)
+        print(f"at-least-once, executor writer / Spark's writer: {figures['executor_to_spark_writer']}")
     args.out.write_text(json.dumps(figures, indent=2))
     png = args.out.with_suffix(".png")
     plot(results, png)

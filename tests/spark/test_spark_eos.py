@@ -225,15 +225,15 @@ def test_a_retried_single_kafka_write_counts_each_record_once(kafka_spark, kafka
                                                               monkeypatch):
     records, expected = generate(StreamSpec(uniques=600, seed=8))
     produce(kafka_bootstrap, topics["in"], records)
-    real_write, failed = batch_writers.write_judged, []
+    real_write, failed = batch_writers.write_from_executors, []
 
-    def fail_once_after_writing(batch, batch_id, *sinks):
-        real_write(batch, batch_id, *sinks)  # the plan ran and its rows were counted: then the write "fails"
+    def fail_once_after_writing(batch, batch_id, *writers):
+        real_write(batch, batch_id, *writers)  # the plan ran and its rows were counted: then the write "fails"
         if not failed:
             failed.append(batch_id)
             raise RuntimeError("the broker went away")
 
-    monkeypatch.setattr(batch_writers, "write_judged", fail_once_after_writing)
+    monkeypatch.setattr(batch_writers, "write_from_executors", fail_once_after_writing)
     spark_engine = engine(kafka_spark, kafka_bootstrap, topics, tmp_path / "checkpoint", "at-least-once", per_batch=400,
                           policies=Policies.from_strings({"transient": "retry(attempts=2,backoff=fixed,delay=0)>fail"}))
     counts = spark_engine.run(available_now=True).as_dict()

@@ -19,35 +19,17 @@ import pytest
 
 from adapters.spark.engine import build_spark_engine
 from adapters.spark.session import kafka_jars
-from adapters.spark.transactional_sink import FAULT_SETTING, partition_id
+from adapters.spark.transactional_sink import FAULT_SETTING
 from app.generator import StreamSpec, generate
-from domain.dead_letters import from_headers
 from domain.policies import Policies
 from domain.rules import RuleSet
 from tests.faults.harness import Topics, engine_process
-from tests.integration.kafka_io import create_topics, read_topic, unique
+from tests.integration.kafka_io import create_topics, unique
 from tests.integration.partitioned import produce_keyed, spread
 from tests.integration.streams import reference
+from tests.spark.eos_output import committed, dead_letter_values, markers
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka]
-
-
-def committed(bootstrap: str, topic: str, only_committed: bool = True) -> Counter:
-    return Counter(m.value for m in read_topic(bootstrap, topic, committed=only_committed))
-
-
-def dead_letter_values(bootstrap: str, topic: str) -> Counter:
-    return Counter(from_headers(m.value, m.key, m.raw_headers).record.value for m in read_topic(bootstrap, topic))
-
-
-def markers(bootstrap: str, events_topic: str, transactional_id: str) -> Counter:
-    """How many committed markers each (batch, partition) has."""
-    found = Counter()
-    for message in read_topic(bootstrap, f"{events_topic}.commits"):
-        if message.key.startswith(partition_id(transactional_id, "").encode()):
-            marker = json.loads(message.value)
-            found[marker["batch_id"], marker["partition"]] += 1
-    return found
 
 
 def test_tasks_dying_before_and_after_their_commit_write_each_partition_once(kafka_spark, kafka_bootstrap, tmp_path,

@@ -5,16 +5,22 @@ commits the batch to the checkpoint. A writer makes one attempt and raises on fa
 engine retries it per the ``transient`` policy and decides whether the batch is cached
 (``reads``: how many times one attempt reads the batch).
 
-* ``AtLeastOnceWriter``: Spark's own writers (``sinks.BatchSink``): Kafka topics, or JSONL
-  directories replaced per batch; both outputs in one Kafka write when they can share it.
-  A batch replayed after a crash between the write and Spark's checkpoint commit is written
-  to Kafka again.
-* ``ExactlyOnceWriter``: unique events and dead letters written by the executors, each task
-  its partition in one Kafka transaction with a commit marker (``transactional_sink``) under
-  the checkpoint's transactional id (``identity``, resolved by ``open`` at each start) and its
-  partition; a retried task or replayed batch never produces a committed partition twice, and
-  the driver never holds the records. Dead letters to a JSONL directory are replaced per batch
-  (effectively once) before the transactions.
+Kafka topics are written by the executors (``transactional_sink.ExecutorWriter``): each task
+sends its partition of the judged batch with a producer its executor keeps between batches,
+unique events and dead letters (when on the same cluster) in one pass; the driver collects
+one line per task, never the records.
+
+* ``AtLeastOnceWriter``: without transactions (an idempotent producer, flushed before the task
+  ends). A batch replayed after a crash between the write and Spark's checkpoint commit is
+  written to Kafka again. JSONL directories (and dead letters on another Kafka cluster) are
+  written by Spark's own writers (``sinks.BatchSink``), a directory replaced per batch.
+  Spark's own Kafka writer is not used for topics: the executor writer costs less per record
+  (deploy/README.md, "Kafka writers, the write alone").
+* ``ExactlyOnceWriter``: each task writes its partition in one Kafka transaction with a commit
+  marker (``transactional_sink``) under the checkpoint's transactional id (``identity``,
+  resolved by ``open`` at each start) and its partition; a retried task or replayed batch
+  never produces a committed partition twice. Dead letters to a JSONL directory are replaced
+  per batch (effectively once) before the transactions.
 
 ``open(spark)`` is called at each start of the query, before it runs; ``close()`` when it ends.
 
@@ -42,7 +48,7 @@ from adapters.spark.oversize import OversizeRoute, dead_letter_bound, events_rou
 from adapters.spark.plan import DEAD_LETTER
 from adapters.spark.sinks import BatchSink, accounted_records, write_judged
 from adapters.spark.transactional_sink import (BATCHING, NO_BATCH, PRODUCER_DEFAULTS, CommitLog, ExecutorWriter,
-                                               control_topic_for, fence, java_client_settings)
+                                               PartitionWrite, control_topic_for, fence, java_client_settings)
 from domain.dead_letters import DEFAULT_MAX_BYTES
 
 log = logging.getLogger(__name__)
@@ -53,10 +59,14 @@ class AtLeastOnceWriter:
     events: BatchSink
     dead_letters: BatchSink
     routed: OversizeRoute = field(default_factory=OversizeRoute)  # the judged batch, as this writer takes it
+    executors: ExecutorWriter | None = None  # writes the Kafka topics (None: events to a JSONL directory)
+    spark: object = field(default=None, repr=False)
 
     @property
     def reads(self) -> int:
-        """One Kafka write for both outputs reads the batch once; otherwise each output reads it."""
+        """One write for both outputs reads the batch once; otherwise each output reads it."""
+        if self.executors is not None:
+            return 1 if self.events.same_cluster(self.dead_letters) else 2
         return 1 if self.events.shares_writer_with(self.dead_letters) else 2
 
     @property
@@ -64,18 +74,36 @@ class AtLeastOnceWriter:
         return "kafka" in (self.events.endpoint.kind, self.dead_letters.endpoint.kind)
 
     def open(self, spark) -> None:
-        """Nothing to prepare: Spark's writers need no identity."""
+        """Nothing to prepare: no identity without transactions."""
+        self.spark = spark
 
     def write(self, batch: DataFrame, batch_id: int) -> None:
-        write_judged(batch, batch_id, self.events, self.dead_letters)
+        if self.executors is None:
+            write_judged(batch, batch_id, self.events, self.dead_letters)
+        else:
+            write_from_executors(batch, batch_id, self.events, self.dead_letters, self.executors)
 
     def close(self) -> None:
-        """Spark's writers hold no client between batches."""
+        if self.executors is not None and self.spark is not None:
+            ExecutorWriter.close(self.spark)
+
+
+def write_from_executors(batch: DataFrame, batch_id: int, events: BatchSink, dead_letters: BatchSink,
+                         executors: ExecutorWriter, transactional_id: str | None = None,
+                         query_id: str | None = None) -> list[PartitionWrite]:
+    """The judged batch's Kafka records written by the executors, in one transaction per partition
+    under ``transactional_id`` (None: at-least-once). Dead letters go with the unique events when on
+    the same Kafka cluster; otherwise Spark's own writer writes them first (``dead_letters.write``)."""
+    letters = dead_letters.endpoint.topic if events.same_cluster(dead_letters) else None
+    if letters is None:
+        dead_letters.write(batch.filter(F.col("verdict") == DEAD_LETTER), batch_id)
+    records = accounted_records(batch, events.endpoint.topic, letters, dead_letters.max_bytes)
+    return executors.write(records, batch_id, transactional_id, query_id)
 
 
 @dataclass
 class ExactlyOnceWriter:
-    events_topic: str
+    events: BatchSink
     dead_letters: BatchSink
     executors: ExecutorWriter
     commits: CommitLog
@@ -91,7 +119,7 @@ class ExactlyOnceWriter:
     @property
     def reads(self) -> int:
         """One write from the executors, plus the dead letters' own write to a JSONL directory."""
-        return 1 if self.dead_letters.endpoint.kind == "kafka" else 2
+        return 1 if self.events.same_cluster(self.dead_letters) else 2
 
     def open(self, spark) -> None:
         """The transactional id for this start: the checkpoint's identity (created on its first start);
@@ -116,11 +144,8 @@ class ExactlyOnceWriter:
         if self.carried is not None:  # judged, but the old job produced them before the migration
             batch = batch.filter(~self.carried)
         self.query_id = self.query_id or query_id_of(self.checkpoint)
-        letters = self.dead_letters.endpoint.topic if self.dead_letters.endpoint.kind == "kafka" else None
-        if letters is None:
-            self.dead_letters.write(batch.filter(F.col("verdict") == DEAD_LETTER), batch_id)
-        records = accounted_records(batch, self.events_topic, letters, self.dead_letters.max_bytes)
-        tasks = self.executors.write(records, batch_id, self.identity.transactional_id, self.query_id)
+        tasks = write_from_executors(batch, batch_id, self.events, self.dead_letters, self.executors,
+                                     self.identity.transactional_id, self.query_id)
         skipped = sorted(task.partition for task in tasks if task.skipped)
         if skipped:
             log.info("batch %d: partitions %s were committed to Kafka before (markers found); not written again",
@@ -180,24 +205,29 @@ def writer_for(sink: str, dead_letters: str, delivery: str, checkpoint: str,
     ``commit_replication``: the commit-marker topic's replication factor (None: the broker's default);
     ``dead_letter_max_bytes``: a dead letter's key plus value at most (``domain.dead_letters``).
     """
-    from adapters.kafka.config import KafkaEndpoint
-
     options = {**{f"kafka.{key}": value for key, value in BATCHING.items()}, **(spark_producer_options or {})}
     settings = dict(kafka_settings or {})
     events, letters = (BatchSink.from_uri(sink, "events", options),
                        BatchSink.from_uri(dead_letters, "dead_letters", options))
     letters = replace(letters, max_bytes=dead_letter_bound(letters.endpoint, settings, dead_letter_max_bytes))
-    if delivery == "at-least-once":
-        return AtLeastOnceWriter(events, letters, events_route(events.endpoint, settings, producer_max(options)))
+    route = events_route(events.endpoint, settings, producer_max(options))
     if events.endpoint.kind != "kafka":
-        raise SparkSetupError("kafka.delivery=exactly-once needs a kafka:// sink (JSONL output is replaced "
-                              "per micro-batch, effectively once, with at-least-once)")
+        if delivery == "exactly-once":
+            raise SparkSetupError("kafka.delivery=exactly-once needs a kafka:// sink (JSONL output is replaced "
+                                  "per micro-batch, effectively once, with at-least-once)")
+        return AtLeastOnceWriter(events, letters, route)
+    consumer = java_client_settings(events.endpoint.location, consumer_options or {})
+    producer = {**PRODUCER_DEFAULTS, **java_client_settings(events.endpoint.location, events.client_options())}
+    if delivery == "at-least-once":
+        return AtLeastOnceWriter(events, letters, route, ExecutorWriter(producer, consumer))
+    if letters.endpoint.kind == "kafka" and not events.same_cluster(letters):
+        raise SparkSetupError(f"kafka.delivery=exactly-once needs the dead-letter topic on the sink's cluster "
+                              f"({events.endpoint.location}): a transaction spans one cluster")
+    from adapters.kafka.config import KafkaEndpoint
+
     endpoint = KafkaEndpoint(events.endpoint.location, events.endpoint.topic)
     commits = CommitLog(KafkaEndpoint(endpoint.bootstrap, events.endpoint.options.get(
         "commit_topic", control_topic_for(endpoint.topic))), settings, replication_factor=commit_replication)
-    producer = {**PRODUCER_DEFAULTS, **java_client_settings(endpoint.bootstrap, options)}
-    consumer = java_client_settings(endpoint.bootstrap, consumer_options or {})
     executors = ExecutorWriter(producer, consumer, commits.endpoint.topic)
-    return ExactlyOnceWriter(endpoint.topic, letters, executors, commits, checkpoint,
-                             events_route(events.endpoint, settings, producer_max(options)),
+    return ExactlyOnceWriter(events, letters, executors, commits, checkpoint, route,
                              transactional_id=transactional_id)

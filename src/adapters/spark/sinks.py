@@ -7,8 +7,10 @@ computed and before Spark commits the batch to the checkpoint.
   ``overwrite``, so a replayed batch replaces its own earlier attempt (effectively once).
   Readers take every ``part-*`` file under the directory.
 * Kafka: Spark's Kafka writer, at-least-once: a batch replayed after a crash between the
-  write and the checkpoint commit is written again. When unique events and dead letters go
-  to topics of the same cluster with the same client options, ``write_judged`` writes both
+  write and the checkpoint commit is written again. The engine uses it only where the
+  executor-side writer (``batch_writers``) does not go: dead letters on a Kafka cluster other
+  than the unique events', or next to unique events written to a JSONL directory. When both
+  go to topics of the same cluster with the same client options, ``write_judged`` writes both
   in one Kafka write with a topic per row, reading the judged batch once (no cache).
 
 Dead letters are encoded as ``domain.dead_letters`` defines them (``adapters.spark.dead_letters``):
@@ -57,7 +59,11 @@ class BatchSink:
     def shares_writer_with(self, other: "BatchSink") -> bool:
         """Whether one Kafka write (a topic per row) can serve both sinks: same cluster, same options."""
         return self.endpoint.kind == other.endpoint.kind == "kafka" \
-            and self.endpoint.location == other.endpoint.location and self._client_options() == other._client_options()
+            and self.endpoint.location == other.endpoint.location and self.client_options() == other.client_options()
+
+    def same_cluster(self, other: "BatchSink") -> bool:
+        """Whether both are Kafka topics of one cluster (one producer, or one transaction, can write both)."""
+        return self.endpoint.kind == other.endpoint.kind == "kafka" and self.endpoint.location == other.endpoint.location
 
     def _columns(self) -> list[Column]:
         """Kafka: key, original value and, for dead letters, their headers; a JSONL directory: the line."""
@@ -68,14 +74,14 @@ class BatchSink:
         record = bounded_record(self.max_bytes)
         return [record["key"].alias("key"), record["value"].alias("value"), kafka_headers().alias("headers")]
 
-    def _client_options(self) -> dict[str, str]:
+    def client_options(self) -> dict[str, str]:
         return {**self.kafka_options, **self.endpoint.options}
 
     def write_kafka(self, payload: DataFrame, per_row_topic: bool = False) -> None:
         writer = payload.write.format("kafka").option("kafka.bootstrap.servers", self.endpoint.location)
         if not per_row_topic:
             writer = writer.option("topic", self.endpoint.topic)
-        for key, value in self._client_options().items():
+        for key, value in self.client_options().items():
             writer = writer.option(key, value)
         writer.save()
 

@@ -76,16 +76,17 @@ public final class KafkaBatchWriter implements MapPartitionsFunction<Row, String
         return records.mapPartitions(writer, Encoders.STRING()).collectAsList();
     }
 
-    /** Closes this JVM's cached producers (the query ended). */
+    /** Closes this JVM's cached producers and marker consumers (the query ended). */
     public static void closeProducers() {
         Producers.closeAll();
+        Markers.closeAll();
     }
 
     @Override
     public Iterator<String> call(Iterator<Row> rows) throws Exception {
         TaskContext task = TaskContext.get();
         int partition = task.partitionId();
-        Faults faults = new Faults(fault, batch, partition);
+        Faults faults = new Faults(fault, batch, partition, task.stageAttemptNumber() + task.attemptNumber());
         String id = prefix == null ? null : prefix + "-p" + partition;
         Producers.Lease lease = Producers.acquire(producerConfig, id, partition, task.attemptNumber() > 0);
         boolean healthy = false;

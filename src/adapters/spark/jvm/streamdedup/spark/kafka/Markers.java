@@ -4,6 +4,7 @@ import java.time.Duration;
 import java.util.Collections;
 import java.util.HashMap;
 import java.util.Map;
+import java.util.TreeMap;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 
@@ -19,10 +20,13 @@ import org.apache.kafka.common.serialization.ByteArrayDeserializer;
  * counts, time}}. A group's committed offset is one lookup, and read with
  * {@code isolation.level=read_committed} it is only answered once no transaction holds a pending
  * offset for the group (KIP-447), so a marker is seen exactly when its transaction committed.
+ * The consumer that looks a group up is kept between micro-batches (one per group, leased by one
+ * task at a time), so a batch costs each task one offset fetch, not a new client.
  */
 final class Markers {
     static final Duration LOOKUP_TIMEOUT = Duration.ofSeconds(60);
     private static final Pattern QUERY_ID = Pattern.compile("\"query_id\":\\s*(null|\"([^\"]*)\")");
+    private static final Map<String, KafkaConsumer<byte[], byte[]>> IDLE = new HashMap<>();
 
     private Markers() {
     }
@@ -35,15 +39,54 @@ final class Markers {
 
     /** The last marker of {@code id}, or null. */
     static OffsetAndMetadata last(Map<String, String> consumerConfig, String topic, String id) {
+        String key = new TreeMap<>(consumerConfig) + "|" + id;
+        KafkaConsumer<byte[], byte[]> consumer;
+        synchronized (IDLE) {
+            consumer = IDLE.remove(key);
+        }
+        if (consumer == null) consumer = open(consumerConfig, id);
+        boolean healthy = false;
+        try {
+            TopicPartition partition = new TopicPartition(topic, 0);
+            OffsetAndMetadata last = consumer.committed(Collections.singleton(partition), LOOKUP_TIMEOUT).get(partition);
+            healthy = true;
+            return last;
+        } finally {
+            if (healthy) keep(key, consumer);
+            else close(consumer);
+        }
+    }
+
+    /** Closes the consumers kept between batches (the query ended). */
+    static void closeAll() {
+        synchronized (IDLE) {
+            IDLE.values().forEach(Markers::close);
+            IDLE.clear();
+        }
+    }
+
+    private static KafkaConsumer<byte[], byte[]> open(Map<String, String> consumerConfig, String id) {
         Map<String, Object> config = new HashMap<>(consumerConfig);
         config.put("group.id", id);
         config.put("isolation.level", "read_committed");
         config.put("enable.auto.commit", "false");
         config.put("client.id", id + "-marker");
-        TopicPartition partition = new TopicPartition(topic, 0);
-        try (KafkaConsumer<byte[], byte[]> consumer = new KafkaConsumer<>(config, new ByteArrayDeserializer(),
-                new ByteArrayDeserializer())) {
-            return consumer.committed(Collections.singleton(partition), LOOKUP_TIMEOUT).get(partition);
+        return new KafkaConsumer<>(config, new ByteArrayDeserializer(), new ByteArrayDeserializer());
+    }
+
+    private static void keep(String key, KafkaConsumer<byte[], byte[]> consumer) {
+        KafkaConsumer<byte[], byte[]> replaced;
+        synchronized (IDLE) {
+            replaced = IDLE.put(key, consumer);
+        }
+        if (replaced != null) close(replaced);
+    }
+
+    private static void close(KafkaConsumer<byte[], byte[]> consumer) {
+        try {
+            consumer.close(Duration.ofSeconds(5));
+        } catch (RuntimeException ignored) {
+            // a broken consumer: nothing more to release
         }
     }
 
