@@ -1,4 +1,5 @@
-"""The Spark engine's Kafka write alone: Spark's Kafka writer vs the executor-side writer (issue 19).
+"""The Spark engine's Kafka write alone: Spark's Kafka writer, the executor-side writer, and a
+Python writer over Arrow batches (issue 19).
 
     .venv/bin/python bench/kafka_writer_bench.py --records 2000000 --rounds 3
 
@@ -23,17 +24,25 @@ topics (``--topic-partitions`` each):
   idempotence (the client's defaults otherwise, as ``spark-defaults``);
 * ``executor-eos``: the executor-side writer with transactions and commit markers, as the
   engine's exactly-once delivery writes: one transactional id for the run and the pass number
-  as batch id, so each pass is the next micro-batch of the same query (producers reused).
+  as batch id, so each pass is the next micro-batch of the same query (producers reused);
+* ``python-arrow``: the write in the Python workers instead of the JVM: ``mapInArrow`` with
+  ``ArrowPartitionWriter``, one confluent-kafka producer per partition (task) with
+  ``executor-alo``'s settings (the same names in librdkafka), built per write;
+  ``python-arrow-eos``: the same with ``PRODUCER_DEFAULTS`` and one transaction per partition
+  (``init_transactions``, begin, commit; no commit marker).
 
 One unmeasured warm-up pass of every mode, then ``--rounds`` rounds, the modes in turn within
-a round, the order rotated by one each round. Both writers keep their producers between
-writes, so every measured write finds its producers started. Each write is checked: the
-topics' high watermarks must add up to the records expected (plus, with transactions, one
-commit marker per task and topic partition), else the run stops. Reported per mode: median
-seconds of the write, records written per second, the ratio to ``spark-defaults``, CPU
-seconds of the Spark JVM (driver and executors: local mode) and of the broker during the
-write, and the bytes the topics' log segments take (a local broker only). Figures go to
-``bench/results/kafka_writer_bench.json``.
+a round, the order rotated by one each round. Spark's writer and the executor writer keep their
+producers between writes, so each of their measured writes finds its producers started; the
+Python writer starts its producers in every write (their start is in its time). Each write is
+checked: the topics' high watermarks must add up to the records expected (plus, with
+transactions, one commit marker per task and topic partition), else the run stops. Reported
+per mode: median seconds of the write, records written per second, the ratio to
+``--baseline`` (``spark-defaults`` unless given), CPU seconds during the write of the Spark
+JVM (driver and executors: local mode), of its Python workers (``pyspark.daemon`` and the
+workers it forks: the JVM's Python descendants) and of the broker, and the bytes the topics'
+log segments take (a local broker only). Figures go to ``bench/results/kafka_writer_bench.json``
+unless ``--out``.
 """
 
 from __future__ import annotations
@@ -46,6 +55,7 @@ import sys
 import tempfile
 import time
 import uuid
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -63,8 +73,8 @@ IDEMPOTENT = {"acks": "all", "enable.idempotence": "true"}
 
 @dataclass(frozen=True)
 class Mode:
-    """One way of writing: ``writer`` ``spark`` or ``executor``, producer ``settings`` (Java
-    client names) over that writer's own defaults."""
+    """One way of writing: ``writer`` ``spark``, ``executor`` or ``python``, producer ``settings``
+    (Java client names, which librdkafka takes too) over that writer's own defaults."""
 
     name: str
     writer: str
@@ -72,15 +82,18 @@ class Mode:
     transactional: bool = False
 
 
+AT_LEAST_ONCE = {k: v for k, v in PRODUCER_DEFAULTS.items() if k != "transaction.timeout.ms"}
 MODES = (
     Mode("spark-defaults", "spark"),
     Mode("spark-linger", "spark", {"linger.ms": BATCHING["linger.ms"]}),
     Mode("spark-batch-size", "spark", {"batch.size": BATCHING["batch.size"]}),
     Mode("spark-lz4", "spark", {"compression.type": BATCHING["compression.type"]}),
     Mode("spark-batching", "spark", BATCHING),
-    Mode("executor-alo", "executor", {k: v for k, v in PRODUCER_DEFAULTS.items() if k != "transaction.timeout.ms"}),
+    Mode("executor-alo", "executor", AT_LEAST_ONCE),
     Mode("executor-alo-defaults", "executor", IDEMPOTENT),
     Mode("executor-eos", "executor", PRODUCER_DEFAULTS, transactional=True),
+    Mode("python-arrow", "python", AT_LEAST_ONCE),
+    Mode("python-arrow-eos", "python", PRODUCER_DEFAULTS, transactional=True),
 )
 
 
@@ -93,6 +106,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--topic-partitions", type=int, default=2)
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--modes", default=",".join(m.name for m in MODES), help="of: " + ", ".join(m.name for m in MODES))
+    p.add_argument("--baseline", default="spark-defaults", help="the mode the others' records/s are compared to")
     p.add_argument("--driver-memory", default="4g")
     p.add_argument("--bootstrap", default=os.environ.get("DEDUP_TEST_KAFKA"))
     p.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "kafka_writer_bench.json")
@@ -147,25 +161,29 @@ class WriteBench:
         for mode in modes:
             result = self.write_once(mode, number)
             print(f"  {mode.name:>22}: {result['seconds']:6.2f} s  JVM CPU {result['jvm_cpu_s']:6.1f} s  "
-                  f"broker CPU {result['broker_cpu_s'] or 0:5.1f} s  {(result['bytes'] or 0) / 1e6:6.1f} MB",
-                  flush=True)
+                  f"Python CPU {result['python_cpu_s']:5.1f} s  broker CPU {result['broker_cpu_s'] or 0:5.1f} s  "
+                  f"{(result['bytes'] or 0) / 1e6:6.1f} MB", flush=True)
             if measured:
                 self.results[mode.name].append(result)
 
     def write_once(self, mode: Mode, number: int) -> dict:
         events, letters = (self.broker.create(f"{self.run}-{mode.name}-{number}-{kind}") for kind in ("out", "dlq"))
         rows = addressed(self.records, events, letters)
-        jvm, broker = cpu_seconds(self.jvm_pid), cpu_seconds(self.broker_pid())
+        jvm, python, broker = self.cpu()
         started = time.perf_counter()
-        self.write(mode, rows, events, number)
+        self.write(mode, rows, events, letters, number)
         seconds = time.perf_counter() - started
-        jvm_cpu, broker_cpu = cpu_seconds(self.jvm_pid) - jvm, cpu_seconds(self.broker_pid()) - broker
+        jvm_cpu, python_cpu, broker_cpu = (after - before for after, before in zip(self.cpu(), (jvm, python, broker)))
         self.check(mode, events, letters)
-        return {"seconds": round(seconds, 3), "jvm_cpu_s": round(jvm_cpu, 2),
+        return {"seconds": round(seconds, 3), "jvm_cpu_s": round(jvm_cpu, 2), "python_cpu_s": round(python_cpu, 2),
                 "broker_cpu_s": round(broker_cpu, 2) if self.broker_pid() else None,
                 "bytes": self.log_bytes(events, letters)}
 
-    def write(self, mode: Mode, rows, events: str, number: int) -> None:
+    def cpu(self) -> tuple[float, float, float]:
+        """CPU seconds so far of the Spark JVM, of its Python workers, and of the broker."""
+        return cpu_seconds(self.jvm_pid), python_descendants_cpu(self.jvm_pid), cpu_seconds(self.broker_pid())
+
+    def write(self, mode: Mode, rows, events: str, letters: str, number: int) -> None:
         from pyspark.sql import functions as F
 
         from adapters.spark.sinks import RECORD, BatchSink
@@ -177,9 +195,25 @@ class WriteBench:
             sink = BatchSink.from_uri(f"kafka://{bootstrap}/{events}", "events", options)
             sink.write_kafka(rows.filter(F.col("topic").isNotNull()).select(*RECORD), per_row_topic=True)
             return
+        if mode.writer == "python":
+            self.write_python(mode, rows, {EVENTS: events, LETTERS: letters})
+            return
         writer = ExecutorWriter({**mode.settings, "bootstrap.servers": bootstrap}, {"bootstrap.servers": bootstrap},
                                 self.markers)
         writer.write(rows, number, self.run if mode.transactional else None, self.run)
+
+    def write_python(self, mode: Mode, rows, topics: dict[str, str]) -> None:
+        """``ArrowPartitionWriter`` in the Python workers; the driver collects one line of counts per
+        task and stops the run unless they add up to the batch's records per topic."""
+        writer = ArrowPartitionWriter(self.broker.bootstrap, mode.settings,
+                                      f"{self.run}-py" if mode.transactional else None)
+        counts = Counter()
+        for line in rows.mapInArrow(writer, ArrowPartitionWriter.SCHEMA).collect():
+            counts.update(json.loads(line["counts"]))
+        for name, topic in topics.items():
+            if counts[f"sent:{topic}"] != self.expected.get(name, 0):
+                raise RuntimeError(f"{mode.name}: sent {counts[f'sent:{topic}']:,} records to {topic}, expected "
+                                   f"{self.expected.get(name, 0):,}")
 
     def check(self, mode: Mode, events: str, letters: str) -> None:
         """The topics hold what was written: offsets are records, plus one commit marker per
@@ -204,6 +238,98 @@ class WriteBench:
 
         ExecutorWriter.close(self.spark)
         self.records.unpersist()
+
+
+@dataclass(frozen=True)
+class ArrowPartitionWriter:
+    """The ``python-arrow`` modes' ``mapInArrow`` function, run in the Python workers: one
+    ``ProducerChannel`` (confluent-kafka) per partition writes the rows that have a topic
+    (queue full: it waits for deliveries) and counts every row (``in``, buckets, ``sent:TOPIC``,
+    as the executor writer does). Yields one row: the partition and its counts as JSON.
+    ``settings``: librdkafka settings over ``producer_config``'s; ``transactional_id``: the
+    partition's transaction is ``<id>-p<partition>``, else at-least-once.
+
+    Failure behaviour: a failed or unacknowledged delivery raises ``SinkUnavailable`` from the
+    final flush (at-least-once: after producing the failed records once more), failing the task;
+    a transaction is aborted then, so nothing of the partition is committed."""
+
+    bootstrap: str
+    settings: dict[str, str]
+    transactional_id: str | None = None
+    SCHEMA = "partition int, counts string"
+
+    def __call__(self, batches):
+        import pyarrow as pa
+        from pyspark import TaskContext
+
+        partition = TaskContext.get().partitionId()
+        channel = self.channel(partition)
+        try:
+            counts = self.write(channel, batches)
+        finally:
+            channel.close()
+        yield pa.RecordBatch.from_pydict({"partition": pa.array([partition], pa.int32()),
+                                          "counts": pa.array([json.dumps(counts)], pa.string())})
+
+    def channel(self, partition: int):
+        from adapters.kafka.config import KafkaEndpoint, producer_config
+        from adapters.kafka.producer import ProducerChannel
+
+        transactional_id = f"{self.transactional_id}-p{partition}" if self.transactional_id else None
+        config = producer_config(KafkaEndpoint(self.bootstrap, "-"), self.settings, transactional_id)
+        channel = ProducerChannel(config, f"python-arrow partition {partition}", flush_timeout=120)
+        if transactional_id:
+            channel.producer.init_transactions(30)
+        return channel
+
+    def write(self, channel, batches) -> Counter:
+        """Every batch produced and counted, then flushed (and the transaction committed)."""
+        counts = Counter()
+        if self.transactional_id:
+            channel.producer.begin_transaction()
+        try:
+            for batch in batches:
+                counts.update(arrow_counts(batch))
+                produce_rows(channel, batch)
+            channel.flush()
+            if self.transactional_id:
+                channel.producer.commit_transaction(30)
+        except BaseException:
+            if self.transactional_id:
+                channel.producer.abort_transaction(30)
+            raise
+        return counts
+
+
+def produce_rows(channel, batch) -> None:
+    """The rows of an Arrow ``batch`` that have a topic, produced column by column (no per-row
+    objects besides the values); a full queue falls back to ``channel.produce``, which waits."""
+    import pyarrow.compute as pc
+
+    from adapters.spark.dead_letters import producer_headers
+
+    written = batch.filter(pc.is_valid(batch.column("topic")))
+    produce = channel.producer.produce
+    columns = (written.column(name).to_pylist() for name in ("topic", "key", "value", "headers"))
+    for topic, key, value, headers in zip(*columns):
+        headers = headers and producer_headers(headers)
+        try:
+            produce(topic, value, key, headers=headers)
+        except BufferError:
+            channel.produce(topic, value, key, headers)
+    channel.producer.poll(0)
+
+
+def arrow_counts(batch) -> Counter:
+    """The rows of an Arrow ``batch``: ``in``, per ``bucket``, and ``sent:TOPIC`` per topic."""
+    import pyarrow.compute as pc
+
+    counts = Counter({"in": pc.sum(batch.column("input")).as_py() or 0})
+    for column, prefix in (("bucket", ""), ("topic", "sent:")):
+        for item in pc.value_counts(batch.column(column)).to_pylist():
+            if item["values"] is not None:
+                counts[prefix + item["values"]] += item["counts"]
+    return counts
 
 
 def accounted_batch(spark, args):
@@ -258,36 +384,68 @@ def end_offsets(bootstrap: str, topic: str) -> int:
         consumer.close()
 
 
-def cpu_seconds(pid: int | None) -> float:
-    """User plus system CPU seconds of process ``pid`` so far (0 when None)."""
+def cpu_seconds(pid: int | None, reaped: bool = False) -> float:
+    """User plus system CPU seconds of process ``pid`` so far (0 when None or ended); ``reaped``:
+    with those of its children it waited for."""
     if pid is None:
         return 0.0
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    ticks = sum(int(f) for f in fields[11:15 if reaped else 13])
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
+def python_descendants_cpu(pid: int) -> float:
+    """CPU seconds so far of the Python processes below ``pid`` (the JVM's ``pyspark.daemon`` and
+    the workers it forks), with those of their children that ended (reaped: counted by the
+    parent), so a worker that exits between two readings still counts."""
+    parents, python = {}, set()
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            comm, fields = stat.read_text().rsplit(")", 1)
+        except OSError:  # the process ended meanwhile
+            continue
+        child = int(stat.parent.name)
+        parents[child] = int(fields.split()[1])
+        if "python" in comm.partition("(")[2]:
+            python.add(child)
+    below = {child for child in python if descends(child, pid, parents)}
+    return sum(cpu_seconds(child, reaped=True) for child in below)
+
+
+def descends(child: int, pid: int, parents: dict[int, int]) -> bool:
+    while child in parents and child > 1:
+        child = parents[child]
+        if child == pid:
+            return True
+    return False
 
 
 def report(results: dict[str, list[dict]], written: int, args) -> None:
     """``written``: the records of one write (events and dead letters)."""
     rows = [summary(name, runs, written) for name, runs in results.items()]
-    base = next((r for r in rows if r["mode"] == "spark-defaults"), None)
+    base = next((r for r in rows if r["mode"] == args.baseline), None)
     for row in rows:
-        row["to_spark_defaults"] = round(row["records_per_s"] / base["records_per_s"], 2) if base else None
+        row["to_baseline"] = round(row["records_per_s"] / base["records_per_s"], 2) if base else None
     args.out.parent.mkdir(parents=True, exist_ok=True)
     settings = {k: (str(v) if k != "modes" else [m.name for m in v]) for k, v in vars(args).items()}
     args.out.write_text(json.dumps({"args": settings, "load_average": os.getloadavg(), "modes": rows}, indent=2))
     print(f"figures: {args.out}")
-    print("| mode | median s | records/s | × spark-defaults | JVM CPU s | broker CPU s | MB on topics |")
-    print("|---|---|---|---|---|---|---|")
+    print(f"| mode | median s | records/s | × {args.baseline} | JVM CPU s | Python CPU s | broker CPU s | "
+          "MB on topics |")
+    print("|---|---|---|---|---|---|---|---|")
     for r in rows:
         mb = "–" if r["bytes"] is None else f"{r['bytes'] / 1e6:,.0f}"
-        print(f"| {r['mode']} | {r['seconds']:.2f} | {r['records_per_s']:,} | {r['to_spark_defaults'] or '–'} | "
-              f"{r['jvm_cpu_s']:.1f} | {r['broker_cpu_s'] or 0:.1f} | {mb} |")
+        print(f"| {r['mode']} | {r['seconds']:.2f} | {r['records_per_s']:,} | {r['to_baseline'] or '–'} | "
+              f"{r['jvm_cpu_s']:.1f} | {r['python_cpu_s']:.1f} | {r['broker_cpu_s'] or 0:.1f} | {mb} |")
 
 
 def summary(mode: str, runs: list[dict], written: int) -> dict:
     """Medians over the rounds; records/s counts the ``written`` records."""
     median = {key: statistics.median(r[key] for r in runs) if runs[0][key] is not None else None
-              for key in ("seconds", "jvm_cpu_s", "broker_cpu_s", "bytes")}
+              for key in ("seconds", "jvm_cpu_s", "python_cpu_s", "broker_cpu_s", "bytes")}
     return {"mode": mode, **median, "records_per_s": round(written / median["seconds"]), "runs": runs}
 
 
