@@ -14,8 +14,9 @@ one line per task, never the records.
   ends). A batch replayed after a crash between the write and Spark's checkpoint commit is
   written to Kafka again. JSONL directories (and dead letters on another Kafka cluster) are
   written by Spark's own writers (``sinks.BatchSink``), a directory replaced per batch.
-  Spark's own Kafka writer is not used for topics: the executor writer costs less per record
-  (deploy/README.md, "Kafka writers, the write alone").
+  Spark's own Kafka writer is not used for the events' topic: written alone the two are level
+  (deploy/README.md, "Kafka writers, the write alone"), and one write path for both deliveries
+  keeps their producers, counts and failure handling the same.
 * ``ExactlyOnceWriter``: each task writes its partition in one Kafka transaction with a commit
   marker (``transactional_sink``) under the checkpoint's transactional id (``identity``,
   resolved by ``open`` at each start) and its partition; a retried task or replayed batch
