@@ -27,9 +27,10 @@ pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.cluster, pytest.
 PARTITIONS = 4
 
 
-def executor_logs(cluster) -> str:
-    return "".join(path.read_text(errors="replace") for worker in cluster.workers
-                   for path in (worker.workdir / "work").glob("*/*/stderr"))
+def executor_logs(cluster, leaving_out: frozenset = frozenset()) -> dict:
+    """Each executor's stderr on the cluster's workers (``work/APP/N/stderr``), but those of ``leaving_out``."""
+    return {path: path.read_text(errors="replace") for worker in cluster.workers
+            for path in (worker.workdir / "work").glob("*/*/stderr") if path not in leaving_out}
 
 
 def wait_for(condition, timeout: float, what: str):
@@ -50,7 +51,7 @@ def test_executor_deaths_around_commits_and_a_driver_kill_mid_batch_write_each_p
     topics = Topics(kafka_bootstrap, *(unique(f"cluster-eos-{role}") for role in ("in", "out", "dlq")))
     produce_keyed(kafka_bootstrap, topics.input, spread(records, PARTITIONS))
     create_topics(kafka_bootstrap, topics.output, topics.dead_letters)
-    before = executor_logs(own_cluster)
+    earlier = frozenset(executor_logs(own_cluster))  # executors of the applications before this test
 
     def engine(faults: str | None):
         process = engine_process(topics, tmp_path, per_batch=1000, delivery="exactly-once", bounded=True,
@@ -74,7 +75,7 @@ def test_executor_deaths_around_commits_and_a_driver_kill_mid_batch_write_each_p
     first.proc.wait(30)
     found = markers(kafka_bootstrap, topics.output, tid)
     assert (2, 2) not in found and {(1, p) for p in range(PARTITIONS)} <= set(found)
-    logs = executor_logs(own_cluster)[len(before):]
+    logs = "".join(executor_logs(own_cluster, earlier).values())
     assert "halting the JVM after-commit" in logs and "halting the JVM before-commit" in logs
     assert "task stalls before-commit" in logs
     # the stalled transaction is open: its records are on the topic, hidden from read_committed readers
