@@ -19,7 +19,7 @@ partitions) over them, one file a micro-batch, with its checkpoint on ``hdfs://`
 
 Per micro-batch: the bytes that appeared in the checkpoint's state directory since the
 micro-batch before (the engine's ``checkpoint_bytes_written`` counter,
-``adapters.spark.state_files``: one recursive listing through Hadoop's FileSystem API), the
+``adapters.spark.checkpoint.state_files``: one recursive listing through Hadoop's FileSystem API), the
 state directory's size, Spark's ``durationMs`` (``walCommit``: the offsets file,
 ``commitOffsets``: the commit file, ``addBatch``: the batch's tasks, which commit the state
 stores) and the state operator's ``commitTimeMs`` (summed over its tasks). Then the restart:
@@ -167,7 +167,7 @@ def run_phase(args) -> dict:
     import contextlib
 
     from adapters.spark.engine import build_spark_engine
-    from adapters.spark.session import build_session
+    from adapters.spark.runtime.session import build_session
     from domain.policies import Policies
     from domain.rules import RuleSet
     from spark_bench_report import Sampler

@@ -5,18 +5,17 @@ Python writer over Arrow batches (issue 19).
 
 Starts a local Kafka broker (``deploy/local/services``) unless ``--bootstrap`` (or
 ``DEDUP_TEST_KAFKA``) names a running one. Builds, local[2], one judged micro-batch of
-``--records`` rows as ``sinks.accounted_records`` leaves it (``topic, key, value, headers,
+``--records`` rows as ``output.spark_writer.accounted_records`` leaves it (``topic, key, value, headers,
 bucket, input``; ``--partitions`` partitions): a ~140-byte JSON event keyed by its id,
 ``--dup-share`` duplicates (topic null: counted, not written), ``--dead-share`` dead letters
 with their ``dedup.*`` headers to a second topic, the rest unique events. The batch is cached
 and counted before anything is timed, so each mode times the write alone, to a fresh pair of
 topics (``--topic-partitions`` each):
 
-* ``spark-defaults``: Spark's Kafka writer (``BatchSink.write_kafka``, a topic per row, rows
-  without a topic left out as ``sinks.kafka_records`` does), no producer option: the Kafka
+* ``spark-defaults``: Spark's Kafka writer (a topic per row, rows without a topic left out), no producer option: the Kafka
   client's defaults (acks=all, idempotence, linger.ms 0, batch.size 16 KB, no compression);
 * ``spark-linger``, ``spark-batch-size``, ``spark-lz4``: one of the engine's ``BATCHING``
-  settings (``transactional_sink``) alone; ``spark-batching``: all three, as the engine's
+  settings (``output.executor_writer``) alone; ``spark-batching``: all three, as the engine's
   at-least-once delivery writes;
 * ``executor-alo``: the executor-side writer (``ExecutorWriter``, the JVM's
   ``KafkaBatchWriter``) without a transactional id: at-least-once, ``PRODUCER_DEFAULTS``
@@ -64,7 +63,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "src"), str(ROOT / "bench")]
 
 from spark_kafka_bench import Broker  # noqa: E402
 
-from adapters.spark.transactional_sink import BATCHING, PRODUCER_DEFAULTS  # noqa: E402
+from adapters.spark.output.executor_writer import BATCHING, PRODUCER_DEFAULTS  # noqa: E402
 
 T0 = 1_689_019_717
 EVENTS, LETTERS = "events", "dead-letters"  # the cached batch's topics, renamed per write
@@ -123,7 +122,7 @@ def main(argv=None) -> None:
     args = parse_args(argv)
     topics = argparse.Namespace(bootstrap=args.bootstrap, partitions=args.topic_partitions)
     with tempfile.TemporaryDirectory(prefix="kafka-writer-bench-") as workdir, Broker(topics, Path(workdir)) as broker:
-        from adapters.spark.session import build_session
+        from adapters.spark.runtime.session import build_session
 
         spark = build_session("local[2]", "streamdedup-kafka-writer-bench", {"spark.driver.memory": args.driver_memory})
         spark.sparkContext.setLogLevel("ERROR")
@@ -142,7 +141,7 @@ class WriteBench:
 
     def __init__(self, spark, broker: Broker, args):
         from adapters.kafka.config import KafkaEndpoint
-        from adapters.spark.transactional_sink import CommitLog
+        from adapters.spark.output.executor_writer import CommitLog
 
         self.spark, self.broker, self.args = spark, broker, args
         self.run = f"kwb-{uuid.uuid4().hex[:6]}"
@@ -186,14 +185,15 @@ class WriteBench:
     def write(self, mode: Mode, rows, events: str, letters: str, number: int) -> None:
         from pyspark.sql import functions as F
 
-        from adapters.spark.sinks import RECORD, BatchSink
-        from adapters.spark.transactional_sink import ExecutorWriter
+        from adapters.spark.output.executor_writer import ExecutorWriter
 
         bootstrap = self.broker.bootstrap
-        if mode.writer == "spark":
-            options = {f"kafka.{key}": value for key, value in mode.settings.items()}
-            sink = BatchSink.from_uri(f"kafka://{bootstrap}/{events}", "events", options)
-            sink.write_kafka(rows.filter(F.col("topic").isNotNull()).select(*RECORD), per_row_topic=True)
+        if mode.writer == "spark":  # Spark's Kafka writer with a topic per row (the engine writes one topic per write)
+            writer = rows.filter(F.col("topic").isNotNull()).select("topic", "key", "value", "headers") \
+                .write.format("kafka").option("kafka.bootstrap.servers", bootstrap)
+            for key, value in mode.settings.items():
+                writer = writer.option(f"kafka.{key}", value)
+            writer.save()
             return
         if mode.writer == "python":
             self.write_python(mode, rows, {EVENTS: events, LETTERS: letters})
@@ -234,7 +234,7 @@ class WriteBench:
         return sum(f.stat().st_size for topic in topics for f in self.broker.local.data_dir.glob(f"{topic}-*/*.log"))
 
     def close(self) -> None:
-        from adapters.spark.transactional_sink import ExecutorWriter
+        from adapters.spark.output.executor_writer import ExecutorWriter
 
         ExecutorWriter.close(self.spark)
         self.records.unpersist()
@@ -306,13 +306,11 @@ def produce_rows(channel, batch) -> None:
     objects besides the values); a full queue falls back to ``channel.produce``, which waits."""
     import pyarrow.compute as pc
 
-    from adapters.spark.dead_letters import producer_headers
-
     written = batch.filter(pc.is_valid(batch.column("topic")))
     produce = channel.producer.produce
     columns = (written.column(name).to_pylist() for name in ("topic", "key", "value", "headers"))
     for topic, key, value, headers in zip(*columns):
-        headers = headers and producer_headers(headers)
+        headers = headers and [(header["key"], header["value"]) for header in headers]
         try:
             produce(topic, value, key, headers=headers)
         except BufferError:
@@ -333,12 +331,12 @@ def arrow_counts(batch) -> Counter:
 
 
 def accounted_batch(spark, args):
-    """``sinks.accounted_records`` of a judged batch (verdicts drawn by ``--dup-share`` and
+    """``output.spark_writer.accounted_records`` of a judged batch (verdicts drawn by ``--dup-share`` and
     ``--dead-share``), its topics ``EVENTS`` and ``LETTERS``, counted (materialized)."""
     from pyspark.sql import functions as F
 
-    from adapters.spark.plan import DEAD_LETTER, DUPLICATE, EMIT
-    from adapters.spark.sinks import accounted_records
+    from adapters.spark.stream.plan import DEAD_LETTER, DUPLICATE, EMIT
+    from adapters.spark.output.spark_writer import accounted_records
 
     i = F.col("id")
     share = F.pmod(F.xxhash64(i), F.lit(10_000))

@@ -24,6 +24,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
@@ -32,9 +33,10 @@ from pyspark.sql import DataFrame  # noqa: E402
 from pyspark.sql import functions as F  # noqa: E402
 
 from adapters.spark.engine import stop_after_running_batch  # noqa: E402
-from adapters.spark.metrics import accounting_metrics  # noqa: E402
-from adapters.spark.plan import DedupPlan  # noqa: E402
-from adapters.spark.session import build_session, state_store_conf  # noqa: E402
+from adapters.spark.metrics.listener import accounting_metrics  # noqa: E402
+from adapters.spark.stream.operator import state_row_counter  # noqa: E402
+from adapters.spark.stream.plan import DedupPlan  # noqa: E402
+from adapters.spark.runtime.session import build_session, state_store_conf  # noqa: E402
 from domain.rules import RuleSet  # noqa: E402
 
 T0 = 1_700_000_000
@@ -62,7 +64,16 @@ def engine_plan(spark, args) -> DataFrame:
     records = rows.select(doc.cast("binary").alias("value"), F.lit(None).cast("binary").alias("kafka_key"),
                           F.lit("rate").alias("source"), F.lit(0).alias("partition"),
                           F.col("value").alias("offset"), F.col("value").alias("ord"))
-    return accounting_metrics(DedupPlan(RuleSet()).judge(records))
+    return accounting_metrics(operator_plan(spark).judge(records))
+
+
+def operator_plan(spark) -> DedupPlan:
+    """The engine's plan with the operator's accumulators and horizons, and no watermark files."""
+    package = spark._jvm.streamdedup.spark
+    newest = package.NewestTimes()
+    spark.sparkContext._jsc.sc().register(newest, "streamdedup.newest_times")
+    marks = SimpleNamespace(horizons=package.RuleHorizons(), newest=newest)
+    return DedupPlan(RuleSet(), state_rows=state_row_counter(spark), watermarks=marks)
 
 
 def measure(spark, name: str, plan: DataFrame, args) -> dict:

@@ -18,7 +18,7 @@ warm-up: 10–15% in trials), then runs each mode over the whole backlog (``avai
   each write); the operator counts its keys for the state-rows gauge, and the bench checks
   that gauge against the keys counted from the checkpoint (Spark's state data source).
 * ``engine-eos``: the same with ``kafka.delivery=exactly-once``: each output partition written
-  by its task in one Kafka transaction (``adapters.spark.transactional_sink``).
+  by its task in one Kafka transaction (``adapters.spark.output.executor_writer``).
 * ``engine-spark-writer``: at-least-once written by Spark's own Kafka writer
   (``df.write.format("kafka")``, with the same producer settings) instead of the executor
   writer without transactions: what the engine did before.
@@ -126,7 +126,7 @@ def main(argv=None) -> None:
     args = parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="spark-kafka-bench-") as workdir, Broker(args, Path(workdir)) as broker, \
             Cluster(args, Path(workdir)) as cluster:
-        from adapters.spark.session import build_session
+        from adapters.spark.runtime.session import build_session
 
         spark = build_session(cluster.master, "streamdedup-kafka-bench", {
             "spark.driver.memory": args.driver_memory,
@@ -192,7 +192,7 @@ def prime(spark, broker: "Broker", topic: str, args, runs: list, workdir: Path) 
 def run_native(spark, broker: "Broker", topic: str, args, checkpoint: Path) -> None:
     from pyspark.sql import functions as F
 
-    from adapters.spark.session import TRACK_ROWS, state_store_conf
+    from adapters.spark.runtime.session import TRACK_ROWS, state_store_conf
 
     for key, value in {**state_store_conf("rocksdb"), TRACK_ROWS: "true",
                        "spark.sql.shuffle.partitions": str(args.shuffle_partitions)}.items():
@@ -214,7 +214,7 @@ def run_native(spark, broker: "Broker", topic: str, args, checkpoint: Path) -> N
 def run_engine(spark, broker: "Broker", topic: str, args, checkpoint: Path, track_rows: bool = False,
                delivery: str = "at-least-once", spark_writer: bool = False) -> dict:
     from adapters.spark.engine import build_spark_engine
-    from adapters.spark.session import TRACK_ROWS
+    from adapters.spark.runtime.session import TRACK_ROWS
     from domain.policies import Policies
     from domain.rules import RuleSet
 
@@ -277,7 +277,7 @@ def measure(spark, mode: str, run, broker: "Broker", topic: str, args, workdir: 
         for batch, rows in zip(result["batches"], per_batch):
             batch["state_rows"] = rows
     if mode == "engine":
-        from adapters.spark.state_reader import read_state
+        from adapters.spark.checkpoint.state_reader import read_state
 
         result["state_rows"] = read_state(spark, str(checkpoint)).count()
         print(f"  {mode}: state rows {result['state_rows']:,} in the checkpoint, "

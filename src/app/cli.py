@@ -24,6 +24,7 @@ from app.settings import Settings, SettingsError, load_settings
 from app.state_cli import add_state_commands
 from domain.accounting import Accounting
 from domain.errors import DedupError, PolicyExhausted, SetupError
+from domain.ports import Engine
 from domain.redaction import redact
 
 EXIT_USAGE, EXIT_STOPPED = 2, 3
@@ -145,7 +146,7 @@ def run_engine(settings: Settings, progress: ProgressLine | None = None, config_
     ``config_file``: the file the settings came from (``settings_file``)."""
     configure_logging(settings.log_level, settings.log_format)
     container = container_for(settings, config_file)
-    engine = container.engine()
+    engine: Engine = container.engine()
     server = None
     if settings.metrics_port is not None:
         server = MetricsServer(container.metrics(), settings.metrics_port, settings.metrics_host,

@@ -21,7 +21,7 @@ from adapters.metrics.prometheus import PrometheusMetrics
 from adapters.system import SystemClock
 from app.settings import (KafkaSettings, MigrationSettings, PolicySettings, RedisSettings, RuleSettings, Settings,
                           SparkSettings)
-from app.uris import REDIS_SCHEMES
+from app.uris import CHECKPOINT, REDIS_SCHEMES
 from domain.dead_letters import DEFAULT_MAX_BYTES
 from domain.dedup import Deduplicator
 from domain.watermarks import Watermarks
@@ -166,8 +166,8 @@ def build_spark_engine(*, rules: RuleSet, policies: Policies, metrics, source: s
     """``settings_file``: the file the settings came from (``--config``), named in the commands the
     engine's refusals suggest."""
     from adapters.spark.engine import build_spark_engine as build
-    if state != "memory" and not state.startswith(REDIS_SCHEMES):
-        raise UsageError(f"invalid setting state: the spark engine keeps its state in its checkpoint ('memory') "
+    if state != CHECKPOINT and not state.startswith(REDIS_SCHEMES):
+        raise UsageError(f"invalid setting state: the spark engine keeps its state in its checkpoint ('checkpoint') "
                          f"or in Redis (redis://HOST:PORT/DB), got {redact_uri(state)!r}")
     if state.startswith(REDIS_SCHEMES):
         _redis_store(state, redis or RedisSettings()).close()  # the executors' stores: the same eviction check

@@ -9,6 +9,7 @@ setting (and its environment variable).
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import tomllib
@@ -23,8 +24,9 @@ from pydantic_settings import (BaseSettings, EnvSettingsSource, NoDecode, Pydant
 from pydantic_settings import SettingsError as _SourceError
 
 from app.setting_names import Misspelt, misspelt, unknown_variables
-from app.uris import check_state_uri, check_stream_uri
+from app.uris import CHECKPOINT, check_state_uri, check_stream_uri
 from domain.dead_letters import DEFAULT_MAX_BYTES
+from domain.errors import first_line
 from domain.policies import DEFAULT_POLICIES, ERROR_CLASSES, parse_chain
 from domain.redaction import redact_setting, remember, secrets_of_settings
 from domain.restart import parse_restart
@@ -32,7 +34,7 @@ from domain.rules import DEFAULT_MAX_AHEAD, DEFAULT_RULES, TimeBasis, UnknownTyp
 from domain.syntax import parse_duration
 from domain.watermarks import DEFAULT_IDLE_TIMEOUT
 
-
+log = logging.getLogger(__name__)
 _SPARK_INTERVAL = re.compile(r"^\s*\d+\s+(millisecond|second|minute|hour|day)s?\s*$", re.IGNORECASE)
 
 
@@ -99,9 +101,9 @@ class SparkSettings(_Strict):
     ``--master`` wins). ``available_now``: process what the source holds, then stop
     (default: yes for a JSONL directory source, no for Kafka). ``conf``: any Spark setting,
     over the engine's defaults. ``lease_timeout``: how long the checkpoint's lease outlives
-    its holder's last renewal (one running instance per checkpoint, ``adapters.spark.lease``).
+    its holder's last renewal (one running instance per checkpoint, ``adapters.spark.checkpoint.lease``).
     ``log_file``: Spark's own log, its Java stack traces included (relative to the working
-    directory; ``adapters.spark.spark_log``); the terminal gets it too at ``log_level`` DEBUG."""
+    directory; ``adapters.spark.runtime.spark_log``); the terminal gets it too at ``log_level`` DEBUG."""
 
     master: str | None = None
     checkpoint: str = "checkpoints/dedup"
@@ -210,6 +212,19 @@ class Settings(BaseSettings):
         return check_state_uri(value)
 
     @model_validator(mode="after")
+    def _state_of_the_engine(self) -> "Settings":
+        """``memory`` (the default) means the Spark engine's own state, in its checkpoint: ``checkpoint``."""
+        if self.engine == "spark" and self.state == "memory":
+            if "state" in self.model_fields_set:
+                log.warning("state=memory with the spark engine is deprecated: its state is kept in the checkpoint, "
+                            "write state=checkpoint (DEDUP_STATE=checkpoint)")
+            self.state = CHECKPOINT
+        elif self.engine != "spark" and self.state == CHECKPOINT:
+            raise ValueError("state (DEDUP_STATE): 'checkpoint' is the spark engine's state; the memory and kafka "
+                             "engines keep theirs in memory, memory:SNAPSHOT_PATH or redis://HOST:PORT/DB")
+        return self
+
+    @model_validator(mode="after")
     def _rules_have_windows(self) -> "Settings":
         for name, rule in self.effective_rules().items():
             if rule.window is None:
@@ -269,7 +284,7 @@ def read_config_file(path: Path) -> dict[str, Any]:
             data = json.loads(text)
     except (yaml.YAMLError, tomllib.TOMLDecodeError, ValueError) as exc:
         raise SettingsError(f"config file {path}: not valid {path.suffix.lstrip('.') or 'JSON'}: "
-                            f"{str(exc).splitlines()[0]}") from None
+                            f"{first_line(exc)}") from None
     if not isinstance(data, dict):
         raise SettingsError(f"config file {path}: must hold a mapping of settings")
     remember(secrets_of_settings(data))

@@ -79,9 +79,9 @@ def cmd_migrate(args: argparse.Namespace) -> int:
 def inspect_state_store(uri: str, sample_size: int = 3) -> StateReport:
     """A ``StateReport`` for a saved in-memory snapshot, a durable store (Redis) or a Spark checkpoint."""
     if uri.startswith("spark:"):
-        from adapters.spark.checkpoint import Checkpoint
-        from adapters.spark.session import build_session
-        from adapters.spark.state_reader import inspect_checkpoint
+        from adapters.spark.checkpoint.logs import Checkpoint
+        from adapters.spark.runtime.session import build_session
+        from adapters.spark.checkpoint.state_reader import inspect_checkpoint
         location, spark = uri.removeprefix("spark:"), build_session()
         if not Checkpoint.at(location, spark).path.exists():
             raise UsageError(f"invalid setting state: no checkpoint at {location}")
@@ -106,8 +106,8 @@ def migrate_state(source: str, target: str, rules: RuleSet, old_key_fields: dict
                   dry_run: bool) -> list[str]:
     """Plan the offline step of a state migration and, unless ``dry_run``, do it; returns the steps."""
     if source.startswith("spark:") and target.startswith("spark:"):
-        from adapters.spark.migration import migrate, plan_migration
-        from adapters.spark.session import build_session
+        from adapters.spark.checkpoint.migration import migrate, plan_migration
+        from adapters.spark.runtime.session import build_session
         spark = build_session()
         plan = plan_migration(spark, source.removeprefix("spark:"), target.removeprefix("spark:"), rules,
                               old_key_fields)

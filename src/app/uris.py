@@ -22,6 +22,7 @@ from domain.redaction import redact_uri
 
 STREAM_FORMS = {"kafka://": "kafka://HOST:PORT/TOPIC", "file:": "file:PATH", "jsonl:": "jsonl:DIRECTORY"}
 REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
+CHECKPOINT = "checkpoint"  # the Spark engine's state, kept in its checkpoint
 STATE_FORMS = {"memory:": "memory:SNAPSHOT_PATH", **{s: f"{s}HOST:PORT/DB" for s in REDIS_SCHEMES[:2]},
                "unix://": "unix://SOCKET_PATH?db=N"}
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*):(//)?")
@@ -40,7 +41,7 @@ def check_stream_uri(value: str, setting: str) -> str:
 
 
 def check_state_uri(value: str) -> str:
-    if value == "memory":
+    if value in ("memory", CHECKPOINT):
         return value
     if value.startswith("memory:"):
         path = Path(value.removeprefix("memory:"))
@@ -54,7 +55,7 @@ def check_state_uri(value: str) -> str:
     if value.startswith(REDIS_SCHEMES):
         _check_redis_url(value)
         return value
-    raise ValueError(_unknown_form(value, STATE_FORMS, "'memory'"))
+    raise ValueError(_unknown_form(value, STATE_FORMS, "'memory', 'checkpoint' (the spark engine)"))
 
 
 def _check_redis_url(value: str) -> None:

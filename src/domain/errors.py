@@ -140,3 +140,14 @@ def classify(exc: BaseException) -> DedupError:
     if isinstance(exc, DedupError):
         return exc
     return ProcessingBug.wrap(exc)
+
+
+def first_line(error: BaseException, text: str | None = None) -> str:
+    """The first non-blank line of ``text`` (default: the error's own text, a Java exception's when
+    it carries one, as py4j's errors do), or the error's type when there is no text: what a
+    one-line message quotes of an error whose full text may be a stack trace."""
+    if text is None:
+        java = getattr(error, "java_exception", None)
+        text = str(error if java is None else java.toString())
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return lines[0] if lines else type(error).__name__

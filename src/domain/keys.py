@@ -13,7 +13,7 @@ It differs only for keys whose parts held ``\\x1e`` or ``\\x1f``; :func:`from_le
 the current spelling of such a stored key.
 
 Engines that cannot call this module per row (Spark) mirror :func:`escape` in their own
-expressions (``adapters.spark.keys``) and a parity test holds them to it.
+expressions (``adapters.spark.stream.keys``) and a parity test holds them to it.
 """
 
 from __future__ import annotations

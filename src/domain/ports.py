@@ -6,9 +6,11 @@ Every method documents what it guarantees and what it raises. Adapters raise onl
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
-from typing import Collection, Protocol, Sequence, runtime_checkable
+from typing import Callable, Collection, Protocol, Sequence, runtime_checkable
 
+from domain.accounting import Accounting
 from domain.dead_letters import DeadLetter  # noqa: F401 - defined there, re-exported for the ports' users
 from domain.events import Event, RawRecord
 from domain.state import Claim, Emission
@@ -186,3 +188,16 @@ class Clock(Protocol):
         """Wall-clock seconds since the epoch."""
 
     def sleep(self, seconds: float) -> None: ...
+
+
+@runtime_checkable
+class Engine(Protocol):
+    """A deduplication job: the memory, kafka and Spark engines alike, as ``dedup run`` drives them."""
+
+    on_batch: Callable[[Accounting], None] | None  # called with the run's totals after every batch or poll
+
+    def run(self, stop: threading.Event | None = None) -> Accounting:
+        """Process until the input ends (a bounded run) or ``stop`` is set; the running batch
+        finishes first. Returns the run's accounting. Raises ``SetupError`` when the job cannot
+        start as configured, ``PolicyExhausted`` or ``RestartsExhausted`` when an error policy or
+        the restart strategy gives up (the failing batch is then not acknowledged)."""

@@ -19,11 +19,11 @@ ROOT = Path(__file__).resolve().parents[2]
 
 WHERE_EXECUTORS_IMPORT_FROM = """
 import json, sys
-from adapters.spark.session import build_session
+from adapters.spark.runtime.session import build_session
 spark = build_session(sys.argv[1], "where-executors-import-from")
 
 def origin(_):
-    import os, domain, adapters.spark.sources
+    import os, domain, adapters.spark.stream.sources
     return [domain.__file__, adapters.spark.sources.__file__, os.getcwd(), os.getpid()]
 
 print(json.dumps(spark.sparkContext.parallelize(range(4), 4).map(origin).collect()))

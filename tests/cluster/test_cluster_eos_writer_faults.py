@@ -13,8 +13,8 @@ from collections import Counter
 
 import pytest
 
-from adapters.spark.session import kafka_jars
-from adapters.spark.transactional_sink import FAULT_SETTING
+from adapters.spark.runtime.session import connector_jars
+from adapters.spark.output.executor_writer import FAULT_SETTING
 from app.generator import StreamSpec, generate
 from tests.faults.harness import Topics, engine_process
 from tests.integration.kafka_io import create_topics, unique
@@ -45,7 +45,7 @@ def wait_for(condition, timeout: float, what: str):
 
 def test_executor_deaths_around_commits_and_a_driver_kill_mid_batch_write_each_partition_once(
         own_cluster, kafka_bootstrap, tmp_path):
-    if not kafka_jars():
+    if not connector_jars():
         pytest.skip("Spark's Kafka connector jars are missing (scripts/bootstrap --services)")
     records, _ = generate(StreamSpec(uniques=3000, seed=23, late=0))
     topics = Topics(kafka_bootstrap, *(unique(f"cluster-eos-{role}") for role in ("in", "out", "dlq")))

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from adapters.spark.session import kafka_jars
+from adapters.spark.runtime.session import connector_jars
 from tests.faults.harness import FaultPlan, FaultRun
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.cluster, pytest.mark.slow]
@@ -15,7 +15,7 @@ pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.cluster, pytest.
 
 @pytest.fixture(autouse=True)
 def connector():
-    if not kafka_jars():
+    if not connector_jars():
         pytest.skip("Spark's Kafka connector jars are missing (scripts/bootstrap --services)")
 
 

@@ -14,8 +14,8 @@ import pytest
 
 from adapters.kafka import upstream
 from adapters.kafka.config import parse_kafka_uri
-from adapters.spark.jvm import operator_jar
-from adapters.spark.session import kafka_jars
+from adapters.spark.runtime.jars import operator_jar
+from adapters.spark.runtime.session import connector_jars
 from app.generator import StreamSpec, generate_parts
 from tests.integration.kafka_io import create_topics, unique
 from tests.integration.partitioned import spread
@@ -30,7 +30,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def spark_submit(master: str, args: list[str], env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess:
     import pyspark
 
-    jars = ",".join(str(j) for j in [operator_jar(), *kafka_jars()])
+    jars = ",".join(str(j) for j in [operator_jar(), *connector_jars()])
     hadoop = [arg for name, value in CLIENT_CONF.items() for arg in ("--conf", f"spark.hadoop.{name}={value}")]
     command = [str(Path(pyspark.__file__).parent / "bin" / "spark-submit"), "--master", master, "--jars", jars,
                *hadoop, str(ROOT / "src" / "app" / "spark_submit.py"), *args]
@@ -40,7 +40,7 @@ def spark_submit(master: str, args: list[str], env: dict[str, str], cwd: Path) -
 
 def test_kafka_to_the_cluster_to_kafka_exactly_once_with_an_hdfs_checkpoint(spark_cluster, kafka_bootstrap, hdfs_uri,
                                                                            tmp_path):
-    if not kafka_jars():
+    if not connector_jars():
         pytest.skip("Spark's Kafka connector jars are missing (scripts/bootstrap --services)")
     topics = {role: unique(f"cluster-{role}") for role in ("in", "out", "dlq")}
     create_topics(kafka_bootstrap, *topics.values(), partitions=4)

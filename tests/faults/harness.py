@@ -32,8 +32,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from adapters.spark.identity import IDENTITY
-from adapters.spark.transactional_sink import control_topic_for, partition_id
+from adapters.spark.checkpoint.identity import IDENTITY
+from adapters.spark.output.executor_writer import control_topic_for, partition_id
 from app.generator import StreamSpec, generate
 from domain.dead_letters import from_headers
 from deploy.local.services.process import pid_cmdline

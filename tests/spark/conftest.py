@@ -18,7 +18,7 @@ sys.path.insert(0, str(ROOT / "src"))
 pyspark = pytest.importorskip("pyspark")
 
 from adapters.spark.engine import build_spark_engine  # noqa: E402
-from adapters.spark.session import build_session, kafka_jars  # noqa: E402
+from adapters.spark.runtime.session import build_session, connector_jars  # noqa: E402
 from app.cli import main  # noqa: E402
 from domain.dead_letters import from_document  # noqa: E402
 from domain.policies import Policies  # noqa: E402
@@ -41,7 +41,7 @@ def spark():
 
 @pytest.fixture
 def kafka_spark(spark):
-    if not kafka_jars():
+    if not connector_jars():
         pytest.skip("Spark's Kafka connector jars are not in .cache/jars/spark-kafka (scripts/bootstrap --services)")
     return spark
 

@@ -5,8 +5,8 @@ import json
 
 import pytest
 
-from adapters.spark.checkpoint import Checkpoint
-from adapters.spark.hadoop_files import HadoopPath
+from adapters.spark.checkpoint.logs import Checkpoint
+from adapters.spark.checkpoint.hadoop_files import HadoopPath
 from tests.spark.conftest import mounted, spellings
 
 pytestmark = pytest.mark.spark
@@ -78,7 +78,7 @@ def test_a_lease_left_unreadable_by_a_kill_is_taken_over_once_it_is_stale(spark,
     import os
     import time
 
-    from adapters.spark.lease import CheckpointLease
+    from adapters.spark.checkpoint.lease import CheckpointLease
 
     first = CheckpointLease(str(tmp_path / "checkpoint"), timeout=2)
     first.take(spark)

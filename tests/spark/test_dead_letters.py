@@ -1,7 +1,7 @@
 """The Spark engine's dead-letter expressions against the domain's definition (parity).
 
 The same dead letters go through ``domain.dead_letters`` (the reference) and through
-``adapters.spark.dead_letters`` on a DataFrame shaped like a judged batch; the Kafka
+``adapters.spark.output.dead_letters`` on a DataFrame shaped like a judged batch; the Kafka
 headers must be the same bytes and the JSON documents the same fields and values.
 """
 
@@ -49,7 +49,7 @@ def judged_rows(spark, letters):
 def test_spark_writes_the_headers_and_document_the_domain_defines(spark):
     from pyspark.sql import functions as F
 
-    from adapters.spark.dead_letters import json_document, kafka_headers
+    from adapters.spark.output.dead_letters import json_document, kafka_headers
 
     given = {"error_class": F.col("error_class"), "attempts": F.col("attempts"), "time": F.col("time_ms")}
     df = judged_rows(spark, LETTERS).select(kafka_headers(given).alias("headers"),
@@ -62,7 +62,7 @@ def test_spark_writes_the_headers_and_document_the_domain_defines(spark):
 
 
 def test_the_engine_stamps_invalid_one_attempt_and_the_batch_time(spark):
-    from adapters.spark.dead_letters import kafka_headers
+    from adapters.spark.output.dead_letters import kafka_headers
 
     before = time.time()
     [row] = judged_rows(spark, LETTERS[:1]).select(kafka_headers().alias("headers")).collect()
@@ -76,7 +76,7 @@ def test_the_engine_stamps_invalid_one_attempt_and_the_batch_time(spark):
 def test_spark_bounds_the_key_and_value_as_the_domain_does(spark, max_bytes):
     from pyspark.sql import functions as F
 
-    from adapters.spark.dead_letters import bounded_record, json_document
+    from adapters.spark.output.dead_letters import bounded_record, json_document
 
     given = {"error_class": F.col("error_class"), "attempts": F.col("attempts"), "time": F.col("time_ms")}
     record = bounded_record(max_bytes)

@@ -17,7 +17,7 @@ import json
 
 import pytest
 
-from adapters.spark.session import kafka_jars
+from adapters.spark.runtime.session import connector_jars
 from domain.dead_letters import DeadLetter, from_document, from_headers
 from tests.integration.kafka_io import create_topics, produce, read_topic, unique
 
@@ -80,7 +80,7 @@ def run_on_kafka(dedup, bootstrap: str, engine: str, *args, **env) -> tuple[str,
 
 
 def test_every_engine_writes_the_dead_letters_a_consumer_reads_the_same_way(dedup, kafka_bootstrap, tmp_path):
-    if not kafka_jars():
+    if not connector_jars():
         pytest.skip("Spark's Kafka connector jars are not in .cache/jars/spark-kafka (scripts/bootstrap --services)")
     memory = run_memory(dedup, tmp_path)
     kafka_topic, kafka = run_on_kafka(dedup, kafka_bootstrap, "kafka", "?group=dl&stop_at_end=true")

@@ -13,7 +13,7 @@ from collections import Counter
 
 import pytest
 
-from adapters.spark.session import kafka_jars
+from adapters.spark.runtime.session import connector_jars
 from domain.dead_letters import from_document, from_headers
 from tests.hostile import ENV, HOSTILE, expected
 from tests.integration.kafka_io import create_topics, read_topic, unique
@@ -42,14 +42,14 @@ def run_on_kafka(dedup, bootstrap: str, engine: str, source_options: str, env) -
     return [m.value for m in read_topic(bootstrap, topics["out"])], letters
 
 
-@pytest.mark.parametrize("state", ["memory", "redis"])
+@pytest.mark.parametrize("state", ["own", "redis"])  # own: the engine's default (in memory, or the checkpoint)
 @pytest.mark.parametrize("engine", ["memory", "kafka", "spark"])
 def test_no_hostile_record_stops_blinds_or_lets_a_duplicate_through(dedup, kafka_bootstrap, redis_url, tmp_path,
                                                                      engine, state):
-    if engine == "spark" and not kafka_jars():
+    if engine == "spark" and not connector_jars():
         pytest.skip("Spark's Kafka connector jars are not in .cache/jars/spark-kafka (scripts/bootstrap --services)")
     database = {"memory": 11, "kafka": 12, "spark": 13}[engine]  # each run its own, empty Redis database
-    env = {**ENV, "DEDUP_STATE": "memory" if state == "memory" else f"{redis_url.rsplit('/', 1)[0]}/{database}"}
+    env = {**ENV} if state == "own" else {**ENV, "DEDUP_STATE": f"{redis_url.rsplit('/', 1)[0]}/{database}"}
     if engine == "memory":
         emitted, letters = run_memory(dedup, tmp_path, env)
     elif engine == "kafka":

@@ -1,6 +1,6 @@
 """Spark's state keys against the domain's (``domain.keys``), and the separator collision gone.
 
-The plan's keys (``DedupPlan.operator_input``) and ``adapters.spark.keys``' expressions run
+The plan's keys (``DedupPlan.operator_input``) and ``adapters.spark.stream.keys``' expressions run
 over tricky values; the domain's functions on the same values are the reference.
 """
 
@@ -35,7 +35,7 @@ def event(type_: str, unique: str, session: str, id_: str = "e") -> bytes:
 
 
 def test_the_plan_spells_every_key_as_the_domain_does(spark):
-    from adapters.spark.plan import DedupPlan
+    from adapters.spark.stream.plan import DedupPlan
 
     values = [event("APP", u, s) for u in UNIQUE for s in ("c", "\x1f", "\x1e1", "")] + \
         [event("APP", "u", s) for s in TRICKY] + [event("W\x1fB\x1e", u, "x") for u in UNIQUE]
@@ -48,7 +48,7 @@ def test_the_plan_spells_every_key_as_the_domain_does(spark):
 def test_the_key_expressions_mirror_the_domain(spark):
     from pyspark.sql import functions as F
 
-    from adapters.spark.keys import from_legacy_column, rule_column, unescaped
+    from adapters.spark.stream.keys import from_legacy_column, rule_column, unescaped
 
     keys = [RULES.rules["APP"].state_key(parse_event(event("APP", u, "c"))) for u in UNIQUE] + \
         [RULES.rules["W\x1fB\x1e"].state_key(parse_event(event("W\x1fB\x1e", u, "c"))) for u in UNIQUE]
@@ -71,7 +71,7 @@ def test_events_whose_values_only_shift_the_separator_are_both_emitted(files):
 
 
 def test_a_checkpoint_of_the_legacy_key_format_is_refused_then_migrated_with_its_keys_respelled(files, spark):
-    from adapters.spark.migration import migrate, plan_migration
+    from adapters.spark.checkpoint.migration import migrate, plan_migration
     from domain.migration import IncompatibleState
 
     rules = RuleSet({"APP": DedupRule("APP", 30)})

@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from adapters.spark.jvm import operator_jar
-from adapters.spark.kafka_options import spark_kafka_options
-from adapters.spark.session import classpath_jars, kafka_jars
+from adapters.spark.runtime.jars import operator_jar
+from adapters.spark.runtime.kafka_options import spark_kafka_options
+from adapters.spark.runtime.session import classpath_jars, connector_jars
 from app.cli import main, run_engine
 from app.demo import write_parts
 from app.generator import StreamSpec, generate_parts
@@ -124,7 +124,7 @@ def test_the_progress_line_follows_every_micro_batch(cli, tmp_path):  # cli: cle
 
 @pytest.mark.kafka
 def test_kafka_to_spark_to_kafka_through_dedup_run(cli, kafka_bootstrap, tmp_path):
-    if not kafka_jars():
+    if not connector_jars():
         pytest.skip("Spark's Kafka connector jars are not in .cache/jars/spark-kafka (scripts/bootstrap --services)")
     topics = {role: unique(f"spark-{role}") for role in ("in", "out", "dlq")}
     create_topics(kafka_bootstrap, *topics.values())
@@ -177,13 +177,13 @@ def test_under_spark_submit_its_master_conf_and_jars_are_kept(tmp_path):
     script.write_text(
         "import json, sys\n"
         f"sys.path.insert(0, {str(ROOT / 'src')!r})\n"
-        "from adapters.spark.session import build_session\n"
+        "from adapters.spark.runtime.session import build_session\n"
         "spark = build_session('local[2]', conf={'spark.sql.shuffle.partitions': '5'})\n"
         "conf = spark.sparkContext.getConf()\n"
         "print('SESSION ' + json.dumps({'master': spark.sparkContext.master, 'jars': conf.get('spark.jars'),\n"
         "      'timezone': spark.conf.get('spark.sql.session.timeZone'),\n"
         "      'partitions': spark.conf.get('spark.sql.shuffle.partitions')}))\n")
-    jars = ",".join(str(j) for j in [operator_jar(), *kafka_jars()])
+    jars = ",".join(str(j) for j in [operator_jar(), *connector_jars()])
     import pyspark
     submit = Path(pyspark.__file__).parent / "bin" / "spark-submit"
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1"}
@@ -203,4 +203,4 @@ def test_the_connector_is_added_only_when_not_configured_already():
     assert classpath_jars(packages) == [str(operator_jar())]
     given = {"spark.jars": "/opt/jars/spark-sql-kafka-0-10_2.13-4.0.1.jar"}
     assert classpath_jars(given) == ["/opt/jars/spark-sql-kafka-0-10_2.13-4.0.1.jar", str(operator_jar())]
-    assert classpath_jars({}) == [str(operator_jar()), *map(str, kafka_jars())]
+    assert classpath_jars({}) == [str(operator_jar()), *map(str, connector_jars())]

@@ -15,7 +15,7 @@ import json
 import pytest
 
 from adapters.memory.state_store import InMemoryStateStore
-from adapters.spark.session import TRACK_ROWS
+from adapters.spark.runtime.session import TRACK_ROWS
 from adapters.system import InMemoryMetrics, SystemClock
 from domain.dedup import Deduplicator, Verdict
 from domain.events import RawRecord, SourcePosition

@@ -17,13 +17,13 @@ import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, ConfigResource
 
-from adapters.spark import batch_writers
+from adapters.spark.output import writers as batch_writers
 from adapters.spark.engine import SparkEngine, build_spark_engine
-from adapters.spark.session import kafka_jars
+from adapters.spark.runtime.session import connector_jars
 from adapters.kafka.config import KafkaEndpoint
-from adapters.spark.checkpoint import Checkpoint
-from adapters.spark.identity import legacy_transactional_id, resolve_identity
-from adapters.spark.transactional_sink import CommitLog, partition_id
+from adapters.spark.checkpoint.logs import Checkpoint
+from adapters.spark.checkpoint.identity import legacy_transactional_id, resolve_identity
+from adapters.spark.output.executor_writer import CommitLog, partition_id
 from app.container import container_for
 from app.generator import StreamSpec, generate
 from app.settings import SettingsError, load_settings

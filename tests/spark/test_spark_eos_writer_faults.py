@@ -1,7 +1,7 @@
 """Exactly-once output written by the executors, through the failures of its writing tasks.
 
 Each output partition of a micro-batch is written by its task in one Kafka transaction
-(``adapters.spark.transactional_sink``). The failures are injected by the JVM writer itself
+(``adapters.spark.output.executor_writer``). The failures are injected by the JVM writer itself
 (``spark.streamdedup.test.writerFault``, ``KafkaBatchWriter``'s ``Faults``) at the exact
 moments that matter: a task dying after its transaction committed but before Spark saw it
 finish, and a task dying mid-transaction (its records sent, the transaction left open), here
@@ -18,7 +18,7 @@ from collections import Counter
 import pytest
 
 from adapters.spark.engine import build_spark_engine
-from adapters.spark.transactional_sink import FAULT_SETTING
+from adapters.spark.output.executor_writer import FAULT_SETTING
 from app.generator import StreamSpec, generate
 from domain.policies import Policies
 from domain.rules import RuleSet
@@ -44,7 +44,7 @@ def test_tasks_dying_before_and_after_their_commit_write_each_partition_once(kaf
     # batch 1: partition 0 dies right after its commit, partition 1 mid-transaction; batch 2: partition 1 again
     kafka_spark.conf.set(FAULT_SETTING, "fail-after-commit:1:0,fail-before-commit:1:1,fail-before-commit:2:1")
     try:
-        with caplog.at_level("INFO", logger="adapters.spark.batch_writers"):
+        with caplog.at_level("INFO", logger="adapters.spark.output.writers"):
             counts = engine.run(available_now=True).as_dict()
     finally:
         kafka_spark.conf.unset(FAULT_SETTING)

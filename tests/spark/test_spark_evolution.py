@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from adapters.spark.manifest import read_manifest
-from adapters.spark.migration import migrate, plan_migration
-from adapters.spark.state_reader import inspect_checkpoint
+from adapters.spark.checkpoint.manifest import read_manifest
+from adapters.spark.checkpoint.migration import migrate, plan_migration
+from adapters.spark.checkpoint.state_reader import inspect_checkpoint
 from domain.migration import IncompatibleState
 from domain.rules import DedupRule, RuleSet, UnknownTypePolicy
 from tests.spark.conftest import FileRun, mounted
@@ -87,7 +87,7 @@ def test_v2_keeps_v1_dedup_memory_then_retires_the_old_state(stream, spark, capl
                event("l1", "l", "APP", -25))     # late by v1's watermark (T + 10 - 30), though v2's starts afresh
     stream.add(event("x2", "x", "WEB", 600),     # 590 s after x1: still a dup (old state live)
                event("z1", "z", "WEB", 5000))    # moves the watermark past the old state's last expiry
-    with caplog.at_level(logging.WARNING, logger="adapters.spark.migration"):
+    with caplog.at_level(logging.WARNING, logger="adapters.spark.checkpoint.migration"):
         counts, ids = stream.run_version(V2, "v2", "out-v2")
     assert (counts["in"], counts["out"], counts["duplicates"], counts["late"]) == (8, 3, 4, 1)
     assert ids == ["b1", "n1", "z1"]
@@ -127,7 +127,7 @@ def test_changing_the_provider_alone_does_not_take_effect_and_says_so(stream, ca
     stream.add(event("w1", "w", "WEB", 0))
     stream.run_version(V1, "v1", "out", provider="memory")
     stream.add(event("w2", "w", "WEB", 30))
-    with caplog.at_level(logging.WARNING, logger="adapters.spark.migration"):
+    with caplog.at_level(logging.WARNING, logger="adapters.spark.checkpoint.migration"):
         counts, _ = stream.run_version(V1, "v1", "out", provider="rocksdb")
     assert counts["duplicates"] == 1
     state = Path(stream.checkpoint("v1")) / "state"

@@ -14,7 +14,7 @@ from collections import Counter
 import pytest
 
 from adapters.spark.engine import build_spark_engine
-from adapters.spark.migration import migrate, plan_migration
+from adapters.spark.checkpoint.migration import migrate, plan_migration
 from app.generator import StreamSpec, generate
 from domain.policies import Policies
 from tests.integration.kafka_io import create_topics, produce, read_topic, unique

@@ -16,9 +16,9 @@ from collections import Counter
 
 import pytest
 
-from adapters.spark.checkpoint import Checkpoint
-from adapters.spark.hadoop_files import HadoopPath
-from adapters.spark.manifest import read_manifest
+from adapters.spark.checkpoint.logs import Checkpoint
+from adapters.spark.checkpoint.hadoop_files import HadoopPath
+from adapters.spark.checkpoint.manifest import read_manifest
 from app.cli import main
 from app.generator import StreamSpec, generate_parts
 from domain.migration import IncompatibleState

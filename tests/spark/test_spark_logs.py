@@ -12,8 +12,8 @@ import logging
 
 import pytest
 
-from adapters.spark.jvm import SparkSetupError
-from adapters.spark.spark_log import SparkLog
+from adapters.spark.errors import SparkSetupError
+from adapters.spark.runtime.spark_log import SparkLog
 from tests.spark.processes import DedupProcess
 
 JAVA_TRACE = "\tat org.apache."

@@ -1,4 +1,4 @@
-"""One running instance per Spark checkpoint (``adapters.spark.lease``).
+"""One running instance per Spark checkpoint (``adapters.spark.checkpoint.lease``).
 
 Two ``dedup run --engine spark`` processes on one checkpoint both used to run, each writing
 every new event. Now the second is refused at start with one line; an instance whose
@@ -18,7 +18,7 @@ from collections import Counter
 
 import pytest
 
-from adapters.spark.lease import CheckpointInUse
+from adapters.spark.errors import CheckpointInUse
 from app.generator import StreamSpec, generate_parts
 from tests.integration.streams import reference
 from tests.spark.processes import DedupProcess, FileFeed
@@ -113,7 +113,7 @@ def test_sparks_concurrent_update_error_stops_the_engine_without_a_restart(files
 def test_a_lease_renewed_while_it_is_confirmed_is_never_taken_for_lost(spark, tmp_path):
     """Hadoop's local file system replaces a file in two renames (data, then checksum): a confirm
     reading between them once took the half-renamed lease for another owner's and stopped the job."""
-    from adapters.spark.lease import CheckpointLease
+    from adapters.spark.checkpoint.lease import CheckpointLease
 
     lease = CheckpointLease(str(tmp_path / "checkpoint"), timeout=5)
     lease.take(spark)

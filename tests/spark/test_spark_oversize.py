@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from adapters.spark.engine import build_spark_engine
-from adapters.spark.session import kafka_jars
+from adapters.spark.runtime.session import connector_jars
 from domain.policies import Policies
 from domain.rules import RuleSet
 from tests.integration.kafka_io import produce, read_topic
@@ -24,7 +24,7 @@ pytestmark = [pytest.mark.spark, pytest.mark.kafka]
 def test_records_too_large_for_the_topics_are_dead_lettered_cut_and_the_query_moves_on(spark, kafka_bootstrap,
                                                                                          tmp_path, request, delivery,
                                                                                          state):
-    if not kafka_jars():
+    if not connector_jars():
         pytest.skip("Spark's Kafka connector jars are not in .cache/jars/spark-kafka (scripts/bootstrap --services)")
     topics, run = small_topics(kafka_bootstrap), stream()
     produce(kafka_bootstrap, topics["in"], run.records)

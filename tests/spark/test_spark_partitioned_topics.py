@@ -12,7 +12,7 @@ from collections import Counter
 import pytest
 
 from adapters.spark.engine import build_spark_engine
-from adapters.spark.session import kafka_jars
+from adapters.spark.runtime.session import connector_jars
 from app.generator import StreamSpec
 from domain.policies import Policies
 from domain.rules import RuleSet
@@ -29,7 +29,7 @@ SPEC = StreamSpec(uniques=3000, seed=23)
 ], ids=["3-partitions-small-batches", "8-partitions-one-lagging", "4-partitions-one-lagging-redis-state"])
 def test_the_spark_engine_emits_what_the_reference_emits(spark, kafka_bootstrap, redis_url, tmp_path, partitions,
                                                          per_batch, lagging, state):
-    if not kafka_jars():
+    if not connector_jars():
         pytest.skip("Spark's Kafka connector jars are not in .cache/jars/spark-kafka (scripts/bootstrap --services)")
     keyed = keyed_topic(partitions, SPEC, lagging)
     topics = {role: unique(f"spark-parts-{role}") for role in ("in", "out", "dlq")}

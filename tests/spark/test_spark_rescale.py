@@ -11,8 +11,8 @@ import re
 import pytest
 import redis
 
-from adapters.spark.checkpoint import Checkpoint
-from adapters.spark.manifest import read_manifest
+from adapters.spark.checkpoint.logs import Checkpoint
+from adapters.spark.checkpoint.manifest import read_manifest
 from app.cli import main
 from domain.migration import IncompatibleState
 from tests.spark.conftest import FileRun

@@ -24,8 +24,8 @@ import pytest
 
 from adapters.kafka.config import KafkaConfigurationError
 from adapters.spark.engine import build_spark_engine
-from adapters.spark.manifest import read_manifest
-from adapters.spark.session import kafka_jars
+from adapters.spark.checkpoint.manifest import read_manifest
+from adapters.spark.runtime.session import connector_jars
 from app.cli import main
 from deploy.local.services import find_free_port
 from domain.policies import Policies
@@ -119,7 +119,7 @@ def test_an_input_directory_missing_or_a_file_is_refused_at_once_not_restarted(i
 
 @pytest.fixture
 def kafka_ready():
-    if not kafka_jars():
+    if not connector_jars():
         pytest.skip("Spark's Kafka connector jars are not in .cache/jars/spark-kafka (scripts/bootstrap --services)")
 
 

@@ -17,7 +17,7 @@ from collections import Counter
 
 import pytest
 
-from adapters.spark.session import kafka_jars
+from adapters.spark.runtime.session import connector_jars
 from app.generator import StreamSpec, generate, generate_parts
 from domain.dead_letters import from_document
 from tests.integration.kafka_io import create_topics, produce, unique
@@ -75,7 +75,7 @@ def test_a_stop_request_finishes_the_batch_reports_and_a_restart_continues(strea
 @pytest.mark.kafka
 @pytest.mark.parametrize("how", ["SIGTERM", "Ctrl-C"])
 def test_an_idle_kafka_job_stops_within_seconds_and_reports(kafka_bootstrap, tmp_path, how):
-    if not kafka_jars():
+    if not connector_jars():
         pytest.skip("Spark's Kafka connector jars are not in .cache/jars/spark-kafka (scripts/bootstrap --services)")
     topics = {role: unique(f"stop-{role}") for role in ("source", "sink", "dlq")}
     create_topics(kafka_bootstrap, *topics.values())

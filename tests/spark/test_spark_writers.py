@@ -1,4 +1,4 @@
-"""Which writer the Spark engine's delivery and outputs give (``batch_writers.writer_for``): Kafka topics
+"""Which writer the Spark engine's delivery and outputs give (``output.writers.writer_for``): Kafka topics
 are written by the executors under both deliveries, JSONL directories by Spark's own writers. Building a
 writer reads the topics' size limits from the broker (``oversize``), hence a real one."""
 
@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from adapters.spark.batch_writers import AtLeastOnceWriter, ExactlyOnceWriter, writer_for
-from adapters.spark.jvm import SparkSetupError
-from adapters.spark.transactional_sink import PRODUCER_DEFAULTS
+from adapters.spark.output.writers import AtLeastOnceWriter, ExactlyOnceWriter, writer_for
+from adapters.spark.errors import SparkSetupError
+from adapters.spark.output.executor_writer import PRODUCER_DEFAULTS
 
 pytestmark = pytest.mark.kafka
 

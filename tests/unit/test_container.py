@@ -49,3 +49,38 @@ def test_a_config_file_is_read_without_writing_the_process_environment(tmp_path,
     assert container_for(settings).rules().rules["APP"].window == 45
     assert "DEDUP_CONFIG" not in os.environ
     assert load_settings().effective_rules()["APP"].window == 30  # the next load does not see the last file
+
+
+def test_every_engine_the_container_builds_is_driven_alike_through_the_engine_port(tmp_path):
+    from domain.ports import Engine
+
+    write_events(tmp_path / "in.jsonl", ("a", T), ("a", T + 5))
+    files = {"source": f"file:{tmp_path / 'in.jsonl'}", "sink": f"file:{tmp_path / 'out.jsonl'}",
+             "dlq": f"file:{tmp_path / 'dlq.jsonl'}"}
+    memory = container_for(load_settings(engine="memory", **files)).engine()
+    spark = container_for(load_settings(engine="spark", source=f"file:{tmp_path}/", sink=f"file:{tmp_path}/o/",
+                                        dlq=f"file:{tmp_path}/d/",
+                                        spark={"checkpoint": str(tmp_path / "c")})).engine()
+    assert isinstance(memory, Engine) and isinstance(spark, Engine)  # the kafka engine: tests/integration
+    seen = []
+    memory.on_batch = seen.append
+    assert memory.run().out == 1 and seen[-1].out == 1
+
+
+@pytest.mark.parametrize("given, engine, kept", [
+    (None, "spark", "checkpoint"), ("checkpoint", "spark", "checkpoint"), ("memory", "spark", "checkpoint"),
+    (None, "memory", "memory"), (None, "kafka", "memory")])
+def test_the_state_setting_names_the_engines_own_state(given, engine, kept, caplog):
+    settings = load_settings(engine=engine, **({} if given is None else {"state": given}))
+    assert settings.state == kept
+    deprecated = [r.message for r in caplog.records if "deprecated" in r.message]
+    assert deprecated == (["state=memory with the spark engine is deprecated: its state is kept in the "
+                           "checkpoint, write state=checkpoint (DEDUP_STATE=checkpoint)"] if given == "memory" else [])
+
+
+@pytest.mark.parametrize("engine", ["memory", "kafka"])
+def test_the_checkpoint_state_is_refused_by_the_engines_that_keep_no_checkpoint(engine):
+    from app.settings import SettingsError
+
+    with pytest.raises(SettingsError, match=r"state \(DEDUP_STATE\): 'checkpoint' is the spark engine's state"):
+        load_settings(engine=engine, state="checkpoint")

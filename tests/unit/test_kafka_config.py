@@ -53,3 +53,21 @@ def test_secrets_are_redacted_and_scrubbed():
     assert shown["sasl.username"] == "alice"
     assert {v for k, v in shown.items() if k != "sasl.username"} == {"***"}
     assert scrub('Invalid value "pw-123" for sasl.password', config) == 'Invalid value "***" for sasl.password'
+
+
+@pytest.mark.parametrize("uri", ["kafka://user:Sup3r@h1:9092,h2:9093/events?maxOffsetsPerTrigger=5",
+                                 "kafka://h1:9092,h2:9093/events?maxOffsetsPerTrigger=5"])
+def test_both_engines_read_a_kafka_uri_through_one_parser_that_drops_the_user_info(uri):
+    from adapters.spark.stream.sources import parse_uri
+
+    kafka, spark = parse_kafka_uri(uri, "source"), parse_uri(uri, "source")
+    assert (kafka.bootstrap, kafka.topic, kafka.options) == ("h1:9092,h2:9093", "events", {"maxOffsetsPerTrigger": "5"})
+    assert (spark.kind, spark.location, spark.topic, spark.options) == ("kafka", kafka.bootstrap, "events", kafka.options)
+
+
+def test_the_spark_engine_refuses_a_kafka_uri_with_a_bad_port_in_one_line_naming_the_role_without_the_password():
+    from adapters.spark.stream.sources import parse_uri
+
+    with pytest.raises(KafkaConfigurationError) as refused:
+        parse_uri("kafka://admin:Sup3r@h:99999/t", "sink")
+    assert str(refused.value).startswith("invalid sink URI") and "Sup3r" not in str(refused.value)

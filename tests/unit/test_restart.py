@@ -6,7 +6,7 @@ import threading
 
 import pytest
 
-from adapters.spark.lease import CheckpointInUse
+from adapters.spark.errors import CheckpointInUse
 from adapters.spark.restart import query_failure, run_restarting
 from app.settings import SettingsError, load_settings
 from domain.errors import PermanentError

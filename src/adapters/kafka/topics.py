@@ -13,7 +13,7 @@ from typing import Any, Mapping, Sequence
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient, ConfigResource
 
-from domain.errors import SinkUnavailable, SourceUnavailable, TransientError
+from domain.errors import SinkUnavailable, SourceUnavailable, TransientError, first_line
 
 from adapters.kafka.config import KafkaConfigurationError, KafkaEndpoint, admin_config, scrub
 
@@ -75,8 +75,7 @@ def unavailable(role: str) -> type[TransientError]:
 def describe(exc: BaseException) -> str:
     """A KafkaException's librdkafka text (``Local: Broker transport failure``), one line."""
     error = exc.args[0] if exc.args else None
-    text = error.str() if hasattr(error, "str") else str(exc)
-    return text.splitlines()[0] if text else type(exc).__name__
+    return first_line(exc, error.str() if hasattr(error, "str") else str(exc))
 
 
 def config_error(exc: BaseException, role: str, config: Mapping[str, Any]) -> KafkaConfigurationError:

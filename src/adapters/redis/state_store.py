@@ -35,7 +35,7 @@ from redis.backoff import NoBackoff
 from redis.exceptions import NoScriptError
 from redis.retry import Retry
 
-from domain.errors import StateUnavailable
+from domain.errors import StateUnavailable, first_line
 from domain.redaction import redact_uri
 from domain.rules import KEY_SEPARATOR
 from domain.state import Claim, Emission, StateFormatError, decode
@@ -201,7 +201,7 @@ def redacted_url(url: str) -> str:
 
 
 def _reason(exc: Exception) -> str:
-    return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    return first_line(exc)
 
 
 def _glob_escape(text: str) -> str:

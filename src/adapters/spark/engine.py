@@ -1,9 +1,10 @@
-"""The Spark engine: one streaming query assembled from parts (see docs/spark-design.md).
+"""The Spark engine: one streaming query assembled from parts (``parts``).
 
 ``build_spark_engine`` chooses the parts from the settings, for ``dedup run`` and the tests
-alike: the **judge** (``OperatorJudge``, the JVM operator in the stream with its state in the
-checkpoint, or ``redis_state.RedisBatchJudge``), the **writer** (``batch_writers``: at-least-once
-or exactly-once) and the **restart strategy** (``domain.restart``, ``restart.run_restarting``).
+alike: the **judge** (``stream.judges.OperatorJudge``, the JVM operator in the stream with its
+state in the checkpoint, or ``stream.redis_judge.RedisBatchJudge``), the **writer**
+(``output.writers``: at-least-once or exactly-once) and the **restart strategy**
+(``domain.restart``, ``restart.run_restarting``).
 
 ``run(stop)`` returns the ``Accounting`` of the micro-batches its last start processed and
 calls ``on_batch(totals)`` after every progress, idle ones included. Bounded
@@ -15,14 +16,14 @@ Failure behaviour: a micro-batch's work (judging against Redis, a write) is retr
 ``transient`` policy; when that gives up, or anything else fails the batch (the operator,
 ``invalid=fail``), the batch is not committed and the query fails; the restart strategy
 starts it again (replaying that batch) or ``run`` raises ``RestartsExhausted``, one line
-naming Spark's log file (``log_file``, ``spark_log``) with Spark's stack traces. Setup errors
-(``error_class`` ``setup``) are raised at once, among them ``lease.CheckpointInUse``: the
+naming Spark's log file (``log_file``, ``runtime.spark_log``) with Spark's stack traces. Setup
+errors (``errors``) are raised at once, among them ``errors.CheckpointInUse``: the
 engine holds a lease on its checkpoint while it runs, refuses to start on one another live
 instance holds, and stops (its running batch unwritten) when another instance takes it over.
 
 Before each start, what waiting cannot heal is refused in one line, never restarted: a
-missing Kafka topic or input directory (``startup``), a checkpoint created for another
-source or output, or one whose state the job cannot use (``guard``). Brokers that do not
+missing Kafka topic or input directory (``runtime.startup``), a checkpoint created for another
+source or output, or one whose state the job cannot use (``checkpoint.guard``). Brokers that do not
 answer are found by the same check within seconds and are transient: the restart strategy
 decides, its log line naming them.
 """
@@ -37,23 +38,26 @@ from typing import Callable, Mapping
 
 from pyspark.sql import DataFrame, SparkSession
 
-from adapters.spark.batch_writers import writer_for
-from adapters.spark.guard import CheckpointGuard
-from adapters.spark.invalidation import with_notifications
-from adapters.spark.kafka_options import spark_kafka_options
-from adapters.spark.metrics import ProgressListener, accounting_metrics, accounting_of
-from adapters.spark.plan import DedupPlan, Hook
-from adapters.spark.redis_state import RedisBatchJudge
-from adapters.spark.lease import DEFAULT_TIMEOUT, CheckpointLease
+from adapters.spark.checkpoint.guard import CheckpointGuard
+from adapters.spark.checkpoint.lease import DEFAULT_TIMEOUT, CheckpointLease
+from adapters.spark.checkpoint.state_files import StateFiles
+from adapters.spark.metrics.listener import ProgressListener, accounting_of
+from adapters.spark.metrics.state_rows import StateRowGauge
+from adapters.spark.output.writers import writer_for
+from adapters.spark.parts import BatchTools, BatchWriter, Judge, JudgedBatch
 from adapters.spark.restart import query_failure, retried, run_restarting
-from adapters.spark.session import (build_session, require_classes, session_started, state_rows_tracked,
-                                    state_store_conf)
-from adapters.spark.sources import parse_uri, read_stream
-from adapters.spark.spark_log import SparkLog
-from adapters.spark.startup import require_endpoints
-from adapters.spark.state_files import StateFiles
-from adapters.spark.state_rows import StateRowGauge, state_row_counter
-from adapters.spark.watermarks import BatchWatermarks
+from adapters.spark.runtime.kafka_options import spark_kafka_options
+from adapters.spark.runtime.session import (build_session, require_classes, session_started, state_rows_tracked,
+                                            state_store_conf)
+from adapters.spark.runtime.spark_log import SparkLog
+from adapters.spark.runtime.startup import require_endpoints
+from adapters.spark.stream.invalidation import with_notifications
+from adapters.spark.stream.judges import OperatorJudge
+from adapters.spark.stream.operator import state_row_counter
+from adapters.spark.stream.plan import DedupPlan, Hook
+from adapters.spark.stream.redis_judge import RedisBatchJudge
+from adapters.spark.stream.sources import parse_uri, read_stream
+from adapters.spark.stream.watermarks import BatchWatermarks
 from domain.accounting import Accounting
 from domain.dead_letters import DEFAULT_MAX_BYTES
 from domain.policies import Policies
@@ -84,35 +88,17 @@ class SparkQuery:
     shuffle_partitions: int | None = None
     conf: dict[str, str] = field(default_factory=dict)
     consumer_options: dict[str, str] = field(default_factory=dict, repr=False)
-    lease_timeout: float = DEFAULT_TIMEOUT  # the checkpoint's lease (adapters.spark.lease)
+    lease_timeout: float = DEFAULT_TIMEOUT  # the checkpoint's lease (adapters.spark.checkpoint.lease)
     idle_partition_timeout: float = DEFAULT_IDLE_TIMEOUT
 
 
-class OperatorJudge:
-    """The JVM operator judges in the stream (``DedupPlan.judge``); its state is kept in the checkpoint."""
-
-    in_stream = True  # the stream's rows carry their verdicts; the plan observes their accounting
-
-    def stream(self, plan: DedupPlan, records: DataFrame) -> DataFrame:
-        return plan.judge(records)
-
-    def judged(self, plan: DedupPlan, rows: DataFrame, batch_id: int) -> DataFrame:
-        return rows
-
-    def newest_times(self, rows: DataFrame) -> None:
-        """None: the operator collected them (``BatchWatermarks.newest``)."""
-
-    def committed(self, rows: DataFrame, batch_id: int) -> None:
-        """Spark commits the operator's state with the batch."""
-
-
 def build_spark_engine(rules: RuleSet, policies: Policies, *, source: str, sink: str, dead_letters: str,
-                       checkpoint: str, state: str = "memory", delivery: str = "at-least-once",
+                       checkpoint: str, state: str = "checkpoint", delivery: str = "at-least-once",
                        kafka_config: Mapping[str, str] | None = None, transactional_id: str | None = None,
                        commit_replication: int | None = None, restart: RestartStrategy | None = None, metrics=None,
                        spark: SparkSession | None = None, dead_letter_max_bytes: int = DEFAULT_MAX_BYTES,
                        **query) -> "SparkEngine":
-    """The engine with the parts the settings name: Spark's state (``state="memory"``) or a
+    """The engine with the parts the settings name: Spark's state (``state="checkpoint"``) or a
     ``redis://`` URL as the judge; ``delivery`` as the writer. ``kafka_config``: librdkafka
     settings (``ValueError`` names one Spark's Kafka client cannot take). ``query``: the
     ``SparkQuery`` fields."""
@@ -120,7 +106,7 @@ def build_spark_engine(rules: RuleSet, policies: Policies, *, source: str, sink:
     consumer, producer = (spark_kafka_options(config, role) for role in ("consumer", "producer"))
     writer = writer_for(sink, dead_letters, delivery, checkpoint, config, transactional_id, producer,
                         commit_replication, dead_letter_max_bytes, consumer)
-    judge = OperatorJudge() if state == "memory" else RedisBatchJudge(state, partitions=query.get(
+    judge = OperatorJudge() if state == "checkpoint" else RedisBatchJudge(state, partitions=query.get(
         "shuffle_partitions") or 2)
     query = SparkQuery(source, checkpoint, outputs={"sink": sink, "dlq": dead_letters}, kafka_settings=config,
                        consumer_options=consumer, **query)
@@ -131,8 +117,8 @@ def build_spark_engine(rules: RuleSet, policies: Policies, *, source: str, sink:
 class SparkEngine:
     rules: RuleSet
     query: SparkQuery
-    writer: object  # batch_writers.AtLeastOnceWriter or ExactlyOnceWriter
-    judge: object = field(default_factory=OperatorJudge)  # or redis_state.RedisBatchJudge
+    writer: BatchWriter
+    judge: Judge = field(default_factory=OperatorJudge)
     policies: Policies = field(default_factory=Policies)
     restart: RestartStrategy = field(default_factory=RestartStrategy)
     metrics: object | None = None
@@ -148,7 +134,7 @@ class SparkEngine:
     def __post_init__(self):
         self.listener = ProgressListener(self.metrics)
         self.guard = CheckpointGuard(self.rules, self.query.checkpoint, self.endpoints(), self.query.settings_file,
-                                     state_in_checkpoint=self.judge.in_stream)
+                                     state_in_checkpoint=self.judge.state_in_checkpoint)
         self.lease = CheckpointLease(self.query.checkpoint, self.query.lease_timeout)
 
     def endpoints(self) -> dict[str, str]:
@@ -172,8 +158,7 @@ class SparkEngine:
         hook: Hook = self.guard.fallback
         if self.query.notifications:
             hook = with_notifications(self._read(self.query.notifications), DedupPlan(self.rules), hook)
-        stream = self.judge.stream(self.plan(hook), self.guard.records(records))
-        return accounting_metrics(self.writer.routed(stream), self.rules.rules) if self.judge.in_stream else stream
+        return self.judge.stream(self.plan(hook), self.guard.records(records), self.writer.routed)
 
     def plan(self, before_operator: Hook | None = None) -> DedupPlan:
         invalid = self.policies.chains["invalid"].terminal
@@ -275,33 +260,25 @@ class SparkEngine:
         return writer.trigger(**trigger).start()
 
     def write_batch(self, batch: DataFrame, batch_id: int) -> None:
-        """The ``foreachBatch`` function: judge (Redis: here), write, let the judge commit, count.
+        """The ``foreachBatch`` function: judge (``Judge.judge``), write, let the judge settle, count.
 
-        Caching is decided here alone: every read of an uncached DataFrame runs the plan again
-        (the source read, the stateful operator, or the Redis claims). The input is cached when
-        the judge reads it (Redis: judging, then its watermarks); the judged batch when the
-        writer reads it more than once (``writer.reads``) or it is judged and counted here. A
-        write retried after a failure reads the batch again: it is cached from then on and,
-        when the plan observed its accounting, recounted (the failed attempt's tasks counted).
+        Caching is decided by the judge: every read of an uncached DataFrame runs the plan
+        again (the source read, the stateful operator, or the Redis claims). A write retried
+        after a failure reads the batch again: it is cached from then on and, when the plan
+        observed its accounting, recounted (the failed attempt's tasks counted).
         """
         self.lease.confirm()  # an instance that lost its checkpoint writes nothing more
-        in_stream = self.judge.in_stream
         self.watermarks.prepare(batch_id)
-        with _Cache(batch, 1 if in_stream else 2) as rows:
-            with _Cache(self.writer.routed(self.judge.judged(self.plan(), rows.df, batch_id)),
-                        self.writer.reads + (0 if in_stream else 2)) as judged:
-                if not in_stream:
-                    retried(judged.df.count, self.policies)  # judged now: a Redis failure is retried as such
-                self._write(judged, batch_id)
-                if not in_stream:
-                    retried(lambda: self.judge.committed(rows.df, batch_id), self.policies)
-                    self.listener.recount(batch_id, accounting_of(judged.df, self.rules.rules))
-                self.watermarks.advance(batch_id, self.judge.newest_times(rows.df))
-                if self.metrics is not None:
-                    self.watermarks.marks.publish(self.metrics, time.time())
+        tools = BatchTools(self.plan(), self.writer.routed, lambda work: retried(work, self.policies),
+                           lambda judged: self.listener.recount(batch_id, accounting_of(judged, self.rules.rules)))
+        with self.judge.judge(batch, batch_id, self.writer.reads, tools) as judged:
+            self._write(judged, batch_id, tools)
+        self.watermarks.advance(batch_id, judged.newest)
+        if self.metrics is not None:
+            self.watermarks.marks.publish(self.metrics, time.time())
 
-    def _write(self, judged: "_Cache", batch_id: int) -> None:
-        recount, attempts = self.judge.in_stream and not judged.cached, 0
+    def _write(self, judged: JudgedBatch, batch_id: int, tools: BatchTools) -> None:
+        recount, attempts = judged.observed and not judged.cached, 0
 
         def attempt():
             nonlocal attempts
@@ -310,30 +287,9 @@ class SparkEngine:
                 judged.persist()
             self.writer.write(judged.df, batch_id)
 
-        retried(attempt, self.policies)
+        tools.retried(attempt)
         if attempts > 1 and recount:
-            self.listener.recount(batch_id, accounting_of(judged.df, self.rules.rules))
-
-
-class _Cache:
-    """A micro-batch DataFrame, persisted while it is read more than once (``SparkEngine.write_batch``)."""
-
-    def __init__(self, df: DataFrame, reads: int):
-        self.df, self.cached = df, False
-        if reads > 1:
-            self.persist()
-
-    def persist(self) -> None:
-        if not self.cached:
-            self.df.persist()
-            self.cached = True
-
-    def __enter__(self) -> "_Cache":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        if self.cached:
-            self.df.unpersist()
+            tools.recount(judged.df)
 
 
 def await_query(query, bounded: bool, stop: threading.Event) -> None:

@@ -22,8 +22,8 @@ import threading
 import time
 from typing import Callable, TypeVar
 
-from adapters.spark.lease import CheckpointInUse
-from domain.errors import DedupError, PermanentError, ProcessingBug, SinkUnavailable
+from adapters.spark.errors import CheckpointInUse
+from domain.errors import DedupError, PermanentError, ProcessingBug, SinkUnavailable, first_line
 from domain.policies import Policies, run_or_stop
 from domain.restart import RestartsExhausted, RestartStrategy
 
@@ -39,7 +39,7 @@ def retried(operation: Callable[[], T], policies: Policies, sleep: Callable[[flo
         except DedupError:
             raise
         except Exception as exc:  # noqa: BLE001 - a failed Spark job: the sink could not take the batch
-            raise SinkUnavailable(f"batch write failed: {first_line(exc)}") from None
+            raise SinkUnavailable(f"batch write failed: {what_failed(exc)}") from None
 
     return run_or_stop(attempt, policies, sleep)
 
@@ -60,7 +60,7 @@ def run_restarting(run: Callable[[], T], strategy: RestartStrategy, stop: thread
         except Exception as exc:  # noqa: BLE001 - the strategy decides on any query failure
             if _setup_error(exc):
                 raise
-            reason = first_line(exc)
+            reason = what_failed(exc)
         if not alive():
             raise RestartsExhausted(f"Spark's JVM is gone ({reason}): the query cannot be restarted in this "
                                     "process; start the process again (it resumes from its checkpoint)")
@@ -84,7 +84,7 @@ CONCURRENT_UPDATE = ("CONCURRENT_STREAM_LOG_UPDATE", "ConcurrentModificationExce
 def query_failure(failure: BaseException) -> DedupError:
     """A failed streaming query as the domain's error (see the module docstring)."""
     text = str(failure).strip()
-    first = text.splitlines()[0] if text else type(failure).__name__
+    first = first_line(failure, text)
     if any(marker in text for marker in CONCURRENT_UPDATE):
         return CheckpointInUse(f"another streaming query writes to this query's checkpoint ({first[:300]}); this "
                                "instance stops and is not restarted (run one instance per spark.checkpoint)")
@@ -100,7 +100,7 @@ _RAISED = re.compile(r"^\s*(?:[\w]+\.)*(\w+(?:Error|Exception|Exhausted|Unavaila
                      r"(?: SQLSTATE: \w+)?\s*$")
 
 
-def first_line(exc: BaseException) -> str:
+def what_failed(exc: BaseException) -> str:
     """What went wrong, in one line: the innermost Python exception raised inside the batch
     (its text travels through Spark's errors), else the first meaningful line."""
     texts = [str(exc), str(exc.__cause__ or "")]

@@ -7,7 +7,7 @@ import org.apache.spark.sql.RowFactory;
 import org.apache.spark.sql.api.java.UDF1;
 
 /**
- * The fast path of adapters.spark.parse: one pass over a record's bytes that recognises a
+ * The fast path of adapters.spark.stream.parse: one pass over a record's bytes that recognises a
  * plain, valid event and returns its fields (id, uniqueValue, type, timestamp), or null.
  *
  * Null means "not certified": the record then takes the strict path, which gives the

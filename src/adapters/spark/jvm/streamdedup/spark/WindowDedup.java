@@ -38,13 +38,13 @@ import org.apache.spark.sql.types.StructType;
  * Idle keys wake on a processing-time timeout and are removed once their rule's watermark
  * has passed all their emissions' retention; otherwise the timeout is re-armed.
  *
- * During a migration (adapters.spark.migration) rows may carry {@code fallback} (array of
+ * During a migration (adapters.spark.checkpoint.migration) rows may carry {@code fallback} (array of
  * long: the old state's emission times for the key's old key) and {@code fallback_retention}:
  * those emissions make repeats duplicates while live, but are only read, never stored; and
  * {@code watermark_floor} (s): the old job's watermark, below which the new query's own
  * (which starts afresh) does not go, so lateness is judged as the old job would have.
  *
- * A row with {@code invalidate} = true (optional column; adapters.spark.invalidation) is an
+ * A row with {@code invalidate} = true (optional column; adapters.spark.stream.invalidation) is an
  * INVALIDATE notification for the key: it comes first in its micro-batch (lowest ord), the
  * key forgets all its emissions (as domain StateStore.invalidate), and the row comes out
  * with verdict {@code invalidated}; it is never late and never stored.
@@ -176,7 +176,7 @@ public final class WindowDedup implements FlatMapGroupsWithStateFunction<String,
         stateRows.add(state.getCurrentProcessingTimeMs(), TaskContext.getPartitionId(), change);
     }
 
-    /** An INVALIDATE notification row (adapters.spark.invalidation): the key forgets its emissions. */
+    /** An INVALIDATE notification row (adapters.spark.stream.invalidation): the key forgets its emissions. */
     private boolean invalidates(Row row) {
         return invalidateIdx >= 0 && !row.isNullAt(invalidateIdx) && row.getBoolean(invalidateIdx);
     }

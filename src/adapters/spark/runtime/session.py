@@ -1,0 +1,213 @@
+"""Building the SparkSession: the edge where Spark's settings live.
+
+One session per process. Started by ``dedup run`` (no JVM yet), the session gets the
+engine's defaults, the configured ``spark.conf`` over them, ``--master`` (``local[*]``
+unless configured), and on its classpath the operator jar and, when present, the
+pre-fetched Kafka connector jars (``.cache/jars/spark-kafka/``, scripts/bootstrap-services.sh).
+
+Started by ``spark-submit`` (the JVM is already running), spark-submit's ``--master`` is
+kept and no jar is added: what ``--jars``/``--packages`` put on the classpath is used, and
+a missing class is reported by ``require_classes`` with the jar to pass.
+
+Spark's own log: with a ``spark_log.SparkLog`` (``dedup run``: ``spark.log_file``) it goes to
+that file, not the terminal; without one (the state commands, the tests' session) the JVM
+logs warnings and errors to stderr (``conf/log4j2.properties``).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from adapters.spark.runtime.code_archive import ARCHIVE_PREFIX, code_archive
+from adapters.spark.runtime.jars import OPERATOR_CLASS, cache_dir, connector_jars, operator_jar
+from adapters.spark.errors import SparkSetupError
+from adapters.spark.runtime.spark_log import SparkLog
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+KAFKA_CLASS = "org.apache.spark.sql.kafka010.KafkaSourceProvider"
+DEFAULT_MASTER = "local[*]"
+LOOPBACK = "127.0.0.1"
+LOG_CONF = Path(__file__).resolve().parent / "conf" / "log4j2.properties"
+STATE_PROVIDERS = {
+    "rocksdb": "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
+    "memory": "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider",
+}
+
+TRACK_ROWS = "spark.sql.streaming.stateStore.rocksdb.trackTotalNumberOfRows"
+
+DEFAULT_CONF = {
+    "spark.sql.shuffle.partitions": "2",
+    "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
+    "spark.sql.session.timeZone": "UTC",
+    "spark.sql.variant.allowDuplicateKeys": "true",
+    "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
+    # RocksDB memory is bounded for the whole executor, not per state store instance.
+    "spark.sql.streaming.stateStore.rocksdb.boundedMemoryUsage": "true",
+    "spark.sql.streaming.stateStore.rocksdb.maxMemoryUsageMB": "512",
+    "spark.sql.streaming.stateStore.rocksdb.writeBufferCacheRatio": "0.5",
+    "spark.sql.streaming.stateStore.rocksdb.highPriorityPoolRatio": "0.1",
+    # RocksDB's row count reads every key before writing it (14–24% of the Kafka rate at 10 M
+    # keys); the operator counts its keys itself (adapters.spark.metrics.state_rows).
+    TRACK_ROWS: "false",
+    # Whole-stage code for the parse + rules pipeline exceeds HotSpot's 8,000-bytecode JIT
+    # limit; interpreted, it runs at half speed (bench/spark_kafka_bench.py).
+    "spark.executor.extraJavaOptions": "-XX:-DontCompileHugeMethods",
+    # A processing-time timeout makes every idle trigger run a no-data batch (and
+    # availableNow never finish); idle keys are instead checked when data arrives.
+    "spark.sql.streaming.noDataMicroBatches.enabled": "false",
+    # Exactly-once output is written by one task per partition, in a transaction keyed by the
+    # partition: a speculative copy would fence the original (adapters.spark.output.executor_writer).
+    "spark.speculation": "false",
+}
+
+
+
+
+def state_rows_tracked(spark: SparkSession, provider: str) -> bool:
+    """Whether the state store counts its rows. RocksDB's count costs a read per write
+    (14–24% of the Kafka → Kafka rate at 10 M keys, docs/spark-design.md), so it is
+    off by default and the operator counts its keys instead (``state_rows``)."""
+    return provider != "rocksdb" or spark.conf.get(TRACK_ROWS, DEFAULT_CONF[TRACK_ROWS]).strip().lower() != "false"
+
+
+def state_store_conf(provider: str) -> dict[str, str]:
+    """The SQL settings selecting the state store; they take effect when a query starts."""
+    if provider not in STATE_PROVIDERS:
+        raise SparkSetupError(f"state provider must be one of {sorted(STATE_PROVIDERS)}, got {provider!r}")
+    return {"spark.sql.streaming.stateStore.providerClass": STATE_PROVIDERS[provider]}
+
+
+def session_started() -> bool:
+    """True once this process has a SparkContext: a later ``build_session`` returns its session."""
+    from pyspark import SparkContext
+
+    return SparkContext._active_spark_context is not None
+
+
+def launched_by_spark_submit() -> bool:
+    """True when spark-submit started this Python driver (its JVM and gateway already run)."""
+    return "PYSPARK_GATEWAY_PORT" in os.environ
+
+
+def build_session(master: str | None = None, app_name: str = "streamdedup",
+                  conf: dict[str, str] | None = None, log: SparkLog | None = None):
+    """The process's SparkSession (created on first call, then reused as Spark does); ``log``:
+    where the session started by this call logs (see the module docstring)."""
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+
+    if launched_by_spark_submit():
+        settings, master = _submitted(master, conf or {})
+    else:
+        master = master or DEFAULT_MASTER
+        settings = {**DEFAULT_CONF, **_local_driver(master, log), **(conf or {})}
+        settings["spark.jars"] = ",".join(classpath_jars(settings))
+    if not settings.get("spark.master", master or DEFAULT_MASTER).startswith("local"):
+        settings["spark.submit.pyFiles"] = ",".join(python_files(settings))
+    if log is not None:
+        log.capture_python_loggers()
+    builder = SparkSession.builder.appName(app_name)
+    if master:
+        builder = builder.master(master)
+    for key, value in settings.items():
+        builder = builder.config(key, value)
+    with _sigint_kept():
+        session = builder.getOrCreate()
+    _driver_keeps_its_code()
+    return session
+
+
+def _driver_keeps_its_code() -> None:
+    """PySpark puts the shipped code archive on the driver's ``sys.path`` too; the driver keeps
+    importing its own modules (and finding the files beside them, such as the JVM sources)."""
+    sys.path[:] = [p for p in sys.path if not Path(p).name.startswith(ARCHIVE_PREFIX)]
+
+
+@contextmanager
+def _sigint_kept():
+    """PySpark's SparkContext takes over SIGINT (cancel every job, raise KeyboardInterrupt);
+    the application's own handler (Ctrl-C stops gracefully, like SIGTERM) is put back."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    handler = signal.getsignal(signal.SIGINT)
+    try:
+        yield
+    finally:
+        if handler is not None:
+            signal.signal(signal.SIGINT, handler)
+
+
+def _local_driver(master: str, log: SparkLog | None = None) -> dict[str, str]:
+    """The driver started here: its JVM log (to ``log``'s file, else quiet on stderr) and, in
+    local mode, loopback addresses only."""
+    java_log = log.java_options() if log else f"-Dlog4j2.configurationFile={LOG_CONF.as_uri()}"
+    conf = {"spark.driver.extraJavaOptions": f"{java_log} {DEFAULT_CONF['spark.executor.extraJavaOptions']}"}
+    if on_loopback(master):
+        os.environ.setdefault("SPARK_LOCAL_IP", LOOPBACK)
+        conf.update({"spark.driver.host": LOOPBACK, "spark.driver.bindAddress": LOOPBACK})
+    return conf
+
+
+def on_loopback(master: str) -> bool:
+    """Local mode, or a cluster whose master listens on this machine's loopback address: the
+    driver then binds to loopback too, so executors reach it there and nothing else can."""
+    return master.startswith("local") or master.split("://", 1)[-1].split(":")[0] in (LOOPBACK, "localhost")
+
+
+def python_files(settings: dict[str, str]) -> list[str]:
+    """Configured ``spark.submit.pyFiles`` plus the project's own code (``code_archive``), for
+    executors in other processes."""
+    files = [f for f in settings.get("spark.submit.pyFiles", "").split(",") if f]
+    return [*files, str(code_archive())]
+
+
+def _submitted(master: str | None, conf: dict[str, str]) -> tuple[dict[str, str], str | None]:
+    """Settings over what spark-submit was given: its ``--master`` and ``--conf`` values win over
+    the engine's defaults; a configured master replaces only spark-submit's own default."""
+    from pyspark import SparkConf, SparkContext
+
+    SparkContext._ensure_initialized()  # connects to spark-submit's JVM, whose properties hold its settings
+    submitted = SparkConf()
+    defaults = {key: value for key, value in DEFAULT_CONF.items() if not submitted.contains(key)}
+    if submitted.get("spark.master", DEFAULT_MASTER) != DEFAULT_MASTER:
+        master = None
+    settings = {**defaults, **conf, "spark.master": master or submitted.get("spark.master", DEFAULT_MASTER)}
+    if submitted.contains("spark.submit.pyFiles"):
+        settings.setdefault("spark.submit.pyFiles", submitted.get("spark.submit.pyFiles"))
+    return settings, master
+
+
+def classpath_jars(settings: dict[str, str]) -> list[str]:
+    """Configured ``spark.jars`` plus the operator and, unless configured already, the connector."""
+    jars = [j for j in settings.get("spark.jars", "").split(",") if j]
+    jars.append(str(operator_jar()))
+    if "spark-sql-kafka" not in settings.get("spark.jars.packages", "") + settings.get("spark.jars", ""):
+        jars += [str(j) for j in connector_jars()]
+    return jars
+
+
+def class_loads(spark, name: str) -> bool:
+    return bool(spark.sparkContext._jvm.org.apache.spark.util.Utils.classIsLoadable(name))
+
+
+def require_classes(spark, kafka: bool) -> None:
+    """Raise ``SparkSetupError`` naming the jar to pass when the operator (or the connector) is missing."""
+    if not class_loads(spark, OPERATOR_CLASS):
+        raise SparkSetupError(
+            f"the engine's operator ({OPERATOR_CLASS}) is not on Spark's classpath: pass "
+            f"--jars {operator_jar()} to spark-submit")
+    if kafka and not class_loads(spark, KAFKA_CLASS):
+        raise SparkSetupError(
+            "Spark's Kafka connector is not on the classpath: run scripts/bootstrap --services (fetches it into "
+            f"{cache_dir() / 'jars' / 'spark-kafka'}), or give spark-submit --jars with those jars or "
+            "--packages org.apache.spark:spark-sql-kafka-0-10_2.13:<the pyspark version>")

@@ -1,0 +1,182 @@
+"""The deduplication plan, compiled from a ``domain.rules.RuleSet`` into Spark operations.
+
+The rules become column expressions (each event's window, lateness, time and scoped key,
+chosen by its type); the judgement itself is one JVM ``flatMapGroupsWithState`` operator
+(``stream.operator``) applying the domain's decision per key in arrival order. Nothing
+here decides semantics: windows, lateness, key scoping and the unknown-type policy come
+from the RuleSet, and the operator implements ``domain.state.decide``.
+
+``judge(records)`` returns every input row once with ``verdict`` (the domain's
+``Verdict`` values: ``emit``, ``duplicate``, ``dead-letter``, or ``skip`` for invalid records
+under ``invalid=skip``), ``reason`` and ``passed`` (emitted without a rule). With Redis as the
+state, the stream stops at ``state_input`` and each micro-batch is judged by
+``adapters.spark.stream.redis_judge``, whose verdicts ``verdicts`` turns into the same rows.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import reduce
+from typing import Callable
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from adapters.spark.stream.operator import judge as operator_judge, running_newest
+from adapters.spark.stream.keys import key_column
+from adapters.spark.stream.parse import drop_work_columns, key_field_text, parse
+from domain.dedup import Verdict
+from domain.events import REQUIRED_STRING_FIELDS
+from domain.policies import Terminal
+from domain.rules import DedupRule, RuleSet, TimeBasis, UnknownTypePolicy
+
+RECORD_COLUMNS = ("value", "kafka_key", "source", "partition", "offset", "ord")
+PASS_GROUPS = 64  # rows passed through are spread over this many stateless groups
+EMIT, DUPLICATE, DEAD_LETTER, SKIP = (v.value for v in (Verdict.EMIT, Verdict.DUPLICATE, Verdict.DEAD_LETTER,
+                                                        Verdict.SKIP))
+NOTIFICATION = "invalidated"  # the verdict of an INVALIDATE notification row: not an input record
+Hook = Callable[[DataFrame], DataFrame]
+
+
+@dataclass(frozen=True)
+class DedupPlan:
+    """``invalid``: the ``invalid`` policy's last step, applied per micro-batch (docs/spark-design.md,
+    deviation 4): ``skip`` marks invalid records skipped, ``fail`` fails the micro-batch
+    (``raise_error``), ``dead-letter`` and ``invalidate`` (no key to forget) dead-letter them."""
+
+    rules: RuleSet
+    invalid: Terminal = Terminal.DEAD_LETTER
+    before_operator: Hook | None = None  # e.g. a migration's old-state lookup, notifications
+    state_rows: object | None = None  # the JVM StateRowCount counting the operator's keys (``state_row_counter``)
+    watermarks: object | None = None  # stream.watermarks.BatchWatermarks: what each batch is judged against
+
+    @property
+    def extra_fields(self) -> tuple[str, ...]:
+        standard = (*REQUIRED_STRING_FIELDS, "timestamp")
+        names = {n for r in self.rules.rules.values() for n in r.key_fields if n not in standard}
+        return tuple(sorted(names))
+
+    def judge(self, records: DataFrame) -> DataFrame:
+        """Every row of ``records`` (columns ``RECORD_COLUMNS``) once, with its verdict.
+
+        One path for all rows: the operator judges valid events with a rule and passes the
+        others through (a filter-and-union split would let Spark's predicate pushdown copy
+        the whole parse expression into each branch's filter).
+        """
+        timeout = 1000 * max(self.rules.max_retention, 1)
+        marks = self.watermarks
+        judged = operator_judge(self.state_input(records), "key", timeout, self.state_rows, marks.horizons,
+                                marks.newest)
+        return self.verdicts(judged)
+
+    def state_input(self, records: DataFrame) -> DataFrame:
+        """The rows the state judges (``operator_input``), through ``before_operator``."""
+        rows = self.operator_input(records)
+        return rows if self.before_operator is None else self.before_operator(rows)
+
+    def operator_input(self, records: DataFrame) -> DataFrame:
+        """Records → one row per record with its rule's columns: ``key``, ``t``, ``window``,
+        ``lateness``, ``judge`` (a valid event with a rule), ``rule`` and ``lane`` (the source
+        partition its watermark counts it in: ``topic:partition``, or ``files`` for every file
+        of a directory, which are one stream read in order), ``seen`` (the newest time of the
+        rule in the row's input partition so far, ``stream.operator.running_newest``), ``reason``/``detail``."""
+        annotated = self.annotate(parse(records, self.extra_fields))
+        judge = F.col("reason").isNull() & F.col("ruled")
+        spread = F.concat(F.lit("\u0000"), F.pmod(F.col("ord"), F.lit(PASS_GROUPS)).cast("string"))
+        lane = F.when(F.col("source").contains("/"), F.lit("files")) \
+            .otherwise(F.concat_ws(":", F.col("source"), F.col("partition").cast("string")))
+        rows = annotated.select(*RECORD_COLUMNS, "reason", "detail", "t", "ts", "window", "lateness",
+                                judge.alias("judge"), F.when(judge, F.col("key")).otherwise(spread).alias("key"),
+                                F.when(judge, F.col("type")).alias("rule"), lane.alias("lane"))
+        return running_newest(rows)
+
+    def verdicts(self, judged: DataFrame) -> DataFrame:
+        """The judged rows (the operator's verdicts ``emit``, ``duplicate``, ``late``, ``pass``,
+        ``invalidated``) as the plan's output, invalid records per ``invalid``; ``rule`` is the
+        rule that judged the row (null: passed through or invalid)."""
+        verdict, late, passed = F.col("verdict"), F.col("verdict") == "late", F.col("verdict") == "pass"
+        valid = F.col("reason").isNull()
+        return judged.select(
+            *RECORD_COLUMNS,
+            F.when(late, DEAD_LETTER).when(passed & ~valid, self._invalid_verdict()).when(passed, EMIT)
+            .otherwise(verdict).alias("verdict"),
+            F.when(late, "late").otherwise(F.col("reason")).alias("reason"),
+            F.when(late, F.lit("event time is older than the watermark minus the rule's lateness"))
+            .otherwise(F.col("detail")).alias("detail"),
+            (passed & valid).alias("passed"), F.col("rule"))
+
+    def _invalid_verdict(self) -> Column:
+        if self.invalid is Terminal.SKIP:
+            return F.lit(SKIP)
+        if self.invalid is Terminal.FAIL:
+            message = F.concat(F.lit("invalid record (policy invalid=fail): "), F.col("reason"))
+            return F.raise_error(message).cast("string")
+        return F.lit(DEAD_LETTER)
+
+    def annotate(self, parsed: DataFrame) -> DataFrame:
+        """Adds the rule's columns; rejects unknown types and missing key fields per the RuleSet."""
+        rules = list(self.rules.rules.values())
+        ruled = F.col("type").isin(*[r.event_type for r in rules]) if rules else F.lit(False)
+        df = parsed.withColumns({
+            "ruled": F.coalesce(ruled, F.lit(False)),
+            "window": self._by_type(lambda r: F.lit(r.window)).cast("long"),
+            "lateness": self._by_type(lambda r: F.lit(r.lateness)).cast("long"),
+            "t": self._by_type(_time_of).cast("long"),
+            "_latest": self._by_type(_latest_time).cast("long"),
+            "key": self._by_type(_key_of),
+        })
+        df = df.withColumns({"reason": self._rejection(df), "detail": self._rejection_detail()})
+        return drop_work_columns(df.withColumn("ts", F.timestamp_seconds("t")))
+
+    def _by_type(self, expression) -> Column:
+        column = None
+        for rule in self.rules.rules.values():
+            case = F.col("type") == rule.event_type
+            column = F.when(case, expression(rule)) if column is None else column.when(case, expression(rule))
+        return F.lit(None) if column is None else column
+
+    def _rejection(self, df: DataFrame) -> Column:
+        unknown = F.col("reason").isNull() & ~F.col("ruled") & F.lit(
+            self.rules.unknown_types is UnknownTypePolicy.DEAD_LETTER)
+        missing_key = F.col("reason").isNull() & F.col("ruled") & F.col("key").isNull()
+        ahead = F.col("reason").isNull() & F.col("ruled") & (F.col("t") > F.col("_latest"))
+        return F.when(unknown, "unknown_type").when(missing_key, "missing_field").when(ahead, "future") \
+            .otherwise(F.col("reason"))
+
+    def _rejection_detail(self) -> Column:
+        return F.when(F.col("reason") == "unknown_type",
+                      F.concat(F.lit("no deduplication rule for type '"), F.col("type"), F.lit("'"))) \
+            .when((F.col("reason") == "missing_field") & F.col("detail").isNull(), F.lit("a key field is missing")) \
+            .when(F.col("reason") == "future",
+                  F.concat(F.lit("time "), F.col("t"), F.lit(" is more than max_ahead "),
+                           F.col("_latest") - F.unix_seconds(F.current_timestamp()), F.lit(" s past the clock"))) \
+            .otherwise(F.col("detail"))
+
+
+
+def _time_of(rule: DedupRule) -> Column:
+    if rule.time_basis is TimeBasis.PROCESSING_TIME:
+        return F.unix_seconds(F.current_timestamp())
+    return F.col("timestamp")
+
+
+def _latest_time(rule: DedupRule) -> Column:
+    """The latest plausible event time (``DedupRule.check_not_ahead``); none for processing time."""
+    if rule.time_basis is TimeBasis.PROCESSING_TIME:
+        return F.lit(None)
+    return F.unix_seconds(F.current_timestamp()) + F.lit(rule.max_ahead)
+
+
+def _key_of(rule: DedupRule) -> Column:
+    """``DedupRule.state_key`` (``adapters.spark.stream.keys``); null while a key field is missing."""
+    values = [_key_part(name) for name in rule.key_fields]
+    all_present = reduce(lambda acc, value: acc & value.isNotNull(), values, F.lit(True))
+    return F.when(all_present, key_column(rule.event_type, values))
+
+
+def _key_part(name: str) -> Column:
+    if name == "timestamp":
+        return F.col("timestamp").cast("string")
+    if name in REQUIRED_STRING_FIELDS:
+        return F.col(name)
+    return key_field_text(name)

@@ -1,0 +1,133 @@
+"""The Spark engine's watermarks: the domain's per-partition ones (``domain.watermarks``), kept
+by the driver and handed to every micro-batch.
+
+Spark's own watermark is one per query: the highest event time of any type in any
+partition, kept in the checkpoint. It made one far-future record, or one partition read
+ahead of the others, declare everything else late. The engine does not use it. Instead:
+
+* Before micro-batch N runs, ``prepare(N)`` puts into the operator's ``RuleHorizons`` what
+  N is judged against (each rule's watermark, each rule and partition's newest time, from
+  batches before N) and first writes it to the checkpoint (``streamdedup/watermarks/N.json``),
+  so a replay of N is judged against the same values whatever the wall clock says.
+* While N runs, the operator collects the newest time it judged per rule and partition
+  (``NewestTimes``; with Redis state the judge computes them); ``advance(N)`` folds them in
+  after N's output is written and records the result in the same file.
+* A restart resumes from the newest file. The partitions a Kafka source reads come from
+  the batch's offsets in the checkpoint; every file of a directory source is one partition.
+
+The files are read and written through Hadoop's file systems, wherever the checkpoint is.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from adapters.spark.checkpoint.logs import Checkpoint
+from adapters.spark.checkpoint.hadoop_files import HadoopPath
+from domain.watermarks import Watermarks
+
+DIRECTORY = "watermarks"
+KEPT_FILES = 10
+
+
+@dataclass
+class BatchWatermarks:
+    marks: Watermarks
+    horizons: object  # the JVM RuleHorizons the operator reads
+    newest: object  # the JVM NewestTimes accumulator the operator fills
+    checkpoint: Checkpoint | None = None
+    topic: str | None = None  # the Kafka topic whose partitions hold the watermarks back
+    used: dict = field(default_factory=dict)  # the batch's table, as judged (rule → watermark, (rule, lane) → newest)
+
+    @classmethod
+    def open(cls, spark, checkpoint: str, idle_timeout: float, topic: str | None = None) -> "BatchWatermarks":
+        package = spark._jvm.streamdedup.spark
+        newest = package.NewestTimes()
+        spark.sparkContext._jsc.sc().register(newest, "streamdedup.newest_times")
+        location = Checkpoint.at(checkpoint, spark)
+        marks = _restore(location, idle_timeout)
+        return cls(marks, package.RuleHorizons(), newest, location, topic)
+
+    def prepare(self, batch_id: int) -> None:
+        """Set what micro-batch ``batch_id`` is judged against (the same on a replay)."""
+        saved = self._read(batch_id)
+        if saved is not None and "use" in saved:
+            watermarks, newest = saved["use"]["watermarks"], saved["use"]["newest"]
+        else:
+            partitions = self._partitions(batch_id)
+            if partitions is not None:
+                self.marks.expect(partitions, time.time())
+            table = self.marks.table(time.time())
+            watermarks, newest = table[0], [[rule, lane, t] for (rule, lane), t in table[1].items()]
+            self._write(batch_id, {"use": {"watermarks": watermarks, "newest": newest}})
+        self.used = {"watermarks": watermarks, "newest": {(rule, lane): t for rule, lane, t in newest}}
+        lines = [f"{rule}\t{mark}" for rule, mark in watermarks.items()]
+        lines += [f"{rule}\t{lane}\t{t}" for rule, lane, t in newest]
+        self.horizons.load("\n".join(lines))
+        self.newest.reset()
+
+    def highest(self) -> int | None:
+        """The highest rule watermark (what a migration's old state is retired by)."""
+        return max(self.marks.table(time.time())[0].values(), default=None)
+
+    def advance(self, batch_id: int, newest: list[tuple[str, str, int]] | None = None) -> None:
+        """Fold in the newest times batch ``batch_id`` judged (default: what the operator collected)."""
+        if newest is None:
+            newest = [(rule, lane, int(t)) for rule, lane, t in
+                      (line.split("\t") for line in self.newest.value().splitlines() if line)]
+        now = time.time()
+        for rule, lane, t in newest:
+            self.marks.observe(rule, lane, t, now)
+        saved = self._read(batch_id) or {}
+        self._write(batch_id, {**saved, "after": self.marks.to_document()})
+        self._forget_before(batch_id - KEPT_FILES)
+
+    def _partitions(self, batch_id: int) -> list[str] | None:
+        if self.checkpoint is None or self.topic is None:
+            return None
+        try:
+            offsets = [json.loads(line) for line in self.checkpoint.source_offsets(batch_id)]
+        except (OSError, ValueError):
+            return None
+        return [f"{self.topic}:{p}" for source in offsets if isinstance(source, dict)
+                for p in source.get(self.topic, {})] or None
+
+    def _file(self, batch_id: int) -> HadoopPath | None:
+        return None if self.checkpoint is None else self.checkpoint.ours / DIRECTORY / f"{batch_id}.json"
+
+    def _read(self, batch_id: int) -> dict | None:
+        path = self._file(batch_id)
+        try:
+            return None if path is None else json.loads(path.read_text())
+        except (OSError, ValueError):
+            return None
+
+    def _write(self, batch_id: int, document: dict) -> None:
+        path = self._file(batch_id)
+        if path is None:
+            return
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(document))
+
+    def _forget_before(self, batch_id: int) -> None:
+        if self.checkpoint is None:
+            return
+        for path in (self.checkpoint.ours / DIRECTORY).glob("*.json"):
+            if path.stem.isdigit() and int(path.stem) < batch_id:
+                path.unlink(missing_ok=True)
+
+
+def _restore(checkpoint: Checkpoint | None, idle_timeout: float) -> Watermarks:
+    """The watermarks after the newest batch the checkpoint recorded (before it, if it did not finish)."""
+    directory = None if checkpoint is None else checkpoint.ours / DIRECTORY
+    files = sorted((p for p in directory.glob("*.json") if p.stem.isdigit()), key=lambda p: int(p.stem)) \
+        if directory is not None and directory.is_dir() else []
+    for path in reversed(files):
+        try:
+            saved = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        if "after" in saved:
+            return Watermarks.from_document(saved["after"], idle_timeout)
+    return Watermarks(idle_timeout)

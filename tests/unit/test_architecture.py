@@ -1,0 +1,179 @@
+"""The import structure of src/: no import cycle, and every layer imports only what it may.
+
+The checker is tests/architecture.py (``scripts/imports`` prints the same findings); the
+second half of this file runs it on small trees written here, so a broken checker fails too.
+The domain's freedom from third-party libraries is test_domain_purity.py.
+"""
+
+import textwrap
+
+import pytest
+
+from tests.architecture import read_graph
+
+
+def test_src_has_no_import_cycle():
+    cycles = read_graph().cycles()
+    assert not cycles, "import cycles in src/:\n" + "\n".join(f"  {cycle}" for cycle in cycles)
+
+
+def test_src_breaks_no_layering_rule():
+    violations = read_graph().violations()
+    assert not violations, "layering violations in src/:\n" + "\n".join(f"  {v}" for v in violations)
+
+
+def test_the_checker_reads_the_real_tree():
+    graph = read_graph()
+    assert {"domain", "domain.errors", "adapters", "app.container"} <= set(graph.paths)
+    assert graph.arrow_count() > 100
+
+
+# --- the checker itself, on trees written to tmp_path ---------------------------------------
+
+def write_tree(root, files):
+    """Write ``{relative path: source}`` under ``root``; every folder gets an empty ``__init__.py``."""
+    for relative, source in files.items():
+        path = root / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(source))
+        for folder in path.relative_to(root).parents:
+            if folder.parts and not (root / folder / "__init__.py").exists():
+                (root / folder / "__init__.py").write_text("")
+    return read_graph(root)
+
+
+DEFERRED_IMPORTS = {
+    "inside a function": """
+        def later():
+            import adapters.a
+        """,
+    "inside a method": """
+        class B:
+            def later(self):
+                from adapters.a import A
+        """,
+    "under TYPE_CHECKING": """
+        from typing import TYPE_CHECKING
+        if TYPE_CHECKING:
+            from adapters import a
+        """,
+    "in a try/except": """
+        try:
+            from .a import A
+        except ImportError:
+            A = None
+        """,
+}
+
+
+@pytest.mark.parametrize("form", DEFERRED_IMPORTS)
+def test_a_cycle_closed_by_a_deferred_import_is_found(tmp_path, form):
+    graph = write_tree(tmp_path, {
+        "adapters/a.py": "from adapters.b import B\n",
+        "adapters/b.py": DEFERRED_IMPORTS[form],
+    })
+    assert [cycle.path for cycle in graph.cycles()] == [("adapters.a", "adapters.b", "adapters.a")]
+
+
+def test_relative_imports_are_resolved_against_the_importing_module(tmp_path):
+    graph = write_tree(tmp_path, {
+        "adapters/kafka/config.py": "",
+        "adapters/kafka/source.py": "from . import config\n",
+        "adapters/kafka/sink.py": "from .config import Settings\n",
+        "adapters/kafka/engine.py": "from ..memory import state_store\n",
+        "adapters/kafka/__init__.py": "from .source import Source\n",
+        "adapters/memory/state_store.py": "",
+    })
+    assert set(graph.arrows["adapters.kafka.source"]) == {"adapters.kafka", "adapters.kafka.config"}
+    assert set(graph.arrows["adapters.kafka.sink"]) == {"adapters.kafka.config"}
+    assert set(graph.arrows["adapters.kafka.engine"]) == {"adapters.memory", "adapters.memory.state_store"}
+    assert set(graph.arrows["adapters.kafka"]) == {"adapters.kafka.source"}
+
+
+def test_only_imports_of_modules_of_the_tree_are_arrows(tmp_path):
+    graph = write_tree(tmp_path, {
+        "domain/rules.py": "import json\nfrom domain import rules\nimport domain.rules\n",
+        "app/cli.py": "import domain.rules.Rule\nfrom pyspark.sql import DataFrame\n",
+    })
+    assert graph.arrows["domain.rules"] == {"domain": 2}  # json is outside, itself is no arrow
+    assert set(graph.arrows["app.cli"]) == {"domain.rules"}
+    assert graph.cycles() == []
+
+
+# Every arrow here is allowed: each layer inward, a private module from its own package.
+LAYERED_TREE = {
+    "domain/rules.py": "import domain\n",
+    "adapters/memory/engine.py": "from domain.rules import Rule\n",
+    "adapters/spark/checkpoint/_paths.py": "",
+    "adapters/spark/checkpoint/logs.py": "from . import _paths\n",
+    "adapters/kafka/source.py": "from adapters.memory import engine\n",
+    "app/cli.py": "from adapters.memory.engine import Engine\nfrom domain.rules import Rule\n",
+}
+
+
+@pytest.mark.parametrize("importer, source, broken", [
+    ("domain/rules.py", "from adapters.memory.engine import Engine", "domain may import only domain"),
+    ("domain/rules.py", "def later():\n    import app.cli", "domain may import only domain"),
+    ("adapters/memory/engine.py", "from app.cli import main", "adapters may import only adapters, domain"),
+    ("adapters/kafka/source.py", "from adapters.spark.checkpoint import _paths",
+     "a private module of adapters.spark.checkpoint, imported from outside it"),
+    ("app/cli.py", "import adapters.spark.checkpoint._paths",
+     "a private module of adapters.spark.checkpoint, imported from outside it"),
+])
+def test_a_forbidden_import_is_a_violation(tmp_path, importer, source, broken):
+    graph = write_tree(tmp_path, {**LAYERED_TREE, importer: source + "\n"})
+    assert [violation.rule for violation in graph.violations()] == [broken]
+
+
+def test_allowed_imports_are_no_violation(tmp_path):
+    assert write_tree(tmp_path, LAYERED_TREE).violations() == []
+
+
+def test_floors_count_the_layers_and_a_cycle_shares_one_floor(tmp_path):
+    graph = write_tree(tmp_path, {
+        "domain/rules.py": "",
+        "domain/dedup.py": "from domain import rules\n",
+        "adapters/a.py": "import domain.dedup\nimport adapters.b\n",
+        "adapters/b.py": "def later():\n    import adapters.a\n",
+        "app/cli.py": "import adapters.a\n",
+    })
+    floors = graph.floors()
+    assert floors["domain"] == floors["domain.rules"] == floors["adapters"] == 0
+    assert floors["domain.dedup"] == 1
+    assert floors["adapters.a"] == floors["adapters.b"] == 2
+    assert floors["app.cli"] == 3
+
+
+def test_a_cycle_names_every_module_of_its_group_even_off_its_path(tmp_path):
+    # Two cycles share b -> c: a -> b -> c -> a and b -> c -> d -> b; no one path visits all four.
+    graph = write_tree(tmp_path, {
+        "adapters/a.py": "import adapters.b\n",
+        "adapters/b.py": "import adapters.c\n",
+        "adapters/c.py": "import adapters.a\nimport adapters.d\n",
+        "adapters/d.py": "import adapters.b\n",
+    })
+    [cycle] = graph.cycles()
+    assert cycle.modules == ("adapters.a", "adapters.b", "adapters.c", "adapters.d")
+    assert cycle.path == ("adapters.a", "adapters.b", "adapters.c", "adapters.a")
+    assert str(cycle).endswith("(also in this cycle, through other arrows: adapters.d)")
+
+
+def test_the_longest_cycle_through_a_group_is_chosen(tmp_path):
+    graph = write_tree(tmp_path, {
+        "adapters/a.py": "import adapters.b\n",
+        "adapters/b.py": "import adapters.a\nimport adapters.c\n",
+        "adapters/c.py": "import adapters.a\n",
+    })
+    assert [cycle.path for cycle in graph.cycles()] == [("adapters.a", "adapters.b", "adapters.c", "adapters.a")]
+
+
+def test_within_keeps_a_package_and_the_arrows_among_its_modules(tmp_path):
+    graph = write_tree(tmp_path, {
+        "adapters/spark/engine.py": "from adapters.spark import plan\nfrom domain import rules\n",
+        "adapters/spark/plan.py": "",
+        "adapters/sparkle.py": "",
+        "domain/rules.py": "",
+    }).within("adapters.spark")
+    assert set(graph.paths) == {"adapters.spark", "adapters.spark.engine", "adapters.spark.plan"}
+    assert graph.arrows["adapters.spark.engine"] == {"adapters.spark": 1, "adapters.spark.plan": 1}
+    assert graph.arrow_count() == 2
