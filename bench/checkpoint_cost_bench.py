@@ -34,7 +34,7 @@ provider's maps are not left on the heap of the next run). The driver is the exe
 sets a Spark setting for every provider, e.g. ``spark.sql.streaming.stateStore.minDeltasForSnapshot=3``
 and ``…maintenanceInterval=10s`` to see snapshots within a short run (with Spark's 10 and 60 s,
 10 micro-batches make none); ``--replot JSON`` draws the plot again from a run's figures.
-Results and commands of a run: deploy/README.md, "What a checkpoint costs on HDFS".
+Results and commands of a run: docs/operations/checkpoints.md, "What a checkpoint costs, and the state provider".
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "src"), str(ROOT / "bench")]
 
 T0 = 1_700_000_000
-# the delay a closing HDFS client waits before asking the NameNode again (deploy/README.md,
+# the delay a closing HDFS client waits before asking the NameNode again (docs/operations/checkpoints.md,
 # "Checkpoints on HDFS"): 400 ms by default, which would dominate every small file's commit
 HDFS_CLIENT = {"spark.hadoop.dfs.replication": "1",
                "spark.hadoop.dfs.client.block.write.locateFollowingBlock.initial.delay.ms": "50",
@@ -63,7 +63,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--batch", type=int, default=1_000_000, help="new keys a micro-batch")
     p.add_argument("--steps", type=int, default=10, help="micro-batches (final state: batch x steps keys)")
-    p.add_argument("--providers", default="memory,rocksdb")
+    p.add_argument("--providers", default="hdfs-backed,rocksdb")
     p.add_argument("--restart-records", type=int, default=10)
     p.add_argument("--driver-memory", default="8g")
     p.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",

@@ -48,7 +48,7 @@ every core has a share of each. Memory is reported per process: the driver (JVM 
 as above) and each executor JVM with its Python workers (PSS, sampled every half second;
 the executors of a ``--master`` cluster only when they run on this machine).
 Executors on other machines must reach the broker: give ``--bootstrap`` one they reach (the
-broker started here listens on loopback). Figures of a run: deploy/README.md, "Scaling on a
+broker started here listens on loopback). Figures of a run: docs/operations/scaling-and-sizing.md, "Scaling on a
 standalone cluster".
 """
 

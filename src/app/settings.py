@@ -109,7 +109,7 @@ class SparkSettings(_Strict):
     checkpoint: str = "checkpoints/dedup"
     trigger: str = "1 second"
     available_now: bool | None = None
-    state_provider: Literal["rocksdb", "memory"] = "rocksdb"
+    state_provider: Literal["rocksdb", "hdfs-backed"] = "rocksdb"
     shuffle_partitions: int = Field(default=2, ge=1)
     max_offsets_per_trigger: int | None = Field(default=None, ge=1)
     conf: dict[str, str] = Field(default_factory=dict)
@@ -135,6 +135,16 @@ class SparkSettings(_Strict):
     @classmethod
     def _lease_duration(cls, value: Any) -> Any:
         return parse_duration(value, whole=False)
+
+    @field_validator("state_provider", mode="before")
+    @classmethod
+    def _provider_named_memory(cls, value: Any) -> Any:
+        """``memory``, the name before ``hdfs-backed``, still works (one line of deprecation)."""
+        if value == "memory":
+            log.warning("spark.state_provider=memory is deprecated: write spark.state_provider=hdfs-backed "
+                        "(DEDUP_SPARK__STATE_PROVIDER=hdfs-backed), Spark's HDFSBackedStateStoreProvider")
+            return "hdfs-backed"
+        return value
 
 
 class MigrationSettings(_Strict):
@@ -329,4 +339,4 @@ def describe(exc: ValidationError) -> str:
 
 
 def _suggestion(closest: str | None) -> str:
-    return f"; did you mean {closest}?" if closest else " (see the settings table in README.md, Configuration)"
+    return f"; did you mean {closest}?" if closest else " (see the settings table in docs/operations/configuration.md)"

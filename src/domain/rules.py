@@ -1,6 +1,6 @@
 """Deduplication rules: what counts as the same event, and for how long.
 
-Semantics (the contract every engine meets; the README repeats it):
+Semantics (the contract every engine meets; docs/semantics.md explains it):
 
 * Keys are scoped to their rule: the state key is the rule's name plus the values of its
   ``key_fields`` (``uniqueValue`` by default), so the same ``uniqueValue`` under two types

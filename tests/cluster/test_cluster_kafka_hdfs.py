@@ -1,5 +1,5 @@
 """Kafka → the Spark engine on the standalone cluster → Kafka, its checkpoint on HDFS, started
-the way the README tells a user: ``spark-submit --master spark://… --jars …`` of the entrypoint,
+the way docs/engines/spark.md tells a user: ``spark-submit --master spark://… --jars …`` of the entrypoint,
 in client mode (the project's code reaches the executors as the session ships it)."""
 
 from __future__ import annotations

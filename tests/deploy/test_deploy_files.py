@@ -423,7 +423,7 @@ def test_the_batch_duration_alert_and_panel_fire_above_the_trigger_the_deploymen
 
 def test_the_operations_guide_names_only_exported_metrics(exported):
     histograms = {m.exported for m in CATALOG.values() if m.kind == "histogram"}  # by their own name too
-    for doc in (c.DEPLOY / "README.md", K8S / "SIZING.md"):
+    for doc in (c.DEPLOY / "README.md", K8S / "SIZING.md", *sorted((c.DEPLOY.parent / "docs").rglob("*.md"))):
         named = set(re.findall(r"\bdedup_[a-z_]+\b", doc.read_text()))
         assert named - exported - histograms == set(), doc
 

@@ -82,11 +82,12 @@ def test_a_lease_left_unreadable_by_a_kill_is_taken_over_once_it_is_stale(spark,
 
     first = CheckpointLease(str(tmp_path / "checkpoint"), timeout=2)
     first.take(spark)
-    first._stopped.set()  # the holder dies without releasing
-    owner = first._path
-    lease_file = tmp_path / "checkpoint" / "streamdedup" / owner.name
-    assert (lease_file.parent / f".{owner.name}.crc").exists()
-    lease_file.write_text(lease_file.read_text().replace('"owner"', '"OWNER"'))  # the checksum no longer fits
+    lease_file = tmp_path / "checkpoint" / "streamdedup" / "owner"
+    left = lease_file.read_text()  # what the holder had written when it was killed
+    first.release()
+    HadoopPath.at(f"file://{lease_file}").write_text(left)  # its bytes and Hadoop's checksum, as it left them
+    assert (lease_file.parent / ".owner.crc").exists()
+    lease_file.write_text(left.replace('"owner"', '"OWNER"'))  # the checksum no longer fits
     os.utime(lease_file, (time.time() - 10, time.time() - 10))
 
     second = CheckpointLease(str(tmp_path / "checkpoint"), timeout=2)

@@ -8,7 +8,7 @@ key, reason, error class, attempts, source position and error text, but not the 
 
 Where the engines legitimately differ, the test says so: the memory engine reads a file
 (no key, position = file and line), and the Spark engine's parser words some errors its own
-way (``SPARK_ERRORS``, README "Dead letters").
+way (``SPARK_ERRORS``, docs/semantics.md "Dead letters").
 """
 
 from __future__ import annotations

@@ -124,11 +124,11 @@ def test_restart_continues_from_the_checkpoint(files):
     assert second.out_ids == ["r1", "r3"]
 
 
-def test_memory_state_provider_gives_the_same_verdicts(files):
+def test_the_hdfs_backed_state_provider_gives_the_same_verdicts(files):
     files.add(event("b1", "b", "APP", 100), event("b2", "b", "APP", 129), event("b3", "b", "APP", 130))
     files.add(event("c1", "c", "WEB", 100), event("c2", "c", "WEB", 699), event("c3", "c", "WEB", 700))
     files.add(event("c4", "c", "WEB", 1299), event("c5", "c", "WEB", 1300))
-    result = files.run(state_provider="memory")
+    result = files.run(state_provider="hdfs-backed")
     assert result.out_ids == ["b1", "b3", "c1", "c3", "c5"]
 
 

@@ -17,9 +17,8 @@ import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, ConfigResource
 
-from adapters.spark.output import writers as batch_writers
+from adapters.spark.output.executor_writer import FAULT_SETTING
 from adapters.spark.engine import SparkEngine, build_spark_engine
-from adapters.spark.runtime.session import connector_jars
 from adapters.kafka.config import KafkaEndpoint
 from adapters.spark.checkpoint.logs import Checkpoint
 from adapters.spark.checkpoint.identity import legacy_transactional_id, resolve_identity
@@ -208,11 +207,11 @@ def test_a_checkpoint_created_anew_at_the_same_location_is_a_new_query(kafka_spa
     assert out == Counter({value: 2 * n for value, n in Counter(reference(records).emitted).items()})
 
 
-def test_at_least_once_writes_both_outputs_in_one_kafka_write(kafka_spark, kafka_bootstrap, topics, tmp_path):
+def test_at_least_once_writes_every_unique_event_and_dead_letter_and_counts_each_once(kafka_spark, kafka_bootstrap,
+                                                                                      topics, tmp_path):
     records, expected = generate(StreamSpec(uniques=600, seed=7))
     produce(kafka_bootstrap, topics["in"], records)
     spark_engine = engine(kafka_spark, kafka_bootstrap, topics, tmp_path / "checkpoint", "at-least-once", per_batch=400)
-    assert spark_engine.writer.reads == 1
     counts = spark_engine.run(available_now=True).as_dict()
     want = reference(records)
     assert Counter(m.value for m in read_topic(kafka_bootstrap, topics["out"])) == Counter(want.emitted)
@@ -221,26 +220,22 @@ def test_at_least_once_writes_both_outputs_in_one_kafka_write(kafka_spark, kafka
         {k: expected.as_accounting()[k] for k in ("in", "out", "duplicates", "dead_lettered")}
 
 
-def test_a_retried_single_kafka_write_counts_each_record_once(kafka_spark, kafka_bootstrap, topics, tmp_path,
-                                                              monkeypatch):
+def test_a_write_retried_after_its_records_were_sent_counts_each_record_once(kafka_spark, kafka_bootstrap, topics,
+                                                                            tmp_path):
     records, expected = generate(StreamSpec(uniques=600, seed=8))
     produce(kafka_bootstrap, topics["in"], records)
-    real_write, failed = batch_writers.write_from_executors, []
-
-    def fail_once_after_writing(batch, batch_id, *writers):
-        real_write(batch, batch_id, *writers)  # the plan ran and its rows were counted: then the write "fails"
-        if not failed:
-            failed.append(batch_id)
-            raise RuntimeError("the broker went away")
-
-    monkeypatch.setattr(batch_writers, "write_from_executors", fail_once_after_writing)
     spark_engine = engine(kafka_spark, kafka_bootstrap, topics, tmp_path / "checkpoint", "at-least-once", per_batch=400,
                           policies=Policies.from_strings({"transient": "retry(attempts=2,backoff=fixed,delay=0)>fail"}))
-    counts = spark_engine.run(available_now=True).as_dict()
-    assert failed == [0]
+    kafka_spark.conf.set(FAULT_SETTING, "fail-after-commit:0:0")  # batch 0's task 0 dies once after sending its records
+    try:
+        counts = spark_engine.run(available_now=True).as_dict()
+    finally:
+        kafka_spark.conf.unset(FAULT_SETTING)
     assert {k: counts[k] for k in ("in", "out", "duplicates", "dead_lettered")} == \
         {k: expected.as_accounting()[k] for k in ("in", "out", "duplicates", "dead_lettered")}
-    assert set(m.value for m in read_topic(kafka_bootstrap, topics["out"])) == set(reference(records).emitted)
+    out = Counter(m.value for m in read_topic(kafka_bootstrap, topics["out"]))
+    assert set(out) == set(reference(records).emitted)
+    assert sum(out.values()) > len(reference(records).emitted)  # the retry wrote task 0's records again
 
 
 def upstream_transactions(bootstrap: str, topic: str, aborted: list[bytes], committed: list[bytes]) -> None:

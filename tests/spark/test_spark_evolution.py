@@ -114,7 +114,7 @@ def test_a_migration_moves_the_memory_to_another_state_store_format(stream, spar
     # v1 kept its state in the HDFS-backed store (delta/snapshot files), v2 keeps it in RocksDB:
     # the state data source reads the old format, the new one is written from scratch
     stream.add(event("w1", "w", "WEB", 0), event("a1", "a", "APP", 0))
-    stream.run_version(V1, "v1", "out-v1", provider="memory")
+    stream.run_version(V1, "v1", "out-v1", provider="hdfs-backed")
     migrate(spark, plan_migration(spark, stream.checkpoint("v1"), stream.checkpoint("v2"), V2))
     stream.add(event("w2", "w", "WEB", 30), event("a2", "a", "APP", 5), event("n1", "n", "WEB", 30))
     counts, ids = stream.run_version(V2, "v2", "out-v2", provider="rocksdb")
@@ -125,7 +125,7 @@ def test_a_migration_moves_the_memory_to_another_state_store_format(stream, spar
 
 def test_changing_the_provider_alone_does_not_take_effect_and_says_so(stream, caplog):
     stream.add(event("w1", "w", "WEB", 0))
-    stream.run_version(V1, "v1", "out", provider="memory")
+    stream.run_version(V1, "v1", "out", provider="hdfs-backed")
     stream.add(event("w2", "w", "WEB", 30))
     with caplog.at_level(logging.WARNING, logger="adapters.spark.checkpoint.migration"):
         counts, _ = stream.run_version(V1, "v1", "out", provider="rocksdb")

@@ -32,7 +32,7 @@ ACCOUNTED = ("in", "out", "duplicates", "dead_lettered")
 
 
 # The HDFS client's wait before it asks again whether a file it closed is complete (400 ms by
-# default, doubling): a small checkpoint file is then written in ~90 ms instead of ~310 (deploy/README.md).
+# default, doubling): a small checkpoint file is then written in ~90 ms instead of ~310 (docs/operations/checkpoints.md).
 CLIENT_CONF = {"dfs.client.block.write.locateFollowingBlock.initial.delay.ms": "50",
                "dfs.client.block.write.locateFollowingBlock.retries": "10"}
 

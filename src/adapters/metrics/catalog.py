@@ -2,7 +2,8 @@
 
 The engines report through ``domain.ports.Metrics`` with the accounting's names
 (``Accounting.as_dict``) and their figures; this table is the one place that says how each is
-exported. The README's metric reference is tested against it.
+exported. The README's metric reference (included in docs/operations/metrics-and-alerts.md) is tested
+against it.
 """
 
 from __future__ import annotations

@@ -39,10 +39,9 @@ import threading
 import time
 import uuid
 
-from adapters.spark.errors import CheckpointInUse
-from adapters.spark.checkpoint.logs import Checkpoint
 from adapters.spark.checkpoint.hadoop_files import HadoopPath
-from adapters.spark.errors import CorruptFile
+from adapters.spark.checkpoint.logs import Checkpoint
+from adapters.spark.errors import CheckpointInUse, CorruptFile
 from domain.errors import DedupError
 
 log = logging.getLogger(__name__)

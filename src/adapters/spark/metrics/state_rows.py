@@ -1,7 +1,7 @@
 """The state-rows gauge when RocksDB does not count its rows: the operator counts them.
 
 RocksDB's own count (``trackTotalNumberOfRows``) reads every key before writing it, 14–24% of
-the Kafka → Kafka rate at 10 M keys (docs/spark-design.md), so the engine turns it
+the Kafka → Kafka rate at 10 M keys (docs/design/measurements.md), so the engine turns it
 off and ``WindowDedup`` counts the keys it creates and removes instead (``StateRowCount``, a
 Spark accumulator: replayed micro-batches replace their own count, never add to it).
 

@@ -12,7 +12,7 @@ field by field.
 The Spark engine dead-letters invalid and late records only, each once: ``error_class`` is
 ``invalid`` and ``attempts`` 1; ``time`` is ``current_timestamp()`` of the micro-batch's
 write (one instant per micro-batch). Its ``error`` texts for invalid records are its parser's own
-(README, "Dead letters").
+(docs/semantics.md, "Dead letters").
 """
 
 from __future__ import annotations

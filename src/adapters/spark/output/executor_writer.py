@@ -12,7 +12,7 @@ is skipped. The driver collects one line per task, never the records.
 
 Why this is exactly-once: Spark commits a batch to its checkpoint only after
 ``foreachBatch`` returned, and replays an uncommitted batch with the same ``batch_id``
-(FACTS.md) and the same partitions: the judged batch comes out of the stateful operator's
+(Spark's MicroBatchExecution) and the same partitions: the judged batch comes out of the stateful operator's
 hash partitioning over ``spark.sql.shuffle.partitions`` (frozen in the checkpoint), and the
 same input offsets and state version give each partition the same rows. A task attempt's
 ``initTransactions`` fences every earlier producer of its id and completes or aborts what it
@@ -58,7 +58,7 @@ FAULT_SETTING = "spark.streamdedup.test.writerFault"  # a test's injected writer
 # both deliveries (the executor-side writer, with or without transactions; Spark's own writer for
 # dead letters on another cluster), measured one by one on the write alone
 # (bench/kafka_writer_bench.py: batch.size 1.6 ×, lz4 1.5 × and 2.4 × fewer bytes, linger.ms
-# nothing alone; deploy/README.md, "Kafka writers, the write alone"), and the transactions' timeouts.
+# nothing alone; docs/design/measurements.md, "Kafka writers, the write alone"), and the transactions' timeouts.
 BATCHING = {"linger.ms": "20", "batch.size": "262144", "compression.type": "lz4"}
 PRODUCER_DEFAULTS = {
     **BATCHING,

@@ -15,7 +15,7 @@ one line per task, never the records.
   written to Kafka again. JSONL directories (and dead letters on another Kafka cluster) are
   written by Spark's own writers (``output.spark_writer.BatchSink``), a directory replaced per batch.
   Spark's own Kafka writer is not used for the events' topic: written alone the two are level
-  (deploy/README.md, "Kafka writers, the write alone"), and one write path for both deliveries
+  (docs/design/measurements.md, "Kafka writers, the write alone"), and one write path for both deliveries
   keeps their producers, counts and failure handling the same.
 * ``ExactlyOnceWriter``: each task writes its partition in one Kafka transaction with a commit
   marker (``output.executor_writer``) under the checkpoint's transactional id (``identity``,
@@ -127,7 +127,7 @@ class ExactlyOnceWriter:
         after an upgrade from a version that committed whole batches, what it committed (``upgrade``)."""
         if spark.conf.get("spark.speculation", "false").strip().lower() == "true":
             raise SparkSetupError("kafka.delivery=exactly-once needs spark.speculation=false: a speculative copy of "
-                                  "a writing task would fence the task it copies (see deploy/README.md)")
+                                  "a writing task would fence the task it copies (see docs/delivery.md)")
         checkpoint = Checkpoint.at(self.checkpoint, spark)
         self.commits.ensure()
         identity = resolve_identity(checkpoint, self.checkpoint, self.transactional_id)

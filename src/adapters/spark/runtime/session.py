@@ -38,7 +38,7 @@ LOOPBACK = "127.0.0.1"
 LOG_CONF = Path(__file__).resolve().parent / "conf" / "log4j2.properties"
 STATE_PROVIDERS = {
     "rocksdb": "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
-    "memory": "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider",
+    "hdfs-backed": "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider",
 }
 
 TRACK_ROWS = "spark.sql.streaming.stateStore.rocksdb.trackTotalNumberOfRows"
@@ -74,7 +74,7 @@ DEFAULT_CONF = {
 
 def state_rows_tracked(spark: SparkSession, provider: str) -> bool:
     """Whether the state store counts its rows. RocksDB's count costs a read per write
-    (14–24% of the Kafka → Kafka rate at 10 M keys, docs/spark-design.md), so it is
+    (14–24% of the Kafka → Kafka rate at 10 M keys, docs/design/measurements.md), so it is
     off by default and the operator counts its keys instead (``state_rows``)."""
     return provider != "rocksdb" or spark.conf.get(TRACK_ROWS, DEFAULT_CONF[TRACK_ROWS]).strip().lower() != "false"
 
