@@ -64,7 +64,7 @@ def engine_plan(spark, args) -> DataFrame:
     records = rows.select(doc.cast("binary").alias("value"), F.lit(None).cast("binary").alias("kafka_key"),
                           F.lit("rate").alias("source"), F.lit(0).alias("partition"),
                           F.col("value").alias("offset"), F.col("value").alias("ord"))
-    return accounting_metrics(operator_plan(spark).judge(records))
+    return accounting_metrics(operator_plan(spark).with_verdicts(records))
 
 
 def operator_plan(spark) -> DedupPlan:

@@ -160,7 +160,8 @@ def run_engine(settings: Settings, progress: ProgressLine | None = None, config_
             progress.close()
         if server:
             server.stop()
-        container.state_store().close()
+        if settings.engine != "spark":  # the Spark engine's state is its checkpoint (or its executors' Redis)
+            container.state_store().close()
 
 
 def batch_listener(progress: ProgressLine | None, server: MetricsServer | None):

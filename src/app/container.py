@@ -94,6 +94,9 @@ def _state_store(uri: str, redis: RedisSettings | None = None) -> StateStore:
         return InMemoryStateStore(snapshot=uri.removeprefix("memory:"))
     if uri.startswith(REDIS_SCHEMES):
         return _redis_store(uri, redis)
+    if uri == CHECKPOINT:
+        raise UsageError("invalid setting state: 'checkpoint' is the spark engine's state, kept in its checkpoint; "
+                         "the memory and kafka engines keep theirs in memory, memory:SNAPSHOT_PATH or redis://…")
     raise UsageError(f"invalid setting state: {redact_uri(uri)!r} is not 'memory', 'memory:SNAPSHOT_PATH' or a "
                      "redis:// URL")
 

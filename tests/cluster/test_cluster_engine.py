@@ -66,9 +66,9 @@ def test_the_golden_scenarios_on_the_cluster(spark_cluster):
 
 
 def test_the_exactly_once_tests_on_the_cluster(spark_cluster):
-    """tests/spark/test_spark_eos.py with the session on the cluster: every output partition's
+    """tests/spark/output/test_spark_eos.py with the session on the cluster: every output partition's
     transaction is written by a task on an executor of its own (issue 19)."""
-    run = in_a_session_on(spark_cluster, "tests/spark/test_spark_eos.py")
+    run = in_a_session_on(spark_cluster, "tests/spark/output/test_spark_eos.py")
     summary = run.stdout.strip().splitlines()[-1]
     assert run.returncode == 0, run.stdout[-4000:]
     assert " passed" in summary and "skipped" not in summary, summary  # none skipped for want of the connector

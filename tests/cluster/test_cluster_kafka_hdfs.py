@@ -19,8 +19,8 @@ from adapters.spark.runtime.session import connector_jars
 from app.generator import StreamSpec, generate_parts
 from tests.integration.kafka_io import create_topics, unique
 from tests.integration.partitioned import spread
-from tests.spark.test_spark_app import COUNTS, assert_exact_output
-from tests.spark.test_spark_hdfs import CLIENT_CONF
+from tests.spark.runtime.test_spark_app import COUNTS, assert_exact_output
+from tests.spark.checkpoint.test_spark_hdfs import CLIENT_CONF
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.cluster]
 

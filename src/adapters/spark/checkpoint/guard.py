@@ -204,7 +204,7 @@ def _old_key(translations: dict[str, dict]) -> Column:
     for rule, t in translations.items():
         positions = [1 + t["new"].index(f) for f in t["old"]]
         old = join_escaped([F.lit(escape(rule)), *[parts.getItem(i) for i in positions]])
-        case = F.col("judge") & (parts.getItem(0) == escape(rule))
+        case = F.col("judged") & (parts.getItem(0) == escape(rule))
         column = F.when(case, old) if column is None else column.when(case, old)
     return F.lit(None).cast("string") if column is None else column
 

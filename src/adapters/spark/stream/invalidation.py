@@ -33,7 +33,7 @@ def notification_rows(notes: DataFrame, plan: DedupPlan) -> DataFrame:
     events = notes.where(F.get_json_object(text, "$.notification") == F.lit("INVALIDATE")) \
         .withColumn("value", F.get_json_object(text, "$.event").cast("binary"))
     rows = plan.operator_input(events)
-    return rows.where(F.col("judge")).withColumns({"ord": F.lit(FIRST), "invalidate": F.lit(True)})
+    return rows.where(F.col("judged")).withColumns({"ord": F.lit(FIRST), "invalidate": F.lit(True)})
 
 
 def with_notifications(notes: DataFrame, plan: DedupPlan, then: Hook | None = None) -> Hook:

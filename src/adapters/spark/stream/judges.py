@@ -1,7 +1,7 @@
 """The judge that runs inside the streaming plan.
 
 ``OperatorJudge`` is the ``parts.Judge`` whose verdicts come out of the stream itself: the
-JVM operator (``DedupPlan.judge``) with its state in the checkpoint, the writer's route
+JVM operator (``DedupPlan.with_verdicts``) with its state in the checkpoint, the writer's route
 applied once in the plan, and the plan's ``observe`` counting every row. Spark commits the
 operator's state with the batch, and the operator collects the batch's newest times
 (``stream.watermarks``), so nothing is left to settle after the write.
@@ -28,7 +28,7 @@ class OperatorJudge:
     state_in_checkpoint = True
 
     def stream(self, plan: DedupPlan, records: DataFrame, route: Route) -> DataFrame:
-        return accounting_metrics(route(plan.judge(records)), plan.rules.rules)
+        return accounting_metrics(route(plan.with_verdicts(records)), plan.rules.rules)
 
     @contextmanager
     def judge(self, batch: DataFrame, batch_id: int, reads: int, tools: BatchTools) -> Iterator[JudgedBatch]:

@@ -1,6 +1,6 @@
 """Calls of the engine's JVM code from a plan: the stateful operator and its helpers.
 
-``judge`` applies ``WindowDedup`` (the domain's judgement as a ``flatMapGroupsWithState``
+``apply_operator`` applies ``WindowDedup`` (the domain's judgement as a ``flatMapGroupsWithState``
 function, per key inside the JVM); ``running_newest`` gives each row its partition's newest
 rule time so far (``RunningNewest``); ``state_row_counter`` is the accumulator through which
 the operator counts the keys it creates and removes (``metrics.state_rows`` turns it into a
@@ -9,7 +9,7 @@ gauge). The jar holding these classes is built by ``runtime.jars``.
 
 from __future__ import annotations
 
-__all__ = ["judge", "running_newest", "state_row_counter"]
+__all__ = ["apply_operator", "running_newest", "state_row_counter"]
 
 
 def state_row_counter(spark):
@@ -18,7 +18,7 @@ def state_row_counter(spark):
     spark.sparkContext._jsc.sc().register(counter, "streamdedup.state_rows")
     return counter
 
-def judge(df, key_column: str, idle_timeout_ms: int, state_rows, horizons, newest):
+def apply_operator(df, key_column: str, idle_timeout_ms: int, state_rows, horizons, newest):
     """Apply the JVM operator to ``df`` (a streaming DataFrame); returns ``df`` plus ``verdict``.
 
     ``df`` needs long columns ``t``, ``ord``, ``window``, ``lateness`` and string columns

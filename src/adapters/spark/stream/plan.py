@@ -6,7 +6,7 @@ chosen by its type); the judgement itself is one JVM ``flatMapGroupsWithState`` 
 here decides semantics: windows, lateness, key scoping and the unknown-type policy come
 from the RuleSet, and the operator implements ``domain.state.decide``.
 
-``judge(records)`` returns every input row once with ``verdict`` (the domain's
+``with_verdicts(records)`` returns every input row once with ``verdict`` (the domain's
 ``Verdict`` values: ``emit``, ``duplicate``, ``dead-letter``, or ``skip`` for invalid records
 under ``invalid=skip``), ``reason`` and ``passed`` (emitted without a rule). With Redis as the
 state, the stream stops at ``state_input`` and each micro-batch is judged by
@@ -22,7 +22,7 @@ from typing import Callable
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from adapters.spark.stream.operator import judge as operator_judge, running_newest
+from adapters.spark.stream.operator import apply_operator, running_newest
 from adapters.spark.stream.keys import key_column
 from adapters.spark.stream.parse import drop_work_columns, key_field_text, parse
 from domain.dedup import Verdict
@@ -56,7 +56,7 @@ class DedupPlan:
         names = {n for r in self.rules.rules.values() for n in r.key_fields if n not in standard}
         return tuple(sorted(names))
 
-    def judge(self, records: DataFrame) -> DataFrame:
+    def with_verdicts(self, records: DataFrame) -> DataFrame:
         """Every row of ``records`` (columns ``RECORD_COLUMNS``) once, with its verdict.
 
         One path for all rows: the operator judges valid events with a rule and passes the
@@ -65,7 +65,7 @@ class DedupPlan:
         """
         timeout = 1000 * max(self.rules.max_retention, 1)
         marks = self.watermarks
-        judged = operator_judge(self.state_input(records), "key", timeout, self.state_rows, marks.horizons,
+        judged = apply_operator(self.state_input(records), "key", timeout, self.state_rows, marks.horizons,
                                 marks.newest)
         return self.verdicts(judged)
 
@@ -76,18 +76,18 @@ class DedupPlan:
 
     def operator_input(self, records: DataFrame) -> DataFrame:
         """Records → one row per record with its rule's columns: ``key``, ``t``, ``window``,
-        ``lateness``, ``judge`` (a valid event with a rule), ``rule`` and ``lane`` (the source
+        ``lateness``, ``judged`` (a valid event with a rule: the state judges it), ``rule`` and ``lane`` (the source
         partition its watermark counts it in: ``topic:partition``, or ``files`` for every file
         of a directory, which are one stream read in order), ``seen`` (the newest time of the
         rule in the row's input partition so far, ``stream.operator.running_newest``), ``reason``/``detail``."""
         annotated = self.annotate(parse(records, self.extra_fields))
-        judge = F.col("reason").isNull() & F.col("ruled")
+        judged = F.col("reason").isNull() & F.col("ruled")
         spread = F.concat(F.lit("\u0000"), F.pmod(F.col("ord"), F.lit(PASS_GROUPS)).cast("string"))
         lane = F.when(F.col("source").contains("/"), F.lit("files")) \
             .otherwise(F.concat_ws(":", F.col("source"), F.col("partition").cast("string")))
         rows = annotated.select(*RECORD_COLUMNS, "reason", "detail", "t", "ts", "window", "lateness",
-                                judge.alias("judge"), F.when(judge, F.col("key")).otherwise(spread).alias("key"),
-                                F.when(judge, F.col("type")).alias("rule"), lane.alias("lane"))
+                                judged.alias("judged"), F.when(judged, F.col("key")).otherwise(spread).alias("key"),
+                                F.when(judged, F.col("type")).alias("rule"), lane.alias("lane"))
         return running_newest(rows)
 
     def verdicts(self, judged: DataFrame) -> DataFrame:

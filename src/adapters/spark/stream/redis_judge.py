@@ -2,7 +2,7 @@
 
 Instead of the stateful JVM operator, each micro-batch is judged against Redis inside
 ``foreachBatch``: the batch's operator-input rows (``DedupPlan.state_input``: key, t, window,
-lateness, judge, ord, and ``invalidate`` for notifications) are partitioned by key and
+lateness, judged, ord, and ``invalidate`` for notifications) are partitioned by key and
 sorted by arrival order, and each partition runs one ``mapInArrow`` task that, per Arrow
 batch, first forgets the keys of INVALIDATE notifications, then sends all its claims to
 ``RedisStateStore.check_and_set_many`` (the domain's decision in Lua, pipelined in
@@ -29,14 +29,13 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import StringType, StructField, StructType
 
-from adapters.spark.parts import BatchTools, Route
-from adapters.spark.stream.judges import JudgedBatch
+from adapters.spark.parts import BatchTools, JudgedBatch, Route
 from adapters.spark.stream.plan import DedupPlan
 from domain.state import NO_WATERMARK, Claim
 
 
 @dataclass(frozen=True)
-class PartitionJudge:
+class RedisPartitionClaims:
     """The ``mapInArrow`` function: judges one partition's Arrow batches against Redis."""
 
     url: str
@@ -50,20 +49,20 @@ class PartitionJudge:
         store = RedisStateStore(self.url, key_prefix=self.prefix)
         try:
             for batch in batches:
-                yield self.judge(store, batch)
+                yield self.claim_batch(store, batch)
         finally:
             store.close()
 
-    def judge(self, store, batch):
+    def claim_batch(self, store, batch):
         import pyarrow as pa
 
         rows = batch.to_pylist()
         verdicts = ["pass"] * len(rows)
         for i, row in enumerate(rows):
-            if row.get("invalidate") and row["judge"]:
+            if row.get("invalidate") and row["judged"]:
                 store.invalidate(row["key"])
                 verdicts[i] = "invalidated"
-        claimed = [i for i, row in enumerate(rows) if row["judge"] and not row.get("invalidate")]
+        claimed = [i for i, row in enumerate(rows) if row["judged"] and not row.get("invalidate")]
         claims = []
         for i in list(claimed):
             claim = self.claim(rows[i])
@@ -116,7 +115,7 @@ class RedisBatchJudge:
 
     def newest_times(self, rows: DataFrame) -> list[tuple[str, str, int]]:
         """The newest time judged per rule and partition in the batch (``rows``, cached)."""
-        events = F.col("judge") & F.col("rule").isNotNull()
+        events = F.col("judged") & F.col("rule").isNotNull()
         if "invalidate" in rows.columns:
             events &= ~F.col("invalidate")
         judged = rows.where(events)
@@ -125,7 +124,7 @@ class RedisBatchJudge:
 
     def judged_rows(self, rows: DataFrame, marks) -> DataFrame:
         """``rows`` plus ``verdict`` (emit, duplicate, late, pass or invalidated), like the JVM operator's."""
-        function = PartitionJudge(self.url, self.prefix, dict(marks.used["watermarks"]), dict(marks.used["newest"]))
+        function = RedisPartitionClaims(self.url, self.prefix, dict(marks.used["watermarks"]), dict(marks.used["newest"]))
         schema = StructType([*rows.schema.fields, StructField("verdict", StringType(), False)])
         ordered = rows.repartition(self.partitions, "key").sortWithinPartitions("key", "ord")
         return ordered.mapInArrow(function, schema)

@@ -21,7 +21,7 @@ import org.apache.spark.sql.api.java.UDF1;
  * a required field, a duplicated required field, unusual numbers) is left to the strict path.
  */
 public final class PlainEvent implements UDF1<byte[], Row> {
-    /** domain.events.MAX_TIMESTAMP (tests/spark/test_parse.py pins both sides of it). */
+    /** domain.events.MAX_TIMESTAMP (tests/spark/stream/test_parse.py pins both sides of it). */
     public static final long MAX_TIMESTAMP = 253_402_300_799L;
     public static final int MAX_DEPTH = 64;
     /** Python's int() refuses longer digit strings (sys.int_max_str_digits); json.loads then fails. */

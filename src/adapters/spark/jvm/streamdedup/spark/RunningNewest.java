@@ -20,12 +20,12 @@ import org.apache.spark.sql.types.StructType;
  * the record, so lateness is judged record by record, as the in-process engines do.
  */
 public final class RunningNewest implements MapPartitionsFunction<Row, Row> {
-    private final int tIdx, ruleIdx, judgeIdx;
+    private final int tIdx, ruleIdx, judgedIdx;
 
     private RunningNewest(StructType schema) {
         this.tIdx = schema.fieldIndex("t");
         this.ruleIdx = schema.fieldIndex("rule");
-        this.judgeIdx = schema.fieldIndex("judge");
+        this.judgedIdx = schema.fieldIndex("judged");
     }
 
     /** {@code in} (columns t, rule, judge; rows in source order within each partition) plus {@code seen}. */
@@ -47,7 +47,7 @@ public final class RunningNewest implements MapPartitionsFunction<Row, Row> {
             public Row next() {
                 Row row = rows.next();
                 Long seen = null;
-                if (row.getBoolean(judgeIdx) && !row.isNullAt(ruleIdx) && !row.isNullAt(tIdx)) {
+                if (row.getBoolean(judgedIdx) && !row.isNullAt(ruleIdx) && !row.isNullAt(tIdx)) {
                     seen = newest.merge(row.getString(ruleIdx), row.getLong(tIdx), Math::max);
                 }
                 Object[] values = new Object[row.length() + 1];

@@ -32,7 +32,7 @@ import org.apache.spark.sql.types.StructType;
  * the row's partition showed earlier in the same batch.
  *
  * Input rows carry their rule: long columns t (s), ord, window (s) and lateness (s), string
- * columns {@code rule} and {@code lane} (the source partition), and a boolean {@code judge}. Rows with judge = false (invalid, or without a rule) are passed
+ * columns {@code rule} and {@code lane} (the source partition), and a boolean {@code judged}. Rows with judged = false (invalid, or without a rule) are passed
  * through untouched with verdict {@code pass} and never touch the state. Every input row
  * comes out exactly once with a {@code verdict}: emit, duplicate, late or pass.
  * Idle keys wake on a processing-time timeout and are removed once their rule's watermark
@@ -58,7 +58,7 @@ public final class WindowDedup implements FlatMapGroupsWithStateFunction<String,
     public static final String PASS = "pass";
     public static final String INVALIDATED = "invalidated";
 
-    private final int tIdx, ordIdx, windowIdx, latenessIdx, judgeIdx, fallbackIdx, fallbackRetentionIdx, invalidateIdx;
+    private final int tIdx, ordIdx, windowIdx, latenessIdx, judgedIdx, fallbackIdx, fallbackRetentionIdx, invalidateIdx;
     private final int watermarkFloorIdx, ruleIdx, laneIdx, seenIdx;
     private final long idleTimeoutMs;
     private final StateRowCount stateRows;
@@ -71,7 +71,7 @@ public final class WindowDedup implements FlatMapGroupsWithStateFunction<String,
         this.ordIdx = schema.fieldIndex("ord");
         this.windowIdx = schema.fieldIndex("window");
         this.latenessIdx = schema.fieldIndex("lateness");
-        this.judgeIdx = schema.fieldIndex("judge");
+        this.judgedIdx = schema.fieldIndex("judged");
         this.ruleIdx = schema.fieldIndex("rule");
         this.laneIdx = schema.fieldIndex("lane");
         this.seenIdx = names(schema).indexOf("seen");
@@ -111,7 +111,7 @@ public final class WindowDedup implements FlatMapGroupsWithStateFunction<String,
         List<Row> batch = new ArrayList<>();
         List<Row> out = new ArrayList<>();
         rows.forEachRemaining(row -> {
-            if (row.getBoolean(judgeIdx)) batch.add(row); else out.add(withVerdict(row, PASS));
+            if (row.getBoolean(judgedIdx)) batch.add(row); else out.add(withVerdict(row, PASS));
         });
         if (batch.isEmpty()) return out.iterator();
         batch.sort(Comparator.comparingLong(r -> r.getLong(ordIdx)));

@@ -31,11 +31,11 @@ from deploy.local.services import find_free_port
 from domain.policies import Policies
 from domain.rules import RuleSet
 from tests.integration.kafka_io import create_topics, unique
-from tests.spark.test_spark_evolution import event, tree_digest
+from tests.spark.checkpoint.test_spark_evolution import event, tree_digest
 
 pytestmark = pytest.mark.spark
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def dedup_process(*args: str, cwd: Path, **env: str) -> subprocess.CompletedProcess:

@@ -23,9 +23,9 @@ from app.cli import main
 from app.generator import StreamSpec, generate_parts
 from domain.migration import IncompatibleState
 from tests.integration.kafka_io import create_topics, produce, unique
-from tests.spark.test_spark_app import assert_exact_output
-from tests.spark.test_spark_eos import markers
-from tests.spark.test_spark_evolution import V1, V2, Stream, event
+from tests.spark.runtime.test_spark_app import assert_exact_output
+from tests.spark.output.test_spark_eos import markers
+from tests.spark.checkpoint.test_spark_evolution import V1, V2, Stream, event
 
 pytestmark = pytest.mark.spark
 ACCOUNTED = ("in", "out", "duplicates", "dead_lettered")

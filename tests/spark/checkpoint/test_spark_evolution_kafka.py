@@ -19,8 +19,8 @@ from app.generator import StreamSpec, generate
 from domain.policies import Policies
 from tests.integration.kafka_io import create_topics, produce, read_topic, unique
 from tests.integration.streams import reference
-from tests.spark.test_spark_eos import crash_before_checkpoint_commit, engine, topics  # noqa: F401
-from tests.spark.test_spark_evolution import V1, V2, event
+from tests.spark.output.test_spark_eos import crash_before_checkpoint_commit, engine, topics  # noqa: F401
+from tests.spark.checkpoint.test_spark_evolution import V1, V2, event
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka]
 

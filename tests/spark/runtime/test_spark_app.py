@@ -32,7 +32,7 @@ from tests.integration.streams import reference
 
 pytestmark = pytest.mark.spark
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 COUNTS = ("in", "out", "duplicates", "dead_lettered", "late", "invalid", "passed_through", "skipped")
 
 
