@@ -72,7 +72,7 @@ def operator_plan(spark) -> DedupPlan:
     package = spark._jvm.streamdedup.spark
     newest = package.NewestTimes()
     spark.sparkContext._jsc.sc().register(newest, "streamdedup.newest_times")
-    marks = SimpleNamespace(horizons=package.RuleHorizons(), newest=newest)
+    marks = SimpleNamespace(horizons=package.RuleHorizons.none(), newest=newest)
     return DedupPlan(RuleSet(), state_rows=state_row_counter(spark), watermarks=marks)
 
 

@@ -13,6 +13,7 @@ import json
 from collections import Counter
 
 import pytest
+from pyspark.sql import functions as F
 
 from adapters.spark.errors import SparkSetupError
 from adapters.spark.output.writers import writer_for
@@ -110,3 +111,18 @@ def test_exactly_once_refuses_outputs_one_transaction_cannot_span(topics, kafka_
         with pytest.raises(SparkSetupError, match="exactly-once") as refused:
             writer_for(*outputs, "exactly-once", "/c")
         assert named in str(refused.value) and "\n" not in str(refused.value)
+
+
+def test_a_replayed_batch_judged_otherwise_than_its_committed_output_fails_the_write(kafka_spark, kafka_bootstrap,
+                                                                                      topics, tmp_path):
+    writer = writer_for(topics["uri"]["out"], topics["uri"]["dlq"], "exactly-once", str(tmp_path / "checkpoint"))
+    writer.open(kafka_spark)
+    try:
+        writer.write(judged_batch(kafka_spark).coalesce(1), 0)
+        otherwise = judged_batch(kafka_spark).coalesce(1).withColumn("verdict", F.lit("duplicate"))
+        with pytest.raises(Exception, match="does not match the output committed to Kafka"):
+            writer.write(otherwise, 0)  # batch 0 again, every row now a duplicate
+        writer.write(judged_batch(kafka_spark).coalesce(1), 0)  # judged as before: skipped, nothing written twice
+    finally:
+        writer.close()
+    assert committed(kafka_bootstrap, topics["out"]) == Counter(EMITTED)

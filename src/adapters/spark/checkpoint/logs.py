@@ -56,8 +56,13 @@ class Checkpoint:
 
     def source_offsets(self, batch: int) -> list[str]:
         """The end offsets of ``batch``, one JSON text per source (as the query's sources wrote them)."""
+        return self.offsets(batch).sources
+
+    def offsets(self, batch: int) -> "OffsetEntry":
+        """``offsets/N``: what Spark fixed for micro-batch ``batch`` before running it."""
         lines = (self.path / "offsets" / str(batch)).read_text().splitlines()
-        return [line for line in lines[2:] if line.strip()]
+        metadata = json.loads(lines[1]) if len(lines) > 1 else {}
+        return OffsetEntry(int(metadata.get("batchTimestampMs", 0)), [line for line in lines[2:] if line.strip()])
 
     def recorded_conf(self) -> dict[str, str]:
         """The SQL settings Spark recorded with the last batch and restores on restart (e.g. the state provider)."""
@@ -94,6 +99,14 @@ class Checkpoint:
 
     def total_bytes(self) -> int:
         return self.path.total_bytes()
+
+
+@dataclass(frozen=True)
+class OffsetEntry:
+    """One micro-batch's entry of Spark's offset log, the same for every run of that batch."""
+
+    timestamp_ms: int  # batchTimestampMs: the batch's processing time, as its tasks see it
+    sources: list[str]  # the end offsets, one JSON text per source
 
 
 def _last_batch(directory: HadoopPath) -> int | None:

@@ -8,7 +8,10 @@ ahead of the others, declare everything else late. The engine does not use it. I
 * Before micro-batch N runs, ``prepare(N)`` puts into the operator's ``RuleHorizons`` what
   N is judged against (each rule's watermark, each rule and partition's newest time, from
   batches before N) and first writes it to the checkpoint (``streamdedup/watermarks/N.json``),
-  so a replay of N is judged against the same values whatever the wall clock says.
+  so a replay of N is judged against the same values whatever the wall clock says. The table
+  is kept under N's timestamp in Spark's offset log, which every task of N reads from its
+  ``GroupState``: a task of N recomputed at any moment (a lost executor's partitions, a
+  resubmitted stage, a retried write) takes N's table, never a later one.
 * While N runs, the operator collects the newest time it judged per rule and partition
   (``NewestTimes``; with Redis state the judge computes them); ``advance(N)`` folds them in
   after N's output is written and records the result in the same file.
@@ -23,7 +26,7 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass, field
-from adapters.spark.checkpoint.logs import Checkpoint
+from adapters.spark.checkpoint.logs import Checkpoint, OffsetEntry
 from adapters.spark.checkpoint.hadoop_files import HadoopPath
 from domain.watermarks import Watermarks
 
@@ -36,7 +39,7 @@ class BatchWatermarks:
     marks: Watermarks
     horizons: object  # the JVM RuleHorizons the operator reads
     newest: object  # the JVM NewestTimes accumulator the operator fills
-    checkpoint: Checkpoint | None = None
+    checkpoint: Checkpoint
     topic: str | None = None  # the Kafka topic whose partitions hold the watermarks back
     used: dict = field(default_factory=dict)  # the batch's table, as judged (rule → watermark, (rule, lane) → newest)
 
@@ -51,11 +54,12 @@ class BatchWatermarks:
 
     def prepare(self, batch_id: int) -> None:
         """Set what micro-batch ``batch_id`` is judged against (the same on a replay)."""
+        entry = self.checkpoint.offsets(batch_id)
         saved = self._read(batch_id)
         if saved is not None and "use" in saved:
             watermarks, newest = saved["use"]["watermarks"], saved["use"]["newest"]
         else:
-            partitions = self._partitions(batch_id)
+            partitions = self._partitions(entry)
             if partitions is not None:
                 self.marks.expect(partitions, time.time())
             table = self.marks.table(time.time())
@@ -64,7 +68,7 @@ class BatchWatermarks:
         self.used = {"watermarks": watermarks, "newest": {(rule, lane): t for rule, lane, t in newest}}
         lines = [f"{rule}\t{mark}" for rule, mark in watermarks.items()]
         lines += [f"{rule}\t{lane}\t{t}" for rule, lane, t in newest]
-        self.horizons.load("\n".join(lines))
+        self.horizons.load(entry.timestamp_ms, "\n".join(lines))
         self.newest.reset()
 
     def highest(self) -> int | None:
@@ -83,36 +87,31 @@ class BatchWatermarks:
         self._write(batch_id, {**saved, "after": self.marks.to_document()})
         self._forget_before(batch_id - KEPT_FILES)
 
-    def _partitions(self, batch_id: int) -> list[str] | None:
-        if self.checkpoint is None or self.topic is None:
+    def _partitions(self, entry: OffsetEntry) -> list[str] | None:
+        if self.topic is None:
             return None
         try:
-            offsets = [json.loads(line) for line in self.checkpoint.source_offsets(batch_id)]
-        except (OSError, ValueError):
+            offsets = [json.loads(line) for line in entry.sources]
+        except ValueError:
             return None
         return [f"{self.topic}:{p}" for source in offsets if isinstance(source, dict)
                 for p in source.get(self.topic, {})] or None
 
-    def _file(self, batch_id: int) -> HadoopPath | None:
-        return None if self.checkpoint is None else self.checkpoint.ours / DIRECTORY / f"{batch_id}.json"
+    def _file(self, batch_id: int) -> HadoopPath:
+        return self.checkpoint.ours / DIRECTORY / f"{batch_id}.json"
 
     def _read(self, batch_id: int) -> dict | None:
-        path = self._file(batch_id)
         try:
-            return None if path is None else json.loads(path.read_text())
+            return json.loads(self._file(batch_id).read_text())
         except (OSError, ValueError):
             return None
 
     def _write(self, batch_id: int, document: dict) -> None:
         path = self._file(batch_id)
-        if path is None:
-            return
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(document))
 
     def _forget_before(self, batch_id: int) -> None:
-        if self.checkpoint is None:
-            return
         for path in (self.checkpoint.ours / DIRECTORY).glob("*.json"):
             if path.stem.isdigit() and int(path.stem) < batch_id:
                 path.unlink(missing_ok=True)

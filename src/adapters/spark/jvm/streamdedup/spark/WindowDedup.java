@@ -26,7 +26,9 @@ import org.apache.spark.sql.types.StructType;
  * when a live emission lies less than window away (|t - e| < window); otherwise emitted and
  * remembered. An emission is live while watermark < e + window + lateness. The horizon (per
  * rule and source partition) and the watermark (per rule) are the driver's, computed from the
- * earlier micro-batches ({@link RuleHorizons}, domain.watermarks) and fixed for a batch; the
+ * earlier micro-batches ({@link RuleHorizons}, domain.watermarks) and fixed for a batch: each
+ * task takes its own batch's table by the batch's timestamp, so a task recomputed at any
+ * moment judges as the first computation did; the
  * newest time judged per rule and partition goes to a {@link NewestTimes} for the next. An
  * optional long column {@code seen} ({@link RunningNewest}) raises the horizon to the newest time
  * the row's partition showed earlier in the same batch.
@@ -103,6 +105,7 @@ public final class WindowDedup implements FlatMapGroupsWithStateFunction<String,
 
     @Override
     public Iterator<Row> call(String key, Iterator<Row> rows, GroupState<Emissions> state) {
+        RuleHorizons.Table horizons = this.horizons.of(state.getCurrentProcessingTimeMs());
         if (state.hasTimedOut()) {
             long watermark = horizons.watermark(ruleOf(key));
             if (!keepLive(state, state.get().getTimes(), state.get().getRetention(), watermark)) counted(state, -1);

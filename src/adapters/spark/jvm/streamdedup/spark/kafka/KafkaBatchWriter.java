@@ -38,8 +38,14 @@ import org.apache.spark.unsafe.types.UTF8String;
  * consumer group {@code PREFIX-pN} on the marker topic's partition 0 with the same JSON as
  * metadata, the marker's one-lookup index. Before writing, a task reads that offset
  * (stable offsets only: the previous attempt's transaction was resolved by
- * {@code initTransactions}) and skips a partition whose batch is committed. Without a
- * prefix (at-least-once) the partition is sent by an idempotent producer and flushed.
+ * {@code initTransactions}) and does not write a partition whose batch is committed: it still
+ * reads the partition's rows, so the state the operator commits is this judgement's, and
+ * fails unless they count as the committed marker says ({@link Markers#requireSameCounts}):
+ * a recomputed batch that judged otherwise than the output already committed stops the
+ * query instead of passing unnoticed. A task of a retried attempt or of a resubmitted stage
+ * starts from a fresh producer, whose {@code initTransactions} ends what the attempt before
+ * left open. Without a prefix (at-least-once) the partition is sent by an idempotent
+ * producer and flushed.
  *
  * Each task returns one JSON line: its partition, whether it wrote or skipped, and how many
  * records it wrote per topic. The driver only collects these lines, never the records.
@@ -93,12 +99,17 @@ public final class KafkaBatchWriter implements FlatMapFunction<Iterator<Internal
         int partition = task.partitionId();
         Faults faults = new Faults(fault, batch, partition, task.stageAttemptNumber() + task.attemptNumber());
         String id = prefix == null ? null : prefix + "-p" + partition;
-        Producers.Lease lease = Producers.acquire(producerConfig, id, partition, task.attemptNumber() > 0);
+        boolean retried = task.attemptNumber() > 0 || task.stageAttemptNumber() > 0;
+        Producers.Lease lease = Producers.acquire(producerConfig, id, partition, retried);
         boolean healthy = false;
         try {
             String line;
-            if (id != null && Markers.committed(consumerConfig, markerTopic, id, queryId, batch)) {
-                line = outcome(partition, task.attemptNumber(), true, Collections.emptyMap());
+            OffsetAndMetadata marker = id == null ? null : Markers.committedMarker(consumerConfig, markerTopic, id,
+                    queryId, batch);
+            if (marker != null) {
+                Map<String, Long> recomputed = send(null, rows);
+                Markers.requireSameCounts(marker, batch, partition, recomputed);
+                line = outcome(partition, task.attemptNumber(), true, recomputed);
             } else {
                 Map<String, Long> counts = id == null ? send(lease.producer, rows)
                         : transaction(lease.producer, rows, id, partition, faults);
@@ -134,7 +145,8 @@ public final class KafkaBatchWriter implements FlatMapFunction<Iterator<Internal
     /**
      * Sends every row that has a topic, then flushes; the first failed delivery is raised.
      * Returns the rows counted: {@code in} (rows whose {@code input} is true), each {@code bucket},
-     * and {@code sent:TOPIC} per topic.
+     * and {@code sent:TOPIC} per topic. {@code producer} null: counts the rows, sends nothing (a
+     * partition committed before, judged again: reading its rows also commits its state).
      */
     private static Map<String, Long> send(KafkaProducer<byte[], byte[]> producer, Iterator<InternalRow> rows) {
         AtomicReference<Exception> failed = new AtomicReference<>();
@@ -153,14 +165,16 @@ public final class KafkaBatchWriter implements FlatMapFunction<Iterator<Internal
                 lastTopic = topicBytes.clone();
                 topic = lastTopic.toString();
             }
-            producer.send(new ProducerRecord<>(topic, null, row.isNullAt(1) ? null : row.getBinary(1),
-                            row.isNullAt(2) ? null : row.getBinary(2), headers(row)),
-                    (metadata, exception) -> {
-                        if (exception != null) failed.compareAndSet(null, exception);
-                    });
+            if (producer != null) {
+                producer.send(new ProducerRecord<>(topic, null, row.isNullAt(1) ? null : row.getBinary(1),
+                                row.isNullAt(2) ? null : row.getBinary(2), headers(row)),
+                        (metadata, exception) -> {
+                            if (exception != null) failed.compareAndSet(null, exception);
+                        });
+            }
             sent.add(topicBytes);
         }
-        producer.flush();
+        if (producer != null) producer.flush();
         if (failed.get() != null) {
             throw new KafkaWriteFailed("a record was not delivered: " + failed.get(), failed.get());
         }

@@ -26,15 +26,63 @@ import org.apache.kafka.common.serialization.ByteArrayDeserializer;
 final class Markers {
     static final Duration LOOKUP_TIMEOUT = Duration.ofSeconds(60);
     private static final Pattern QUERY_ID = Pattern.compile("\"query_id\":\\s*(null|\"([^\"]*)\")");
+    private static final Pattern COUNTS = Pattern.compile("\"counts\":\\{([^}]*)\\}");
+    private static final Pattern COUNT = Pattern.compile("\"((?:[^\"\\\\]|\\\\.)*)\":(-?\\d+)");
     private static final Map<String, KafkaConsumer<byte[], byte[]>> IDLE = new HashMap<>();
 
     private Markers() {
     }
 
-    /** True when {@code id}'s last marker is of {@code batch} or later, of the same query (or of none). */
-    static boolean committed(Map<String, String> consumerConfig, String topic, String id, String queryId, long batch) {
+    /** {@code id}'s last marker when it is of {@code batch} or later, of the same query (or of none); else null. */
+    static OffsetAndMetadata committedMarker(Map<String, String> consumerConfig, String topic, String id,
+                                             String queryId, long batch) {
         OffsetAndMetadata last = last(consumerConfig, topic, id);
-        return last != null && last.offset() >= batch + 1 && sameQuery(last.metadata(), queryId);
+        return last != null && last.offset() >= batch + 1 && sameQuery(last.metadata(), queryId) ? last : null;
+    }
+
+    /**
+     * Raises unless {@code recomputed} (a committed partition's rows, judged again) counts as the
+     * marker of {@code batch} says its committed output did. A marker of a later batch says
+     * nothing of this one's counts and is not compared.
+     */
+    static void requireSameCounts(OffsetAndMetadata marker, long batch, int partition, Map<String, Long> recomputed) {
+        if (marker.offset() != batch + 1 || marker.metadata() == null) return;
+        Map<String, Long> committed = counts(marker.metadata());
+        if (committed != null && !committed.equals(new TreeMap<>(recomputed))) {
+            throw new IllegalStateException("streamdedup: batch " + batch + ", partition " + partition
+                    + " judged again does not match the output committed to Kafka: committed " + committed
+                    + ", judged now " + new TreeMap<>(recomputed) + ". Verdicts must not change when Spark "
+                    + "recomputes a batch; the batch is not committed");
+        }
+    }
+
+    /** The {@code counts} of a marker's JSON, or null when it has none. */
+    static Map<String, Long> counts(String metadata) {
+        Matcher found = COUNTS.matcher(metadata);
+        if (!found.find()) return null;
+        Map<String, Long> counts = new TreeMap<>();
+        Matcher entry = COUNT.matcher(found.group(1));
+        while (entry.find()) counts.put(unquote(entry.group(1)), Long.parseLong(entry.group(2)));
+        return counts;
+    }
+
+    private static String unquote(String quoted) {
+        StringBuilder text = new StringBuilder();
+        for (int i = 0; i < quoted.length(); i++) {
+            char c = quoted.charAt(i);
+            if (c == '\\' && i + 1 < quoted.length()) {
+                char next = quoted.charAt(++i);
+                if (next == 'u' && i + 4 < quoted.length()) {
+                    text.append((char) Integer.parseInt(quoted.substring(i + 1, i + 5), 16));
+                    i += 4;
+                } else {
+                    text.append(next);
+                }
+            } else {
+                text.append(c);
+            }
+        }
+        return text.toString();
     }
 
     /** The last marker of {@code id}, or null. */
