@@ -5,7 +5,10 @@ executor's partitions, a resubmitted stage, a retried write. The driver moves on
 batches (the next batch's horizons are loaded before it runs), so a recomputation that took
 whatever the driver held last judged honest events ``late`` (issue 29). Here a writer reads
 each batch again after the driver has loaded another batch's horizons — far in the future,
-so a task that took them would find every event late — and the verdicts must not move.
+so a task that took them would find every event late — and the verdicts must not move: with
+the operator's state in the checkpoint, and with Redis as the state (where the batch is
+cached, so the writer drops the cache first: the claims are made again, and their owners
+make Redis grant what it granted before).
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ import json
 from collections import Counter
 
 import pytest
+import redis
 from pyspark.sql import functions as F
 
 pytestmark = pytest.mark.spark
@@ -36,8 +40,10 @@ class RecomputingWriter:
 
     def write(self, batch, batch_id: int) -> None:
         self.inner.write(batch, batch_id)
-        first = verdicts(batch)
-        self.engine.watermarks.horizons.load(-batch_id - 1, FUTURE)  # another batch's table, loaded last
+        first = verdicts(batch.unpersist(blocking=True))
+        marks = self.engine.watermarks  # the driver moves on to another batch's table
+        marks.horizons.load(-batch_id - 1, FUTURE)
+        marks.used = {"watermarks": {"APP": 9_999_999_999, "WEB": 9_999_999_999}, "newest": {}}
         self.verdicts.append((first, verdicts(batch)))
 
     def close(self) -> None:
@@ -53,12 +59,17 @@ def event(i: int, key: str, t: int, kind: str = "APP") -> dict:
     return {"id": f"e{i}", "uniqueValue": key, "type": kind, "timestamp": t}
 
 
-def test_a_batch_recomputed_after_the_driver_moved_on_is_judged_as_it_was_first(files):
+@pytest.mark.parametrize("state", ["checkpoint", "redis"])
+def test_a_batch_recomputed_after_the_driver_moved_on_is_judged_as_it_was_first(files, state, request):
     # 1. three batches in event-time order, each with repeats inside the window
     files.add(event(0, "a", T), event(1, "b", T + 1), event(2, "a", T + 2))
     files.add(event(3, "c", T + 10), event(4, "b", T + 11), event(5, "w", T + 12, "WEB"))
     files.add(event(6, "d", T + 20), event(7, "w", T + 21, "WEB"), event(8, "c", T + 22))
-    engine = files.engine()
+    if state == "redis":
+        redis_url = request.getfixturevalue("redis_url")
+        state = f"{redis_url.rsplit('/', 1)[0]}/14"  # a database of this test's own
+        redis.Redis.from_url(state).flushdb()
+    engine = files.engine(state=state)
     writer = engine.writer = RecomputingWriter(engine.writer, engine)
     engine.run(available_now=True)
     # 2. every recomputation agreed with the first computation, which judged nothing late

@@ -10,6 +10,8 @@ import java.util.concurrent.ConcurrentHashMap;
  * partition of one batch
  * (Spark setting {@code spark.streamdedup.test.writerFault}, never set in production):
  * {@code KIND:BATCH:PARTITION[,…]}, KIND one of
+ * {@code halt-at-start} / {@code stall-at-start} (the task's JVM dies, or the task hangs, as the
+ * write of its partition starts: before the stateful operator judged any of its rows),
  * {@code fail-before-commit} (the task dies mid-transaction: its records sent, the transaction
  * left open), {@code fail-after-commit} (the task dies after its commit, before Spark hears of
  * it), {@code halt-before-commit} / {@code halt-after-commit} (the whole JVM dies there: with
@@ -34,6 +36,10 @@ final class Faults {
             }
         }
         kind = found;
+    }
+
+    void atStart() {
+        strike("at-start");
     }
 
     void beforeCommit() {

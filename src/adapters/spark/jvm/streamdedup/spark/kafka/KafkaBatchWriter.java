@@ -98,6 +98,7 @@ public final class KafkaBatchWriter implements FlatMapFunction<Iterator<Internal
         TaskContext task = TaskContext.get();
         int partition = task.partitionId();
         Faults faults = new Faults(fault, batch, partition, task.stageAttemptNumber() + task.attemptNumber());
+        faults.atStart();
         String id = prefix == null ? null : prefix + "-p" + partition;
         boolean retried = task.attemptNumber() > 0 || task.stageAttemptNumber() > 0;
         Producers.Lease lease = Producers.acquire(producerConfig, id, partition, retried);
