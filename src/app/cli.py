@@ -79,7 +79,7 @@ def add_run(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--batch-size", type=int)
     parser.add_argument("--metrics-port", type=int, help="serve /metrics (Prometheus) and /health on this port")
     parser.add_argument("--master", help="the Spark engine's master: local[N] or spark://HOST:PORT (spark.master)")
-    parser.add_argument("--summary-json", type=Path, help="write the accounting counts here as JSON")
+    parser.add_argument("--summary-json", type=writable_file, help="write the accounting counts here as JSON")
     parser.add_argument("--no-progress", action="store_true", help="no live progress line on a terminal")
     parser.set_defaults(handler=cmd_run)
 
@@ -98,7 +98,7 @@ def add_generate(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--out", required=True, help="JSONL file to write, or kafka://HOST:PORT/TOPIC "
                                                       "(an existing topic; each record keyed by its uniqueValue)")
-    parser.add_argument("--expected-json", type=Path, help="write the expected accounting here")
+    parser.add_argument("--expected-json", type=writable_file, help="write the expected accounting here")
     parser.set_defaults(handler=cmd_generate)
 
 
@@ -116,6 +116,16 @@ def fraction(text: str) -> float:
     if not 0 <= value <= 1:
         raise argparse.ArgumentTypeError(f"must be a number from 0 to 1, got {text!r}")
     return value
+
+
+def writable_file(text: str) -> Path:
+    """A file a report is written to at the end: its directory must exist now, not after the run."""
+    path = Path(text)
+    if path.is_dir():
+        raise argparse.ArgumentTypeError(f"{text} is a directory; give a file path")
+    if not path.parent.is_dir():
+        raise argparse.ArgumentTypeError(f"the directory {path.parent} does not exist")
+    return path
 
 
 def cmd_run(args: argparse.Namespace) -> int:

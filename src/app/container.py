@@ -21,9 +21,11 @@ from adapters.metrics.prometheus import PrometheusMetrics
 from adapters.system import SystemClock
 from app.settings import (KafkaSettings, MigrationSettings, PolicySettings, RedisSettings, RuleSettings, Settings,
                           SparkSettings)
+from app.setting_names import env_name
 from app.uris import CHECKPOINT, REDIS_SCHEMES
 from domain.dead_letters import DEFAULT_MAX_BYTES
 from domain.dedup import Deduplicator
+from domain.errors import SetupError
 from domain.watermarks import Watermarks
 from domain.delivery import Delivery
 from domain.pipeline import BatchPipeline
@@ -130,12 +132,23 @@ def build_memory_engine(*, core: Deduplicator, metrics, source: str, sink: str, 
                         notifications: str | None, notifications_out: str | None,
                         batch_size: int, poll_timeout: float, dlq_max_bytes: int = DEFAULT_MAX_BYTES) -> InMemoryEngine:
     dlq_path = file_path(dlq or "file:dead-letters.jsonl", "dlq")
-    notes_in = JsonlNotificationSource(file_path(notifications, "notifications")) if notifications else None
-    notes_out = JsonlNotificationSink(file_path(notifications_out, "notifications_out")) if notifications_out else None
-    delivery = Delivery(core, JsonlSink(file_path(sink, "sink")), JsonlDeadLetterSink(dlq_path, dlq_max_bytes),
-                        notes_out)
-    return InMemoryEngine(BatchPipeline(core, JsonlSource(file_path(source, "source")), delivery, metrics,
-                                        notifications=notes_in, batch_size=batch_size, poll_timeout=poll_timeout))
+    notes_in = opened("notifications", JsonlNotificationSource, file_path(notifications, "notifications")) \
+        if notifications else None
+    notes_out = opened("notifications_out", JsonlNotificationSink, file_path(notifications_out, "notifications_out")) \
+        if notifications_out else None
+    delivery = Delivery(core, opened("sink", JsonlSink, file_path(sink, "sink")),
+                        opened("dlq", JsonlDeadLetterSink, dlq_path, dlq_max_bytes), notes_out)
+    source = opened("source", JsonlSource, file_path(source, "source"))
+    return InMemoryEngine(BatchPipeline(core, source, delivery, metrics, notifications=notes_in, batch_size=batch_size,
+                                        poll_timeout=poll_timeout))
+
+
+def opened(setting: str, adapter, *args):
+    """``adapter(*args)``, a file or stdio opened for ``setting``: what cannot be opened names the setting."""
+    try:
+        return adapter(*args)
+    except SetupError as exc:
+        raise UsageError(f"invalid setting {setting} ({env_name([setting])}): {exc}") from None
 
 
 def build_kafka_engine(*, core: Deduplicator, metrics, source: str, sink: str, dlq: str | None,

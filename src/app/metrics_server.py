@@ -14,6 +14,7 @@ ago the last report and the last record were.
 
 from __future__ import annotations
 
+import errno
 import json
 import threading
 import time
@@ -23,6 +24,9 @@ from prometheus_client import CONTENT_TYPE_LATEST
 
 from adapters.metrics.prometheus import PrometheusMetrics
 from domain.errors import SetupError
+
+_PORT_ERRORS = (errno.EADDRINUSE, errno.EACCES)  # the port is taken or privileged; anything else is the host's
+
 
 class MetricsServer:
     def __init__(self, metrics: PrometheusMetrics, port: int, host: str = "127.0.0.1", stall_after: float = 120):
@@ -34,8 +38,10 @@ class MetricsServer:
         try:
             self._server = ThreadingHTTPServer((host, port), self._handler())
         except OSError as exc:
-            raise SetupError(f"invalid setting metrics_port (DEDUP_METRICS_PORT, --metrics-port): cannot serve "
-                             f"metrics on {host}:{port}: {exc.strerror or exc}") from None
+            setting = "metrics_port (DEDUP_METRICS_PORT, --metrics-port)" if exc.errno in _PORT_ERRORS \
+                else "metrics_host (DEDUP_METRICS_HOST)"
+            raise SetupError(f"invalid setting {setting}: cannot serve metrics on {host}:{port}: "
+                             f"{exc.strerror or exc}") from None
         self.port = self._server.server_address[1]
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True, name="metrics-http")
 

@@ -71,6 +71,13 @@ class RuleSettings(_Strict):
     def _split(cls, value: Any) -> Any:
         return [f.strip() for f in value.split(",") if f.strip()] if isinstance(value, str) else value
 
+    @field_validator("key_fields")
+    @classmethod
+    def _named(cls, value: list[str]) -> list[str]:
+        if any(not field.strip() for field in value):
+            raise ValueError("a key field is the name of an event field, not empty")
+        return value
+
 
 class PolicySettings(_Strict):
     """One chain per error class (``domain.policies``); the defaults are the domain's."""
@@ -182,7 +189,7 @@ class Settings(BaseSettings):
     unknown_types: UnknownTypePolicy = UnknownTypePolicy.PASS
     policies: PolicySettings = Field(default_factory=PolicySettings)
     batch_size: int = Field(default=1000, ge=1, le=1_000_000)
-    poll_timeout: float = Field(default=0.5, gt=0)
+    poll_timeout: float = Field(default=0.5, gt=0, le=3600)
     idle_partition_timeout: int = Field(default=int(DEFAULT_IDLE_TIMEOUT), gt=0)
     metrics_port: int | None = Field(default=None, ge=0, le=65535)
     metrics_host: str = Field(default="127.0.0.1", min_length=1)
@@ -280,6 +287,28 @@ class _ConfigFileSource(PydanticBaseSettingsSource):
         return read_config_file(Path(path)) if path else {}
 
 
+class _StrictYamlLoader(yaml.SafeLoader):
+    """YAML as a settings file takes it: a key given twice is refused (not last-wins), and so are
+    aliases (``*name``), which settings never need and which can expand a small file without bound."""
+
+    def compose_node(self, parent, index):
+        if self.check_event(yaml.AliasEvent):
+            event = self.peek_event()
+            raise yaml.constructor.ConstructorError(None, None, "aliases (*name) are not accepted in a settings file",
+                                                    event.start_mark)
+        return super().compose_node(parent, index)
+
+    def construct_mapping(self, node, deep=False):
+        seen = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if key in seen:
+                raise yaml.constructor.ConstructorError(None, None, f"the key {key!r} is given twice",
+                                                        key_node.start_mark)
+            seen.add(key)
+        return super().construct_mapping(node, deep)
+
+
 def read_config_file(path: Path) -> dict[str, Any]:
     try:
         text = path.read_text()
@@ -287,7 +316,7 @@ def read_config_file(path: Path) -> dict[str, Any]:
         raise SettingsError(f"config file {path}: {exc.strerror}") from None
     try:
         if path.suffix in (".yaml", ".yml"):
-            data = yaml.safe_load(text) or {}
+            data = yaml.load(text, Loader=_StrictYamlLoader) or {}
         elif path.suffix == ".toml":
             data = tomllib.loads(text)
         else:

@@ -18,6 +18,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from adapters.kafka.config import KafkaConfigurationError, parse_kafka_uri
+from domain.errors import first_line
 from domain.redaction import redact_uri
 
 STREAM_FORMS = {"kafka://": "kafka://HOST:PORT/TOPIC", "file:": "file:PATH", "jsonl:": "jsonl:DIRECTORY"}
@@ -68,6 +69,19 @@ def _check_redis_url(value: str) -> None:
         raise ValueError(f"{redact_uri(value)!r} names no host: {parts.scheme}://HOST:PORT/DB")
     if parts.scheme != "unix" and parts.path.strip("/") and not parts.path.strip("/").isdigit():
         raise ValueError(f"{redact_uri(value)!r}: the database is a number, {parts.scheme}://HOST:PORT/DB")
+    _check_redis_parameters(value)
+
+
+def _check_redis_parameters(value: str) -> None:
+    """Query parameters the Redis client takes, with values it takes (a connection is built, not opened)."""
+    import redis
+
+    try:
+        redis.ConnectionPool.from_url(value).make_connection()
+    except (TypeError, ValueError) as exc:
+        unknown = re.search(r"unexpected keyword argument '([^']+)'", str(exc))
+        reason = f"the Redis client has no parameter {unknown[1]!r}" if unknown else first_line(exc)
+        raise ValueError(f"{redact_uri(value)!r}: {redact_uri(reason)}") from None
 
 
 def _unknown_form(value: str, forms: dict[str, str], other: str) -> str:
@@ -80,6 +94,8 @@ def _unknown_form(value: str, forms: dict[str, str], other: str) -> str:
         hint = f"; for a file write file:{shown}" if "file:" in forms else ""
         return f"{shown!r} is not one of {accepted}{hint}"
     written = scheme.group(0)
+    if written in forms:
+        return f"{shown!r} names nothing after the scheme: write {forms[written]}"
     if written.lower() in forms:
         return f"{shown!r}: write the scheme in lower case, {written.lower()}"
     closest = difflib.get_close_matches(written.lower(), list(forms), n=1, cutoff=0.6)

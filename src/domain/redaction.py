@@ -2,7 +2,9 @@
 
 A secret is
 
-* the user-info of a URI (``redis://user:password@host``): user and password both, shown as ``***``;
+* the user-info of a URI (``redis://user:password@host``): user and password both, shown as ``***``,
+  whatever the password holds (``/``, ``?``, ``#``, ``@``: the user-info ends at the URI's last
+  ``@``), and in the one-slash or no-slash typos of the project's schemes (``redis:/u:p@h``);
 * the value of a setting or URI query parameter whose name looks secret (:func:`is_secret_name`:
   ``sasl.password``, ``ssl.key.password``, ``password``, ``token``, ``sasl.jaas.config``…);
 * any value registered with :func:`remember` (every secret of the loaded settings is), wherever it
@@ -16,11 +18,12 @@ from __future__ import annotations
 
 import re
 from typing import Any, Iterable, Mapping
-from urllib.parse import parse_qsl, urlsplit
+from urllib.parse import parse_qsl, unquote, urlsplit
 
 MASK = "***"
 _SECRET_NAME = re.compile(r"password|passwd|secret|jaas|token|credential|private|api[._-]?key|\.pem$", re.IGNORECASE)
-_USERINFO = re.compile(r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.-]*://)(?P<userinfo>[^/?#\s@'\"]*)@")
+_SCHEME = r"\b(?:[A-Za-z][A-Za-z0-9+.-]*://|(?:rediss?|kafka|unix|hdfs|https?|memory|file|jsonl):/?(?!/))"
+_USERINFO = re.compile(rf"(?P<scheme>{_SCHEME})(?P<userinfo>[^\s'\"]*)@")  # greedy: to the URI's last @
 _QUERY_PARAM = re.compile(r"(?P<lead>[?&;])(?P<name>[^=&\s'\"#]+)=(?P<value>[^&\s'\"#]*)")
 _ASSIGNMENT = re.compile(r"(?P<name>[\w.-]+)(?P<close>['\"]?)(?P<sep>\s*[=:]\s*)(?P<quote>['\"]?)(?P<value>[^\s'\",;)}]+)")
 _MIN_REMEMBERED = 3  # shorter values would mask ordinary text
@@ -74,15 +77,20 @@ def remember(values: Iterable[str]) -> None:
 
 
 def secrets_of_uri(uri: str) -> list[str]:
-    """The secrets a URI holds: its user-info's parts and its secret query parameters' values."""
+    """The secrets a URI holds: its user-info's parts (user, and password up to the last ``@``)
+    and its secret query parameters' values."""
+    match = _USERINFO.match(uri.strip())
+    found: list[str] = []
+    if match:
+        user, _, password = match["userinfo"].partition(":")
+        found += [user, password, unquote(user), unquote(password)]
+        uri = uri.strip()[match.end():]
     try:
-        parts = urlsplit(uri)
-        found = [parts.username or "", parts.password or ""]
-        found += [value for name, value in parse_qsl(parts.query, keep_blank_values=True) if is_secret_name(name)]
+        query = urlsplit(uri).query
     except ValueError:
-        match = _USERINFO.search(uri)
-        found = re.split(r":", match["userinfo"]) if match else []
-    return [value for value in found if value]
+        query = uri.partition("?")[2]
+    found += [value for name, value in parse_qsl(query, keep_blank_values=True) if is_secret_name(name)]
+    return list(dict.fromkeys(value for value in found if value))
 
 
 def secrets_of_settings(settings: Mapping[str, Any]) -> list[str]:
@@ -92,5 +100,6 @@ def secrets_of_settings(settings: Mapping[str, Any]) -> list[str]:
         if isinstance(value, Mapping):
             found += secrets_of_settings(value)
         elif isinstance(value, str):
-            found += [value] if is_secret_name(str(key)) else secrets_of_uri(value) if "://" in value else []
+            found += [value] if is_secret_name(str(key)) else secrets_of_uri(value) if _USERINFO.match(value) or \
+                "://" in value else []
     return found

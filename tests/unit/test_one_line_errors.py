@@ -7,11 +7,13 @@ misspelt variables and config keys, misspelt URI schemes, a bare path, a metrics
 
 from __future__ import annotations
 
+import os
 import socket
+import subprocess
 
 import pytest
 
-from tests.unit.test_cli import run_cli
+from tests.unit.test_cli import DEDUP, run_cli
 
 MEMORY = ["run", "--engine", "memory", "--source", "-", "--sink", "-"]
 KAFKA = ["run", "--engine", "kafka", "--source", "kafka://127.0.0.1:1/in", "--dlq", "kafka://127.0.0.1:1/dead"]
@@ -58,6 +60,16 @@ def one_line_error(done, *named: str) -> str:
     ({}, ["--source", "file:/nonexistent-dir/in.jsonl"], ["/nonexistent-dir/in.jsonl", "No such file"]),
     ({}, ["--notifications", "file:/"], ["notifications /", "directory"]),
     ({}, ["--bogus"], ["--bogus", "dedup --help"]),
+    # issue 31: each of these was a traceback, or a message naming the wrong setting
+    ({}, ["--source", "file:missing.jsonl"], ["setting source (DEDUP_SOURCE)", "missing.jsonl"]),
+    ({}, ["--source", "file:"], ["setting source", "names nothing after the scheme", "file:PATH"]),
+    ({"DEDUP_POLL_TIMEOUT": "inf"}, [], ["poll_timeout"]),
+    ({"DEDUP_POLL_TIMEOUT": "1e300"}, [], ["poll_timeout"]),
+    ({}, ["--state", "redis://127.0.0.1:1/0?foo=bar"], ["setting state", "no parameter 'foo'"]),
+    ({}, ["--state", "redis://127.0.0.1:1/0?ssl_cert_reqs=none"], ["setting state", "'ssl_cert_reqs'"]),
+    ({}, ["--summary-json", "/nonexistent-dir/s.json"], ["--summary-json", "/nonexistent-dir"]),
+    ({}, ["--summary-json", "/"], ["--summary-json", "is a directory"]),
+    ({"DEDUP_METRICS_HOST": "no.such.host.invalid"}, ["--metrics-port", "0"], ["setting metrics_host"]),
 ])
 def test_a_bad_setting_is_one_line_naming_it(tmp_path, env, args, named):
     one_line_error(run_cli(*MEMORY, "--dlq", f"file:{tmp_path / 'd'}", *args, env=env), *named)
@@ -74,6 +86,9 @@ def test_a_snapshot_path_that_is_a_directory_or_in_no_directory_is_refused(tmp_p
     ("rules:\n  APP:\n    windw: 5\n", ["unknown setting rules.APP.windw", "did you mean rules.APP.window?"]),
     ("spark:\n  checkpoin: /x\n", ["did you mean spark.checkpoint?"]),
     ("policies:\n  bug: 'retry>dead-letter'\n", ["policies.bug"]),
+    ("rules:\n  APP: {window: 5m}\n  APP: {window: 30s}\n", ["the key 'APP' is given twice"]),
+    ("a: &a [x, x, x]\nb: [*a, *a, *a]\n", ["aliases"]),
+    ("rules:\n  APP: {window: 30s, key_fields: ['']}\n", ["rules.APP.key_fields", "not empty"]),
 ])
 def test_a_bad_config_file_key_or_value_is_one_line_naming_it(tmp_path, text, named):
     (tmp_path / "dedup.yaml").write_text(text)
@@ -92,6 +107,12 @@ def test_a_metrics_port_in_use_is_one_line_naming_the_port(tmp_path):
         port = taken.getsockname()[1]
         done = run_cli(*MEMORY, "--dlq", f"file:{tmp_path / 'd'}", "--metrics-port", str(port))
     one_line_error(done, "metrics_port", f"127.0.0.1:{port}")
+
+
+def test_a_closed_stdin_is_one_line_naming_the_source(tmp_path):
+    done = subprocess.run([*DEDUP, *MEMORY, "--dlq", f"file:{tmp_path / 'd'}"], capture_output=True, timeout=60,
+                          preexec_fn=lambda: os.close(0))  # the program starts with no file descriptor 0
+    one_line_error(done, "setting source", "stdin is closed")
 
 
 def test_variables_of_the_test_tools_and_the_config_path_are_not_settings(tmp_path):

@@ -50,3 +50,18 @@ def test_the_secrets_of_settings_are_found_at_any_depth_and_in_uris():
                                  "state": "redis://u1:p2@h:1/0", "source": "kafka://b:1/t?sasl.password=p3"})
     assert sorted(found) == ["p1", "p2", "p3", "u1"]
     assert secrets_of_uri("redis://h:notaport/0?password=p4") == ["p4"]
+
+
+@pytest.mark.parametrize("uri", [
+    "redis://admin:Sup3r/Secret@h:6379/0", "redis://admin:Sup3r#Secret@h:6379/0", "redis://admin:Sup3r?Secret@h:6379/0",
+    "redis://admin:Sup3r@Secret@h:99999/0", "redis:/admin:Sup3rSecret@h:6379/0", "kafka:/admin:Sup3rSecret@h:9092/t",
+    "kafka://admin:Sup3r/Secret@h:9092/t", "rediss://admin:Sup3r%2FSecret@h:6379/0"])
+def test_a_password_holding_uri_delimiters_or_behind_a_typo_is_masked_whole(uri):
+    shown = redact_uri(f"invalid setting state: {uri!r} has an invalid port")
+    assert "Sup3r" not in shown and "Secret" not in shown and "admin" not in shown and MASK in shown
+    assert "h:" in shown  # the host is still shown
+    assert any("Sup3r" in secret for secret in secrets_of_uri(uri))
+
+
+def test_the_secrets_of_a_one_slash_uri_setting_are_remembered():
+    assert "pw1x" in secrets_of_settings({"state": "redis:/admin:pw1x@h:6379/0"})

@@ -75,6 +75,8 @@ class JsonlSource:
     def __init__(self, path: str):
         self.name = "stdin" if path == STDIO else path
         self._run = f"run-{secrets.token_hex(8)}" if path == STDIO else None
+        if path == STDIO and sys.stdin is None:
+            raise SetupError("stdin is closed: pipe the events in, or read a file (file:PATH)")
         try:
             self._file: BinaryIO = sys.stdin.buffer if path == STDIO else open(path, "rb")
         except OSError as exc:
@@ -154,6 +156,8 @@ class _Lines:
 class _LineWriter:
     def __init__(self, path: str):
         self.path = path
+        if path == STDIO and sys.stdout is None:
+            raise SetupError("stdout is closed: redirect it, or write a file (file:PATH)")
         try:
             if path == STDIO:
                 self._file: BinaryIO = sys.stdout.buffer
