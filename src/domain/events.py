@@ -74,21 +74,28 @@ def parse_event(value: bytes) -> Event:
     Codes: ``not_utf8``, ``not_json``, ``not_object``, ``missing_field``, ``null_field``,
     ``wrong_type``, ``empty_field``, ``out_of_range``.
     """
+    obj = parse_json(value)
+    if not isinstance(obj, dict):
+        raise InvalidEvent("not_object", f"record is a JSON {type(obj).__name__}, not an object")
+    return event_from_object(obj)
+
+
+def parse_json(value: bytes, what: str = "record") -> object:
+    """A record's bytes as JSON, strictly: UTF-8, JSON this parser accepts (not nested too deeply),
+    no lone UTF-16 surrogate. Raises ``InvalidEvent`` (``not_utf8``, ``not_json``) naming ``what``."""
     try:
         text = value.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise InvalidEvent("not_utf8", f"record is not UTF-8: {exc.reason} at byte {exc.start}") from None
+        raise InvalidEvent("not_utf8", f"{what} is not UTF-8: {exc.reason} at byte {exc.start}") from None
     try:
         obj = json.loads(text)
     except ValueError as exc:
-        raise InvalidEvent("not_json", f"record is not JSON: {exc}") from None
+        raise InvalidEvent("not_json", f"{what} is not JSON: {exc}") from None
     except RecursionError:
-        raise InvalidEvent("not_json", "record is not JSON this parser accepts: nested too deeply") from None
-    if not isinstance(obj, dict):
-        raise InvalidEvent("not_object", f"record is a JSON {type(obj).__name__}, not an object")
+        raise InvalidEvent("not_json", f"{what} is not JSON this parser accepts: nested too deeply") from None
     if LONE_SURROGATE_ESCAPE.search(text):
         _refuse_lone_surrogates(obj)
-    return event_from_object(obj)
+    return obj
 
 
 LONE_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")

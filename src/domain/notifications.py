@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 
 from domain.errors import InvalidEvent
-from domain.events import event_from_object
+from domain.events import event_from_object, parse_json
 from domain.ports import Notification
 
 INVALIDATE = "INVALIDATE"
@@ -18,9 +18,9 @@ INVALIDATE = "INVALIDATE"
 def parse_notification(value: bytes) -> Notification:
     """Parse strictly; raises ``InvalidEvent`` (code ``bad_notification`` or an event code)."""
     try:
-        obj = json.loads(value.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError) as exc:
-        raise InvalidEvent("bad_notification", f"notification is not UTF-8 JSON: {exc}") from None
+        obj = parse_json(value, "notification")
+    except InvalidEvent as exc:
+        raise InvalidEvent("bad_notification", exc.detail) from None
     if not isinstance(obj, dict) or obj.get("notification") != INVALIDATE:
         raise InvalidEvent("bad_notification", 'expected {"notification": "INVALIDATE", ...}', "notification")
     if not isinstance(obj.get("event"), dict):

@@ -38,6 +38,10 @@ MALFORMED = [
     b'"timestamp": 1689019596}}',
     b'{"notification": "INVALIDATE", "exception": "no event"}',
     b'{"notification": "INVALIDATE", "exception": "", "event": {"id": "a@1", "type": "APP", "timestamp": 1}}',
+    # issue 31: an event nested 2,000 deep (a RecursionError crashed the engine), a lone surrogate
+    b'{"notification": "INVALIDATE", "exception": "", "event": ' + b'{"x": ' * 2000 + b'1' + b'}' * 2000 + b'}',
+    b'{"notification": "INVALIDATE", "exception": "\\ud800", "event": {"id": "a@1", "uniqueValue": "a", '
+    b'"type": "APP", "timestamp": 1689019596}}',
 ]
 
 
