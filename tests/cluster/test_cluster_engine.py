@@ -24,7 +24,7 @@ spark = build_session(sys.argv[1], "where-executors-import-from")
 
 def origin(_):
     import os, domain, adapters.spark.stream.sources
-    return [domain.__file__, adapters.spark.sources.__file__, os.getcwd(), os.getpid()]
+    return [domain.__file__, adapters.spark.stream.sources.__file__, os.getcwd(), os.getpid()]
 
 print(json.dumps(spark.sparkContext.parallelize(range(4), 4).map(origin).collect()))
 import adapters.spark.engine
