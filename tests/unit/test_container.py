@@ -84,3 +84,21 @@ def test_the_checkpoint_state_is_refused_by_the_engines_that_keep_no_checkpoint(
 
     with pytest.raises(SettingsError, match=r"state \(DEDUP_STATE\): 'checkpoint' is the spark engine's state"):
         load_settings(engine=engine, state="checkpoint")
+
+
+def test_the_spark_engine_names_its_state_checkpoint_and_takes_memory_with_a_deprecation(tmp_path, caplog):
+    from adapters.spark.engine import build_spark_engine
+    from adapters.spark.errors import SparkSetupError
+    from domain.policies import Policies
+    from domain.rules import RuleSet
+
+    files = dict(source=f"jsonl:{tmp_path}", sink=str(tmp_path / "o"), dead_letters=str(tmp_path / "d"),
+                 checkpoint=str(tmp_path / "c"))
+    build_spark_engine(RuleSet(), Policies(), state="checkpoint", **files)
+    assert not [r for r in caplog.records if "deprecated" in r.message]
+    build_spark_engine(RuleSet(), Policies(), state="memory", **files)
+    assert [r.message for r in caplog.records if "deprecated" in r.message] == [
+        "state='memory' for the Spark engine is deprecated: its state is kept in the checkpoint, write "
+        "state='checkpoint'"]
+    with pytest.raises(SparkSetupError, match="in its checkpoint .'checkpoint'. or in Redis"):
+        build_spark_engine(RuleSet(), Policies(), state="memroy", **files)

@@ -41,6 +41,7 @@ from pyspark.sql import DataFrame, SparkSession
 from adapters.spark.checkpoint.guard import CheckpointGuard
 from adapters.spark.checkpoint.lease import DEFAULT_TIMEOUT, CheckpointLease
 from adapters.spark.checkpoint.state_files import StateFiles
+from adapters.spark.errors import SparkSetupError
 from adapters.spark.metrics.listener import ProgressListener, accounting_of
 from adapters.spark.metrics.state_rows import StateRowGauge
 from adapters.spark.output.writers import writer_for
@@ -60,6 +61,7 @@ from adapters.spark.stream.sources import parse_uri, read_stream
 from adapters.spark.stream.watermarks import BatchWatermarks
 from domain.accounting import Accounting
 from domain.dead_letters import DEFAULT_MAX_BYTES
+from domain.redaction import redact_uri
 from domain.policies import Policies
 from domain.restart import RestartsExhausted, RestartStrategy
 from domain.rules import RuleSet
@@ -102,6 +104,7 @@ def build_spark_engine(rules: RuleSet, policies: Policies, *, source: str, sink:
     ``redis://`` URL as the judge; ``delivery`` as the writer. ``kafka_config``: librdkafka
     settings (``ValueError`` names one Spark's Kafka client cannot take). ``query``: the
     ``SparkQuery`` fields."""
+    state = _state_of(state)
     config = dict(kafka_config or {})
     consumer, producer = (spark_kafka_options(config, role) for role in ("consumer", "producer"))
     writer = writer_for(sink, dead_letters, delivery, checkpoint, config, transactional_id, producer,
@@ -111,6 +114,18 @@ def build_spark_engine(rules: RuleSet, policies: Policies, *, source: str, sink:
     query = SparkQuery(source, checkpoint, outputs={"sink": sink, "dlq": dead_letters}, kafka_settings=config,
                        consumer_options=consumer, **query)
     return SparkEngine(rules, query, writer, judge, policies, restart or RestartStrategy(), metrics, spark=spark)
+
+
+def _state_of(state: str) -> str:
+    """``checkpoint`` or a Redis URL; ``memory``, the name before ``checkpoint``, with a deprecation line."""
+    if state == "memory":
+        log.warning("state='memory' for the Spark engine is deprecated: its state is kept in the checkpoint, "
+                    "write state='checkpoint'")
+        return "checkpoint"
+    if state != "checkpoint" and not state.startswith(("redis://", "rediss://", "unix://")):
+        raise SparkSetupError(f"the Spark engine keeps its state in its checkpoint ('checkpoint') or in Redis "
+                              f"(redis://HOST:PORT/DB), got {redact_uri(state)!r}")
+    return state
 
 
 @dataclass(slots=True)  # a misspelt setting fails at once instead of being ignored

@@ -32,7 +32,7 @@ def test_records_too_large_for_the_topics_are_dead_lettered_cut_and_the_query_mo
     engine = build_spark_engine(RuleSet(), Policies(), source=uri["in"], sink=uri["out"], dead_letters=uri["dlq"],
                                 checkpoint=str(tmp_path / "checkpoint"), delivery=delivery, spark=spark,
                                 master="local[2]", max_offsets_per_trigger=5,
-                                state=request.getfixturevalue("redis_url") if state == "redis" else "memory")
+                                state=request.getfixturevalue("redis_url") if state == "redis" else "checkpoint")
 
     totals = engine.run(available_now=True)
 

@@ -38,7 +38,7 @@ def test_the_spark_engine_emits_what_the_reference_emits(spark, kafka_bootstrap,
     uri = {role: f"kafka://{kafka_bootstrap}/{topic}" for role, topic in topics.items()}
     engine = build_spark_engine(RuleSet(), Policies(), source=uri["in"], sink=uri["out"], dead_letters=uri["dlq"],
                                 checkpoint=str(tmp_path / "checkpoint"), spark=spark, master="local[2]",
-                                state=redis_url if state == "redis" else "memory",
+                                state=redis_url if state == "redis" else "checkpoint",
                                 max_offsets_per_trigger=per_batch)
 
     totals = engine.run(available_now=True)
