@@ -104,19 +104,26 @@ def offsets(records) -> list[int]:
 
 
 class ListSource:
-    """An event source handing out one of ``batches`` per poll (``[]`` is an empty poll); bounded.
-
-    Acknowledgements go to ``journal`` as ``("ack", offsets)``.
+    """An event source handing out one of ``batches`` per poll (``[]`` is an empty poll), at most
+    ``max_records`` of it (the rest is the next poll's); bounded. The ``timeout`` of each poll
+    goes to ``waits``, acknowledgements to ``journal`` as ``("ack", offsets)``.
     """
 
     def __init__(self, batches, journal=None):
         self.batches = list(batches)
         self.polls = 0
+        self.waits = []
         self.journal = [] if journal is None else journal
 
     def poll(self, max_records, timeout):
         self.polls += 1
-        return self.batches.pop(0) if self.batches else []
+        self.waits.append(timeout)
+        if not self.batches:
+            return []
+        batch = self.batches.pop(0)
+        if len(batch) > max_records:
+            self.batches.insert(0, batch[max_records:])
+        return list(batch[:max_records])
 
     @property
     def exhausted(self):

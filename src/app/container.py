@@ -48,8 +48,11 @@ def build_rules(rules: dict[str, RuleSettings], unknown_types: UnknownTypePolicy
     return RuleSet(compiled, unknown_types)
 
 
-def build_metrics(rules: RuleSet) -> PrometheusMetrics:
-    return PrometheusMetrics(rules.rules)
+def build_metrics(rules: RuleSet, latency_objective: float) -> PrometheusMetrics:
+    """The service's metrics; ``latency_objective`` is exported for the latency alert to compare with."""
+    metrics = PrometheusMetrics(rules.rules)
+    metrics.gauge("latency_objective_seconds", latency_objective)
+    return metrics
 
 
 def build_policies(policies: PolicySettings) -> Policies:
@@ -130,7 +133,8 @@ def file_path(uri: str | None, setting: str) -> str:
 
 def build_memory_engine(*, core: Deduplicator, metrics, source: str, sink: str, dlq: str | None,
                         notifications: str | None, notifications_out: str | None,
-                        batch_size: int, poll_timeout: float, dlq_max_bytes: int = DEFAULT_MAX_BYTES) -> InMemoryEngine:
+                        batch_size: int, poll_timeout: float, max_batch_delay: float,
+                        dlq_max_bytes: int = DEFAULT_MAX_BYTES) -> InMemoryEngine:
     dlq_path = file_path(dlq or "file:dead-letters.jsonl", "dlq")
     notes_in = opened("notifications", JsonlNotificationSource, file_path(notifications, "notifications")) \
         if notifications else None
@@ -140,7 +144,7 @@ def build_memory_engine(*, core: Deduplicator, metrics, source: str, sink: str, 
                         opened("dlq", JsonlDeadLetterSink, dlq_path, dlq_max_bytes), notes_out)
     source = opened("source", JsonlSource, file_path(source, "source"))
     return InMemoryEngine(BatchPipeline(core, source, delivery, metrics, notifications=notes_in, batch_size=batch_size,
-                                        poll_timeout=poll_timeout))
+                                        poll_timeout=poll_timeout, max_batch_delay=max_batch_delay))
 
 
 def opened(setting: str, adapter, *args):
@@ -153,7 +157,8 @@ def opened(setting: str, adapter, *args):
 
 def build_kafka_engine(*, core: Deduplicator, metrics, source: str, sink: str, dlq: str | None,
                        notifications: str | None, notifications_out: str | None, batch_size: int,
-                       poll_timeout: float, kafka: KafkaSettings, dlq_max_bytes: int = DEFAULT_MAX_BYTES):
+                       poll_timeout: float, max_batch_delay: float, kafka: KafkaSettings,
+                       dlq_max_bytes: int = DEFAULT_MAX_BYTES):
     from adapters.kafka.engine import build_kafka_engine as build
     if not dlq:
         raise UsageError("--dlq kafka://HOST:PORT/TOPIC is required with --engine kafka "
@@ -164,7 +169,8 @@ def build_kafka_engine(*, core: Deduplicator, metrics, source: str, sink: str, d
                          "that survives a crash (--state redis://HOST:PORT/DB); the in-memory state does not")
     return build(core, source, sink, dlq, notifications_uri=notifications, notifications_out_uri=notifications_out,
                  exactly_once=exactly_once, kafka_settings=kafka.config, transactional_id=kafka.transactional_id,
-                 batch_size=batch_size, metrics=metrics, poll_timeout=poll_timeout, dead_letter_max_bytes=dlq_max_bytes)
+                 batch_size=batch_size, metrics=metrics, poll_timeout=poll_timeout, max_batch_delay=max_batch_delay,
+                 dead_letter_max_bytes=dlq_max_bytes)
 
 
 def spark_uri(uri: str | None, setting: str) -> str:
@@ -208,7 +214,7 @@ class Container(containers.DeclarativeContainer):
     clock = providers.Singleton(SystemClock)
     rules = providers.Singleton(build_rules, rules=settings.provided.effective_rules.call(),
                                 unknown_types=settings.provided.unknown_types)
-    metrics = providers.Singleton(build_metrics, rules=rules)
+    metrics = providers.Singleton(build_metrics, rules=rules, latency_objective=settings.provided.latency_objective)
     policies = providers.Singleton(build_policies, policies=settings.provided.policies)
     state_store = providers.Singleton(build_state_store, uri=settings.provided.state,
                                       migration=settings.provided.migration, rules=rules,
@@ -220,7 +226,7 @@ class Container(containers.DeclarativeContainer):
     _io = dict(source=settings.provided.source, sink=settings.provided.sink, dlq=settings.provided.dlq,
                dlq_max_bytes=settings.provided.dlq_max_bytes, notifications=settings.provided.notifications)
     _batches = dict(notifications_out=settings.provided.notifications_out, batch_size=settings.provided.batch_size,
-                    poll_timeout=settings.provided.poll_timeout)
+                    poll_timeout=settings.provided.poll_timeout, max_batch_delay=settings.provided.max_batch_delay)
     engine = providers.Selector(
         settings.provided.engine,
         memory=providers.Factory(build_memory_engine, core=core, metrics=metrics, **_io, **_batches),

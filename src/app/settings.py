@@ -27,6 +27,7 @@ from app.setting_names import Misspelt, misspelt, unknown_variables
 from app.uris import CHECKPOINT, check_state_uri, check_stream_uri
 from domain.dead_letters import DEFAULT_MAX_BYTES
 from domain.errors import first_line
+from domain.pipeline import DEFAULT_MAX_BATCH_DELAY
 from domain.policies import DEFAULT_POLICIES, ERROR_CLASSES, parse_chain
 from domain.redaction import redact_setting, remember, secrets_of_settings
 from domain.restart import parse_restart
@@ -189,7 +190,9 @@ class Settings(BaseSettings):
     unknown_types: UnknownTypePolicy = UnknownTypePolicy.PASS
     policies: PolicySettings = Field(default_factory=PolicySettings)
     batch_size: int = Field(default=1000, ge=1, le=1_000_000)
-    poll_timeout: float = Field(default=0.5, gt=0, le=3600)
+    poll_timeout: float = Field(default=0.5, gt=0, le=3600)  # how long an idle input is waited on per poll
+    max_batch_delay: float = Field(default=DEFAULT_MAX_BATCH_DELAY, ge=0, le=60)  # a record's wait for its batch
+    latency_objective: float = Field(default=2.0, gt=0)  # the p99 end-to-end latency above which the alert fires
     idle_partition_timeout: int = Field(default=int(DEFAULT_IDLE_TIMEOUT), gt=0)
     metrics_port: int | None = Field(default=None, ge=0, le=65535)
     metrics_host: str = Field(default="127.0.0.1", min_length=1)
@@ -210,6 +213,11 @@ class Settings(BaseSettings):
     @classmethod
     def _idle_duration(cls, value: Any) -> Any:
         return parse_duration(value)
+
+    @field_validator("max_batch_delay", "latency_objective", mode="before")
+    @classmethod
+    def _batch_delay(cls, value: Any) -> Any:
+        return parse_duration(value, whole=False)
 
     @field_validator("stall_timeout", mode="before")
     @classmethod

@@ -29,33 +29,40 @@ class Delivery:
     dead_letters: DeadLetterSink
     notifications: NotificationSink | None = None
 
-    def deliver(self, outcomes: Sequence[Outcome], counts: Accounting) -> None:
+    def deliver(self, outcomes: Sequence[Outcome], counts: Accounting) -> list[Outcome]:
+        """Write every outcome where its verdict sends it and flush; returns the unique events
+        the sink took (those a failed write diverted are not among them)."""
+        delivered = []
         for outcome in outcomes:
             if outcome.verdict is Verdict.EMIT:
-                self._emit(outcome, counts)
+                if self._emit(outcome, counts):
+                    delivered.append(outcome)
             elif outcome.verdict is Verdict.DEAD_LETTER:
                 self._retrying(lambda o=outcome: self.dead_letters.write(o.dead_letter))
             elif outcome.verdict is Verdict.SKIP:
                 log.info("skipped record at %s", outcome.record.position.token())
         self._retrying(self.sink.flush)
         self._retrying(self.dead_letters.flush)
+        return delivered
 
-    def _emit(self, outcome: Outcome, counts: Accounting) -> None:
+    def _emit(self, outcome: Outcome, counts: Accounting) -> bool:
+        """True when the sink took the event; False when a policy sent it elsewhere."""
         result = run_with_policy(lambda: self.sink.write(outcome.record, outcome.event),
                                  self.core.policies, self.core.clock.sleep)
         if not isinstance(result, Resolved):
-            return
+            return True
         if result.action is Terminal.FAIL:
             raise PolicyExhausted(result.error, result.attempts)
         counts.tally("out", -1, self.core.label_of(outcome))
         if result.action is Terminal.SKIP:
             counts.tally("skipped")
-            return
+            return False
         if result.action is Terminal.INVALIDATE and outcome.key is not None:
             self._invalidate(outcome, result, counts)
         letter = self.core.dead_letter(outcome.record, result.error, result.attempts)
         counts.tally("dead_lettered", 1, letter.reason)
         self._retrying(lambda: self.dead_letters.write(letter))
+        return False
 
     def _invalidate(self, outcome: Outcome, result: Resolved, counts: Accounting) -> None:
         self._retrying(lambda: self.core.state.invalidate(outcome.key))

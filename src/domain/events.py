@@ -35,11 +35,16 @@ class SourcePosition:
 
 @dataclass(frozen=True)
 class RawRecord:
-    """One input record as read: its bytes, optional key bytes and its position."""
+    """One input record as read: its bytes, optional key bytes and its position.
+
+    ``arrived`` is when it reached the input, in epoch seconds (a Kafka record's timestamp, the
+    time a line was read): where the end-to-end latency of its output is measured from.
+    """
 
     value: bytes
     position: SourcePosition
     key: bytes | None = None
+    arrived: float | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)

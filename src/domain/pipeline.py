@@ -1,7 +1,11 @@
 """The batch pipeline: poll → judge → deliver → commit, batch after batch.
 
-Every in-process engine (memory, kafka) runs this loop over its own adapters. Before each
-poll the pending notifications are applied. A batch is judged by the ``Deduplicator``,
+Every in-process engine (memory, kafka) runs this loop over its own adapters. A batch closes
+when it holds ``batch_size`` records or when its oldest record has waited ``max_batch_delay``
+seconds (records already waiting when the previous batch ended close it at once); an idle
+input is waited on for up to ``poll_timeout``, and the first record ends that wait. The
+pending notifications are applied after a batch is gathered and before it is judged, so a
+notification is never held back by a wait for events, nor an event by notifications. A batch is judged by the ``Deduplicator``,
 its outcomes are delivered and flushed, and only then does the ``BatchCommitter`` make it
 final, so a crash before that replays the batch (at-least-once; exactly-once with a
 transactional committer). When a ``fail`` policy stops a batch, the committer aborts it and
@@ -17,13 +21,15 @@ from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
 from domain.accounting import Accounting
-from domain.dedup import Deduplicator
+from domain.dedup import Deduplicator, Outcome
 from domain.delivery import Delivery
 from domain.errors import PolicyExhausted
 from domain.events import RawRecord
 from domain.ports import BatchCommitter, EventSource, Metrics, NotificationSource
 
 log = logging.getLogger(__name__)
+
+DEFAULT_MAX_BATCH_DELAY = 0.01  # seconds a record waits for its batch to fill, at most (the setting's default)
 
 
 @dataclass
@@ -58,11 +64,13 @@ class BatchPipeline:
     notifications: NotificationSource | None = None
     batch_size: int = 1000
     poll_timeout: float = 0.5
+    max_batch_delay: float = DEFAULT_MAX_BATCH_DELAY
     totals: Accounting = field(default_factory=Accounting)
 
     def __post_init__(self):
         if self.committer is None:
             self.committer = SourceCommitter(self.source)
+        self._polled_at = time.monotonic()
 
     def run(self, stop: threading.Event | None = None,
             on_batch: Callable[[Accounting], None] | None = None) -> Accounting:
@@ -75,8 +83,8 @@ class BatchPipeline:
         """
         stop = stop or threading.Event()
         while not stop.is_set():
+            records = self.gather()
             self.apply_notifications()
-            records = self.source.poll(self.batch_size, self.poll_timeout)
             if records:
                 self.step(records)
             elif self.source.exhausted:
@@ -84,6 +92,26 @@ class BatchPipeline:
             if on_batch is not None:
                 on_batch(self.totals)
         return self.totals
+
+    def gather(self) -> list[RawRecord]:
+        """The next batch: full, or closed when its oldest record has waited ``max_batch_delay``.
+
+        Records that arrived while the previous batch was processed have waited since it
+        started polling's end (``_polled_at``); otherwise the wait for the first record (at most
+        ``poll_timeout``) ends when it arrives and its own wait starts.
+        """
+        oldest = self._polled_at
+        records = self.source.poll(self.batch_size, 0)
+        if not records and not self.source.exhausted:
+            records = self.source.poll(1, self.poll_timeout)
+            oldest = time.monotonic()
+        while records and len(records) < self.batch_size and not self.source.exhausted:
+            remaining = oldest + self.max_batch_delay - time.monotonic()
+            if remaining <= 0:
+                break
+            records.extend(self.source.poll(self.batch_size - len(records), remaining))
+        self._polled_at = time.monotonic()
+        return records
 
     def step(self, records: Sequence[RawRecord]) -> Accounting:
         """Judge, deliver and commit one batch; adds its counts to the totals and the metrics."""
@@ -94,12 +122,13 @@ class BatchPipeline:
             if partitions is not None:
                 self.core.expect(partitions)
             outcomes, counts = self.core.process(records)
-            self.delivery.deliver(outcomes, counts)
+            delivered = self.delivery.deliver(outcomes, counts)
             self.committer.commit(records)
         except PolicyExhausted:
             self.committer.abort()
             raise
         self._account(counts)
+        self._observe_latency(delivered)
         self.metrics.observe("batch_duration_seconds", time.monotonic() - started)
         self.core.watermarks.publish(self.metrics, self.core.clock.now())
         return counts
@@ -117,6 +146,14 @@ class BatchPipeline:
                      "forgotten" if forgot else "nothing stored")
         if notes:
             self.notifications.commit()
+
+    def _observe_latency(self, delivered: Sequence[Outcome]) -> None:
+        """``end_to_end_latency_seconds`` of each unique event now final: output time minus arrival."""
+        now = time.time()
+        for outcome in delivered:
+            if outcome.record.arrived is not None:
+                self.metrics.observe("end_to_end_latency_seconds", max(0.0, now - outcome.record.arrived),
+                                     rule=self.core.label_of(outcome))
 
     def _account(self, counts: Accounting) -> None:
         self.totals.add(counts)

@@ -19,15 +19,15 @@ from typing import Any, Callable, Mapping
 
 OptionReader = Callable[[str, str], Any]
 
-_DURATION = re.compile(r"^\s*([+-]?(?:\d+(?:\.\d*)?|\.\d+|(?i:nan|inf(?:inity)?)))\s*([smhd]?)\s*$")
-_UNIT_SECONDS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
+_DURATION = re.compile(r"^\s*([+-]?(?:\d+(?:\.\d*)?|\.\d+|(?i:nan|inf(?:inity)?)))\s*(ms|[smhd]?)\s*$")
+_UNIT_SECONDS = {"": 1, "ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400}
 _STEP = re.compile(r"^\s*([a-z-]+)\s*(?:\((.*)\))?\s*$")
 MAX_COUNT = 1_000_000_000  # attempts, failures: more is a typo
 MAX_DURATION_DAYS = 3650  # longer is a typo: no window, delay or timeout of a running job is ten years
 
 
 def parse_duration(value: str | int | float, name: str = "the duration", *, whole: bool = True) -> int | float:
-    """Seconds from ``30``, ``"30s"``, ``"10m"``, ``"2h"`` or ``"1d"``: an ``int`` of whole
+    """Seconds from ``30``, ``"250ms"``, ``"30s"``, ``"10m"``, ``"2h"`` or ``"1d"``: an ``int`` of whole
     seconds, or with ``whole=False`` a float that may have a fraction (``"0.2"``).
 
     Raises ValueError naming ``name`` for text that is not a duration, nan, infinity, a
@@ -53,8 +53,8 @@ def _seconds(value: str | int | float, name: str) -> int | float:
     else:
         match = _DURATION.match(value) if isinstance(value, str) else None
         if not match:
-            raise ValueError(f"{name} must be seconds with an optional unit s, m, h or d "
-                             f"(e.g. 30, 30s, 10m, 2h, 1d), got {value!r}")
+            raise ValueError(f"{name} must be seconds with an optional unit ms, s, m, h or d "
+                             f"(e.g. 30, 250ms, 30s, 10m, 2h, 1d), got {value!r}")
         seconds = round(float(match.group(1)) * _UNIT_SECONDS[match.group(2)], 9)
     if not math.isfinite(seconds):
         raise ValueError(f"{name} must be a finite duration, got {value!r}")

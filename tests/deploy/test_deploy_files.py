@@ -429,7 +429,8 @@ def test_the_operations_guide_names_only_exported_metrics(exported):
 
 
 REQUIRED_ALERTS = {"DedupDown", "DedupQueryStalled", "DedupDeadLettersRising", "DedupLateRecordsRising",
-                   "DedupConsumerLagGrowing", "DedupBatchSlowerThanTrigger", "DedupStateGrowingUnbounded"}
+                   "DedupConsumerLagGrowing", "DedupBatchSlowerThanTrigger", "DedupLatencyAboveObjective",
+                   "DedupStateGrowingUnbounded"}
 
 
 def test_alerts_name_exported_metrics_and_each_has_a_runbook_in_the_operations_guide(exported):

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
+import time
 from collections import Counter
 
 import pytest
@@ -12,7 +14,7 @@ from adapters.kafka.config import KafkaConfigurationError
 from adapters.kafka.engine import build_kafka_engine
 from adapters.memory.state_store import InMemoryStateStore
 from adapters.redis.state_store import RedisStateStore
-from adapters.system import SystemClock
+from adapters.system import InMemoryMetrics, SystemClock
 from app.generator import StreamSpec, generate
 from domain.dedup import Deduplicator
 from domain.errors import SinkUnavailable, SourceUnavailable
@@ -157,3 +159,31 @@ def test_uri_parameters_become_client_settings_and_bounded_runs(kafka_bootstrap,
                                 f"kafka://{kafka_bootstrap}/{topics['dlq']}")
     assert engine.run().records_in == 5
     assert json.loads(read_topic(kafka_bootstrap, topics["out"])[0].value)["id"] == "s0-e0"
+
+
+@pytest.mark.redis
+@pytest.mark.parametrize("exactly_once", [False, True], ids=["at-least-once", "exactly-once"])
+def test_a_trickle_of_events_comes_out_long_before_its_batch_would_fill(kafka_bootstrap, topics, redis_url,
+                                                                        exactly_once):
+    """One event at a time, a batch of 1,000 never fills: each comes out once it has waited
+    ``max_batch_delay``, far sooner than an idle poll lasts (``poll_timeout``, 20 s here)."""
+    poll_timeout, metrics = 20.0, InMemoryMetrics()
+    state = RedisStateStore(redis_url, key_prefix=f"{unique('trickle')}:") if exactly_once else None
+    engine = kafka_engine(kafka_bootstrap, topics, state, stop_at_end=False, exactly_once=exactly_once,
+                          batch_size=1000, poll_timeout=poll_timeout, max_batch_delay=0.05, metrics=metrics)
+    stop = threading.Event()
+    runner = threading.Thread(target=engine.run, args=(stop,))
+    runner.start()
+    try:
+        for n in range(1, 4):
+            produce(kafka_bootstrap, topics["in"], [json.dumps({"id": f"t{n}", "uniqueValue": f"trickle-{n}",
+                                                                "type": "APP", "timestamp": int(time.time())}).encode()])
+            started = time.monotonic()
+            while len(read_topic(kafka_bootstrap, topics["out"])) < n:
+                assert time.monotonic() - started < poll_timeout / 2, f"event {n} waited for a batch to fill"
+                time.sleep(0.05)
+    finally:
+        stop.set()
+        runner.join(60)
+    latencies = metrics.observations["end_to_end_latency_seconds"]
+    assert len(latencies) == 3 and all(0 <= latency < poll_timeout / 2 for latency in latencies)

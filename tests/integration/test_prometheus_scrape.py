@@ -156,8 +156,11 @@ def test_prometheus_holds_the_streams_counts_and_answers_every_dashboard_query(k
     crossed = {"DedupLateRecordsRising": expected.late / expected.records > 0.001,
                "DedupDeadLettersRising": expected.dead_lettered / expected.records > 0.01}
     pending = {name: "pending" for name, over in crossed.items() if over}
-    # the Spark engine's first micro-batches (the JVM warming up) may be slower than the trigger, or not
-    ignored = {"DedupBatchSlowerThanTrigger"} if scraped_engine.kind == "spark" else set()
+    # the Spark engine's first micro-batches (the JVM warming up) may be slower than the trigger, or
+    # not; a backlog produced while the engine joins its group is caught up seconds after its
+    # records' timestamps, so its latency may be above the objective, or not
+    ignored = {"DedupLatencyAboveObjective"} | ({"DedupBatchSlowerThanTrigger"} if scraped_engine.kind == "spark"
+                                                else set())
 
     def states() -> dict[str, str]:
         return {name: state for name, state in alert_states(prometheus).items() if name not in ignored}

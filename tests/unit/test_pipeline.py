@@ -30,23 +30,66 @@ def records(*values: bytes, first: int = 0) -> list[RawRecord]:
     return [RawRecord(v, SourcePosition("in", 0, first + i)) for i, v in enumerate(values)]
 
 
-def pipeline(source, journal=None, state=None, committer=None, notifications=None, policies=None):
+def pipeline(source, journal=None, state=None, committer=None, notifications=None, policies=None, *,
+             max_batch_delay=0.0, batch_size=1000, poll_timeout=0.5):
     core = Deduplicator(RuleSet(), state or InMemoryStateStore(), FakeClock(), policies or Policies())
     delivery = Delivery(core, ListSink(journal=journal), ListDeadLetterSink())
-    return BatchPipeline(core, source, delivery, InMemoryMetrics(), committer, notifications=notifications)
+    return BatchPipeline(core, source, delivery, InMemoryMetrics(), committer, notifications=notifications,
+                         batch_size=batch_size, poll_timeout=poll_timeout, max_batch_delay=max_batch_delay)
 
 
 def test_each_batch_is_acknowledged_only_after_its_outcomes_were_flushed():
     journal = []
-    source = ListSource([records(event("a"), event("a", T + 1)), [], records(event("b"), first=2)], journal)
+    source = ListSource([records(event("a"), event("a", T + 1)), [], [], records(event("b"), first=2)], journal)
     seen = []
 
     totals = pipeline(source, journal).run(on_batch=lambda t: seen.append(t.as_dict()["in"]))
 
     assert journal == ["flush", ("ack", [0, 1]), "flush", ("ack", [2])]
     assert (totals.records_in, totals.out, totals.duplicates) == (3, 2, 1) and totals.balanced
-    assert seen == [2, 2, 3]  # the running totals after every poll: committed batches and the empty poll
-    assert source.polls == 4  # an empty poll is not the end; the empty poll after the last batch is
+    assert seen == [2, 2, 3]  # the running totals after every loop: committed batches and the idle wait
+    assert source.polls == 5  # an idle wait is not the end; the empty poll after the last batch is
+
+
+def test_an_idle_input_is_waited_on_for_one_record_which_ends_the_wait():
+    source = ListSource([[], records(event("a")), [], []])
+    line = pipeline(source, batch_size=100, poll_timeout=30.0, max_batch_delay=0.05)
+
+    totals = line.run()
+
+    assert totals.out == 1
+    # what is buffered (0 s), then the wait for a first record (up to poll_timeout, for one record)…
+    assert source.waits[:2] == [0, 30.0]
+    # …then the batch waits for more only while its oldest record is younger than max_batch_delay
+    assert source.waits[2:-1] and all(0 < wait <= 0.05 for wait in source.waits[2:-1])
+
+
+def test_a_batch_closes_when_full_without_waiting():
+    source = ListSource([records(*(event(f"k{i}") for i in range(5)))])
+    line = pipeline(source, batch_size=2, max_batch_delay=60.0)
+    journal_sizes = []
+    line.run(on_batch=lambda t: journal_sizes.append(t.records_in))
+    assert journal_sizes == [2, 4, 5] and max(source.waits) < 60.0
+
+
+def test_records_buffered_while_a_batch_ran_close_the_next_batch_at_once():
+    source = ListSource([records(event("a")), records(event("b"), first=1)])
+    line = pipeline(source, max_batch_delay=60.0)
+    line._polled_at -= 60.0  # the previous batch ended a minute ago: what waits in the buffer is due
+    line.run()
+    assert source.waits[0] == 0 and line.totals.out == 2 and max(source.waits) < 60.0
+
+
+def test_the_latency_of_each_unique_event_is_observed_from_its_arrival_by_rule():
+    import time
+    arrived = time.time() - 2.0
+    batch = [RawRecord(event("a"), SourcePosition("in", 0, 0), arrived=arrived),
+             RawRecord(event("a", T + 1), SourcePosition("in", 0, 1), arrived=arrived),
+             RawRecord(b"not json", SourcePosition("in", 0, 2), arrived=arrived)]
+    line = pipeline(ListSource([batch]))
+    line.run()
+    latencies = line.metrics.observations["end_to_end_latency_seconds"]
+    assert len(latencies) == 1 and 2.0 <= latencies[0] < 60.0  # one unique event; not the duplicate or dead letter
 
 
 def test_the_default_committer_acknowledges_the_source():
@@ -69,7 +112,7 @@ def test_the_metrics_count_what_the_totals_count():
     assert (totals.out, totals.duplicates, totals.dead_lettered, totals.invalid) == (1, 1, 1, 1)
 
 
-def test_notifications_are_applied_before_each_poll():
+def test_notifications_are_applied_before_each_batch_is_judged():
     forget_a = Notification("INVALIDATE", "downstream lost it", Event("x", "a", "APP", T))
     notes = ListNotificationSource([[], [forget_a]])
     source = ListSource([records(event("a")), records(event("a", T + 1), first=1)])

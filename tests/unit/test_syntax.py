@@ -31,8 +31,9 @@ def test_fractional_durations_are_float_seconds(value, expected):
     ("-0.1s", False, "window must not be negative, got '-0.1s'"),
     (-5, True, "window must not be negative, got -5"),
     ("1.5", True, "window must be whole seconds, got '1.5'"),
-    ("30ms", True, "window must be seconds with an optional unit s, m, h or d (e.g. 30, 30s, 10m, 2h, 1d), "
-                   "got '30ms'"),
+    ("30us", True, "window must be seconds with an optional unit ms, s, m, h or d (e.g. 30, 250ms, 30s, 10m, "
+                   "2h, 1d), got '30us'"),
+    ("30ms", True, "window must be whole seconds, got '30ms'"),
     ("ten", False, "window must be seconds with an optional unit"),
     ("1e3", False, "window must be seconds with an optional unit"),
     ("", True, "window must be seconds with an optional unit"),

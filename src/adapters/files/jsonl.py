@@ -97,7 +97,8 @@ class JsonlSource:
             self._line += 1
             value = line.rstrip(b"\r\n")
             if value.strip():
-                records.append(RawRecord(value, LinePosition(self.name, 0, self._line, self._identity(value))))
+                records.append(RawRecord(value, LinePosition(self.name, 0, self._line, self._identity(value)),
+                                         arrived=time.time()))
         return records
 
     def _identity(self, value: bytes) -> str:

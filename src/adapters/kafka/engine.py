@@ -27,7 +27,7 @@ from domain.accounting import Accounting
 from domain.dead_letters import DEFAULT_MAX_BYTES
 from domain.dedup import Deduplicator
 from domain.delivery import Delivery
-from domain.pipeline import BatchPipeline
+from domain.pipeline import DEFAULT_MAX_BATCH_DELAY, BatchPipeline
 from domain.ports import Metrics
 
 from adapters.kafka.config import KafkaConfigurationError, KafkaEndpoint, parse_kafka_uri, producer_config
@@ -75,11 +75,14 @@ def build_kafka_engine(core: Deduplicator, source_uri: str, sink_uri: str, dlq_u
                        notifications_uri: str | None = None, *, exactly_once: bool = False,
                        kafka_settings: Mapping[str, Any] | None = None, transactional_id: str | None = None,
                        batch_size: int = 1000, metrics: Metrics | None = None, poll_timeout: float = 0.5,
+                       max_batch_delay: float = DEFAULT_MAX_BATCH_DELAY,
                        stop_at_end: bool | None = None, notifications_out_uri: str | None = None,
                        metadata_timeout: float = 10.0, flush_timeout: float = 30.0,
                        dead_letter_max_bytes: int = DEFAULT_MAX_BYTES) -> KafkaEngine:
     """Check the brokers and topics, then wire the Kafka adapters around ``core``.
 
+    A batch closes when it holds ``batch_size`` records or its oldest record has waited
+    ``max_batch_delay`` s (``domain.pipeline``); an idle topic is waited on ``poll_timeout`` s per poll.
     ``kafka_settings`` are librdkafka settings for every client (``consumer.``/``producer.``
     prefixes target one kind). ``stop_at_end`` overrides the source URI's ``?stop_at_end=``.
     ``dead_letter_max_bytes`` bounds a dead letter's key plus value (``domain.dead_letters``).
@@ -109,7 +112,8 @@ def build_kafka_engine(core: Deduplicator, source_uri: str, sink_uri: str, dlq_u
     log.info("kafka engine: %s (group %s) -> %s, dead letters -> %s, %s", endpoints["source"], source.group,
              endpoints["sink"], endpoints["dlq"], f"exactly-once ({txn_id})" if exactly_once else "at-least-once")
     pipeline = BatchPipeline(core, source, delivery, metrics or InMemoryMetrics(), committer,
-                             notifications=notifications, batch_size=batch_size, poll_timeout=poll_timeout)
+                             notifications=notifications, batch_size=batch_size, poll_timeout=poll_timeout,
+                             max_batch_delay=max_batch_delay)
     return KafkaEngine(pipeline, resources)
 
 

@@ -12,7 +12,7 @@ import logging
 import time
 from typing import Any, Mapping, Sequence
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, Consumer, KafkaError, KafkaException, TopicPartition
 
 from domain.errors import SourceUnavailable
 from domain.events import RawRecord, SourcePosition
@@ -161,7 +161,9 @@ class KafkaSource:
         self._uncommitted.setdefault((topic, partition), offset)
         if self._at_end:
             self._at_end.discard(partition)
-        return RawRecord(message.value() or b"", SourcePosition(topic, partition, offset), message.key())
+        kind, millis = message.timestamp()
+        arrived = millis / 1000 if kind != TIMESTAMP_NOT_AVAILABLE and millis >= 0 else None
+        return RawRecord(message.value() or b"", SourcePosition(topic, partition, offset), message.key(), arrived)
 
     def _on_error(self, message, error: KafkaError) -> None:
         if error.code() == KafkaError._PARTITION_EOF:

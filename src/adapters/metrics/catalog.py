@@ -19,12 +19,17 @@ class Metric:
     kind: str  # counter, gauge or histogram
     help: str
     labels: tuple[str, ...] = ()
+    buckets: tuple[float, ...] = ()  # a histogram's upper bounds (seconds)
 
     @property
     def exported(self) -> str:
         """The Prometheus name: ``dedup_<name>`` (``in`` is ``records_in``), counters end in ``_total``."""
         base = f"dedup_{'records_in' if self.name == 'in' else self.name}"
         return f"{base}_total" if self.kind == "counter" else base
+
+
+BATCH_SECONDS = (0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120)
+LATENCY_SECONDS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1, 1.5, 2.5, 5, 10, 30, 60)
 
 
 def _counter(name: str, text: str) -> Metric:
@@ -41,7 +46,13 @@ CATALOG = {m.name: m for m in (
     _counter("invalid", "Records that are not valid events"),
     _counter("passed_through", "Events of a type without a rule, passed through"),
     _counter("invalidations", "INVALIDATE notifications applied"),
-    Metric("batch_duration_seconds", "histogram", "Duration of a poll batch (memory, kafka) or micro-batch (spark)"),
+    Metric("batch_duration_seconds", "histogram", "Duration of a poll batch (memory, kafka) or micro-batch (spark)",
+           buckets=BATCH_SECONDS),
+    Metric("end_to_end_latency_seconds", "histogram", "Time from a unique event's arrival on the input (its Kafka "
+           "record's timestamp; for files the time it was read) to its write to the output, per rule",
+           ("rule",), LATENCY_SECONDS),
+    Metric("latency_objective_seconds", "gauge", "The setting latency_objective: the p99 end-to-end latency above "
+           "which the DedupLatencyAboveObjective alert fires"),
     Metric("watermark_seconds", "gauge", "The rule's watermark: event time (epoch seconds) every partition has "
            "reached", ("rule",)),
     Metric("event_time_lag_seconds", "gauge", "How far the rule's watermark is behind the newest event time seen",

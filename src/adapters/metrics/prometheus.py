@@ -1,7 +1,7 @@
 """``PrometheusMetrics``: the ``domain.ports.Metrics`` of a running service, in a prometheus_client registry.
 
-Every metric of the catalog is registered at start, and every labelled counter's series for the
-labels known then (each rule and ``none``; each dead-letter reason) starts at 0, so rates and
+Every metric of the catalog is registered at start, and every labelled counter's and
+histogram's series for the labels known then (each rule and ``none``; each dead-letter reason) starts at 0, so rates and
 alerts have a series before the first record; so does a process that restarted with no new input.
 The registry also carries prometheus_client's process and platform collectors. ``exposition()``
 is the text format served at ``/metrics``. A name the catalog does not hold is logged once and
@@ -21,7 +21,6 @@ from domain.accounting import NO_RULE
 from domain.errors import DEAD_LETTER_REASONS
 
 log = logging.getLogger(__name__)
-BATCH_SECONDS = (0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120)
 _KINDS = {"counter": Counter, "gauge": Gauge, "histogram": Histogram}
 
 
@@ -34,12 +33,12 @@ class PrometheusMetrics:
         self._unknown: set[str] = set()
         known = {"rule": [*rules, NO_RULE], "reason": list(DEAD_LETTER_REASONS)}
         for name, metric in CATALOG.items():
-            if metric.kind == "counter" and metric.labels:
+            if metric.kind in ("counter", "histogram") and metric.labels:
                 for value in known[metric.labels[0]]:
                     self._metrics[name].labels(value)
 
     def _register(self, metric: Metric):
-        options = {"buckets": BATCH_SECONDS} if metric.kind == "histogram" else {}
+        options = {"buckets": metric.buckets} if metric.kind == "histogram" else {}
         name = metric.exported.removesuffix("_total") if metric.kind == "counter" else metric.exported
         return _KINDS[metric.kind](name, metric.help, metric.labels, registry=self.registry, **options)
 
