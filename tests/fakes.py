@@ -164,8 +164,9 @@ class ListNotificationSource:
     def __init__(self, arrivals):
         self.arrivals = list(arrivals)
         self.commits = 0
+        self.rejected = 0
 
-    def poll(self, timeout):
+    def poll(self, timeout, final=False):
         return self.arrivals.pop(0) if self.arrivals else []
 
     def commit(self):

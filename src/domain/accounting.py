@@ -30,6 +30,7 @@ class Accounting:
     invalid: int = 0
     passed_through: int = 0
     invalidations: int = 0
+    rejected_notifications: int = 0  # invalid notifications: dead-lettered (Kafka) or logged (files)
     detail: Counter = field(default_factory=Counter, compare=False, repr=False)
     """``(name, label value) -> count`` for the names in ``LABEL_OF``; sums to the name's count."""
 

@@ -70,6 +70,7 @@ class MigratingStateStore:
     translations: dict[str, KeyTranslation] = field(default_factory=dict)
     started_at: dict[str, int] = field(default_factory=dict)
     retired_rules: set[str] = field(default_factory=set)
+    forgotten: set[str] = field(default_factory=set)  # keys invalidated while the old store is consulted
 
     @property
     def durable(self) -> bool:
@@ -91,12 +92,16 @@ class MigratingStateStore:
         return [False if r else next(granted) for r in refused]
 
     def invalidate(self, key: str) -> bool:
-        old_forgot = False if rule_of(key) in self.retired_rules else self.old.invalidate(self._old_key(key))
+        """Forget ``key`` in the new store; the old one is never written, so this job stops
+        consulting it for that key (a restart before the rule retires consults it again)."""
+        old_forgot = False
+        if rule_of(key) not in self.retired_rules and key not in self.forgotten:
+            old_forgot = bool(self.old.entries(self._old_key(key), 0))  # anything it holds
+            self.forgotten.add(key)
         return self.new.invalidate(key) or old_forgot
 
     def entries(self, key: str, now: int) -> tuple[Emission, ...]:
-        old = () if rule_of(key) in self.retired_rules else self.old.entries(self._old_key(key), now)
-        return old + self.new.entries(key, now)
+        return self._old_entries(key, now) + self.new.entries(key, now)
 
     def close(self) -> None:
         self.new.close()
@@ -105,8 +110,12 @@ class MigratingStateStore:
     def _refused_by_old(self, claim: Claim) -> bool:
         if self._retires(rule_of(claim.key), claim.now):
             return False
-        old = self.old.entries(self._old_key(claim.key), claim.now)
-        return any(claim.within_window(e) and not claim.replays(e) for e in old)
+        return any(claim.within_window(e) and not claim.replays(e) for e in self._old_entries(claim.key, claim.now))
+
+    def _old_entries(self, key: str, now: int) -> tuple[Emission, ...]:
+        if rule_of(key) in self.retired_rules or key in self.forgotten:
+            return ()
+        return self.old.entries(self._old_key(key), now)
 
     def _retires(self, rule: str, now: int) -> bool:
         start = self.started_at.setdefault(rule, now)

@@ -24,6 +24,7 @@ from domain.accounting import Accounting
 from domain.dedup import Deduplicator, Outcome
 from domain.delivery import Delivery
 from domain.errors import PolicyExhausted
+from domain.policies import run_or_stop
 from domain.events import RawRecord
 from domain.ports import BatchCommitter, EventSource, Metrics, NotificationSource
 
@@ -88,6 +89,7 @@ class BatchPipeline:
             if records:
                 self.step(records)
             elif self.source.exhausted:
+                self.apply_notifications(final=True)
                 break
             if on_batch is not None:
                 on_batch(self.totals)
@@ -133,18 +135,28 @@ class BatchPipeline:
         self.core.watermarks.publish(self.metrics, self.core.clock.now())
         return counts
 
-    def apply_notifications(self) -> None:
-        """Forget the key of every notification that arrived, then acknowledge them."""
+    def apply_notifications(self, final: bool = False) -> None:
+        """Forget the key of every notification that arrived, then acknowledge them.
+
+        Forgetting is retried under the ``transient`` policy (the state may be away); one that
+        outlasts it raises ``PolicyExhausted`` and nothing is acknowledged. Rejected
+        notifications are counted (``rejected_notifications``). ``final``: the input ended, so
+        a last line without its newline is complete (``NotificationSource.poll``).
+        """
         if self.notifications is None:
             return
-        notes = self.notifications.poll(0)
+        rejected = self.notifications.rejected
+        notes = self.notifications.poll(0, final=final)
+        if self.notifications.rejected > rejected:
+            self.totals.rejected_notifications += self.notifications.rejected - rejected
+            self.metrics.increment("rejected_notifications", self.notifications.rejected - rejected)
         for note in notes:
-            forgot = self.core.invalidate(note)
+            forgot = run_or_stop(lambda n=note: self.core.invalidate(n), self.core.policies, self.core.clock.sleep)
             self.totals.invalidations += 1
             self.metrics.increment("invalidations")
             log.info("INVALIDATE %s/%s: %s", note.event.type, note.event.unique_value,
                      "forgotten" if forgot else "nothing stored")
-        if notes:
+        if notes or self.notifications.rejected > rejected:
             self.notifications.commit()
 
     def _observe_latency(self, delivered: Sequence[Outcome]) -> None:

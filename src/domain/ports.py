@@ -145,11 +145,15 @@ class StateStore(Protocol):
 
 @runtime_checkable
 class NotificationSource(Protocol):
-    def poll(self, timeout: float) -> list[Notification]:
+    rejected: int  # invalid notifications read so far: never returned, counted here
+
+    def poll(self, timeout: float, final: bool = False) -> list[Notification]:
         """Notifications that arrived since the last call; invalid ones are never returned.
 
-        The adapter dead-letters invalid ones where it has a dead-letter output (Kafka),
-        else logs and counts them (a file, which keeps the line).
+        The adapter dead-letters invalid ones where it has a dead-letter output (Kafka, reason
+        ``bad_notification`` or an event code), else logs them (a file, which keeps the line);
+        either way it counts them in ``rejected``. ``final``: the input will not grow, so a last
+        line without its newline is read as complete (a file; a stream ignores it).
         """
 
     def commit(self) -> None:

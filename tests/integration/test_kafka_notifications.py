@@ -13,7 +13,7 @@ from adapters.kafka.engine import build_kafka_engine
 from adapters.kafka.notifications import KafkaNotificationSink, KafkaNotificationSource
 from adapters.kafka.producer import ProducerChannel
 from adapters.memory.state_store import InMemoryStateStore
-from adapters.system import SystemClock
+from adapters.system import InMemoryMetrics, SystemClock
 from domain.dedup import Deduplicator
 from domain.events import Event
 from domain.ports import Notification
@@ -78,15 +78,20 @@ def test_the_engine_forgets_an_invalidated_key(kafka_bootstrap):
     assert build_kafka_engine(core, *uris, stop_at_end=True).run().duplicates == 1
     # 2. an INVALIDATE for u-1 arrives and takes effect
     channel = channel_to(kafka_bootstrap)
+    produce(kafka_bootstrap, topics["notes"], [b'{"notification": "INVALIDATE"}'])  # no event: rejected
     KafkaNotificationSink(channel, topics["notes"]).publish(
         Notification("INVALIDATE", "downstream lost it", Event("x", "u-1", "APP", T)))
+    metrics = InMemoryMetrics()
     engine = build_kafka_engine(core, *uris, notifications_uri=f"kafka://{kafka_bootstrap}/{topics['notes']}",
-                                stop_at_end=True)
+                                stop_at_end=True, metrics=metrics)
     deadline = time.monotonic() + 30
     while engine.pipeline.totals.invalidations == 0 and time.monotonic() < deadline:
         engine.pipeline.apply_notifications()
         time.sleep(0.2)
     assert engine.pipeline.totals.invalidations == 1
+    # the rejected one: dead-lettered, and counted in the totals and the metrics
+    assert engine.pipeline.totals.rejected_notifications == 1 and metrics.counters["rejected_notifications"] == 1
+    assert [m.headers["dedup.reason"] for m in read_topic(kafka_bootstrap, topics["dlq"])] == ["bad_notification"]
     # 3. u-1 sent again inside the window is emitted again
     produce(kafka_bootstrap, topics["in"], [event("u-1", T + 2)])
     assert engine.run().out == 1

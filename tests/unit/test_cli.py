@@ -118,7 +118,24 @@ def test_invalidate_notification_lets_a_failed_event_pass_again(tmp_path):
     assert main([*args, "--source", f"file:{tmp_path / 'again.jsonl'}", "--notifications", f"file:{notes}",
                  "--summary-json", str(tmp_path / "s.json")]) == 0
     assert (tmp_path / "out.jsonl").read_bytes().splitlines() == [first, resent]
+    summary = json.loads((tmp_path / "s.json").read_text())
+    assert (summary["invalidations"], summary["rejected_notifications"]) == (1, 1)
+
+
+def test_a_last_notification_without_its_newline_is_applied_when_a_bounded_run_ends(tmp_path):
+    first = b'{"id":"1","uniqueValue":"a","type":"WEB","timestamp":100}'
+    resent = b'{"id":"2","uniqueValue":"a","type":"WEB","timestamp":160}'
+    (tmp_path / "in.jsonl").write_bytes(first + b"\n")
+    (tmp_path / "again.jsonl").write_bytes(resent + b"\n")
+    notes = tmp_path / "notes.jsonl"
+    notes.write_text(json.dumps({"notification": "INVALIDATE", "exception": "lost", "event": json.loads(first)}))
+    args = ["run", "--sink", f"file:{tmp_path / 'out.jsonl'}", "--dlq", f"file:{tmp_path / 'd'}",
+            "--state", f"memory:{tmp_path / 'state.snapshot'}", "--summary-json", str(tmp_path / "s.json")]
+    assert main([*args, "--source", f"file:{tmp_path / 'in.jsonl'}", "--notifications", f"file:{notes}"]) == 0
     assert json.loads((tmp_path / "s.json").read_text())["invalidations"] == 1
+    # the key was forgotten before the snapshot was saved: the re-sent event passes
+    assert main([*args, "--source", f"file:{tmp_path / 'again.jsonl'}"]) == 0
+    assert (tmp_path / "out.jsonl").read_bytes().splitlines() == [first, resent]
 
 
 def app_event(id_: str, value: str, t: int) -> bytes:

@@ -9,7 +9,7 @@ from adapters.memory.state_store import InMemoryStateStore
 from adapters.system import InMemoryMetrics
 from domain.dedup import Deduplicator
 from domain.delivery import Delivery
-from domain.errors import PolicyExhausted, SourceUnavailable
+from domain.errors import PolicyExhausted, SourceUnavailable, StateUnavailable
 from domain.events import Event, RawRecord, SourcePosition
 from domain.pipeline import BatchPipeline, SourceCommitter
 from domain.policies import Policies
@@ -32,7 +32,7 @@ def records(*values: bytes, first: int = 0) -> list[RawRecord]:
 
 def pipeline(source, journal=None, state=None, committer=None, notifications=None, policies=None, *,
              max_batch_delay=0.0, batch_size=1000, poll_timeout=0.5):
-    core = Deduplicator(RuleSet(), state or InMemoryStateStore(), FakeClock(), policies or Policies())
+    core = Deduplicator(RuleSet(), InMemoryStateStore() if state is None else state, FakeClock(), policies or Policies())
     delivery = Delivery(core, ListSink(journal=journal), ListDeadLetterSink())
     return BatchPipeline(core, source, delivery, InMemoryMetrics(), committer, notifications=notifications,
                          batch_size=batch_size, poll_timeout=poll_timeout, max_batch_delay=max_batch_delay)
@@ -123,6 +123,33 @@ def test_notifications_are_applied_before_each_batch_is_judged():
     # 1. a is emitted; 2. the notification makes the state forget a; 3. a's repeat is emitted again
     assert (totals.out, totals.duplicates, totals.invalidations) == (2, 0, 1)
     assert notes.commits == 1 and line.metrics.counters["invalidations"] == 1
+
+
+class FlakyInvalidation(InMemoryStateStore):
+    def __init__(self, failures):
+        super().__init__()
+        self.failures = failures
+
+    def invalidate(self, key):
+        if self.failures:
+            self.failures -= 1
+            raise StateUnavailable("state store down")
+        return super().invalidate(key)
+
+
+@pytest.mark.parametrize("transient, applied", [("retry(attempts=3,delay=0)>fail", True), ("fail", False)])
+def test_a_state_away_while_a_notification_is_applied_is_retried_under_the_transient_policy(transient, applied):
+    forget_a = Notification("INVALIDATE", "downstream lost it", Event("x", "a", "APP", T))
+    notes = ListNotificationSource([[], [forget_a]])
+    line = pipeline(ListSource([records(event("a")), records(event("a", T + 1), first=1)]), notifications=notes,
+                    state=FlakyInvalidation(failures=2), policies=Policies.from_strings({"transient": transient}))
+    if applied:
+        totals = line.run()
+        assert (totals.out, totals.invalidations, notes.commits) == (2, 1, 1)
+    else:
+        with pytest.raises(PolicyExhausted):
+            line.run()
+        assert notes.commits == 0 and line.totals.invalidations == 0  # not acknowledged: read again
 
 
 def test_a_fail_policy_aborts_the_batch_and_nothing_is_acknowledged():

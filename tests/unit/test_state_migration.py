@@ -51,3 +51,26 @@ def test_the_old_state_retires_one_retention_after_its_own_newest_emission_not_t
     assert migrating.retired_rules == set()
     assert migrating.check_and_set(claim("APP\x1fx", 1060)) is True  # 1000 + 60: no old entry is live
     assert migrating.retired_rules == {"APP"}
+
+
+class ReadOnlyStore(InMemoryStateStore):
+    """An old store that refuses every write, as a read-only replica would."""
+
+    def check_and_set_many(self, claims):
+        raise AssertionError("the old store was written")
+
+    def invalidate(self, key):
+        raise AssertionError("the old store was written")
+
+
+def test_an_invalidated_key_passes_again_without_the_old_store_being_written():
+    old = ReadOnlyStore()
+    InMemoryStateStore.check_and_set_many(old, [claim("APP\x1fa", 100)])
+    migrating = MigratingStateStore(InMemoryStateStore(), old, retention=600)
+    assert migrating.check_and_set(claim("APP\x1fa", 105)) is False  # the old store remembers a
+
+    assert migrating.invalidate("APP\x1fa") is True  # it remembered something, now forgotten
+    assert migrating.entries("APP\x1fa", 105) == ()
+    assert migrating.check_and_set(claim("APP\x1fa", 106)) is True  # the re-sent event passes
+    assert migrating.check_and_set(claim("APP\x1fa", 107)) is False  # and is remembered by the new store
+    assert migrating.invalidate("APP\x1fb") is False

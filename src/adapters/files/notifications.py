@@ -27,10 +27,10 @@ class JsonlNotificationSource:
             raise opening_failed(exc, f"cannot read notifications {path}", SourceUnavailable) from None
         self.rejected = 0
 
-    def poll(self, timeout: float) -> list[Notification]:
+    def poll(self, timeout: float, final: bool = False) -> list[Notification]:
         notes = []
         for line in iter(self._file.readline, b""):
-            if not line.endswith(b"\n") and line.strip():
+            if not line.endswith(b"\n") and line.strip() and not final:
                 self._file.seek(-len(line), 1)  # a line still being written: read it next time
                 break
             if line.strip():

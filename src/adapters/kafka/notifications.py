@@ -44,8 +44,9 @@ class KafkaNotificationSource:
             raise config_error(exc, "notifications", config) from None
         self.consumer.subscribe([endpoint.topic])
         self._read: list[RawRecord] = []
+        self.rejected = 0
 
-    def poll(self, timeout: float) -> list[Notification]:
+    def poll(self, timeout: float, final: bool = False) -> list[Notification]:
         try:
             messages = self.consumer.consume(MAX_PER_POLL, timeout)
         except (KafkaException, RuntimeError) as exc:
@@ -90,6 +91,7 @@ class KafkaNotificationSource:
             return parse_notification(record.value)
         except InvalidEvent as exc:
             log.warning("invalid notification at %s: %s", record.position.token(), exc)
+            self.rejected += 1
             self.dead_letters.write(DeadLetter(record, exc.reason, str(exc), exc.error_class, 1, self.clock()))
             return None
 

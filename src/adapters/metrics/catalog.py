@@ -46,6 +46,8 @@ CATALOG = {m.name: m for m in (
     _counter("invalid", "Records that are not valid events"),
     _counter("passed_through", "Events of a type without a rule, passed through"),
     _counter("invalidations", "INVALIDATE notifications applied"),
+    _counter("rejected_notifications", "Invalid notifications: dead-lettered with reason bad_notification or an "
+             "event code (Kafka), or logged (a file); not input records, so outside the accounting's balance"),
     Metric("batch_duration_seconds", "histogram", "Duration of a poll batch (memory, kafka) or micro-batch (spark)",
            buckets=BATCH_SECONDS),
     Metric("end_to_end_latency_seconds", "histogram", "Time from a unique event's arrival on the input (its Kafka "
