@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
+from adapters.kafka.config import parse_kafka_uri, producer_config
 from adapters.kafka.engine import build_kafka_engine
+from adapters.kafka.producer import ProducerChannel
 from adapters.memory.state_store import InMemoryStateStore
 from adapters.system import SystemClock
 from app.generator import StreamSpec, generate
 from domain.dedup import Deduplicator
+from domain.errors import SinkUnavailable
 from domain.rules import RuleSet
 from tests.faults.injection import run_through_outage
 from tests.integration.kafka_io import create_topics, produce, read_topic
@@ -32,3 +37,34 @@ def test_at_least_once_rides_out_a_broker_crash_and_loses_nothing(own_broker):
     counts = totals.as_dict()
     assert {name: counts[name] for name in expected.as_accounting()} == expected.as_accounting()
     assert [m.value for m in read_topic(bootstrap, "out")] == reference(records).emitted
+
+
+def test_messages_failed_during_an_outage_longer_than_the_queue_are_all_produced_again(own_broker):
+    """More messages fail (the broker away past ``message.timeout.ms``) than the producer's queue
+    holds: a resend that meets a full queue keeps the rest failed, and a later flush sends them."""
+    bootstrap = own_broker.bootstrap
+    create_topics(bootstrap, "resent")
+    config = {**producer_config(parse_kafka_uri(f"kafka://{bootstrap}/resent", "sink"), {}),
+              "queue.buffering.max.messages": 10, "message.timeout.ms": 1500, "retry.backoff.ms": 100}
+    channel = ProducerChannel(config, "test producer", flush_timeout=1.0)
+    values = [f"m{i}".encode() for i in range(16)]
+    channel.produce("resent", b"warm")
+    channel.flush()
+    own_broker.kill()
+    for half in (values[:8], values[8:]):
+        for value in half:
+            channel.produce("resent", value)
+        with pytest.raises(SinkUnavailable):  # not acknowledged: the broker is away
+            channel.flush()
+    with pytest.raises(SinkUnavailable):  # 16 failed, a queue of 10: the resend stops part-way
+        channel.flush()
+    own_broker.start(timeout=120)
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            channel.flush()
+            break
+        except SinkUnavailable:
+            assert time.monotonic() < deadline, "the resent messages were never acknowledged"
+    channel.close()
+    assert sorted(m.value for m in read_topic(bootstrap, "resent") if m.value != b"warm") == sorted(values)

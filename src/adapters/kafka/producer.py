@@ -118,10 +118,13 @@ class ProducerChannel:
             log.warning("closing the producer of %s: %s", self.name, describe(exc))
 
     def _resend(self) -> None:
-        failed, self._failed = self._failed, []
-        log.warning("%s: producing %d failed messages again", self.name, len(failed))
-        for topic, value, key, headers, _ in failed:
+        """Produce the failed messages again, each forgotten only once queued: when the queue stays
+        full, ``produce`` raises and the rest stay failed, so the flush raises and retries them."""
+        log.warning("%s: producing %d failed messages again", self.name, len(self._failed))
+        while self._failed:
+            topic, value, key, headers, _ = self._failed[0]
             self.produce(topic, value, key, headers)
+            self._failed.pop(0)
 
     def _on_delivery(self, error: KafkaError | None, message) -> None:
         if error is not None:
