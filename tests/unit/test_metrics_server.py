@@ -1,10 +1,17 @@
+import errno
 import json
+import socket
+import socketserver
+import struct
+import threading
+import time
 import urllib.error
 import urllib.request
 
 import pytest
 
 from adapters.metrics.prometheus import PrometheusMetrics
+from app import metrics_server
 from app.metrics_server import MetricsServer
 
 
@@ -61,3 +68,85 @@ def test_health_says_idle_while_polls_bring_nothing_and_ok_while_records_move(se
     server.progressed(5)
     status, body = get(server, "/health")
     assert status == 200 and json.loads(body)["status"] == "idle"
+
+
+def bounded_server(**options):
+    return MetricsServer(PrometheusMetrics(["APP"]), 0, host="127.0.0.1", **options).start()
+
+
+def test_head_is_answered_and_a_query_string_ignored(server):
+    request = urllib.request.Request(f"http://127.0.0.1:{server.port}/health", method="HEAD")
+    with urllib.request.urlopen(request, timeout=5) as reply:
+        assert reply.status == 200 and reply.read() == b"" and int(reply.headers["Content-Length"]) > 0
+    assert get(server, "/health?verbose=1")[0] == 200
+    assert get(server, "/metrics?x=1")[0] == 200 and get(server, "/nothing?x=1")[0] == 404
+
+
+def test_clients_that_never_finish_a_request_are_cut_off_and_bounded_in_number():
+    srv = bounded_server(request_timeout=0.5, max_connections=4)
+    threads_before = threading.active_count()
+    clients = []
+    try:
+        for _ in range(60):  # a flood of slow clients: a request line, never the blank line after it
+            client = socket.create_connection(("127.0.0.1", srv.port), timeout=5)
+            client.sendall(b"GET /health HTTP/1.1\r\n")
+            clients.append(client)
+        time.sleep(0.2)
+        assert threading.active_count() <= threads_before + 4  # one thread per served connection, at most
+        deadline = time.monotonic() + 10
+        while get_or_none(srv, "/health") != 200:  # served again once the slow ones time out
+            assert time.monotonic() < deadline, "the endpoint stayed blocked by slow clients"
+            time.sleep(0.1)
+        for client in clients:  # every slow client was cut off: closed at once, or after its timeout
+            try:
+                while client.recv(1024):
+                    pass
+            except ConnectionResetError:
+                pass
+    finally:
+        for client in clients:
+            client.close()
+        srv.stop()
+
+
+def get_or_none(srv, path):
+    try:
+        return get(srv, path)[0]
+    except (urllib.error.URLError, ConnectionError, OSError):
+        return None
+
+
+def test_a_client_resetting_its_connection_is_one_log_line_not_a_traceback(caplog, capfd):
+    srv = bounded_server(request_timeout=2)
+    try:
+        for _ in range(5):
+            client = socket.create_connection(("127.0.0.1", srv.port))
+            client.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            client.sendall(b"GET /metrics HTTP/1.0\r\n\r\n")
+            client.close()  # reset while the reply is written
+        time.sleep(0.5)
+        assert get(srv, "/health")[0] == 200
+    finally:
+        srv.stop()
+    assert "Traceback" not in capfd.readouterr().err
+    assert all("\n" not in r.getMessage() for r in caplog.records)
+
+
+def test_no_file_descriptor_left_waits_between_accepts_instead_of_spinning(monkeypatch):
+    srv = bounded_server()
+    calls = []
+
+    def refused():
+        calls.append(time.monotonic())
+        raise OSError(errno.EMFILE, "Too many open files")
+
+    try:
+        original = socketserver.TCPServer.get_request
+        monkeypatch.setattr(socketserver.TCPServer, "get_request", lambda self: refused())
+        client = socket.create_connection(("127.0.0.1", srv.port))  # makes the listening socket readable
+        time.sleep(1.0)
+        monkeypatch.setattr(socketserver.TCPServer, "get_request", original)
+        client.close()
+    finally:
+        srv.stop()
+    assert 1 <= len(calls) <= 1.0 / metrics_server.ACCEPT_BACKOFF + 2  # not thousands of failed accepts a second
