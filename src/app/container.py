@@ -22,7 +22,7 @@ from adapters.system import SystemClock
 from app.settings import (KafkaSettings, MigrationSettings, PolicySettings, RedisSettings, RuleSettings, Settings,
                           SparkSettings)
 from app.setting_names import env_name
-from app.uris import CHECKPOINT, REDIS_SCHEMES
+from app.uris import CHECKPOINT, MEMORY_DEAD_LETTERS, REDIS_SCHEMES
 from domain.dead_letters import DEFAULT_MAX_BYTES
 from domain.dedup import Deduplicator
 from domain.errors import SetupError
@@ -96,7 +96,10 @@ def _state_store(uri: str, redis: RedisSettings | None = None) -> StateStore:
     if uri == "memory":
         return InMemoryStateStore()
     if uri.startswith("memory:"):
-        return InMemoryStateStore(snapshot=uri.removeprefix("memory:"))
+        try:
+            return InMemoryStateStore(snapshot=uri.removeprefix("memory:"))
+        except SetupError as exc:
+            raise UsageError(f"invalid setting state (DEDUP_STATE): {exc}") from None
     if uri.startswith(REDIS_SCHEMES):
         return _redis_store(uri, redis)
     if uri == CHECKPOINT:
@@ -135,7 +138,7 @@ def build_memory_engine(*, core: Deduplicator, metrics, source: str, sink: str, 
                         notifications: str | None, notifications_out: str | None,
                         batch_size: int, poll_timeout: float, max_batch_delay: float,
                         dlq_max_bytes: int = DEFAULT_MAX_BYTES) -> InMemoryEngine:
-    dlq_path = file_path(dlq or "file:dead-letters.jsonl", "dlq")
+    dlq_path = file_path(dlq or MEMORY_DEAD_LETTERS, "dlq")
     notes_in = opened("notifications", JsonlNotificationSource, file_path(notifications, "notifications")) \
         if notifications else None
     notes_out = opened("notifications_out", JsonlNotificationSink, file_path(notifications_out, "notifications_out")) \

@@ -24,7 +24,7 @@ from pydantic_settings import (BaseSettings, EnvSettingsSource, NoDecode, Pydant
 from pydantic_settings import SettingsError as _SourceError
 
 from app.setting_names import Misspelt, misspelt, unknown_variables
-from app.uris import CHECKPOINT, check_state_uri, check_stream_uri
+from app.uris import CHECKPOINT, check_state_uri, check_stream_uri, distinct_files
 from domain.dead_letters import DEFAULT_MAX_BYTES
 from domain.errors import first_line
 from domain.pipeline import DEFAULT_MAX_BATCH_DELAY
@@ -247,6 +247,14 @@ class Settings(BaseSettings):
         elif self.engine != "spark" and self.state == CHECKPOINT:
             raise ValueError("state (DEDUP_STATE): 'checkpoint' is the spark engine's state; the memory and kafka "
                              "engines keep theirs in memory, memory:SNAPSHOT_PATH or redis://HOST:PORT/DB")
+        return self
+
+    @model_validator(mode="after")
+    def _files_distinct(self) -> "Settings":
+        if self.engine == "memory":
+            distinct_files({"source": self.source, "sink": self.sink, "dlq": self.dlq,
+                            "notifications": self.notifications, "notifications_out": self.notifications_out},
+                           self.state)
         return self
 
     @model_validator(mode="after")

@@ -87,12 +87,15 @@ def inspect_state_store(uri: str, sample_size: int = 3) -> StateReport:
             raise UsageError(f"invalid setting state: no checkpoint at {location}")
         return inspect_checkpoint(spark, location, sample_size)
     if uri.startswith("memory:"):
-        from adapters.memory.state_store import read_snapshot
+        from adapters.memory.state_store import read_snapshot, unreadable
         path = Path(uri.removeprefix("memory:"))
         if not path.is_file():
             raise UsageError(f"invalid setting state: no snapshot at {path}"
                              f"{' (a directory; a snapshot is a file)' if path.is_dir() else ''}")
-        return inspect_state(f"snapshot {path}", read_snapshot(path), sample_size, path.stat().st_size)
+        try:
+            return inspect_state(f"snapshot {path}", read_snapshot(path), sample_size, path.stat().st_size)
+        except (ValueError, OSError) as exc:
+            raise UsageError(f"invalid setting state: {unreadable(path, exc)}") from None
     store = build_state_store(uri)
     if not store.durable:
         raise UsageError(f"invalid setting state: {redact(uri)!r} cannot be inspected (a volatile in-memory state)")

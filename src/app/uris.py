@@ -18,6 +18,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from adapters.kafka.config import KafkaConfigurationError, parse_kafka_uri
+from app.setting_names import env_name
 from domain.errors import first_line
 from domain.redaction import redact_uri
 
@@ -39,6 +40,39 @@ def check_stream_uri(value: str, setting: str) -> str:
             raise ValueError(str(exc).removeprefix(f"invalid {setting} URI ")) from None
         return value
     raise ValueError(_unknown_form(value, STREAM_FORMS, "'-'"))
+
+
+MEMORY_DEAD_LETTERS = "file:dead-letters.jsonl"  # the memory engine's dead-letter output when none is set
+
+
+def distinct_files(uris: dict[str, str | None], state: str) -> None:
+    """The memory engine's files, each named by one setting only: a sink writing over the input,
+    the state snapshot or another output would destroy it; ``-`` is stdin for the inputs and
+    stdout for the outputs, one of each at most. Raises ValueError naming the setting."""
+    def path(uri: str | None) -> str | None:
+        if uri == "-" or uri == "file:-":
+            return "-"
+        return uri.removeprefix("file:") if uri and uri.startswith("file:") else None
+
+    snapshot = state.removeprefix("memory:") if state.startswith("memory:") else None
+    inputs = {"source": path(uris.get("source")), "notifications": path(uris.get("notifications"))}
+    outputs = {"sink": path(uris.get("sink")), "dlq": path(uris.get("dlq") or MEMORY_DEAD_LETTERS),
+               "notifications_out": path(uris.get("notifications_out")), "state": snapshot}
+    for group, stream in ((inputs, "stdin"), (outputs, "stdout")):
+        seen: dict[str, str] = {}
+        for setting, where in group.items():
+            if where:
+                place = stream if where == "-" else str(Path(where).resolve())
+                if place in seen:
+                    raise ValueError(f"{setting} ({env_name([setting])}): {stream if where == '-' else where} is "
+                                     f"also {seen[place]}'s; each needs its own file")
+                seen[place] = setting
+    written = {str(Path(p).resolve()): s for s, p in outputs.items() if p and p != "-"}
+    for setting, where in inputs.items():
+        writer = written.get(str(Path(where).resolve())) if where and where != "-" else None
+        if writer:
+            raise ValueError(f"{writer} ({env_name([writer])}): {where} is also {setting}'s, which it would "
+                             f"overwrite; each needs its own file")
 
 
 def check_state_uri(value: str) -> str:

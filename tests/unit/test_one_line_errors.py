@@ -132,3 +132,60 @@ def test_variables_of_the_test_tools_and_the_config_path_are_not_settings(tmp_pa
 def test_a_bad_argument_of_the_other_commands_is_one_line(tmp_path, args, named):
     err = one_line_error(run_cli(*args, cwd=tmp_path), *named)
     assert not list(tmp_path.iterdir()), err  # nothing was written
+
+
+EVENT = b'{"id":"1","uniqueValue":"u1","type":"APP","timestamp":1700000000}\n'
+
+
+def test_a_snapshot_in_use_by_another_run_is_refused_before_any_work(tmp_path):
+    from adapters.memory.state_store import InMemoryStateStore
+    snapshot = tmp_path / "state.snapshot"
+    running = InMemoryStateStore(snapshot=snapshot)  # another run holds it
+    try:
+        done = run_cli(*MEMORY, "--state", f"memory:{snapshot}", stdin=EVENT)
+        assert "in use by another run" in one_line_error(done, "setting state", str(snapshot))
+        assert done.stdout == b""  # nothing judged
+    finally:
+        running.close()
+    assert run_cli(*MEMORY, "--state", f"memory:{snapshot}", stdin=EVENT).returncode == 0  # free again
+
+
+@pytest.mark.parametrize("content, whole", [
+    (b"\x1f\x8b\x08\x00gzip", True), (b"# streamdedup state snapshot\nAPP%1Fk\tnot a value\n", False),
+    (b"# streamdedup state snapshot\nAPP%1Fk\t\xff\xfe\n", True), (b'{"foreign": 1}\n', True), (b"", True)],
+    ids=["gzip", "corrupt value", "not utf-8", "foreign", "empty"])
+def test_a_snapshot_that_cannot_be_read_is_one_line_to_run_and_to_inspect(tmp_path, content, whole):
+    snapshot = tmp_path / "state.snapshot"
+    snapshot.write_bytes(content)
+    done = run_cli(*MEMORY, "--state", f"memory:{snapshot}", stdin=EVENT)
+    assert "cannot be read" in one_line_error(done, "setting state", str(snapshot))
+    assert done.stdout == b""
+    inspected = run_cli("state", "inspect", "--state", f"memory:{snapshot}")
+    if whole:
+        assert "cannot be read" in one_line_error(inspected, "setting state")
+    else:  # inspection reads what it can and counts the values it cannot
+        assert inspected.returncode == 0 and b"unreadable: 1" in inspected.stdout
+
+
+def test_a_snapshot_where_nothing_can_be_written_is_refused_before_any_work(tmp_path):
+    done = run_cli(*MEMORY, "--state", "memory:/proc/streamdedup.snapshot", stdin=EVENT)
+    one_line_error(done, "setting state", "cannot write beside the state snapshot")
+    assert done.stdout == b""
+
+
+@pytest.mark.parametrize("args, named", [
+    (["--sink", "file:{d}/out.jsonl", "--state", "memory:{d}/out.jsonl"], ["setting state", "sink"]),
+    (["--sink", "file:{d}/out.jsonl", "--dlq", "file:{d}/./out.jsonl"], ["setting dlq", "sink"]),
+    (["--sink", "-", "--dlq", "-"], ["setting dlq", "stdout", "sink"]),
+    (["--source", "file:{d}/in.jsonl", "--sink", "file:{d}/in.jsonl"], ["setting sink", "source"]),
+    (["--source", "-", "--notifications", "-"], ["setting notifications", "stdin", "source"]),
+], ids=["snapshot is the sink", "dead letters are the sink", "both on stdout", "the sink is the input",
+        "both on stdin"])
+def test_two_settings_naming_one_file_are_refused_before_either_is_touched(tmp_path, args, named):
+    (tmp_path / "in.jsonl").write_bytes(EVENT)
+    (tmp_path / "out.jsonl").write_bytes(b"kept\n")
+    full = ["run", "--engine", "memory", "--source", "-", "--sink", "-",
+            *[a.format(d=tmp_path) for a in args]]
+    done = run_cli(*full, stdin=EVENT)
+    one_line_error(done, *named)
+    assert (tmp_path / "out.jsonl").read_bytes() == b"kept\n" and (tmp_path / "in.jsonl").read_bytes() == EVENT

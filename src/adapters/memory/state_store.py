@@ -10,10 +10,18 @@ renames it over ``PATH`` and fsyncs the directory. If anything fails, the partia
 removed, ``PATH`` keeps the previous snapshot, and a domain error is raised. Loading reads
 ``PATH`` only; a ``PATH.partial`` left by a killed process is ignored (and overwritten by the
 next save).
+
+One run at a time uses a snapshot: the store holds an exclusive lock on ``PATH.lock`` from
+its start to its close, so a second run on the same snapshot (whose save would erase the
+first's emissions) is refused at start, and so is a snapshot whose directory cannot be
+written (found when the lock file is created, not after the whole input). A snapshot that
+cannot be read (damaged, truncated, another program's file) is refused at start too:
+``SnapshotUnusable``, a ``SetupError``, one line.
 """
 
 from __future__ import annotations
 
+import fcntl
 import heapq
 import logging
 import os
@@ -22,13 +30,18 @@ from pathlib import Path
 from typing import Iterable, Sequence
 from urllib.parse import quote, unquote
 
-from domain.errors import ProcessingBug, StateUnavailable
+from domain.errors import ProcessingBug, SetupError, StateUnavailable, first_line
 from domain.keys import rule_of
 from domain.state import Claim, Emission, current_key, decide, decode, encode, version_of
 
 SNAPSHOT_HEADER = "# streamdedup state snapshot\n"
 
 log = logging.getLogger(__name__)
+
+
+class SnapshotUnusable(SetupError):
+    """A ``memory:PATH`` snapshot this run cannot use: in use by another run, in a directory it
+    cannot write, or not a readable snapshot."""
 
 
 class InMemoryStateStore:
@@ -45,8 +58,15 @@ class InMemoryStateStore:
         self._expiries: dict[str, list[tuple[int, str]]] = {}
         self._lock = threading.Lock()
         self.snapshot = Path(snapshot) if snapshot else None
-        if self.snapshot and self.snapshot.exists():
-            self._load(self.snapshot)
+        self._held: int | None = None
+        if self.snapshot:
+            self._held = _lock_snapshot(self.snapshot)
+            try:
+                if self.snapshot.exists():
+                    self._load(self.snapshot)
+            except BaseException:
+                self._release()
+                raise
 
     def check_and_set(self, claim: Claim) -> bool:
         return self.check_and_set_many([claim])[0]
@@ -65,7 +85,19 @@ class InMemoryStateStore:
     def close(self) -> None:
         """Writes the snapshot, when the store has one (see :meth:`save`)."""
         if self.snapshot:
-            self.save(self.snapshot)
+            try:
+                self.save(self.snapshot)
+            finally:
+                self._release()
+
+    def abandon(self) -> None:
+        """Give the snapshot up without saving, as a crash does: its lock is released."""
+        self._release()
+
+    def _release(self) -> None:
+        if self._held is not None:
+            os.close(self._held)  # closing the descriptor drops the lock
+            self._held = None
 
     def save(self, path: Path) -> None:
         """Replace the snapshot at ``path`` whole, or leave the previous one as it was.
@@ -99,11 +131,14 @@ class InMemoryStateStore:
         partial = path.with_name(path.name + ".partial")
         if partial.exists():
             log.warning("ignoring %s, left by a snapshot save that did not finish; loading %s", partial, path)
-        for stored, value in read_snapshot(path):
-            entries, key = decode(value), current_key(stored, version_of(value))  # an older snapshot's key respelled
-            self._entries[key] = entries
-            for e in entries:
-                heapq.heappush(self._expiries.setdefault(rule_of(key), []), (e.kept_until, key))
+        try:
+            for stored, value in read_snapshot(path):
+                entries, key = decode(value), current_key(stored, version_of(value))  # an older snapshot's key respelled
+                self._entries[key] = entries
+                for e in entries:
+                    heapq.heappush(self._expiries.setdefault(rule_of(key), []), (e.kept_until, key))
+        except (ValueError, OSError) as exc:  # UnicodeDecodeError and StateFormatError are ValueErrors
+            raise unreadable(path, exc) from None
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -140,10 +175,36 @@ def read_snapshot(path: Path):
     """``(key, stored value)`` pairs of a snapshot file, values in whatever version they were saved."""
     with open(path, encoding="utf-8") as lines:
         if lines.readline() != SNAPSHOT_HEADER:
-            raise ValueError(f"{path} is not a streamdedup state snapshot")
+            raise ValueError("its first line is not the header of a streamdedup state snapshot")
         for line in lines:
             key, _, value = line.rstrip("\n").partition("\t")
             yield unquote_key(key), value
+
+
+def unreadable(path: Path, exc: Exception) -> SnapshotUnusable:
+    """The error for a snapshot that cannot be read (its loading or its inspection)."""
+    reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else first_line(exc)
+    return SnapshotUnusable(f"the state snapshot {path} cannot be read: {reason} (not a snapshot this program "
+                            "wrote, or damaged): move it away to start with an empty state")
+
+
+def _lock_snapshot(path: Path) -> int:
+    """An exclusive lock on ``PATH.lock`` (its open descriptor), or ``SnapshotUnusable``."""
+    lock = path.with_name(path.name + ".lock")
+    try:
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as exc:
+        raise SnapshotUnusable(f"cannot write beside the state snapshot {path}: {exc.strerror or exc}") from None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        holder = os.pread(fd, 32, 0).decode(errors="replace").strip()
+        os.close(fd)
+        raise SnapshotUnusable(f"the state snapshot {path} is in use by another run"
+                               f"{f' (pid {holder})' if holder else ''}: one run at a time per snapshot") from None
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, str(os.getpid()).encode(), 0)
+    return fd
 
 
 def newest_times(items: Iterable[tuple[str, tuple[Emission, ...]]]) -> dict[str, int]:
