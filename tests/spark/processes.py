@@ -115,9 +115,10 @@ class DedupProcess:
         self.process.send_signal(sig)
         return children
 
-    def interrupt(self) -> None:
-        """Ctrl-C on a terminal: SIGINT to every process of the group (driver, JVM, Python workers)."""
-        os.killpg(self.process.pid, signal.SIGINT)
+    def interrupt(self, sig: int | None = None) -> None:
+        """``sig`` to every process of the driver's group: SIGINT is Ctrl-C on a terminal, SIGTERM
+        a service manager's stop (systemd, ``kill -- -PGID``)."""
+        os.killpg(self.process.pid, sig or signal.SIGINT)
 
     def counter(self, name: str) -> int:
         """A counter from the process's /metrics (0 until the endpoint answers)."""

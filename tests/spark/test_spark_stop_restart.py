@@ -73,8 +73,10 @@ def test_a_stop_request_finishes_the_batch_reports_and_a_restart_continues(strea
 
 
 @pytest.mark.kafka
-@pytest.mark.parametrize("how", ["SIGTERM", "Ctrl-C"])
+@pytest.mark.parametrize("how", ["SIGTERM to the process group", "Ctrl-C"])
 def test_an_idle_kafka_job_stops_within_seconds_and_reports(kafka_bootstrap, tmp_path, how):
+    """Ctrl-C signals the terminal's process group, and so does a service manager's stop (systemd,
+    ``kill -- -PGID``): the driver and the JVM it started alike."""
     if not connector_jars():
         pytest.skip("Spark's Kafka connector jars are not in .cache/jars/spark-kafka (scripts/bootstrap --services)")
     topics = {role: unique(f"stop-{role}") for role in ("source", "sink", "dlq")}
@@ -87,10 +89,7 @@ def test_an_idle_kafka_job_stops_within_seconds_and_reports(kafka_bootstrap, tmp
     # idle: no micro-batch runs; Spark reports the idle query every second (the test's interval)
     time.sleep(4)
     stopped = time.monotonic()
-    if how == "SIGTERM":
-        dedup.signal(signal.SIGTERM)
-    else:
-        dedup.interrupt()
+    dedup.interrupt(signal.SIGTERM if how.startswith("SIGTERM") else signal.SIGINT)
     assert dedup.wait(120) == 0, dedup.output()[-3000:]
     assert time.monotonic() - stopped <= 8, dedup.output()[-3000:]
     assert f"dedup: in={len(records)}," in dedup.output()

@@ -121,9 +121,30 @@ def build_session(master: str | None = None, app_name: str = "streamdedup",
     for key, value in settings.items():
         builder = builder.config(key, value)
     with _sigint_kept():
+        if not launched_by_spark_submit():
+            _launch_jvm_in_its_own_session(settings, master, app_name)
         session = builder.getOrCreate()
     _driver_keeps_its_code()
     return session
+
+
+def _launch_jvm_in_its_own_session(settings: dict[str, str], master: str | None, app_name: str) -> None:
+    """Start the driver's JVM (py4j gateway) as PySpark does, but in a session of its own.
+
+    A service manager's stop (systemd, ``kill -- -PGID``) signals the whole process group: with
+    the JVM in it, SIGTERM killed the JVM under the driver's graceful stop ("Spark's JVM is
+    gone"). Outside the group, the JVM hears only the driver, and still exits with it (its
+    stdin, a pipe from the driver, closes).
+    """
+    from pyspark import SparkConf, SparkContext
+    from pyspark.java_gateway import launch_gateway
+
+    if SparkContext._gateway is not None:  # the process's JVM is running already
+        return
+    conf = SparkConf(loadDefaults=False).setAll(list(settings.items())).setAppName(app_name)
+    if master:
+        conf = conf.setMaster(master)
+    SparkContext._ensure_initialized(gateway=launch_gateway(conf, popen_kwargs={"start_new_session": True}))
 
 
 def _driver_keeps_its_code() -> None:
