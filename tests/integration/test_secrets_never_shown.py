@@ -74,6 +74,16 @@ def test_setting_errors_never_show_a_secret(tmp_path):
         (["run"], {"DEDUP_KAFKA__CONFIG": "{not json " + SECRET}),
         (["run"], {"DEDUP_KAFKA__CONFIG__SASL_PASSWORD": SECRET, "DEDUP_KAFKA__CONFG__X": SECRET}),
         (["run"], {"DEDUP_MIGRATION__STATE_FROM": f"redis://:{SECRET}@127.0.0.1:notaport/0"}),
+        # passwords holding / ? # @ (generated ones often do), and one-slash typos of the scheme
+        *((["run", "--state", f"redis://admin:{SECRET}{c}{SECRET}@h:99999/0"], {}) for c in "/?#@"),
+        (["run", "--state", f"redis:/admin:{SECRET}@h:6379/0"], {}),
+        (["run"], {"DEDUP_MIGRATION__STATE_FROM": f"redis://admin:{SECRET}/{SECRET}@h:0/0"}),
+        *((["run", "--engine", engine, "--source", source, "--sink", sink, "--dlq", "kafka://127.0.0.1:1/d"], {})
+          for engine, source in (("memory", "-"), ("kafka", "kafka://127.0.0.1:1/in"),
+                                 ("spark", "kafka://127.0.0.1:1/in"))
+          for sink in (f"kafka:/admin:{SECRET}@127.0.0.1:1/t", f"kafka://admin:{SECRET}/{SECRET}@127.0.0.1:nope/t",
+                       f"kafka://admin:{SECRET}#{SECRET}@127.0.0.1:1/t?x=1",
+                       f"kafak://admin:{SECRET}/{SECRET}@127.0.0.1:1/t")),
     ]
     for args, env in cases:
         done = run_cli(*args, env=env)
