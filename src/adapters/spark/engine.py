@@ -21,6 +21,10 @@ errors (``errors``) are raised at once, among them ``errors.CheckpointInUse``: t
 engine holds a lease on its checkpoint while it runs, refuses to start on one another live
 instance holds, and stops (its running batch unwritten) when another instance takes it over.
 
+Each micro-batch's phases inside ``foreachBatch`` (the lease, the watermark files, the write)
+are timed in ``timings`` (``metrics.timings``; one line per batch at DEBUG); where the rest of a
+batch's time goes: bench/spark_batch_phases.py and docs/design/latency.md.
+
 Before each start, what waiting cannot heal is refused in one line, never restarted: a
 missing Kafka topic or input directory (``runtime.startup``), a checkpoint created for another
 source or output, or one whose state the job cannot use (``checkpoint.guard``). Brokers that do not
@@ -42,8 +46,9 @@ from adapters.spark.checkpoint.guard import CheckpointGuard
 from adapters.spark.checkpoint.lease import DEFAULT_TIMEOUT, CheckpointLease
 from adapters.spark.checkpoint.state_files import StateFiles
 from adapters.spark.errors import SparkSetupError
-from adapters.spark.metrics.listener import ProgressListener, accounting_of
+from adapters.spark.metrics.listener import ProgressListener, counted
 from adapters.spark.metrics.state_rows import StateRowGauge
+from adapters.spark.metrics.timings import BatchTimings
 from adapters.spark.output.writers import writer_for
 from adapters.spark.parts import BatchTools, BatchWriter, Judge, JudgedBatch
 from adapters.spark.restart import query_failure, retried, run_restarting
@@ -145,6 +150,7 @@ class SparkEngine:
     state_rows: object | None = field(init=False, default=None, repr=False)  # the operator's StateRowCount
     watermarks: BatchWatermarks | None = field(init=False, default=None, repr=False)
     spark_log: SparkLog | None = field(init=False, default=None, repr=False)  # where the session started here logs
+    timings: BatchTimings = field(init=False, default_factory=BatchTimings, repr=False)  # foreachBatch's phases
 
     def __post_init__(self):
         self.listener = ProgressListener(self.metrics)
@@ -282,15 +288,19 @@ class SparkEngine:
         after a failure reads the batch again: it is cached from then on and, when the plan
         observed its accounting, recounted (the failed attempt's tasks counted).
         """
-        self.lease.confirm()  # an instance that lost its checkpoint writes nothing more
-        self.watermarks.prepare(batch_id)
-        tools = BatchTools(self.plan(), self.writer.routed, lambda work: retried(work, self.policies),
-                           lambda judged: self.listener.recount(batch_id, accounting_of(judged, self.rules.rules)))
-        with self.judge.judge(batch, batch_id, self.writer.reads, tools) as judged:
-            self._write(judged, batch_id, tools)
-        self.watermarks.advance(batch_id, judged.newest)
-        if self.metrics is not None:
-            self.watermarks.marks.publish(self.metrics, time.time())
+        with self.timings.batch(batch_id) as timed:
+            with timed.phase("lease"):
+                self.lease.confirm()  # an instance that lost its checkpoint writes nothing more
+            with timed.phase("watermarks"):
+                self.watermarks.prepare(batch_id)
+            tools = BatchTools(self.plan(), self.writer.routed, lambda work: retried(work, self.policies),
+                               lambda judged: self.listener.recount(batch_id, *counted(judged, self.rules.rules)))
+            with timed.phase("write"), self.judge.judge(batch, batch_id, self.writer.reads, tools) as judged:
+                self._write(judged, batch_id, tools)
+            with timed.phase("watermarks"):
+                self.watermarks.advance(batch_id, judged.newest)
+            if self.metrics is not None:
+                self.watermarks.marks.publish(self.metrics, time.time())
 
     def _write(self, judged: JudgedBatch, batch_id: int, tools: BatchTools) -> None:
         recount, attempts = judged.observed and not judged.cached, 0

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import uuid
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from typing import Any, Iterator
 
@@ -38,12 +38,27 @@ PARTIAL = ".{}.{}.partial"  # hidden, and one per writer: two instances replacin
 
 @dataclass(frozen=True)
 class _FileSystem:
-    """One Hadoop ``FileSystem`` and what is needed to talk to it (the JVM, its configuration)."""
+    """One Hadoop ``FileSystem`` and what is needed to talk to it (the JVM, its configuration).
+
+    ``path_class``: Hadoop's ``Path``, looked up once (each step of ``jvm.org.apache…`` is a call
+    into the JVM, and paths are made for every file a micro-batch touches)."""
 
     jvm: Any
     gateway: Any
     conf: Any
     fs: Any
+    path_class: Any = None
+    looked_up: dict = field(default_factory=dict, compare=False)  # JVM objects ``replace`` needs, made once
+
+    def renames(self) -> tuple[Any, Any]:
+        """The ``FileContext`` of this file system and the ``OVERWRITE`` rename option, looked up once."""
+        if "renames" not in self.looked_up:
+            hadoop = self.jvm.org.apache.hadoop.fs
+            context = hadoop.FileContext.getFileContext(self.fs.getUri(), self.conf)
+            overwrite = self.gateway.new_array(hadoop.Options.Rename, 1)
+            overwrite[0] = hadoop.Options.Rename.OVERWRITE
+            self.looked_up["renames"] = (context, overwrite)
+        return self.looked_up["renames"]
 
 
 class HadoopPath:
@@ -59,13 +74,15 @@ class HadoopPath:
         """``location`` on its file system; ``spark``: a SparkSession (default: the running SparkContext)."""
         context = spark.sparkContext if spark is not None else _running_context()
         jvm, conf = context._jvm, context._jsc.hadoopConfiguration()
-        path = jvm.org.apache.hadoop.fs.Path(location)
+        path_class = jvm.org.apache.hadoop.fs.Path
+        path = path_class(location)
         with _translated(location):
             fs = path.getFileSystem(conf)
-            return cls(fs.makeQualified(path), _FileSystem(jvm, context._gateway, conf, fs))
+            return cls(fs.makeQualified(path), _FileSystem(jvm, context._gateway, conf, fs, path_class))
 
     def __truediv__(self, name: str) -> "HadoopPath":
-        return HadoopPath(self._fs.jvm.org.apache.hadoop.fs.Path(self._jpath, name), self._fs)
+        path_class = self._fs.path_class or self._fs.jvm.org.apache.hadoop.fs.Path
+        return HadoopPath(path_class(self._jpath, name), self._fs)
 
     def __str__(self) -> str:
         return self._jpath.toString()
@@ -140,18 +157,15 @@ class HadoopPath:
 
     def replace(self, target: "HadoopPath") -> None:
         """Rename this file over ``target`` (atomically where the file system can: see the module docstring)."""
-        hadoop = self._fs.jvm.org.apache.hadoop.fs
         with _translated(target):
             try:
-                context = hadoop.FileContext.getFileContext(target._jpath.toUri(), self._fs.conf)
+                context, overwrite = self._fs.renames()
             except Exception as exc:  # noqa: BLE001 - no FileContext for this scheme: Spark's own fallback
                 if _java_class(exc) != "org.apache.hadoop.fs.UnsupportedFileSystemException":
                     raise
                 self._fs.fs.delete(target._jpath, False)
                 self._fs.fs.rename(self._jpath, target._jpath)
                 return
-            overwrite = self._fs.gateway.new_array(hadoop.Options.Rename, 1)
-            overwrite[0] = hadoop.Options.Rename.OVERWRITE
             context.rename(self._jpath, target._jpath, overwrite)
 
     def mkdir(self, parents: bool = True, exist_ok: bool = True) -> None:

@@ -21,7 +21,10 @@ a counter), renewed every ``timeout / 5`` seconds by a daemon thread.
   raises ``CheckpointInUse``.
 * ``confirm`` runs before each micro-batch's output is written and raises ``CheckpointInUse``
   unless the lease is still this instance's: an instance that lost the checkpoint writes
-  nothing more, so at-least-once output is not written by two instances either.
+  nothing more, so at-least-once output is not written by two instances either. It reads the
+  lease only when the heartbeat has not found it this instance's (and renewed it) within
+  ``timeout / 2``: another instance takes a lease over only once it has not been renewed for
+  ``timeout``, so a fresher renewal proves it is still ours without a read on the batch's path.
 * ``release`` (the query ended) stops the heartbeat and deletes the lease if it is still ours.
 
 ``CheckpointInUse`` is never restarted (``error_class`` ``setup``): a restart would find the
@@ -65,6 +68,7 @@ class CheckpointLease:
         self._stopped = threading.Event()
         self._thread: threading.Thread | None = None
         self._io = threading.Lock()  # a read never meets this instance's own renewal half-renamed
+        self._ours_at = float("-inf")  # monotonic time of the last read that found the lease ours
 
     @property
     def interval(self) -> float:
@@ -79,9 +83,11 @@ class CheckpointLease:
             self._wait_until_free()
             self._renew()
             time.sleep(min(SETTLE, self.interval))
+            read_at = time.monotonic()
             holder = self._read()
             if holder is None or holder["owner"] != self.owner:
                 raise CheckpointInUse(self._refusal(holder))
+            self._ours_at = read_at
         except BaseException:
             self._path = None
             raise
@@ -92,10 +98,13 @@ class CheckpointLease:
         """Raise ``CheckpointInUse`` unless this instance still holds the lease (before writing output)."""
         if self._path is None:
             return
-        if not self.lost.is_set():
+        if not self.lost.is_set() and time.monotonic() - self._ours_at >= self.timeout / 2:
+            read_at = time.monotonic()
             holder = self._read()
             if holder is None or holder["owner"] != self.owner:
                 self._lose(self._taken_by(holder))
+            else:
+                self._ours_at = read_at
         if self.lost.is_set():
             raise self.error()
 
@@ -146,11 +155,12 @@ class CheckpointLease:
         renewed = time.monotonic()
         while not self._stopped.wait(self.interval):
             try:
+                read_at = time.monotonic()
                 holder = self._read()
                 if holder is None or holder["owner"] != self.owner:
                     return self._lose(self._taken_by(holder))
                 self._renew()
-                renewed = time.monotonic()
+                renewed = self._ours_at = read_at
             except DedupError as exc:  # the file system did not answer: retried at the next beat
                 log.warning("could not renew the lease of checkpoint %s: %s", self.location, exc)
                 if time.monotonic() - renewed >= self.timeout:

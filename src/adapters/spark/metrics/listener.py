@@ -21,6 +21,8 @@ from domain.accounting import LABEL_OF, NO_RULE, Accounting
 from domain.dedup import BUCKET_OF
 from domain.errors import DEAD_LETTER_REASONS, OVERSIZE
 
+from adapters.spark.metrics.latency import (DELAY, latency_columns, latency_counts, publish_latency, with_delay,
+                                            write_delay)
 from adapters.spark.stream.plan import NOTIFICATION
 
 OBSERVATION = "accounting"
@@ -34,13 +36,14 @@ def accounting_columns(rules: Iterable[str] = ()) -> list[Column]:
     ``invalid`` counts rejected records (not a unique event too large for its output, ``oversize``).
     With the ``rules``' names, also the breakdown of ``domain.accounting.LABEL_OF``, as columns
     ``name@label``: out, duplicates and late per rule (``NO_RULE``: passed through), dead letters
-    per reason (``domain.errors.DEAD_LETTER_REASONS``)."""
+    per reason (``domain.errors.DEAD_LETTER_REASONS``). Then the unique events' latency buckets
+    (``metrics.latency``, columns ``latency:…``)."""
     verdict, reason = F.col("verdict"), F.col("reason")
     buckets = [_count_if(verdict == v.value, bucket) for v, bucket in BUCKET_OF.items()]
     return [_count_if(is_input(), "in"), *buckets, _count_if(reason == "late", "late"),
             _count_if(reason.isNotNull() & ~reason.isin("late", OVERSIZE), "invalid"),
             _count_if(F.col("passed"), "passed_through"), _count_if(verdict == NOTIFICATION, "invalidations"),
-            *(_breakdown(list(rules)) if rules else [])]
+            *(_breakdown(list(rules)) if rules else []), *latency_columns(rules)]
 
 
 def is_input() -> Column:
@@ -72,12 +75,18 @@ def _breakdown(rules: list[str]) -> list[Column]:
 
 def accounting_metrics(judged: DataFrame, rules: Iterable[str] = ()) -> DataFrame:
     """``judged`` with its counts observed under ``OBSERVATION`` (``accounting_columns``)."""
-    return judged.observe(OBSERVATION, *accounting_columns(rules))
+    return with_delay(judged).observe(OBSERVATION, *accounting_columns(rules)).drop(DELAY)
 
 
 def accounting_of(judged: DataFrame, rules: Iterable[str] = ()) -> Accounting:
     """The counts of a static (micro-batch) DataFrame of judged rows."""
-    return accounting_from(judged.agg(*accounting_columns(rules)).first())
+    return accounting_from(with_delay(judged).agg(*accounting_columns(rules)).first())
+
+
+def counted(judged: DataFrame, rules: Iterable[str] = ()) -> tuple[Accounting, dict[str, list[int]]]:
+    """The counts and the latency buckets (``metrics.latency``) of a static DataFrame of judged rows, in one job."""
+    row = with_delay(judged).agg(*accounting_columns(rules)).first()
+    return accounting_from(row), latency_counts(row.asDict() if row is not None else {})
 
 
 def accounting_from(row) -> Accounting:
@@ -122,7 +131,7 @@ class ProgressListener(StreamingQueryListener):
         self.batch_durations_ms: list[int] = []
         self._ended: set[str] = set()  # runIds whose termination arrived
         self._started: set[str] = set()  # runIds whose first micro-batch with state has been seen
-        self._recounted: dict[int, Accounting] = {}
+        self._recounted: dict[int, tuple[Accounting, dict[str, list[int]]]] = {}
         self._metrics = metrics
         self._changed = threading.Condition()
 
@@ -147,13 +156,17 @@ class ProgressListener(StreamingQueryListener):
         if self.state_rows is not None and progress.stateOperators:  # kept before wait_for() sees the batch
             self.state_rows.record(int(gauges["state_rows"]) if "state_rows" in gauges else None)
         with self._changed:
-            counts = self._recounted.pop(progress.batchId, None)
+            counts, latency = self._recounted.pop(progress.batchId, (None, None))
             if counts is None:
-                counts = accounting_from(progress.observedMetrics.get(OBSERVATION))
+                observed = progress.observedMetrics.get(OBSERVATION)
+                counts = accounting_from(observed)
+                latency = latency_counts(observed.asDict() if observed is not None else {})
             self.totals.add(counts)
             self.gauges.update(gauges)
             self.batch_durations_ms.append(int(progress.durationMs.get("triggerExecution", 0)))
         self._publish(counts, gauges, kafka_lags(progress), written)
+        if self._metrics is not None and latency:
+            publish_latency(self._metrics, latency, write_delay(progress.durationMs))
         self._notify()
 
     def _look_at_state(self, progress, gauges: dict[str, float]) -> int:
@@ -172,12 +185,12 @@ class ProgressListener(StreamingQueryListener):
         gauges["state_bytes"] = float(look.size)
         return look.written
 
-    def recount(self, batch_id: int, counts: Accounting) -> None:
-        """``counts`` replace the observed accounting of micro-batch ``batch_id``: its plan ran
-        more than once (a retried write: the observed counts are inflated), or the batch was
-        judged outside the observed plan (Redis state)."""
+    def recount(self, batch_id: int, counts: Accounting, latency: dict[str, list[int]] | None = None) -> None:
+        """``counts`` (and ``latency``, ``metrics.latency.latency_counts``) replace the observed
+        accounting of micro-batch ``batch_id``: its plan ran more than once (a retried write: the
+        observed counts are inflated), or the batch was judged outside the observed plan (Redis state)."""
         with self._changed:
-            self._recounted[batch_id] = counts
+            self._recounted[batch_id] = (counts, latency or {})
 
     def _ours(self, query_id) -> bool:
         return self.query_id is None or str(query_id) == self.query_id

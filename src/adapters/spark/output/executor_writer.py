@@ -181,16 +181,32 @@ class ExecutorWriter:
     producer: dict[str, str]
     consumer: dict[str, str]
     markers: str | None = None
+    _jvm_side: tuple | None = field(default=None, init=False, repr=False, compare=False)
 
     def write(self, records, batch_id: int, transactional_id: str | None = None,
               query_id: str | None = None) -> list[PartitionWrite]:
         """Write ``records`` (``output.spark_writer.accounted_records``) from the executors: in one transaction per
         partition under ``transactional_id``, or (None) at-least-once."""
         spark = records.sparkSession
-        writer = spark._jvm.streamdedup.spark.kafka.KafkaBatchWriter
-        lines = writer.write(records._jdf, batch_id, self.producer, self.consumer, transactional_id, self.markers,
+        writer, producer, consumer = self._jvm_objects(spark)
+        lines = writer.write(records._jdf, batch_id, producer, consumer, transactional_id, self.markers,
                              query_id, spark.conf.get(FAULT_SETTING, None))
         return [PartitionWrite(**json.loads(line)) for line in lines]
+
+    def _jvm_objects(self, spark) -> tuple:
+        """The JVM's writer class and the client settings as Java maps, made once per SparkContext
+        (each entry of a map handed over from Python is a call into the JVM)."""
+        context = spark.sparkContext
+        if self._jvm_side is None or self._jvm_side[0] is not context:
+            jvm = spark._jvm
+            maps = []
+            for settings in (self.producer, self.consumer):
+                java = jvm.java.util.HashMap()
+                for key, value in settings.items():
+                    java.put(key, value)
+                maps.append(java)
+            self._jvm_side = (context, jvm.streamdedup.spark.kafka.KafkaBatchWriter, *maps)
+        return self._jvm_side[1:]
 
     @staticmethod
     def close(spark) -> None:

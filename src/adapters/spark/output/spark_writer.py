@@ -84,13 +84,31 @@ def accounted_records(batch: DataFrame, events_topic: str, dead_letters_topic: s
     nothing written)
     and what it counts as: ``bucket`` (``metrics.listener.bucket_of``) and ``input``
     (``metrics.listener.is_input``),
-    for a writer that counts what it writes (the executor-side writer's commit markers)."""
+    for a writer that counts what it writes (the executor-side writer's commit markers).
+
+    The column expressions are built once per SparkContext and reused by every micro-batch:
+    building them costs some 500 Python → JVM calls (``record_columns``)."""
+    return batch.select(*record_columns(batch.sparkSession.sparkContext, events_topic, dead_letters_topic, max_bytes))
+
+
+_COLUMNS: dict[tuple, tuple[object, list[Column]]] = {}
+
+
+def record_columns(context, events_topic: str, dead_letters_topic: str | None, max_bytes: int) -> list[Column]:
+    """The columns of ``accounted_records``, kept for ``context`` (a new SparkContext builds them again)."""
+    key = (events_topic, dead_letters_topic, max_bytes)
+    cached = _COLUMNS.get(key)
+    if cached is None or cached[0] is not context:
+        cached = _COLUMNS[key] = (context, _record_columns(events_topic, dead_letters_topic, max_bytes))
+    return cached[1]
+
+
+def _record_columns(events_topic: str, dead_letters_topic: str | None, max_bytes: int) -> list[Column]:
     emit, dead = F.col("verdict") == EMIT, F.col("verdict") == DEAD_LETTER
     letters = F.lit(None).cast("string") if dead_letters_topic is None else F.lit(dead_letters_topic)
     record = bounded_record(max_bytes)
-    return batch.select(
-        F.when(emit, F.lit(events_topic)).when(dead, letters).alias("topic"),
-        F.when(emit, F.col("kafka_key")).otherwise(record["key"]).alias("key"),
-        F.when(emit, F.col("value")).otherwise(record["value"]).alias("value"),
-        F.when(emit, no_headers()).otherwise(kafka_headers()).alias("headers"),
-        bucket_of().alias("bucket"), is_input().alias("input"))
+    return [F.when(emit, F.lit(events_topic)).when(dead, letters).alias("topic"),
+            F.when(emit, F.col("kafka_key")).otherwise(record["key"]).alias("key"),
+            F.when(emit, F.col("value")).otherwise(record["value"]).alias("value"),
+            F.when(emit, no_headers()).otherwise(kafka_headers()).alias("headers"),
+            bucket_of().alias("bucket"), is_input().alias("input")]

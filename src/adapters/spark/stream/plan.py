@@ -30,7 +30,7 @@ from domain.events import REQUIRED_STRING_FIELDS
 from domain.policies import Terminal
 from domain.rules import DedupRule, RuleSet, TimeBasis, UnknownTypePolicy
 
-RECORD_COLUMNS = ("value", "kafka_key", "source", "partition", "offset", "ord")
+RECORD_COLUMNS = ("value", "kafka_key", "source", "partition", "offset", "ord", "arrived")
 PASS_GROUPS = 64  # rows passed through are spread over this many stateless groups
 EMIT, DUPLICATE, DEAD_LETTER, SKIP = (v.value for v in (Verdict.EMIT, Verdict.DUPLICATE, Verdict.DEAD_LETTER,
                                                         Verdict.SKIP))
@@ -80,6 +80,8 @@ class DedupPlan:
         partition its watermark counts it in: ``topic:partition``, or ``files`` for every file
         of a directory, which are one stream read in order), ``seen`` (the newest time of the
         rule in the row's input partition so far, ``stream.operator.running_newest``), ``reason``/``detail``."""
+        if "arrived" not in records.columns:  # when the record arrived (stream.sources); else now
+            records = records.withColumn("arrived", F.current_timestamp())
         annotated = self.annotate(parse(records, self.extra_fields))
         judged = F.col("reason").isNull() & F.col("ruled")
         spread = F.concat(F.lit("\u0000"), F.pmod(F.col("ord"), F.lit(PASS_GROUPS)).cast("string"))

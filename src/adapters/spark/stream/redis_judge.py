@@ -56,7 +56,7 @@ class RedisPartitionClaims:
     def claim_batch(self, store, batch):
         import pyarrow as pa
 
-        rows = batch.to_pylist()
+        rows = batch.drop_columns([name for name in ("arrived", "value") if name in batch.schema.names]).to_pylist()
         verdicts = ["pass"] * len(rows)
         for i, row in enumerate(rows):
             if row.get("invalidate") and row["judged"]:

@@ -11,6 +11,9 @@
   line, blank lines skipped as framing. ``source`` is the file's path; ``offset`` and
   ``ord`` give the record's place in its file (split byte offset + line index in the split;
   Spark's text source has no line numbers and streaming plans allow no row counter).
+
+``arrived`` is when a record arrived: its Kafka record's timestamp, or for files the time of
+the micro-batch that read them (``metrics.latency``, the end-to-end latency).
 """
 
 from __future__ import annotations
@@ -74,7 +77,8 @@ def read_kafka(spark: SparkSession, endpoint: Endpoint, max_records_per_batch: i
         reader = reader.option(key, value)
     return reader.load().select(
         "value", F.col("key").alias("kafka_key"), F.col("topic").alias("source"), "partition", "offset",
-        (F.shiftleft(F.col("offset"), PARTITION_BITS) + F.col("partition")).alias("ord"))
+        (F.shiftleft(F.col("offset"), PARTITION_BITS) + F.col("partition")).alias("ord"),
+        F.col("timestamp").alias("arrived"))
 
 
 def read_jsonl(spark: SparkSession, directory: str, options: dict[str, str]) -> DataFrame:
@@ -87,7 +91,8 @@ def read_jsonl(spark: SparkSession, directory: str, options: dict[str, str]) -> 
     numbered = lines.mapInArrow(number_lines, "value binary, source string, ord long")
     records = numbered.filter(~F.col("value").cast("string").rlike(r"(?U)^[\s\x1c-\x1f]*$"))
     return records.select("value", F.lit(None).cast("binary").alias("kafka_key"), "source",
-                          F.lit(0).alias("partition"), F.col("ord").alias("offset"), "ord")
+                          F.lit(0).alias("partition"), F.col("ord").alias("offset"), "ord",
+                          F.current_timestamp().alias("arrived"))  # the micro-batch's time: when it read them
 
 
 def number_lines(batches):

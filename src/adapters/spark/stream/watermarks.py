@@ -19,6 +19,10 @@ ahead of the others, declare everything else late. The engine does not use it. I
   the batch's offsets in the checkpoint; every file of a directory source is one partition.
 
 The files are read and written through Hadoop's file systems, wherever the checkpoint is.
+Each is a round of calls into the JVM on the micro-batch's critical path, so a batch costs
+one read (its offsets entry) and two writes (its table before, the watermarks after); the
+directory is listed once per start, and a batch's file is read only when it was there at
+that start (a replay).
 """
 
 from __future__ import annotations
@@ -42,6 +46,8 @@ class BatchWatermarks:
     checkpoint: Checkpoint
     topic: str | None = None  # the Kafka topic whose partitions hold the watermarks back
     used: dict = field(default_factory=dict)  # the batch's table, as judged (rule → watermark, (rule, lane) → newest)
+    files: set[int] | None = None  # the batch ids whose files are in the checkpoint (listed once, then kept)
+    document: tuple[int, dict] | None = None  # the last batch's file as written by ``prepare``
 
     @classmethod
     def open(cls, spark, checkpoint: str, idle_timeout: float, topic: str | None = None) -> "BatchWatermarks":
@@ -55,7 +61,7 @@ class BatchWatermarks:
     def prepare(self, batch_id: int) -> None:
         """Set what micro-batch ``batch_id`` is judged against (the same on a replay)."""
         entry = self.checkpoint.offsets(batch_id)
-        saved = self._read(batch_id)
+        saved = self._read(batch_id) if batch_id in self._files() else None
         if saved is not None and "use" in saved:
             watermarks, newest = saved["use"]["watermarks"], saved["use"]["newest"]
         else:
@@ -64,7 +70,9 @@ class BatchWatermarks:
                 self.marks.expect(partitions, time.time())
             table = self.marks.table(time.time())
             watermarks, newest = table[0], [[rule, lane, t] for (rule, lane), t in table[1].items()]
-            self._write(batch_id, {"use": {"watermarks": watermarks, "newest": newest}})
+            saved = {"use": {"watermarks": watermarks, "newest": newest}}
+            self._write(batch_id, saved)
+        self.document = (batch_id, saved)
         self.used = {"watermarks": watermarks, "newest": {(rule, lane): t for rule, lane, t in newest}}
         lines = [f"{rule}\t{mark}" for rule, mark in watermarks.items()]
         lines += [f"{rule}\t{lane}\t{t}" for rule, lane, t in newest]
@@ -83,7 +91,10 @@ class BatchWatermarks:
         now = time.time()
         for rule, lane, t in newest:
             self.marks.observe(rule, lane, t, now)
-        saved = self._read(batch_id) or {}
+        if self.document is not None and self.document[0] == batch_id:
+            saved = self.document[1]
+        else:
+            saved = self._read(batch_id) or {}
         self._write(batch_id, {**saved, "after": self.marks.to_document()})
         self._forget_before(batch_id - KEPT_FILES)
 
@@ -106,15 +117,26 @@ class BatchWatermarks:
         except (OSError, ValueError):
             return None
 
+    def _files(self) -> set[int]:
+        """The batch ids with a file: the directory is listed once, then this instance keeps the
+        set (it alone writes there while it holds the checkpoint's lease)."""
+        if self.files is None:
+            directory = self.checkpoint.ours / DIRECTORY
+            self.files = {int(p.stem) for p in directory.glob("*.json") if p.stem.isdigit()}
+            if not self.files:
+                directory.mkdir(parents=True, exist_ok=True)
+        return self.files
+
     def _write(self, batch_id: int, document: dict) -> None:
-        path = self._file(batch_id)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(document))
+        files = self._files()
+        self._file(batch_id).write_text(json.dumps(document))
+        files.add(batch_id)
 
     def _forget_before(self, batch_id: int) -> None:
-        for path in (self.checkpoint.ours / DIRECTORY).glob("*.json"):
-            if path.stem.isdigit() and int(path.stem) < batch_id:
-                path.unlink(missing_ok=True)
+        files = self._files()
+        for old in sorted(b for b in files if b < batch_id):
+            self._file(old).unlink(missing_ok=True)
+            files.discard(old)
 
 
 def _restore(checkpoint: Checkpoint | None, idle_timeout: float) -> Watermarks:
