@@ -79,5 +79,7 @@ class Accounting:
     def summary_line(self) -> str:
         d = self.as_dict()
         main = ", ".join(f"{k}={d[k]}" for k in ("in", *BUCKETS))
-        detail = ", ".join(f"{k}={d[k]}" for k in ("late", "invalid", "passed_through", "invalidations"))
+        shown = ("late", "invalid", "passed_through", "invalidations",
+                 *(("rejected_notifications",) if d["rejected_notifications"] else ()))
+        detail = ", ".join(f"{k}={d[k]}" for k in shown)
         return f"{main} ({detail}){'' if self.balanced else ' UNBALANCED'}"

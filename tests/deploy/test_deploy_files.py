@@ -388,7 +388,8 @@ def test_every_count_of_the_accounting_and_every_catalog_metric_is_exported(expo
     counters = {f"dedup_{'records_in' if n == 'in' else n}_total" for n in c.Accounting().as_dict()}
     assert counters == {"dedup_records_in_total", "dedup_out_total", "dedup_duplicates_total",
                         "dedup_dead_lettered_total", "dedup_skipped_total", "dedup_late_total",
-                        "dedup_invalid_total", "dedup_passed_through_total", "dedup_invalidations_total"}
+                        "dedup_invalid_total", "dedup_passed_through_total", "dedup_invalidations_total",
+                        "dedup_rejected_notifications_total"}
     assert counters <= exported
     assert {m.exported for m in CATALOG.values() if m.kind != "histogram"} <= exported
     assert {"dedup_batch_duration_seconds_bucket", "process_cpu_seconds_total"} <= exported

@@ -100,7 +100,7 @@ def test_demo_reports_counts_matching_the_generated_stream(tmp_path):
     assert len({json.loads(line)["id"] for line in out_lines}) == len(out_lines) > 2000
 
 
-def test_invalidate_notification_lets_a_failed_event_pass_again(tmp_path):
+def test_invalidate_notification_lets_a_failed_event_pass_again(tmp_path, capsys):
     first = b'{"id":"1","uniqueValue":"a","type":"WEB","timestamp":100}'
     resent = b'{"id":"2","uniqueValue":"a","type":"WEB","timestamp":160}'
     (tmp_path / "in.jsonl").write_bytes(first + b"\n" + resent + b"\n")
@@ -118,6 +118,7 @@ def test_invalidate_notification_lets_a_failed_event_pass_again(tmp_path):
     assert main([*args, "--source", f"file:{tmp_path / 'again.jsonl'}", "--notifications", f"file:{notes}",
                  "--summary-json", str(tmp_path / "s.json")]) == 0
     assert (tmp_path / "out.jsonl").read_bytes().splitlines() == [first, resent]
+    assert "invalidations=1, rejected_notifications=1)" in capsys.readouterr().err
     summary = json.loads((tmp_path / "s.json").read_text())
     assert (summary["invalidations"], summary["rejected_notifications"]) == (1, 1)
 
