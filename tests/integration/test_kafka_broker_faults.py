@@ -45,7 +45,8 @@ def test_messages_failed_during_an_outage_longer_than_the_queue_are_all_produced
     bootstrap = own_broker.bootstrap
     create_topics(bootstrap, "resent")
     config = {**producer_config(parse_kafka_uri(f"kafka://{bootstrap}/resent", "sink"), {}),
-              "queue.buffering.max.messages": 10, "message.timeout.ms": 1500, "retry.backoff.ms": 100}
+              "queue.buffering.max.messages": 10, "message.timeout.ms": 1500, "retry.backoff.ms": 100,
+              "reconnect.backoff.ms": 50, "reconnect.backoff.max.ms": 200}
     channel = ProducerChannel(config, "test producer", flush_timeout=1.0)
     values = [f"m{i}".encode() for i in range(16)]
     channel.produce("resent", b"warm")

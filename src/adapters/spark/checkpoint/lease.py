@@ -174,6 +174,8 @@ class CheckpointLease:
 
     def _renew(self) -> None:
         with self._io:
+            if self._path is None:  # released meanwhile (the heartbeat raced the query's end)
+                return
             self._beat += 1
             self._path.write_text(json.dumps({"owner": self.owner, "host": socket.gethostname(), "pid": os.getpid(),
                                               "heartbeat": time.time(), "beat": self._beat,
