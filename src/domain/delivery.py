@@ -41,14 +41,34 @@ class Delivery:
                 self._retrying(lambda o=outcome: self.dead_letters.write(o.dead_letter))
             elif outcome.verdict is Verdict.SKIP:
                 log.info("skipped record at %s", outcome.record.position.token())
-        self._retrying(self.sink.flush)
+        refused = run_or_stop(self.sink.flush, self.core.policies, self.core.clock.sleep) or ()
+        if refused:
+            delivered = self._divert_refused(delivered, refused, counts)
         self._retrying(self.dead_letters.flush)
         return delivered
 
-    def _emit(self, outcome: Outcome, counts: Accounting) -> bool:
-        """True when the sink took the event; False when a policy sent it elsewhere."""
-        result = run_with_policy(lambda: self.sink.write(outcome.record, outcome.event),
-                                 self.core.policies, self.core.clock.sleep)
+    def _divert_refused(self, delivered: list[Outcome], refused, counts: Accounting) -> list[Outcome]:
+        """The events the sink refused for good only once flushed (``EventSink.flush``) go where
+        the policies send a write that failed for good, as if ``write`` had refused them."""
+        by_record = {id(record): error for record, error in refused}
+        kept = []
+        for outcome in delivered:
+            error = by_record.get(id(outcome.record))
+            if error is None:
+                kept.append(outcome)
+            else:
+                self._emit(outcome, counts, refusal=error)
+        return kept
+
+    def _emit(self, outcome: Outcome, counts: Accounting, refusal: Exception | None = None) -> bool:
+        """True when the sink took the event; False when a policy sent it elsewhere. ``refusal``:
+        the sink refused it for good once flushed (it is not written again)."""
+        def write() -> None:
+            if refusal is not None:
+                raise refusal
+            self.sink.write(outcome.record, outcome.event)
+
+        result = run_with_policy(write, self.core.policies, self.core.clock.sleep)
         if not isinstance(result, Resolved):
             return True
         if result.action is Terminal.FAIL:

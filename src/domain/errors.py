@@ -126,6 +126,12 @@ class SourceUnavailable(TransientError):
     """The input could not be read for now."""
 
 
+class BatchAborted(TransientError):
+    """The committer aborted the batch and rewound its input: the batch is read and judged again,
+    and nothing of this attempt counts (e.g. an output refused a message of the transaction as too
+    large, which the engine learned from)."""
+
+
 class PolicyExhausted(DedupError):
     """A policy chain ended in ``fail``: the engine must stop without acknowledging the input."""
 

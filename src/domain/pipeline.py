@@ -23,12 +23,13 @@ from typing import Callable, Sequence
 from domain.accounting import Accounting
 from domain.dedup import Deduplicator, Outcome
 from domain.delivery import Delivery
-from domain.errors import PolicyExhausted
+from domain.errors import BatchAborted, PolicyExhausted
 from domain.policies import run_or_stop
 from domain.events import RawRecord
 from domain.ports import BatchCommitter, EventSource, Metrics, NotificationSource
 
 log = logging.getLogger(__name__)
+MAX_ABORTS_IN_A_ROW = 16  # batches aborted to be judged again (``BatchAborted``) before the pipeline stops
 
 DEFAULT_MAX_BATCH_DELAY = 0.01  # seconds a record waits for its batch to fill, at most (the setting's default)
 
@@ -72,6 +73,7 @@ class BatchPipeline:
         if self.committer is None:
             self.committer = SourceCommitter(self.source)
         self._polled_at = time.monotonic()
+        self._aborted_in_a_row = 0
 
     def run(self, stop: threading.Event | None = None,
             on_batch: Callable[[Accounting], None] | None = None) -> Accounting:
@@ -129,6 +131,14 @@ class BatchPipeline:
         except PolicyExhausted:
             self.committer.abort()
             raise
+        except BatchAborted as aborted:
+            self._aborted_in_a_row += 1
+            if self._aborted_in_a_row > MAX_ABORTS_IN_A_ROW:
+                raise PolicyExhausted(aborted, self._aborted_in_a_row) from None
+            log.warning("%s (%d in a row)", aborted, self._aborted_in_a_row)
+            self.core.clock.sleep(min(5.0, 0.1 * 2 ** (self._aborted_in_a_row - 1)))
+            return Accounting()
+        self._aborted_in_a_row = 0
         self._account(counts)
         self._observe_latency(delivered)
         self.metrics.observe("batch_duration_seconds", time.monotonic() - started)

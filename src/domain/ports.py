@@ -12,6 +12,7 @@ from typing import Callable, Collection, Protocol, Sequence, runtime_checkable
 
 from domain.accounting import Accounting
 from domain.dead_letters import DeadLetter  # noqa: F401 - defined there, re-exported for the ports' users
+from domain.errors import PermanentError
 from domain.events import Event, RawRecord
 from domain.state import Claim, Emission
 
@@ -65,8 +66,14 @@ class EventSink(Protocol):
         Raises ``SinkUnavailable`` (transient) or ``PermanentError`` for this record.
         """
 
-    def flush(self) -> None:
-        """Block until every queued write is durable. Raises ``SinkUnavailable`` if not."""
+    def flush(self) -> Sequence[tuple[RawRecord, PermanentError]] | None:
+        """Block until every queued write is durable. Raises ``SinkUnavailable`` if not.
+
+        Returns the records written since the last flush that the output refused for good only
+        now (e.g. a Kafka topic whose size limit could not be read refused them as too large),
+        each with its error; the caller sends them where the policies send a write that failed
+        for good. None or empty: every write is durable.
+        """
 
     def close(self) -> None: ...
 

@@ -2,7 +2,8 @@
 
 Before, a unique event larger than the events topic took was refused at delivery, dead-
 lettered with the same bytes, refused again, and the engine stopped (``PolicyExhausted``)
-without ever committing its offsets.
+without ever committing its offsets. The same when the topics' ``max.message.bytes`` cannot
+be read (ACLs that forbid describing them: issue 31): the broker's refusals are learned from.
 """
 
 from __future__ import annotations
@@ -20,9 +21,13 @@ from tests.integration.oversize import check_output, small_topics, stream
 pytestmark = pytest.mark.kafka
 
 
+@pytest.mark.parametrize("limit_read", [True, False], ids=["limits read", "limits unreadable"])
 @pytest.mark.parametrize("exactly_once", [False, True], ids=["at-least-once", "exactly-once"])
 def test_records_too_large_for_the_topics_are_dead_lettered_cut_and_the_engine_moves_on(kafka_bootstrap,
-                                                                                         exactly_once):
+                                                                                         exactly_once, limit_read,
+                                                                                         monkeypatch):
+    if not limit_read:  # what the engine sees when DescribeConfigs is denied (topics.max_message_bytes: None)
+        monkeypatch.setattr("adapters.kafka.engine.max_message_bytes", lambda *args, **kwargs: None)
     topics, run = small_topics(kafka_bootstrap), stream()
     produce(kafka_bootstrap, topics["in"], run.records)
     core = Deduplicator(RuleSet(), InMemoryStateStore(), SystemClock())
@@ -33,5 +38,5 @@ def test_records_too_large_for_the_topics_are_dead_lettered_cut_and_the_engine_m
     totals = engine.run()
 
     check_output(run, read_topic(kafka_bootstrap, topics["out"]), read_topic(kafka_bootstrap, topics["dlq"]),
-                 totals.as_dict())
+                 totals.as_dict(), limit_read)
     assert committed_offsets(kafka_bootstrap, "dedup", topics["in"]) == [len(run.records)]

@@ -9,7 +9,7 @@ from adapters.memory.state_store import InMemoryStateStore
 from adapters.system import InMemoryMetrics
 from domain.dedup import Deduplicator
 from domain.delivery import Delivery
-from domain.errors import PolicyExhausted, SourceUnavailable, StateUnavailable
+from domain.errors import BatchAborted, PolicyExhausted, SourceUnavailable, StateUnavailable
 from domain.events import Event, RawRecord, SourcePosition
 from domain.pipeline import BatchPipeline, SourceCommitter
 from domain.policies import Policies
@@ -181,3 +181,40 @@ def test_a_set_stop_ends_the_run_before_the_next_poll():
     stop.set()
     source = ListSource([records(event("a"))])
     assert pipeline(source).run(stop).records_in == 0 and source.polls == 0
+
+
+class AbortingCommitter(RecordingCommitter):
+    """Aborts the first ``times`` commits as a transactional committer does when the transaction
+    cannot commit: the batch is handed to the source again (its rewind) and ``BatchAborted`` raised."""
+
+    def __init__(self, source, times):
+        super().__init__()
+        self.source, self.times = source, times
+
+    def commit(self, records):
+        if self.times:
+            self.times -= 1
+            self.source.batches.insert(0, list(records))
+            raise BatchAborted("the transaction cannot commit")
+        super().commit(records)
+
+
+def test_a_batch_aborted_to_be_judged_again_counts_once_and_keeps_its_verdicts():
+    source = ListSource([records(event("a"), event("a", T + 1), event("b"))])
+    committer = AbortingCommitter(source, times=3)
+    line = pipeline(source, committer=committer)
+
+    totals = line.run()
+
+    assert (totals.records_in, totals.out, totals.duplicates) == (3, 2, 1) and totals.balanced
+    assert committer.journal.count("begin") == 4 and committer.journal[-1] == ("commit", [0, 1, 2])
+    assert line.core.clock.sleeps == [0.1, 0.2, 0.4]  # a growing pause before each new attempt
+
+
+def test_a_batch_aborted_again_and_again_stops_the_pipeline_unacknowledged():
+    source = ListSource([records(event("a"))])
+    line = pipeline(source, committer=AbortingCommitter(source, times=100))
+
+    with pytest.raises(PolicyExhausted, match="cannot commit"):
+        line.run()
+    assert line.totals.records_in == 0

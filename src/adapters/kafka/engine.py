@@ -162,6 +162,7 @@ class _Channels:
             config = _batches_within(producer_config(endpoint, self.settings, transactional_id), limits)
             channel = ProducerChannel(config, name, flush_timeout=self.flush_timeout)
             channel.limits.update(limits)
+            channel.limits_read.update(limits)
             self._by_cluster[key] = channel
             self.resources.append(channel)
         return self._by_cluster[key]

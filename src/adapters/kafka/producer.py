@@ -13,6 +13,16 @@ queued and librdkafka keeps retrying them; the next flush waits for them again) 
 deliveries failed. Without a transaction, failed messages are produced again at the next
 flush, so retrying ``flush`` loses nothing. Inside a transaction a failed delivery dooms it:
 ``flush`` keeps raising until the transaction is aborted.
+
+A topic whose ``max.message.bytes`` could not be read at start (e.g. ACLs that forbid
+describing its configuration) refuses a message too large for it only at delivery, and a
+broker refuses a whole producer batch, so the refusal does not say which message was too
+large. Such messages are produced again *alone* (each flushed on its own): one refused alone
+is too large for good, kept for its writer (``take_refused``: the event sink sends it where the
+policies send a record too large, the dead-letter sink cuts it to fit), and the topic's limit
+is learned (below its size), so from then on ``produce`` refuses such messages itself. Inside
+a transaction any refusal dooms it (``doomed``): the committer aborts it, the batch is read
+again, and the topic's messages are produced alone (``careful``) until a transaction commits.
 """
 
 from __future__ import annotations
@@ -31,6 +41,8 @@ from adapters.kafka.topics import config_error, describe
 log = logging.getLogger(__name__)
 
 LOG_EVERY = 10.0
+TOO_LARGE = {KafkaError.MSG_SIZE_TOO_LARGE, KafkaError.RECORD_LIST_TOO_LARGE}  # a broker's refusals of a message's size
+PURGED = {KafkaError._PURGE_QUEUE, KafkaError._PURGE_INFLIGHT}
 
 
 class ProducerFenced(PermanentError):
@@ -52,9 +64,16 @@ class ProducerChannel:
         self.flush_timeout = flush_timeout
         self.stuck = False
         self._failed: list[tuple[str, bytes, bytes | None, list | None, KafkaError]] = []
+        self.refused: list[tuple[str, bytes, bytes | None, list | None, RecordTooLarge]] = []  # alone: too large
+        self._batch_refused: list[tuple[str, bytes, bytes | None, list | None]] = []  # in a batch: unknown which
+        self.careful: set[str] = set()  # topics whose messages are produced alone (``produce_alone``)
+        self._alone = False
+        self._txn_failed: KafkaError | None = None
+        self.refused_alone: dict[str, int] = {}  # topic -> the smallest message (bytes) it refused on its own
         self._last_error: KafkaError | None = None
         self._logged: dict[int, float] = {}
         self.limits: dict[str, int] = {}  # topic -> its max.message.bytes (a topic not here: the producer's)
+        self.limits_read: set[str] = set()  # topics whose max.message.bytes was read (not learned)
         self.producer_max = int(config.get("message.max.bytes", PRODUCER_DEFAULT_MAX))
         try:
             self.producer = Producer({**config, "error_cb": self._on_error, "on_delivery": self._on_delivery})
@@ -74,7 +93,12 @@ class ProducerChannel:
         Raises ``RecordTooLarge`` when it is larger than ``max_bytes(topic)``."""
         size = message_size(value, key, headers)
         if size > self.max_bytes(topic):
-            raise RecordTooLarge(size, self.max_bytes(topic), f"topic {topic!r}")
+            raise RecordTooLarge(size, self.max_bytes(topic), self._output(topic))
+        if self.transactional and self.doomed:
+            return  # the transaction cannot commit: the committer aborts it and the batch is judged again
+        if topic in self.careful:
+            self.produce_alone(topic, value, key, headers)
+            return
         deadline = None
         while True:
             try:
@@ -87,7 +111,30 @@ class ProducerChannel:
                                           f"{self._because()}") from None
                 self.producer.poll(0.05)
             except KafkaException as exc:
+                error = exc.args[0]
+                if self.transactional and (error.code() == KafkaError._STATE or error.txn_requires_abort()):
+                    self._txn_failed = error  # the committer aborts the transaction and the batch is judged again
+                    return
                 raise self.translate(exc, record=True) from None
+
+    def produce_alone(self, topic: str, value: bytes, key: bytes | None = None, headers: list | None = None) -> None:
+        """Produce one message and flush it on its own, so a refusal of its size is its own: then it
+        is kept in ``refused`` and the topic's limit learned (see the module's text)."""
+        self.producer.flush(self.flush_timeout)
+        self._alone = True
+        try:
+            self.producer.produce(topic, value, key, headers=headers)
+            self.producer.flush(self.flush_timeout)
+        except KafkaException as exc:
+            raise self.translate(exc, record=True) from None
+        finally:
+            self._alone = False
+
+    @property
+    def doomed(self) -> KafkaError | bool:
+        """The open transaction cannot commit: a message was refused as too large, or librdkafka
+        failed the transaction (it must be aborted)."""
+        return self._txn_failed or bool(self.refused or self._batch_refused)
 
     def flush(self) -> None:
         if self._failed and not self.transactional:
@@ -102,10 +149,41 @@ class ProducerChannel:
         if self._failed:
             topic, _, _, _, error = self._failed[-1]
             raise SinkUnavailable(f"{self.name}: {len(self._failed)} deliveries to {topic!r} failed: {error.str()}")
+        if self._batch_refused and not self.transactional:
+            self._resend_alone()
+            if self._failed:
+                raise SinkUnavailable(f"{self.name}: {len(self._failed)} deliveries failed when produced again")
+
+    def _resend_alone(self) -> None:
+        """Produce each message of a refused batch again on its own (see the module's text)."""
+        batch, self._batch_refused = self._batch_refused, []
+        log.warning("%s: %d messages refused as too large in a batch; producing each again on its own",
+                    self.name, len(batch))
+        for topic, value, key, headers in batch:
+            try:
+                self.produce_alone(topic, value, key, headers)
+            except RecordTooLarge as error:  # too large for the limit learned from another of them
+                self.refused.append((topic, value, key, headers, error))
 
     def forget_failures(self) -> None:
-        """Called when the transaction that held the failed messages was aborted."""
+        """Called when the transaction that held the failed messages was aborted: its topics whose
+        messages were refused as too large are produced ``careful`` from now on."""
+        self.careful.update(entry[0] for entry in (*self.refused, *self._batch_refused))
         self._failed.clear()
+        self.refused.clear()
+        self._batch_refused.clear()
+        self._txn_failed = None
+
+    def committed(self) -> None:
+        """Called when a transaction committed: no topic needs its messages produced alone now."""
+        self.careful.clear()
+
+    def take_refused(self, topic: str) -> list[tuple[bytes, bytes | None, RecordTooLarge]]:
+        """The messages to ``topic`` its broker refused as too large since the last call: ``(value,
+        key, error)``; they are forgotten here."""
+        taken = [(value, key, error) for t, value, key, _, error in self.refused if t == topic]
+        self.refused = [entry for entry in self.refused if entry[0] != topic]
+        return taken
 
     def close(self) -> None:
         if self.stuck:
@@ -127,8 +205,31 @@ class ProducerChannel:
             self._failed.pop(0)
 
     def _on_delivery(self, error: KafkaError | None, message) -> None:
-        if error is not None:
-            self._failed.append((message.topic(), message.value(), message.key(), message.headers(), error))
+        if error is None or (self.transactional and error.code() in PURGED):
+            return  # purged by an abort: the aborted batch is judged again
+        topic, value, key, headers = message.topic(), message.value(), message.key(), message.headers()
+        if error.code() in TOO_LARGE and not self._alone:
+            self._batch_refused.append((topic, value, key, headers))
+            return
+        if error.code() in TOO_LARGE:
+            size = message_size(value, key, headers)
+            self.refused_alone[topic] = min(size, self.refused_alone.get(topic, size))
+            if size <= self.max_bytes(topic):
+                log.warning("%s: topic %r refused a message of %d bytes as too large (%s); its limit, which could "
+                            "not be read at start, is taken as below that from now on", self.name, topic, size,
+                            error.str())
+                self.limits[topic] = size - 1
+            self.refused.append((topic, value, key, headers, RecordTooLarge(size, self.max_bytes(topic),
+                                                                            self._output(topic))))
+            return
+        self._failed.append((topic, value, key, headers, error))
+
+    def _output(self, topic: str) -> str:
+        """``topic`` as a ``RecordTooLarge`` names it, saying when its limit was learned, not read."""
+        if topic in self.refused_alone and topic not in self.limits_read:
+            return (f"topic {topic!r} (its limit could not be read; it refused a message of "
+                    f"{self.refused_alone[topic]} bytes)")
+        return f"topic {topic!r}"
 
     def _on_error(self, error: KafkaError) -> None:
         """librdkafka reports every failed reconnect: log each kind of error once per ``LOG_EVERY`` s."""

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Callable
 
+from domain.errors import RecordTooLarge
 from domain.events import Event, RawRecord
 from domain.keys import join_parts
 from domain.rules import RuleSet
@@ -32,18 +33,32 @@ def rule_key(rules: RuleSet) -> Callable[[Event], bytes]:
 
 
 class KafkaSink:
-    """An ``EventSink`` writing each unique event's original bytes to ``topic``."""
+    """An ``EventSink`` writing each unique event's original bytes to ``topic``.
+
+    ``flush`` returns the events the topic refused as too large only at delivery (its limit
+    could not be read at start: ``ProducerChannel``), each with its ``RecordTooLarge``. Under a
+    transaction nothing is returned: the refusal dooms it, and the batch is judged again.
+    """
 
     def __init__(self, channel: ProducerChannel, topic: str, key_of: Callable[[Event], bytes] = unique_value_key):
         self.channel = channel
         self.topic = topic
         self.key_of = key_of
+        self._written: dict[tuple[bytes, bytes], RawRecord] = {}  # since the last flush, by message
 
     def write(self, record: RawRecord, event: Event) -> None:
-        self.channel.produce(self.topic, record.value, self.key_of(event))
+        key = self.key_of(event)
+        self.channel.produce(self.topic, record.value, key)
+        if not self.channel.transactional and self.topic not in self.channel.limits_read:
+            self._written[(record.value, key)] = record
 
-    def flush(self) -> None:
+    def flush(self) -> list[tuple[RawRecord, RecordTooLarge]]:
         self.channel.flush()
+        written, self._written = self._written, {}
+        if self.channel.transactional:
+            return []
+        return [(written[(value, key)], error) for value, key, error in self.channel.take_refused(self.topic)
+                if (value, key) in written]
 
     def close(self) -> None:
         """The channel is shared; the engine closes it."""

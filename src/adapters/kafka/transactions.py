@@ -9,7 +9,9 @@ its input counts as consumed.
 Failure behaviour: if anything fails while committing, the transaction is aborted, the
 source is rewound to its last committed offsets (so the batch would be read again), and a
 ``SinkUnavailable`` (``ProducerFenced`` when another instance took over the transactional
-id, ``ProducerStuck`` when librdkafka stopped answering) is raised. ``abort`` does the same on the engine's request. A crash leaves the
+id, ``ProducerStuck`` when librdkafka stopped answering) is raised; a transaction the channel
+knows is ``doomed`` (a message refused as too large) is aborted before committing and
+``BatchAborted`` raised, so the pipeline reads the batch again. ``abort`` does the same on the engine's request. A crash leaves the
 transaction open: the next instance with the same transactional id aborts it when it
 starts (``init_transactions``) and resumes from the committed offsets.
 """
@@ -20,9 +22,9 @@ import logging
 import threading
 from typing import Sequence
 
-from confluent_kafka import KafkaException, TopicPartition
+from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
-from domain.errors import SinkUnavailable
+from domain.errors import BatchAborted, SinkUnavailable
 from domain.events import RawRecord
 
 from adapters.kafka.producer import ProducerChannel, ProducerStuck
@@ -62,17 +64,30 @@ class TransactionalCommitter:
         self.open = True
 
     def commit(self, records: Sequence[RawRecord]) -> None:
+        doomed = self.channel.doomed
+        if doomed:
+            self.abort()
+            because = (f"librdkafka failed it ({doomed.str()})" if isinstance(doomed, KafkaError) else
+                       "a message was refused as too large for its topic, whose limit could not be read at start "
+                       "(that topic's messages are now produced one at a time)")
+            raise BatchAborted(f"{self.channel.name}: the transaction cannot commit: {because}; it is aborted and the "
+                               "batch judged again")
         try:
             self._send_offsets(records)
             self._commit_transaction()
         except KafkaException as exc:
             error = self.channel.translate(exc)
+            recovering = bool(self.channel.careful) and exc.args[0].txn_requires_abort()
             self.abort()
+            if recovering:  # the epoch bump after an abort for a refused message can fail the next transaction
+                raise BatchAborted(f"{error} (while recovering from a message refused as too large: the transaction "
+                                   "is aborted and the batch judged again)") from None
             raise type(error)(f"{error} (transaction aborted; the batch is not acknowledged)") from None
         except ProducerStuck:
             self.abort()
             raise
         self.open = False
+        self.channel.committed()
         self.source.mark_committed(records)
 
     def abort(self) -> None:
