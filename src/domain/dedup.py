@@ -19,7 +19,7 @@ from domain.policies import Policies, Resolved, Terminal, run_with_policy
 from domain.ports import Clock, DeadLetter, Notification, StateStore
 from domain.rules import DedupRule, RuleSet, TimeBasis
 from domain.state import NO_WATERMARK, Claim
-from domain.watermarks import Watermarks
+from domain.watermarks import Watermarks, clock_bound
 
 log = logging.getLogger(__name__)
 
@@ -99,8 +99,8 @@ class Deduplicator:
             return Outcome(record, Verdict.EMIT, event), None
         now, partition = self.clock.now(), record.position.partition_name()
         self.watermarks.observe(rule.event_type, partition, t, now)
-        watermark = self.watermarks.of(rule.event_type, now)
-        horizon = self.watermarks.horizon(rule.event_type, partition, watermark)
+        watermark = clock_bound(self.watermarks.of(rule.event_type, now), now)
+        horizon = clock_bound(self.watermarks.horizon(rule.event_type, partition, watermark), now)
         if t < horizon - rule.lateness:
             counts.tally("late", 1, rule.event_type)
             late = InvalidEvent("late", f"time {t} is older than its partition's time {horizon} minus lateness "

@@ -19,16 +19,27 @@ partitions' events late. So:
   partition does not hold everything back.
 * A partition the source no longer reads (revoked in a rebalance) is left out.
 * The watermark never goes back; when every partition is idle it stays where it was.
+* No time an event is judged against runs ahead of the wall clock (``clock_bound``): a
+  horizon or watermark raised by a record from the future (up to the rule's ``max_ahead``,
+  or a producer whose clock is fast) is read as the wall clock's second. One such record,
+  or a whole skewed producer, can then make no on-time event late and no remembered
+  emission be forgotten early; a backlog (times behind the clock) is judged as before.
 
 Partitions are named by the engine (``topic:partition``); times are whole seconds.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Iterable
 
 DEFAULT_IDLE_TIMEOUT = 60.0
+
+
+def clock_bound(t: int | None, now: float) -> int | None:
+    """``t`` (a horizon or a watermark), never past the wall clock's second ``now``."""
+    return None if t is None else min(t, math.floor(now))
 
 
 @dataclass

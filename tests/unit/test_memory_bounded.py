@@ -14,9 +14,11 @@ from tests.fakes import FakeClock
 
 def test_state_size_stays_bounded_by_the_retention():
     store = InMemoryStateStore()
-    core = Deduplicator(RuleSet({"APP": DedupRule("APP", 30)}), store, FakeClock())
+    clock = FakeClock()
+    core = Deduplicator(RuleSet({"APP": DedupRule("APP", 30)}), store, clock)
     sizes = []
     for second in range(2000):
+        clock.time = 1_700_000_000 + second  # a live stream: event time is the wall clock
         batch = [RawRecord(json.dumps({"id": "x", "uniqueValue": f"{second}-{i}", "type": "APP",
                                        "timestamp": 1_700_000_000 + second}).encode(),
                            SourcePosition("s", 0, second * 10 + i)) for i in range(10)]

@@ -124,3 +124,42 @@ def test_a_far_future_time_is_dead_lettered_and_moves_no_watermark():
     assert [o.dead_letter.reason if o.dead_letter else o.verdict for o in outcomes] == \
         [Verdict.EMIT, "future", Verdict.EMIT, Verdict.EMIT]
     assert (counts.invalid, counts.late) == (1, 0)
+
+
+def _judge(records: list[tuple[int, str, int]], clock: FakeClock, rules: RuleSet | None = None) -> list[str]:
+    """Records ``(partition, key, t)`` judged in order with the wall clock standing still."""
+    core = Deduplicator(rules or RuleSet(), InMemoryStateStore(), clock)
+    raw = [RawRecord(json.dumps({"id": str(i), "uniqueValue": key, "type": "APP", "timestamp": t}).encode(),
+                     SourcePosition("t", partition, i)) for i, (partition, key, t) in enumerate(records)]
+    outcomes, counts = core.process(raw)
+    assert counts.balanced
+    return [o.dead_letter.reason if o.verdict is Verdict.DEAD_LETTER else o.verdict.value for o in outcomes]
+
+
+def test_one_record_from_the_near_future_makes_no_on_time_event_of_its_partition_late():
+    now = 1_800_000_000
+    verdicts = _judge([(0, "ahead", now + 290), (0, "a", now + 1), (0, "b", now + 2), (0, "c", now - 29)],
+                      FakeClock(now))
+    assert verdicts == ["emit", "emit", "emit", "emit"]
+    assert _judge([(0, "ahead", now + 290), (0, "old", now - 31)], FakeClock(now))[1] == "late"
+
+
+def test_a_producer_whose_clock_is_a_minute_fast_blinds_no_other_producer_of_its_partitions():
+    now = 1_800_000_000
+    fast = [(p, f"fast{p}-{i}", now + 60 + i) for i in range(3) for p in range(4)]
+    honest = [(p, f"honest{p}-{i}", now + i) for i in range(3) for p in range(4)]
+    assert set(_judge(fast + honest, FakeClock(now))) == {"emit"}
+
+
+def test_a_record_from_the_future_does_not_make_the_state_forget_an_emission_early():
+    now = 1_800_000_000
+    clock = FakeClock(now)
+    verdicts = _judge([(0, "k", now), (0, "ahead", now + 290), (0, "k", now + 20)], clock)
+    assert verdicts == ["emit", "emit", "duplicate"]
+
+
+def test_a_backlog_behind_the_clock_is_judged_by_its_own_times():
+    now = 1_800_000_000
+    verdicts = _judge([(0, "a", now - 10_000), (0, "b", now - 10_000 - 31), (0, "c", now - 10_000 - 29)],
+                      FakeClock(now))
+    assert verdicts == ["emit", "late", "emit"]

@@ -20,9 +20,14 @@ import java.util.TreeMap;
  * driver loaded last, and fails when that table is missing rather than judge against another
  * batch's. The last {@link #KEPT} tables are kept, so a stage of an earlier batch recomputed
  * late still finds its own.
+ *
+ * No horizon or watermark a task reads runs past its batch's second (domain.watermarks.clock_bound):
+ * a record from the near future, or a producer with a fast clock, makes no on-time event late
+ * and forgets no emission early. The batch's timestamp is Spark's wall clock of the batch, the
+ * same on every replay.
  */
 public final class RuleHorizons implements Serializable {
-    private static final long serialVersionUID = 2L;
+    private static final long serialVersionUID = 3L;
     static final String SEPARATOR = "\u0000";
     static final int KEPT = 16;
 
@@ -48,7 +53,7 @@ public final class RuleHorizons implements Serializable {
      * {@code rule \t watermark} and {@code rule \t partition \t newest}.
      */
     public synchronized void load(long batchTimestampMs, String encoded) {
-        byBatch.put(batchTimestampMs, Table.parse(encoded));
+        byBatch.put(batchTimestampMs, Table.parse(encoded, Math.floorDiv(batchTimestampMs, 1000L)));
         while (byBatch.size() > KEPT) byBatch.pollFirstEntry();
     }
 
@@ -63,18 +68,20 @@ public final class RuleHorizons implements Serializable {
 
     /** One micro-batch's horizons. */
     public static final class Table implements Serializable {
-        private static final long serialVersionUID = 1L;
-        static final Table EMPTY = new Table(new HashMap<>(), new HashMap<>());
+        private static final long serialVersionUID = 2L;
+        static final Table EMPTY = new Table(new HashMap<>(), new HashMap<>(), Long.MAX_VALUE);
 
         private final Map<String, Long> watermarks;
         private final Map<String, Long> newest;
+        private final long now;
 
-        private Table(Map<String, Long> watermarks, Map<String, Long> newest) {
+        private Table(Map<String, Long> watermarks, Map<String, Long> newest, long now) {
             this.watermarks = watermarks;
             this.newest = newest;
+            this.now = now;
         }
 
-        static Table parse(String encoded) {
+        static Table parse(String encoded, long now) {
             Map<String, Long> watermarks = new HashMap<>();
             Map<String, Long> newest = new HashMap<>();
             for (String line : encoded.split("\n")) {
@@ -83,17 +90,22 @@ public final class RuleHorizons implements Serializable {
                 if (parts.length == 2) watermarks.put(parts[0], Long.parseLong(parts[1]));
                 else newest.put(parts[0] + SEPARATOR + parts[1], Long.parseLong(parts[2]));
             }
-            return new Table(watermarks, newest);
+            return new Table(watermarks, newest, now);
+        }
+
+        /** {@code t}, never past the batch's second (domain.watermarks.clock_bound). */
+        public long bounded(long t) {
+            return Math.min(t, now);
         }
 
         /** The rule's watermark, or Long.MIN_VALUE while it has none. */
         public long watermark(String rule) {
-            return watermarks.getOrDefault(rule, Long.MIN_VALUE);
+            return bounded(watermarks.getOrDefault(rule, Long.MIN_VALUE));
         }
 
         /** What an event of {@code rule} from {@code partition} is late against (Long.MIN_VALUE: nothing yet). */
         public long horizon(String rule, String partition) {
-            return Math.max(watermark(rule), newest.getOrDefault(rule + SEPARATOR + partition, Long.MIN_VALUE));
+            return bounded(Math.max(watermark(rule), newest.getOrDefault(rule + SEPARATOR + partition, Long.MIN_VALUE)));
         }
     }
 }

@@ -31,7 +31,8 @@ import org.apache.spark.sql.types.StructType;
  * moment judges as the first computation did; the
  * newest time judged per rule and partition goes to a {@link NewestTimes} for the next. An
  * optional long column {@code seen} ({@link RunningNewest}) raises the horizon to the newest time
- * the row's partition showed earlier in the same batch.
+ * the row's partition showed earlier in the same batch. Neither runs past the batch's second
+ * ({@link RuleHorizons.Table#bounded}).
  *
  * Input rows carry their rule: long columns t (s), ord, window (s) and lateness (s), string
  * columns {@code rule} and {@code lane} (the source partition), and a boolean {@code judged}. Rows with judged = false (invalid, or without a rule) are passed
@@ -122,7 +123,7 @@ public final class WindowDedup implements FlatMapGroupsWithStateFunction<String,
         String rule = batch.get(0).getString(ruleIdx);
         long floor = watermarkFloorIdx >= 0 && !batch.get(0).isNullAt(watermarkFloorIdx)
                 ? batch.get(0).getLong(watermarkFloorIdx) : Long.MIN_VALUE;
-        long watermark = Math.max(horizons.watermark(rule), floor);
+        long watermark = horizons.bounded(Math.max(horizons.watermark(rule), floor));
         boolean existed = state.exists();
         long[] live = existed ? live(state.get().getTimes(), window + lateness, watermark) : new long[0];
         long[] old = fallback(batch.get(0), watermark);
@@ -137,7 +138,7 @@ public final class WindowDedup implements FlatMapGroupsWithStateFunction<String,
             newest.add(rule, lane, t);
             boolean duplicate = withinWindow(live, t, window) || withinWindow(old, t, window);
             long seen = seenIdx >= 0 && !row.isNullAt(seenIdx) ? row.getLong(seenIdx) : Long.MIN_VALUE;
-            long horizon = Math.max(Math.max(horizons.horizon(rule, lane), seen), floor);
+            long horizon = horizons.bounded(Math.max(Math.max(horizons.horizon(rule, lane), seen), floor));
             String verdict = late(t, horizon, lateness) ? LATE
                     : duplicate ? DUPLICATE : EMIT;
             if (verdict == EMIT) live = append(live, t);
