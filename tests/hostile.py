@@ -4,11 +4,17 @@ composite key (APP: ``uniqueValue`` + ``session``).
 Every engine, with either state store, must judge the honest records exactly as the domain
 core reads them in order (``expected``) and dead-letter each bad record once, with its
 original bytes and reason.
+
+Some rows are dated against the wall clock (``hostile``): records from the near future and
+a producer whose clock is fast, then honest records of the same partitions a little ahead
+of the clock, which must not be judged late. Build the table just before the run and judge
+it (``expected``) within ``ON_TIME_BUDGET`` seconds.
 """
 
 from __future__ import annotations
 
 import json
+import time
 
 from adapters.memory.state_store import InMemoryStateStore
 from adapters.system import SystemClock
@@ -26,7 +32,7 @@ def event(id_: str, unique_value: str, type_: str = "APP", t: int = T, **extra) 
                        **({"session": "s"} if type_ == "APP" else {}), **extra}).encode()
 
 
-HOSTILE = (  # (original bytes, reason; None: an honest record, judged)
+STATIC = (  # (original bytes, reason; None: an honest record, judged)
     (event("h1", "u1"), None),
     (event("h2", "u1", t=T + 1), None),  # a duplicate
     (event("f1", "far", t=253_402_300_799), "future"),
@@ -63,13 +69,46 @@ HOSTILE = (  # (original bytes, reason; None: an honest record, judged)
     (event("w1", "web"), None),
     (event("w2", "web", "WEB", T + 5), None),
     (event("h4", "u1", t=T + 31), None),  # a window later: emitted again
+    (b'{"id":"d1","uniqueValue":"dup","uniqueValue":"dup2","type":"APP","session":"s","timestamp":1700000000}',
+     "not_json"),  # first-wins and last-wins readers would key it differently
+    (b'{"id":"d2","uniqueValue":"d","type":"APP","session":"s","session":"t","timestamp":1700000000}', "not_json"),
+    (b'{"id":"d3","uniqueValue":"d","type":"APP","session":"s","timestamp":1700000000,"n":Infinity}', "not_json"),
+    (b'{"id":"d4","uniqueValue":"d","type":"APP","session":NaN,"timestamp":1700000000}', "not_json"),
+    (event("d5", "d", t=T + 31, session=" \u00a0"), None),  # a key field of whitespace is a value, not a missing field
+    (event("y1", "typed", t=T + 31, session=1), None),  # a key field's type is part of its key:
+    (event("y2", "typed", t=T + 31, session="1"), None),  # 1 and "1" are two keys,
+    (event("y3", "typed", t=T + 31, session=True), None),  # true and "true" too
+    (event("y4", "typed", t=T + 31, session="true"), None),
+    (event("y5", "typed", t=T + 32, session=1), None),  # a duplicate of y1
+    (event("y6", "typed", t=T + 31, session=1.5), "wrong_type"),  # numbers are spelled differently by
+    (event("y7", "typed", t=T + 31, session=[]), "wrong_type"),  # each engine's JSON reader: refused
+    (event("y8", "typed", t=T + 31, session={"a": 1}), "wrong_type"),
+    (event("y9", "typed", t=T + 31, session=2**63), "wrong_type"),
 )
 
 
-def expected() -> tuple[list[bytes], dict[bytes, str]]:
+AHEAD, FAST, HONEST_AHEAD = 295, 240, 200  # s past the clock: under max_ahead (300), apart by over APP's lateness
+ON_TIME_BUDGET = HONEST_AHEAD + 30  # s after ``now`` the honest rows would really be late (APP's lateness 30 s)
+
+
+def clock_rows(now: int) -> tuple:
+    """Rows dated against the wall clock ``now``: one near-future record per key spread over
+    the partitions, a producer four minutes fast, then honest records a little ahead of the clock."""
+    ahead = tuple((event(f"a{i}", f"ahead{i}", t=now + AHEAD), None) for i in range(6))
+    fast = tuple((event(f"k{i}", f"fast{i}", t=now + FAST + i), None) for i in range(6))
+    honest = tuple((event(f"o{i}", f"ontime{i}", t=now + HONEST_AHEAD + i), None) for i in range(6))
+    return ahead + fast + honest
+
+
+def hostile(now: float | None = None) -> tuple:
+    """The whole table, its clock-dated rows dated against ``now`` (the wall clock by default)."""
+    return STATIC + clock_rows(int(time.time() if now is None else now))
+
+
+def expected(table: tuple) -> tuple[list[bytes], dict[bytes, str]]:
     """The honest records emitted, and the bad ones' reasons, as the domain core judges them in order."""
     core = Deduplicator(RULES, InMemoryStateStore(), SystemClock())
-    outcomes, counts = core.process([RawRecord(v, SourcePosition("t", 0, i)) for i, (v, _) in enumerate(HOSTILE)])
+    outcomes, counts = core.process([RawRecord(v, SourcePosition("t", 0, i)) for i, (v, _) in enumerate(table)])
     assert counts.balanced
     emitted = [o.record.value for o in outcomes if o.verdict is Verdict.EMIT]
     dead = {o.record.value: o.dead_letter.reason for o in outcomes if o.verdict is Verdict.DEAD_LETTER}

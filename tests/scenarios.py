@@ -131,6 +131,12 @@ INVALID_RECORDS = (  # (original bytes, the reason every engine dead-letters the
     (b'{"id":"1","uniqueValue":"k","type":"APP","timestamp":253402300800}', "out_of_range"),
     (b'{"id": "a", "uniqueValue": "u", "type": "APP", "timestamp": 99999999999999}', "out_of_range"),
     (b'{"id":"1","uniqueValue":"k","type":"APP","timestamp":100000000000000000000000}', "out_of_range"),
+    # not JSON, though Python's json reads them: one engine must not read what another refuses
+    (b'{"id":"1","uniqueValue":"k","type":"APP","timestamp":1,"score":NaN}', "not_json"),
+    (b'{"id":"1","uniqueValue":"k","type":"APP","timestamp":1,"score":-Infinity}', "not_json"),
+    (b'{"id":"1","uniqueValue":"a","uniqueValue":"b","type":"APP","timestamp":1}', "not_json"),
+    (b'{"id":"1","uniqueValue":"k","type":"APP","timestamp":1,"extra":1,"extra":2}', "not_json"),
+    (b'{"id":"1","uniqueValue":"k","type":"APP","timestamp":1,"p":{"q":[{"r":1,"r":1}]}}', "not_json"),
 )
 
 

@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass, field
 
 from domain.errors import InvalidEvent
+from domain.keys import KeyValue
 
 REQUIRED_STRING_FIELDS = ("id", "uniqueValue", "type")
 MAX_TIMESTAMP = 253_402_300_799  # 9999-12-31T23:59:59Z; a larger value is most likely milliseconds
@@ -55,8 +56,14 @@ class Event:
     timestamp: int
     fields: dict = field(default_factory=dict, compare=False, repr=False)
 
-    def field_value(self, name: str) -> str:
-        """The value of a wire field by its wire name, as text (used to build keys)."""
+    def field_value(self, name: str) -> KeyValue:
+        """The value of a wire field by its wire name, as a key's part holds it (``domain.keys``).
+
+        Raises ``InvalidEvent``: ``missing_field`` when it is missing or null, ``wrong_type``
+        unless it is a string, a boolean or an integer written without fraction or exponent
+        that fits in 64 bits (a number's spelling, an array's or an object's is not the same
+        on every engine, and ``1`` must not key as ``"1"``).
+        """
         if name == "uniqueValue":
             return self.unique_value
         if name in ("id", "type"):
@@ -66,11 +73,19 @@ class Event:
         value = self.fields.get(name)
         if value is None:
             raise InvalidEvent("missing_field", f"key field {name!r} is missing", name)
-        return value if isinstance(value, str) else json.dumps(value, sort_keys=True)
+        if isinstance(value, (str, bool)) or (type(value) is int and KEY_INTEGERS[0] <= value <= KEY_INTEGERS[1]):
+            return value
+        kind = "an integer beyond 64 bits" if type(value) is int else _json_type(value)
+        raise InvalidEvent("wrong_type", f"key field {name!r} must be a string, an integer or a boolean, got {kind}",
+                           name)
 
     def to_wire(self) -> dict:
         return {**self.fields, "id": self.id, "uniqueValue": self.unique_value,
                 "type": self.type, "timestamp": self.timestamp}
+
+
+KEY_INTEGERS = (-(2**63), 2**63 - 1)
+"""The integers a key field may hold (a JVM long's range)."""
 
 
 def parse_event(value: bytes) -> Event:
@@ -87,13 +102,13 @@ def parse_event(value: bytes) -> Event:
 
 def parse_json(value: bytes, what: str = "record") -> object:
     """A record's bytes as JSON, strictly: UTF-8, JSON this parser accepts (not nested too deeply),
-    no lone UTF-16 surrogate. Raises ``InvalidEvent`` (``not_utf8``, ``not_json``) naming ``what``."""
+    no ``NaN``/``Infinity``, no member name twice in one object, no lone UTF-16 surrogate. Raises ``InvalidEvent`` (``not_utf8``, ``not_json``) naming ``what``."""
     try:
         text = value.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise InvalidEvent("not_utf8", f"{what} is not UTF-8: {exc.reason} at byte {exc.start}") from None
     try:
-        obj = json.loads(text)
+        obj = json.loads(text, parse_constant=_not_a_number, object_pairs_hook=_unique_members)
     except ValueError as exc:
         raise InvalidEvent("not_json", f"{what} is not JSON: {exc}") from None
     except RecursionError:
@@ -101,6 +116,37 @@ def parse_json(value: bytes, what: str = "record") -> object:
     if LONE_SURROGATE_ESCAPE.search(text):
         _refuse_lone_surrogates(obj)
     return obj
+
+
+def _not_a_number(literal: str) -> object:
+    """``NaN``, ``Infinity`` and ``-Infinity`` are not JSON (RFC 8259), whatever Python's json accepts."""
+    raise ValueError(f"{literal} is not a JSON number")
+
+
+def _unique_members(pairs: list[tuple[str, object]]) -> dict:
+    """An object whose member names are unique, at any depth: a name given twice means
+    different things to different readers (first-wins or last-wins), so it is refused."""
+    obj = dict(pairs)
+    if len(obj) != len(pairs):
+        seen: set[str] = set()
+        name = next(name for name, _ in pairs if name in seen or seen.add(name))
+        raise ValueError(f"member {name!r} occurs more than once in an object")
+    return obj
+
+
+def is_blank_line(line: bytes) -> bool:
+    """A line of a line-delimited input that holds no record (framing): empty, or only
+    whitespace as ``str.strip`` sees it (Unicode White_Space and the ASCII separators
+    ``\x1c``-``\x1f``). A line that is not UTF-8 is a record (dead-lettered ``not_utf8``)."""
+    stripped = line.strip()
+    if not stripped:
+        return True
+    if stripped[:1] in (b"{", b"[", b'"'):
+        return False
+    try:
+        return not line.decode("utf-8").strip()
+    except UnicodeDecodeError:
+        return False
 
 
 LONE_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")

@@ -11,7 +11,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Iterable
 
-from domain.keys import SEPARATOR, decode_key
+from domain.keys import SEPARATOR, decode_key, display_value
 from domain.state import StateFormatError, current_key, decode, version_of
 
 
@@ -83,4 +83,4 @@ def key_sample(key: str) -> tuple[str, str]:
         rule, values = decode_key(key)
     except ValueError:
         return key.partition(SEPARATOR)[0], repr(key)
-    return rule, " | ".join(values)
+    return rule, " | ".join(display_value(v) for v in values)

@@ -12,8 +12,17 @@ State format v1 and v2 (``domain.state``) joined the parts unescaped: the *legac
 It differs only for keys whose parts held ``\\x1e`` or ``\\x1f``; :func:`from_legacy` gives
 the current spelling of such a stored key.
 
-Engines that cannot call this module per row (Spark) mirror :func:`escape` in their own
-expressions (``adapters.spark.stream.keys``) and a parity test holds them to it.
+A part is typed: a key field's value may be a string, an integer (64-bit) or a boolean
+(``domain.events.Event.field_value`` refuses any other). A string is its escaped text; an
+integer is ``ESCAPE`` + ``i`` + its decimal digits, a boolean ``ESCAPE`` + ``b`` + ``true`` or
+``false``. An escaped string never holds ``ESCAPE`` followed by anything but ``0`` or ``1``,
+so ``"1"`` and ``1``, ``"true"`` and ``true`` are different keys, and an ordinary string key is
+spelled as it always was. (Before typed parts, a non-string value was spelled by
+``json.dumps`` and so made the same key as its text as a string.)
+
+Engines that cannot call this module per row (Spark) mirror :func:`escape` and the typed
+parts in their own expressions (``adapters.spark.stream.keys``) and a parity test holds them
+to it.
 """
 
 from __future__ import annotations
@@ -23,6 +32,10 @@ from typing import Iterable
 
 SEPARATOR = "\x1f"
 ESCAPE = "\x1e"
+INTEGER_PART = ESCAPE + "i"
+BOOLEAN_PART = ESCAPE + "b"
+KeyValue = str | int | bool
+"""A key field's value: a string, a 64-bit integer or a boolean."""
 _ESCAPED = {ESCAPE + "0": ESCAPE, ESCAPE + "1": SEPARATOR}
 _AN_ESCAPE = re.compile(f"{ESCAPE}.?", re.DOTALL)
 
@@ -39,24 +52,50 @@ def unescape(part: str) -> str:
     return _AN_ESCAPE.sub(lambda match: _unescaped(match.group(0), part), part)
 
 
-def join_parts(parts: Iterable[str]) -> str:
-    """``parts`` escaped and joined by ``SEPARATOR``."""
-    return SEPARATOR.join(escape(part) for part in parts)
+def typed_part(value: KeyValue) -> str:
+    """One value as a key part: a string escaped, an integer or a boolean typed."""
+    if isinstance(value, str):
+        return escape(value)
+    if isinstance(value, bool):
+        return BOOLEAN_PART + ("true" if value else "false")
+    return INTEGER_PART + str(value)
 
 
-def split_parts(text: str) -> tuple[str, ...]:
-    """The parts :func:`join_parts` joined. Raises ``ValueError`` for a malformed escape."""
-    return tuple(unescape(part) for part in text.split(SEPARATOR))
+def value_of(part: str) -> KeyValue:
+    """The inverse of :func:`typed_part`. Raises ``ValueError`` for a malformed part."""
+    if part.startswith(INTEGER_PART):
+        return int(part[len(INTEGER_PART):])
+    if part.startswith(BOOLEAN_PART) and part[len(BOOLEAN_PART):] in ("true", "false"):
+        return part[len(BOOLEAN_PART):] == "true"
+    return unescape(part)
 
 
-def encode_key(rule: str, values: Iterable[str]) -> str:
-    """The state key of ``rule``'s event whose key fields have ``values`` (text, in field order)."""
+def join_parts(parts: Iterable[KeyValue]) -> str:
+    """``parts`` as key parts (:func:`typed_part`) joined by ``SEPARATOR``."""
+    return SEPARATOR.join(typed_part(part) for part in parts)
+
+
+def split_parts(text: str) -> tuple[KeyValue, ...]:
+    """The parts :func:`join_parts` joined. Raises ``ValueError`` for a malformed part."""
+    return tuple(value_of(part) for part in text.split(SEPARATOR))
+
+
+def encode_key(rule: str, values: Iterable[KeyValue]) -> str:
+    """The state key of ``rule``'s event whose key fields have ``values`` (in field order)."""
     return join_parts((rule, *values))
 
 
-def decode_key(key: str) -> tuple[str, tuple[str, ...]]:
-    """``(rule, values)`` of a key :func:`encode_key` made. Raises ``ValueError`` for a malformed escape."""
+def display_value(value: KeyValue) -> str:
+    """A key value as a person reads it: a string as it is, an integer or boolean as JSON."""
+    return value if isinstance(value, str) else ("true" if value is True else "false" if value is False
+                                                 else str(value))
+
+
+def decode_key(key: str) -> tuple[str, tuple[KeyValue, ...]]:
+    """``(rule, values)`` of a key :func:`encode_key` made. Raises ``ValueError`` for a malformed part."""
     rule, *values = split_parts(key)
+    if not isinstance(rule, str):
+        raise ValueError(f"malformed key {key!r}: its rule is not a string")
     return rule, tuple(values)
 
 

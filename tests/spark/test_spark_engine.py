@@ -80,11 +80,15 @@ def reference_verdicts(events, rules: RuleSet) -> dict[str, str]:
 
 
 def test_invalid_records_are_dead_lettered_with_their_bytes_and_reason(files):
-    files.add(*[raw for raw, _ in INVALID_RECORDS], b"", b"   ")  # blank lines are framing, not records
+    # blank lines (also Unicode and \x1c-\x1f blanks) are framing, not records; a lone \r ends a line
+    # (the memory engine's file source agrees: tests/contracts/test_sources_jsonl.py)
+    files.add(*[raw for raw, _ in INVALID_RECORDS], b"", b"   ", b"\x1f", "\u00a0\u3000".encode(),
+              b"not json A\rnot json B")
     result = files.run()
-    assert result.reasons() == dict(INVALID_RECORDS)
-    assert len(result.dead_letters) == len(INVALID_RECORDS)
-    assert result.counts["in"] == result.counts["dead_lettered"] == result.counts["invalid"] == len(INVALID_RECORDS)
+    invalid = dict(INVALID_RECORDS) | {b"not json A": "not_json", b"not json B": "not_json"}
+    assert result.reasons() == invalid
+    assert len(result.dead_letters) == len(invalid)
+    assert result.counts["in"] == result.counts["dead_lettered"] == result.counts["invalid"] == len(invalid)
     assert result.out == []
 
 

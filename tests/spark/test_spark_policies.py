@@ -64,6 +64,14 @@ def scoped(record: bytes, prefix: str, field: str = "uniqueValue") -> bytes:
     return json.dumps(obj).encode()
 
 
+HOSTILE_NOTES = [  # none stops the stream or forgets a key; each is counted as rejected
+    b'{"notification":"INVALIDATE","exception":"x","event":' + b'{"a":' * 2000 + b'1' + b'}' * 2000 + b'}',
+    b'{"notification":"INVALIDATE","exception":"x","event":' + b'[' * 5000 + b']' * 5000 + b'}',
+    b"not json", b'{"notification":"OTHER","event":{}}', b'{"notification":"INVALIDATE","event":{"id":1}}',
+    b'{"notification":"INVALIDATE","event":{"id":"1","uniqueValue":"k","type":"APP","timestamp":1,"x":NaN}}',
+]
+
+
 def test_invalidation_scenarios_through_spark(spark, tmp_path):
     batches = Batches(tmp_path)
     expected_out, rounds = set(), max(len(s.batches) for s in INVALIDATION_SCENARIOS)
@@ -77,7 +85,7 @@ def test_invalidation_scenarios_through_spark(spark, tmp_path):
             notes += [scoped(scenario.notification(note), f"s{n}") for note in scenario.batches[r].notes]
             expected_out |= {json.loads(v)["id"] for v, verdict in zip(records, scenario.expected()[r])
                              if verdict == "emit"}
-        batches.add(events, notes)
+        batches.add(events, notes + (HOSTILE_NOTES if r == rounds - 1 else []))
     # the scenarios share one stream and one clock: a lateness wider than their spread keeps
     # one scenario's later times from making another's events late
     wide = RuleSet({r.event_type: replace(r, allowed_lateness=1000) for r in RuleSet().rules.values()})
@@ -86,8 +94,9 @@ def test_invalidation_scenarios_through_spark(spark, tmp_path):
     events = sum(len(s.batches[r].steps) for s in INVALIDATION_SCENARIOS for r in range(len(s.batches)))
     assert (counts["in"], counts["out"], counts["dead_lettered"]) == (events, len(expected_out), 0)
     assert counts["in"] == counts["out"] + counts["duplicates"]
-    ruled_notes = [n for sc in INVALIDATION_SCENARIOS for batch in sc.batches for n in batch.notes if n[0] != "MOBILE"]
-    assert counts["invalidations"] == len(ruled_notes) == 4
+    notes = [n for sc in INVALIDATION_SCENARIOS for batch in sc.batches for n in batch.notes]
+    assert counts["invalidations"] == len(notes)  # one of a type without a rule too: nothing to forget
+    assert counts["rejected_notifications"] == len(HOSTILE_NOTES)
 
 
 def test_invalid_records_are_skipped_when_the_policy_says_skip(spark, tmp_path):

@@ -95,3 +95,38 @@ def test_the_memory_engine_emits_both_events_whose_values_only_shift_the_separat
         from_document(json.loads(line)) for line in (tmp_path / "dlq.jsonl").read_text().splitlines()] == []
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert (summary["in"], summary["out"], summary["duplicates"]) == (3, 2, 1)
+
+
+@pytest.mark.parametrize("first, second", [(1, "1"), (True, "true"), (False, "false"), (0, "0"), (1, True),
+                                           (0, False), (-5, "-5")])
+def test_a_value_and_its_text_as_a_string_are_two_keys(first, second):
+    from domain.events import parse_event
+    from domain.rules import DedupRule
+
+    rule = DedupRule("APP", 30, key_fields=("uniqueValue", "session"))
+    keys = [rule.state_key(parse_event(json.dumps({"id": "1", "uniqueValue": "u", "type": "APP", "timestamp": 1,
+                                                   "session": v}).encode())) for v in (first, second)]
+    assert keys[0] != keys[1]
+    assert [decode_key(k)[1] for k in keys] == [("u", first), ("u", second)]
+
+
+@pytest.mark.parametrize("value, detail", [(1.0, "number"), (1e2, "number"), ([], "array"), ({"a": 1}, "object"),
+                                           (2**63, "beyond 64 bits"), (-(2**63) - 1, "beyond 64 bits")])
+def test_a_key_field_that_is_not_a_string_an_integer_or_a_boolean_is_the_wrong_type(value, detail):
+    from domain.errors import InvalidEvent
+    from domain.events import parse_event
+    from domain.rules import DedupRule
+
+    rule = DedupRule("APP", 30, key_fields=("uniqueValue", "session"))
+    event = parse_event(json.dumps({"id": "1", "uniqueValue": "u", "type": "APP", "timestamp": 1,
+                                    "session": value}).encode())
+    with pytest.raises(InvalidEvent, match=detail) as caught:
+        rule.state_key(event)
+    assert (caught.value.reason, caught.value.field) == ("wrong_type", "session")
+
+
+def test_the_64_bit_limits_are_integers_a_key_may_hold():
+    from domain.keys import encode_key
+
+    for value in (2**63 - 1, -(2**63)):
+        assert decode_key(encode_key("APP", ("u", value))) == ("APP", ("u", value))

@@ -1,6 +1,7 @@
 """JSONL files, stdin and stdout: one record per line.
 
-Blank lines are framing, not records. A source's position is (path, 0, line number), and its
+A line ends at ``\n``, ``\r\n`` or a lone ``\r``; blank lines (``domain.events.is_blank_line``)
+are framing, not records. Both as the Spark engine reads a directory. A source's position is (path, 0, line number), and its
 owner token says when a record read again is a replay of itself (:class:`JsonlSource`).
 """
 
@@ -10,6 +11,7 @@ import errno
 import hashlib
 import json
 import os
+import re
 import secrets
 import select
 import sys
@@ -19,7 +21,7 @@ from pathlib import Path
 from typing import BinaryIO, Sequence
 
 from domain.errors import DedupError, SetupError, SinkUnavailable, SourceUnavailable
-from domain.events import Event, RawRecord, SourcePosition
+from domain.events import Event, RawRecord, SourcePosition, is_blank_line
 from domain.dead_letters import DEFAULT_MAX_BYTES, DeadLetter, to_document
 
 STDIO = "-"
@@ -96,7 +98,7 @@ class JsonlSource:
                 break
             self._line += 1
             value = line.rstrip(b"\r\n")
-            if value.strip():
+            if not is_blank_line(value):
                 records.append(RawRecord(value, LinePosition(self.name, 0, self._line, self._identity(value)),
                                          arrived=time.time()))
         return records
@@ -121,6 +123,18 @@ class JsonlSource:
             self._file.close()
 
 
+_LINE_END = re.compile(rb"\r\n?|\n")
+
+
+def _line_end(buffer: bytearray, start: int, ended: bool) -> int:
+    """Where the line at ``start`` ends (past its line end); -1 when no line end came yet, or
+    when a ``\r`` is the last byte read and a ``\n`` may still follow it."""
+    match = _LINE_END.search(buffer, start)
+    if match is None or (match.end() == len(buffer) and match.group() == b"\r" and not ended):
+        return -1
+    return match.end()
+
+
 class _Lines:
     """Lines read from a file descriptor without blocking past a deadline (``select``)."""
 
@@ -131,12 +145,13 @@ class _Lines:
         self._start = 0
 
     def next(self, wait: float) -> bytes | None:
-        """The next line (its newline kept, the last one maybe without); None when none came
-        within ``wait`` seconds or the input ended."""
+        """The next line (its line end kept, the last one maybe without); None when none came
+        within ``wait`` seconds or the input ended. A line ends at ``\n``, ``\r\n`` or a lone
+        ``\r``, as Hadoop's line reader (the Spark engine's) ends it."""
         while True:
-            end = self._buffer.find(b"\n", self._start)
+            end = _line_end(self._buffer, self._start, self.ended)
             if end >= 0:
-                return self._take(end + 1)
+                return self._take(end)
             if self.ended:
                 return self._take(len(self._buffer)) if self._start < len(self._buffer) else None
             if not select.select([self.fd], [], [], wait)[0]:

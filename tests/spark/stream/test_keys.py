@@ -45,6 +45,30 @@ def test_the_plan_spells_every_key_as_the_domain_does(spark):
     assert len(set(got)) == len(got)  # no two events share a key
 
 
+TYPED = ["1", "-0", "0", "true", "false", "9223372036854775807", "-9223372036854775808", '"1"', '"true"', "1.0",
+         "1.5", "1e2", "100.000", "9223372036854775808", "[]", "[1]", '{"a":1}', "null", '"\\u001e"']
+
+
+def test_the_plan_types_every_key_value_as_the_domain_does(spark):
+    """Integers and booleans are typed parts, any other non-string is ``wrong_type``, missing and
+    null are ``missing_field``: the same keys and reasons as ``Event.field_value``."""
+    from adapters.spark.stream.plan import DedupPlan
+    from domain.errors import InvalidEvent
+
+    values = [b'{"id":"e","uniqueValue":"u","type":"APP","timestamp":1700000000,"session":%s}' % v.encode()
+              for v in TYPED] + [b'{"id":"e","uniqueValue":"u","type":"APP","timestamp":1700000000}']
+    rows = DedupPlan(RULES).operator_input(records(spark, values)).orderBy("ord").collect()
+    expected = []
+    for value in values:
+        try:
+            expected.append((RULES.rules["APP"].state_key(parse_event(value)), None))
+        except InvalidEvent as error:
+            expected.append((None, error.reason))
+    assert [(row["key"] if row["judged"] else None, row["reason"]) for row in rows] == expected
+    keys = [key for key, _ in expected if key]
+    assert (len(keys), len(set(keys))) == (10, 9)  # -0 is 0; 1 and "1", true and "true": four keys, not two
+
+
 def test_the_key_expressions_mirror_the_domain(spark):
     from pyspark.sql import functions as F
 

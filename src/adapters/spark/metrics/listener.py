@@ -10,6 +10,7 @@ what each micro-batch wrote to the checkpoint come from its files (``state_files
 from __future__ import annotations
 
 import json
+import logging
 import threading
 from typing import Callable, Iterable
 
@@ -23,8 +24,9 @@ from domain.errors import DEAD_LETTER_REASONS, OVERSIZE
 
 from adapters.spark.metrics.latency import (DELAY, latency_columns, latency_counts, publish_latency, with_delay,
                                             write_delay)
-from adapters.spark.stream.plan import NOTIFICATION
+from adapters.spark.stream.plan import NOTIFICATION, REJECTED_NOTIFICATION
 
+log = logging.getLogger(__name__)
 OBSERVATION = "accounting"
 COUNTED = tuple(Accounting().as_dict())
 BUCKET_VERDICT = {bucket: verdict.value for verdict, bucket in BUCKET_OF.items()}
@@ -43,12 +45,13 @@ def accounting_columns(rules: Iterable[str] = ()) -> list[Column]:
     return [_count_if(is_input(), "in"), *buckets, _count_if(reason == "late", "late"),
             _count_if(reason.isNotNull() & ~reason.isin("late", OVERSIZE), "invalid"),
             _count_if(F.col("passed"), "passed_through"), _count_if(verdict == NOTIFICATION, "invalidations"),
+            _count_if(verdict == REJECTED_NOTIFICATION, "rejected_notifications"),
             *(_breakdown(list(rules)) if rules else []), *latency_columns(rules)]
 
 
 def is_input() -> Column:
-    """A judged row counts as an input record (``in``) unless it is an invalidation notification."""
-    return F.col("verdict") != NOTIFICATION
+    """A judged row counts as an input record (``in``) unless it is a notification."""
+    return ~F.col("verdict").isin(NOTIFICATION, REJECTED_NOTIFICATION)
 
 
 def bucket_of() -> Column:
@@ -165,6 +168,9 @@ class ProgressListener(StreamingQueryListener):
             self.gauges.update(gauges)
             self.batch_durations_ms.append(int(progress.durationMs.get("triggerExecution", 0)))
         self._publish(counts, gauges, kafka_lags(progress), written)
+        if counts.rejected_notifications:
+            log.warning("micro-batch %d: %d notifications ignored: not an INVALIDATE of a valid event with a rule "
+                        "(rejected_notifications)", progress.batchId, counts.rejected_notifications)
         if self._metrics is not None and latency:
             publish_latency(self._metrics, latency, write_delay(progress.durationMs))
         self._notify()

@@ -12,9 +12,13 @@ it polls; here they apply before the events of the micro-batch that reads them.
 
 Notification rows come out of the operator with verdict ``invalidated``; they are not
 input records: the accounting counts them as ``invalidations`` only (``metrics``), and the
-writers, which take ``emit`` and ``dead_letter`` rows, never write them. Deviation: a notification that is not valid JSON, not an INVALIDATE, or whose
-event is invalid or of a type without a rule is ignored (the in-memory engine
-dead-letters the malformed ones with reason ``bad_notification``).
+writers, which take ``emit`` and ``dead_letter`` rows, never write them. A notification that
+is not valid JSON (however deeply nested), not an INVALIDATE, or whose event is invalid
+changes nothing: its row comes out ``rejected_notification``, counted as
+``rejected_notifications`` (the summary, the metric, a warning per micro-batch). One whose
+event is valid but of a type without a rule has nothing to forget: ``invalidated``, as in the
+domain. Deviation:
+the in-memory and kafka engines also dead-letter it with reason ``bad_notification``.
 """
 
 from __future__ import annotations
@@ -28,12 +32,15 @@ FIRST = -(2 ** 63)
 
 
 def notification_rows(notes: DataFrame, plan: DedupPlan) -> DataFrame:
-    """Operator-input rows for the valid INVALIDATE notifications in ``notes`` (``RECORD_COLUMNS``)."""
+    """Operator-input rows for the notifications in ``notes`` (``RECORD_COLUMNS``): a valid
+    INVALIDATE of a ruled event is ``judged`` (its key is forgotten); any other is not (it is
+    passed, and counted as rejected)."""
     text = F.col("value").cast("string")
-    events = notes.where(F.get_json_object(text, "$.notification") == F.lit("INVALIDATE")) \
-        .withColumn("value", F.get_json_object(text, "$.event").cast("binary"))
+    invalidate = F.coalesce(F.get_json_object(text, "$.notification") == F.lit("INVALIDATE"), F.lit(False))
+    events = notes.withColumn("value", F.when(invalidate, F.get_json_object(text, "$.event").cast("binary")))
     rows = plan.operator_input(events)
-    return rows.where(F.col("judged")).withColumns({"ord": F.lit(FIRST), "invalidate": F.lit(True)})
+    return rows.withColumns({"ord": F.lit(FIRST), "invalidate": F.lit(True),
+                             "judged": F.col("judged") & F.col("value").isNotNull()})
 
 
 def with_notifications(notes: DataFrame, plan: DedupPlan, then: Hook | None = None) -> Hook:

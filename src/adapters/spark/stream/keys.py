@@ -30,9 +30,10 @@ def unescaped(part: Column) -> Column:
     return F.replace(once, F.lit(ESCAPE + "0"), F.lit(ESCAPE))
 
 
-def key_column(rule: str, values: Sequence[Column]) -> Column:
-    """``domain.keys.encode_key(rule, values)``; the caller makes sure no value is null."""
-    return join_escaped([F.lit(escape(rule)), *[escaped(value) for value in values]])
+def key_column(rule: str, parts: Sequence[Column]) -> Column:
+    """``domain.keys.encode_key(rule, values)`` of the values' key parts (``domain.keys.typed_part``:
+    ``escaped`` for a string); the caller makes sure no part is null."""
+    return join_escaped([F.lit(escape(rule)), *parts])
 
 
 def key_parts(key: Column) -> Column:

@@ -25,13 +25,16 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from adapters.spark.runtime.jars import PLAIN_EVENT_CLASS
+from adapters.spark.stream.keys import escaped
 from domain.events import MAX_TIMESTAMP, REQUIRED_STRING_FIELDS
+from domain.keys import BOOLEAN_PART, INTEGER_PART
 
 INTEGER_TYPES = ("BIGINT", "INT", "SMALLINT", "TINYINT")
 FAST_FIELDS = (*REQUIRED_STRING_FIELDS, "timestamp")
 FAST_SCHEMA = "id string, uniqueValue string, type string, timestamp bigint"
 PLAIN_EVENT = "streamdedup_plain_event"
-# Python's str.strip() whitespace: Unicode White_Space plus the ASCII separators 0x1c-0x1f.
+# Python's str.strip() whitespace: Unicode White_Space plus the ASCII separators 0x1c-0x1f
+# (the empty_field check, and domain.events.is_blank_line for the lines of a directory).
 BLANK = r"(?U)^[\s\x1c-\x1f]*$"
 
 # A \uD800-\uDBFF escape not followed by a \uDC00-\uDFFF one, or one of those not preceded by the
@@ -81,12 +84,23 @@ def _strict(raw: DataFrame, text: Column, extra_fields: tuple[str, ...]) -> Data
     return df.withColumns(typed)
 
 
-def key_field_text(name: str) -> Column:
-    """A key field's value as text, as ``Event.field_value`` gives it; null when missing or null."""
+def key_field_part(name: str) -> Column:
+    """An extra key field's value as a key part (``domain.keys.typed_part`` of ``Event.field_value``):
+    a string escaped, an integer or a boolean typed; null when ``key_field_problem`` is not."""
     v, kind = F.col(f"_v_{name}"), F.col(f"_t_{name}")
     return F.when(v.isNull() | F.is_variant_null(v), F.lit(None)) \
-        .when(kind == "STRING", F.variant_get(v, "$", "string")) \
-        .otherwise(F.to_json(v))
+        .when(kind == "STRING", escaped(F.variant_get(v, "$", "string"))) \
+        .when(kind.isin(*INTEGER_TYPES), F.concat(F.lit(INTEGER_PART), F.to_json(v))) \
+        .when(kind == "BOOLEAN", F.concat(F.lit(BOOLEAN_PART), F.to_json(v)))
+
+
+def key_field_problem(name: str) -> Column:
+    """Why an extra key field makes no key part (``Event.field_value``'s reason), or null. The
+    VARIANT holds an integer beyond 64 bits, and any number written with a fraction or an
+    exponent, as a DECIMAL or a DOUBLE: both ``wrong_type``, as in the domain."""
+    v, kind = F.col(f"_v_{name}"), F.col(f"_t_{name}")
+    return F.when(v.isNull() | F.is_variant_null(v), F.lit("missing_field")) \
+        .when(~(kind.isin("STRING", "BOOLEAN", *INTEGER_TYPES)), F.lit("wrong_type"))
 
 
 def drop_work_columns(df: DataFrame) -> DataFrame:

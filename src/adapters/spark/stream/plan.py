@@ -23,18 +23,20 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from adapters.spark.stream.operator import apply_operator, running_newest
-from adapters.spark.stream.keys import key_column
-from adapters.spark.stream.parse import drop_work_columns, key_field_text, parse
+from adapters.spark.stream.keys import escaped, key_column
+from adapters.spark.stream.parse import drop_work_columns, key_field_part, key_field_problem, parse
 from domain.dedup import Verdict
 from domain.events import REQUIRED_STRING_FIELDS
 from domain.policies import Terminal
 from domain.rules import DedupRule, RuleSet, TimeBasis, UnknownTypePolicy
 
+STANDARD_FIELDS = (*REQUIRED_STRING_FIELDS, "timestamp")  # key fields the parser checks itself
 RECORD_COLUMNS = ("value", "kafka_key", "source", "partition", "offset", "ord", "arrived")
 PASS_GROUPS = 64  # rows passed through are spread over this many stateless groups
 EMIT, DUPLICATE, DEAD_LETTER, SKIP = (v.value for v in (Verdict.EMIT, Verdict.DUPLICATE, Verdict.DEAD_LETTER,
                                                         Verdict.SKIP))
 NOTIFICATION = "invalidated"  # the verdict of an INVALIDATE notification row: not an input record
+REJECTED_NOTIFICATION = "rejected_notification"  # a notification that is not an INVALIDATE of a valid, ruled event
 Hook = Callable[[DataFrame], DataFrame]
 
 
@@ -52,8 +54,7 @@ class DedupPlan:
 
     @property
     def extra_fields(self) -> tuple[str, ...]:
-        standard = (*REQUIRED_STRING_FIELDS, "timestamp")
-        names = {n for r in self.rules.rules.values() for n in r.key_fields if n not in standard}
+        names = {n for r in self.rules.rules.values() for n in r.key_fields if n not in STANDARD_FIELDS}
         return tuple(sorted(names))
 
     def with_verdicts(self, records: DataFrame) -> DataFrame:
@@ -95,16 +96,21 @@ class DedupPlan:
     def verdicts(self, judged: DataFrame) -> DataFrame:
         """The judged rows (the operator's verdicts ``emit``, ``duplicate``, ``late``, ``pass``,
         ``invalidated``) as the plan's output, invalid records per ``invalid``; ``rule`` is the
-        rule that judged the row (null: passed through or invalid)."""
-        verdict, late, passed = F.col("verdict"), F.col("verdict") == "late", F.col("verdict") == "pass"
-        valid = F.col("reason").isNull()
+        rule that judged the row (null: passed through or invalid). A notification row the
+        operator passed is ``invalidated`` when its event is valid but has no rule (nothing to
+        forget, as in the domain), else ``rejected_notification`` (``stream.invalidation``):
+        counted, never written."""
+        verdict, late, valid = F.col("verdict"), F.col("verdict") == "late", F.col("reason").isNull()
+        note = (F.col("invalidate") if "invalidate" in judged.columns else F.lit(False)) & (verdict == "pass")
+        rejected = note & ~valid
+        passed = (verdict == "pass") & ~note
         return judged.select(
             *RECORD_COLUMNS,
-            F.when(late, DEAD_LETTER).when(passed & ~valid, self._invalid_verdict()).when(passed, EMIT)
-            .otherwise(verdict).alias("verdict"),
-            F.when(late, "late").otherwise(F.col("reason")).alias("reason"),
+            F.when(rejected, REJECTED_NOTIFICATION).when(note, NOTIFICATION).when(late, DEAD_LETTER)
+            .when(passed & ~valid, self._invalid_verdict()).when(passed, EMIT).otherwise(verdict).alias("verdict"),
+            F.when(late, "late").when(~rejected, F.col("reason")).alias("reason"),
             F.when(late, F.lit("event time is older than the watermark minus the rule's lateness"))
-            .otherwise(F.col("detail")).alias("detail"),
+            .when(~rejected, F.col("detail")).alias("detail"),
             (passed & valid).alias("passed"), F.col("rule"))
 
     def _invalid_verdict(self) -> Column:
@@ -126,6 +132,7 @@ class DedupPlan:
             "t": self._by_type(_time_of).cast("long"),
             "_latest": self._by_type(_latest_time).cast("long"),
             "key": self._by_type(_key_of),
+            "_key_problem": self._by_type(_key_problem),
         })
         df = df.withColumns({"reason": self._rejection(df), "detail": self._rejection_detail()})
         return drop_work_columns(df.withColumn("ts", F.timestamp_seconds("t")))
@@ -140,15 +147,17 @@ class DedupPlan:
     def _rejection(self, df: DataFrame) -> Column:
         unknown = F.col("reason").isNull() & ~F.col("ruled") & F.lit(
             self.rules.unknown_types is UnknownTypePolicy.DEAD_LETTER)
-        missing_key = F.col("reason").isNull() & F.col("ruled") & F.col("key").isNull()
+        bad_key = F.col("reason").isNull() & F.col("ruled") & F.col("key").isNull()
         ahead = F.col("reason").isNull() & F.col("ruled") & (F.col("t") > F.col("_latest"))
-        return F.when(unknown, "unknown_type").when(missing_key, "missing_field").when(ahead, "future") \
-            .otherwise(F.col("reason"))
+        return F.when(unknown, "unknown_type").when(bad_key, F.coalesce(F.col("_key_problem"), F.lit("missing_field"))) \
+            .when(ahead, "future").otherwise(F.col("reason"))
 
     def _rejection_detail(self) -> Column:
         return F.when(F.col("reason") == "unknown_type",
                       F.concat(F.lit("no deduplication rule for type '"), F.col("type"), F.lit("'"))) \
             .when((F.col("reason") == "missing_field") & F.col("detail").isNull(), F.lit("a key field is missing")) \
+            .when((F.col("reason") == "wrong_type") & F.col("detail").isNull(),
+                  F.lit("a key field must be a string, an integer or a boolean")) \
             .when(F.col("reason") == "future",
                   F.concat(F.lit("time "), F.col("t"), F.lit(" is more than max_ahead "),
                            F.col("_latest") - F.unix_seconds(F.current_timestamp()), F.lit(" s past the clock"))) \
@@ -170,15 +179,22 @@ def _latest_time(rule: DedupRule) -> Column:
 
 
 def _key_of(rule: DedupRule) -> Column:
-    """``DedupRule.state_key`` (``adapters.spark.stream.keys``); null while a key field is missing."""
-    values = [_key_part(name) for name in rule.key_fields]
-    all_present = reduce(lambda acc, value: acc & value.isNotNull(), values, F.lit(True))
-    return F.when(all_present, key_column(rule.event_type, values))
+    """``DedupRule.state_key`` (``adapters.spark.stream.keys``); null while a key field is missing
+    or of the wrong type (``_key_problem``)."""
+    parts = [_key_part(name) for name in rule.key_fields]
+    all_present = reduce(lambda acc, part: acc & part.isNotNull(), parts, F.lit(True))
+    return F.when(all_present, key_column(rule.event_type, parts))
+
+
+def _key_problem(rule: DedupRule) -> Column:
+    """The first of ``rule``'s extra key fields that makes no key part: its reason (null: none)."""
+    problems = [key_field_problem(name) for name in rule.key_fields if name not in STANDARD_FIELDS]
+    return F.coalesce(*problems) if problems else F.lit(None).cast("string")
 
 
 def _key_part(name: str) -> Column:
     if name == "timestamp":
-        return F.col("timestamp").cast("string")
+        return escaped(F.col("timestamp").cast("string"))
     if name in REQUIRED_STRING_FIELDS:
-        return F.col(name)
-    return key_field_text(name)
+        return escaped(F.col(name))
+    return key_field_part(name)

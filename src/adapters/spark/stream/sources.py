@@ -8,7 +8,8 @@
   Arrival order ``ord`` is the offset within a partition (order across partitions is
   undefined in Kafka; ties break on the partition number, so replays decide the same way).
 * ``jsonl:/dir`` or a plain directory path: every file in the directory, one record per
-  line, blank lines skipped as framing. ``source`` is the file's path; ``offset`` and
+  line (ended by ``\\n``, ``\\r\\n`` or ``\\r``), blank lines (``domain.events.is_blank_line``)
+  skipped as framing. ``source`` is the file's path; ``offset`` and
   ``ord`` give the record's place in its file (split byte offset + line index in the split;
   Spark's text source has no line numbers and streaming plans allow no row counter).
 
@@ -26,6 +27,7 @@ from pyspark.sql import functions as F
 
 from adapters.kafka.config import parse_kafka_uri
 from adapters.spark.errors import SparkSetupError
+from adapters.spark.stream.parse import BLANK
 from domain.redaction import redact_uri
 
 PARTITION_BITS = 12
@@ -89,7 +91,7 @@ def read_jsonl(spark: SparkSession, directory: str, options: dict[str, str]) -> 
         F.col("value").cast("binary").alias("value"), F.col("_metadata.file_path").alias("source"),
         F.col("_metadata.file_block_start").alias("block_start"))
     numbered = lines.mapInArrow(number_lines, "value binary, source string, ord long")
-    records = numbered.filter(~F.col("value").cast("string").rlike(r"(?U)^[\s\x1c-\x1f]*$"))
+    records = numbered.filter(~F.col("value").cast("string").rlike(BLANK))
     return records.select("value", F.lit(None).cast("binary").alias("kafka_key"), "source",
                           F.lit(0).alias("partition"), F.col("ord").alias("offset"), "ord",
                           F.current_timestamp().alias("arrived"))  # the micro-batch's time: when it read them

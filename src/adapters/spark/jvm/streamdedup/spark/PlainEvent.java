@@ -18,7 +18,8 @@ import org.apache.spark.sql.api.java.UDF1;
  * required field occurs once, the three string fields are unescaped printable ASCII with a
  * non-space character, and the timestamp is an integer token (no fraction or exponent) in
  * 0..{@value #MAX_TIMESTAMP}. Anything else (escaped member names, escapes or non-ASCII in
- * a required field, a duplicated required field, unusual numbers) is left to the strict path.
+ * a required field, a member name given twice in one object at any depth, NaN or Infinity,
+ * unusual numbers) is left to the strict path, which refuses what domain.events.parse_json refuses.
  */
 public final class PlainEvent implements UDF1<byte[], Row> {
     /** domain.events.MAX_TIMESTAMP (tests/spark/stream/test_parse.py pins both sides of it). */
@@ -51,6 +52,7 @@ public final class PlainEvent implements UDF1<byte[], Row> {
         }
 
         boolean event() {
+            java.util.Set<String> names = new java.util.HashSet<>();
             ws();
             if (!take('{')) return false;
             ws();
@@ -59,6 +61,7 @@ public final class PlainEvent implements UDF1<byte[], Row> {
                 ws();
                 int start = p + 1;
                 if (!string() || escaped) return false;  // an escaped name may spell a required one
+                if (!names.add(new String(b, start, p - 1 - start, StandardCharsets.ISO_8859_1))) return false;
                 int field = required(start, p - 1);
                 ws();
                 if (!take(':')) return false;
@@ -135,9 +138,12 @@ public final class PlainEvent implements UDF1<byte[], Row> {
             p++;
             ws();
             if (take('}')) return true;
+            java.util.Set<String> names = new java.util.HashSet<>();
             do {
                 ws();
-                if (!string()) return false;
+                int start = p + 1;
+                if (!string() || escaped) return false;
+                if (!names.add(new String(b, start, p - 1 - start, StandardCharsets.ISO_8859_1))) return false;
                 ws();
                 if (!take(':')) return false;
                 ws();
