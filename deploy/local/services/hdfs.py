@@ -314,16 +314,26 @@ class HdfsCluster:
         return self.start(timeout)
 
     # -- file helpers (WebHDFS, no Hadoop client needed)
-    def write_file(self, path: str, data: bytes) -> None:
-        """Create or replace the file ``path`` (absolute, e.g. ``/demo/a.txt``) with ``data``."""
+    def write_file(self, path: str, data: bytes, timeout: float = 30) -> None:
+        """Create or replace the file ``path`` (absolute, e.g. ``/demo/a.txt``) with ``data``.
+
+        The NameNode answers with a redirect to the DataNode that takes the bytes. Just after a
+        start it may count the DataNode live before it can place a block on it, and answers 403
+        ("Failed to find datanode"): that is asked again for up to ``timeout`` seconds."""
         create = f"{self._webhdfs(path)}?op=CREATE&overwrite=true"
-        try:  # the NameNode answers with a redirect to the DataNode that takes the bytes
-            _NO_REDIRECTS.open(urllib.request.Request(create, method="PUT"), timeout=10)
-            raise ServiceError(f"WebHDFS CREATE {path}: no redirect to a DataNode")
-        except urllib.error.HTTPError as exc:
-            if exc.code != 307:
-                raise ServiceError(f"WebHDFS CREATE {path}: HTTP {exc.code}") from None
-            location = exc.headers["Location"]
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                _NO_REDIRECTS.open(urllib.request.Request(create, method="PUT"), timeout=10)
+                raise ServiceError(f"WebHDFS CREATE {path}: no redirect to a DataNode")
+            except urllib.error.HTTPError as exc:
+                if exc.code == 307:
+                    location = exc.headers["Location"]
+                    break
+                body = exc.read().decode(errors="replace")[:300]
+                if exc.code != 403 or time.monotonic() > deadline:
+                    raise ServiceError(f"WebHDFS CREATE {path}: HTTP {exc.code} {body}") from None
+            time.sleep(0.5)
         urllib.request.urlopen(urllib.request.Request(location, method="PUT", data=data), timeout=10).close()
 
     def read_file(self, path: str) -> bytes:
