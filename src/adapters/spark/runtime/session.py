@@ -48,7 +48,7 @@ DEFAULT_CONF = {
     "spark.ui.enabled": "false",
     "spark.ui.showConsoleProgress": "false",
     "spark.sql.session.timeZone": "UTC",
-    "spark.sql.variant.allowDuplicateKeys": "true",
+    "spark.sql.variant.allowDuplicateKeys": "false",  # a member name twice is not_json (domain.events.parse_json)
     "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
     # RocksDB memory is bounded for the whole executor, not per state store instance.
     "spark.sql.streaming.stateStore.rocksdb.boundedMemoryUsage": "true",

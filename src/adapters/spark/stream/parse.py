@@ -26,6 +26,7 @@ from pyspark.sql import functions as F
 
 from adapters.spark.runtime.jars import PLAIN_EVENT_CLASS
 from adapters.spark.stream.keys import escaped
+from adapters.spark.stream.whitespace import BLANK
 from domain.events import MAX_TIMESTAMP, REQUIRED_STRING_FIELDS
 from domain.keys import BOOLEAN_PART, INTEGER_PART
 
@@ -33,9 +34,6 @@ INTEGER_TYPES = ("BIGINT", "INT", "SMALLINT", "TINYINT")
 FAST_FIELDS = (*REQUIRED_STRING_FIELDS, "timestamp")
 FAST_SCHEMA = "id string, uniqueValue string, type string, timestamp bigint"
 PLAIN_EVENT = "streamdedup_plain_event"
-# Python's str.strip() whitespace: Unicode White_Space plus the ASCII separators 0x1c-0x1f
-# (the empty_field check, and domain.events.is_blank_line for the lines of a directory).
-BLANK = r"(?U)^[\s\x1c-\x1f]*$"
 
 # A \uD800-\uDBFF escape not followed by a \uDC00-\uDFFF one, or one of those not preceded by the
 # first kind, after an even run of backslashes (domain.events refuses lone surrogates).

@@ -32,6 +32,7 @@ from pyspark.sql.types import StringType, StructField, StructType
 from adapters.spark.parts import BatchTools, JudgedBatch, Route
 from adapters.spark.stream.plan import DedupPlan
 from domain.state import NO_WATERMARK, Claim
+from domain.watermarks import clock_bound
 
 
 @dataclass(frozen=True)
@@ -42,6 +43,7 @@ class RedisPartitionClaims:
     prefix: str
     watermarks: dict[str, int]  # rule → watermark
     newest: dict[tuple[str, str], int]  # (rule, partition) → newest time
+    now: float | None = None  # the micro-batch's clock (its timestamp, the same on a replay); None: no bound
 
     def __call__(self, batches):
         from adapters.redis.state_store import RedisStateStore
@@ -77,11 +79,13 @@ class RedisPartitionClaims:
                                           names=[*batch.schema.names, "verdict"])
 
     def claim(self, row: dict) -> Claim | None:
-        """The row's claim, or None when it is late against its partition's horizon."""
+        """The row's claim, or None when it is late against its partition's horizon (neither it nor
+        the watermark past the batch's clock: ``domain.watermarks.clock_bound``)."""
         rule, t, window, lateness = row["rule"], row["t"], row["window"], row["lateness"]
-        watermark = self.watermarks.get(rule)
+        bound = (lambda h: h) if self.now is None else (lambda h: clock_bound(h, self.now))
+        watermark = bound(self.watermarks.get(rule))
         horizons = [h for h in (watermark, self.newest.get((rule, row["lane"])), row.get("seen")) if h is not None]
-        if horizons and t < max(horizons) - lateness:
+        if horizons and t < bound(max(horizons)) - lateness:
             return None
         owner = f"{row['source']}:{row['partition']}:{row['offset']}"
         now = NO_WATERMARK if watermark is None else watermark
@@ -124,7 +128,8 @@ class RedisBatchJudge:
 
     def judged_rows(self, rows: DataFrame, marks) -> DataFrame:
         """``rows`` plus ``verdict`` (emit, duplicate, late, pass or invalidated), like the JVM operator's."""
-        function = RedisPartitionClaims(self.url, self.prefix, dict(marks.used["watermarks"]), dict(marks.used["newest"]))
+        function = RedisPartitionClaims(self.url, self.prefix, dict(marks.used["watermarks"]), dict(marks.used["newest"]),
+                                        marks.used.get("now"))
         schema = StructType([*rows.schema.fields, StructField("verdict", StringType(), False)])
         ordered = rows.repartition(self.partitions, "key").sortWithinPartitions("key", "ord")
         return ordered.mapInArrow(function, schema)

@@ -27,7 +27,7 @@ from pyspark.sql import functions as F
 
 from adapters.kafka.config import parse_kafka_uri
 from adapters.spark.errors import SparkSetupError
-from adapters.spark.stream.parse import BLANK
+from adapters.spark.stream.whitespace import BLANK
 from domain.redaction import redact_uri
 
 PARTITION_BITS = 12

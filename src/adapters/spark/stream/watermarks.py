@@ -73,7 +73,8 @@ class BatchWatermarks:
             saved = {"use": {"watermarks": watermarks, "newest": newest}}
             self._write(batch_id, saved)
         self.document = (batch_id, saved)
-        self.used = {"watermarks": watermarks, "newest": {(rule, lane): t for rule, lane, t in newest}}
+        self.used = {"watermarks": watermarks, "newest": {(rule, lane): t for rule, lane, t in newest},
+                     "now": entry.timestamp_ms / 1000}  # the batch's clock (domain.watermarks.clock_bound)
         lines = [f"{rule}\t{mark}" for rule, mark in watermarks.items()]
         lines += [f"{rule}\t{lane}\t{t}" for rule, lane, t in newest]
         self.horizons.load(entry.timestamp_ms, "\n".join(lines))
