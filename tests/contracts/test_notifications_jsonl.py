@@ -31,6 +31,13 @@ class TestJsonlNotifications(NotificationContract):
     def published(self):
         return [line for line in self.path.read_bytes().splitlines() if line.strip()]
 
+    def test_lines_end_and_blank_lines_are_skipped_as_in_the_event_files(self):
+        one, two = (encode_notification(note) for note in NOTES[:2])
+        self.path.write_bytes(one + b"\r" + two + b"\r\n\x1f\n" + "\u00a0".encode() + b"\n")
+        source = self.make_source()
+        assert source.poll(0) == list(NOTES[:2])
+        assert source.rejected == 0
+
     def test_a_malformed_line_is_logged_and_skipped(self, caplog):
         caplog.set_level(logging.WARNING, logger="adapters.files.notifications")
         self.append_raw(MALFORMED)

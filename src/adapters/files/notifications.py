@@ -1,21 +1,26 @@
 """INVALIDATE notifications from and to JSONL files.
 
 The source follows its file: each poll returns the lines appended since the last one,
-so notifications written while the engine runs take effect between batches. A line that
-is not a valid notification is logged and skipped (it names no key to forget).
+so notifications written while the engine runs take effect between batches. Lines end and
+blank lines are skipped as in the event files (``\n``, ``\r\n`` or a lone ``\r``;
+``domain.events.is_blank_line``). A line that is not a valid notification is logged and
+skipped (it names no key to forget).
 """
 
 from __future__ import annotations
 
 import logging
+import re
 
 from domain.errors import InvalidEvent, SourceUnavailable
+from domain.events import is_blank_line
 from domain.notifications import encode_notification, parse_notification
 from domain.ports import Notification
 
 from adapters.files.jsonl import _LineWriter, opening_failed
 
 log = logging.getLogger(__name__)
+_LONE_CR = re.compile(rb"\r(?!\n)")
 
 
 class JsonlNotificationSource:
@@ -30,11 +35,12 @@ class JsonlNotificationSource:
     def poll(self, timeout: float, final: bool = False) -> list[Notification]:
         notes = []
         for line in iter(self._file.readline, b""):
-            if not line.endswith(b"\n") and line.strip() and not final:
+            if not line.endswith(b"\n") and not is_blank_line(line) and not final:
                 self._file.seek(-len(line), 1)  # a line still being written: read it next time
                 break
-            if line.strip():
-                notes += self._parse(line.strip())
+            for part in _LONE_CR.split(line):  # lines end as in the event files (adapters.files.jsonl)
+                if not is_blank_line(part):
+                    notes += self._parse(part.strip())
         return notes
 
     def _parse(self, line: bytes) -> list[Notification]:
