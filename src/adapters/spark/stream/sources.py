@@ -98,19 +98,38 @@ def read_jsonl(spark: SparkSession, directory: str, options: dict[str, str]) -> 
 
 
 def number_lines(batches):
-    """Arrival order for file lines: the split's byte offset plus the line's index in the split.
+    """Arrival order for file lines: the split's byte offset plus the line's index in its split.
 
-    Runs once per partition over whole Arrow batches (never per key). Lines of a split are
-    fewer than its bytes, so the order follows the file; files of one batch interleave in
-    an arbitrary but replay-stable way.
+    Runs once per partition over whole Arrow batches (never per key). A partition may hold
+    several splits (small files packed together, or one split of a large file after another
+    file); the index restarts at each split, and a split's lines are fewer than its bytes, so
+    the order follows the file whichever partitions its splits land in. Files of one batch
+    interleave in an arbitrary but replay-stable way.
     """
+    import numpy as np
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    index = 0
+    previous_split, previous_run = None, 0
     for batch in batches:
         count = batch.num_rows
-        ord_ = pc.add(batch.column("block_start"), pa.array(range(index, index + count), pa.int64()))
-        index += count
-        yield pa.RecordBatch.from_arrays([batch.column("value"), batch.column("source"), ord_],
+        if not count:
+            continue
+        starts, sources = batch.column("block_start"), batch.column("source")
+        new_split = np.empty(count, dtype=bool)
+        new_split[0] = (starts[0].as_py(), sources[0].as_py()) != previous_split
+        if count > 1:
+            head, tail = slice_pair(starts, count), slice_pair(sources, count)
+            new_split[1:] = pc.or_(pc.not_equal(*head), pc.not_equal(*tail)).to_numpy(zero_copy_only=False)
+        positions = np.arange(count, dtype=np.int64)
+        run_starts = np.maximum.accumulate(np.where(new_split, positions, -previous_run))
+        ord_ = pc.add(starts, pa.array(positions - run_starts, pa.int64()))
+        previous_split = (starts[count - 1].as_py(), sources[count - 1].as_py())
+        previous_run = int(count - run_starts[-1])
+        yield pa.RecordBatch.from_arrays([batch.column("value"), sources, ord_],
                                          names=["value", "source", "ord"])
+
+
+def slice_pair(column, count: int):
+    """Each row after the first beside the row before it."""
+    return column.slice(1), column.slice(0, count - 1)
