@@ -1,16 +1,25 @@
-"""Throughput and memory of the kafka engine over a preloaded backlog.
+"""Throughput and memory of the kafka engine over a preloaded backlog, beside the ceiling.
 
     .venv/bin/python bench/kafka_bench.py [--events 1000000] [--dup-ratio 0.3] [--states memory,redis]
-                                          [--exactly-once] [--batch-size 2000] [--json FILE]
+                                          [--partitions 2] [--exactly-once] [--batch-size 2000]
+                                          [--no-passthrough] [--profile DIR] [--json FILE]
 
 Starts a local Kafka broker and redis-server (``deploy/local/services``) unless
 ``--bootstrap`` / ``--redis`` (or ``DEDUP_TEST_KAFKA`` / ``DEDUP_TEST_REDIS``) name running
 ones. Generates a stream of about ``--events`` records with known duplicates (the project's
 generator: duplicates, out-of-order copies, repeats a window later, invalid and late
-records), preloads it into a one-partition topic, then runs the engine once per state
-store, each run in a process of its own from the committed start of the topic to its end:
-events/s over the whole run (group join included), the run's peak RSS, the state's key
-count at the end, and whether the accounting matches the generator's expected counts.
+records), preloads it into a topic of ``--partitions`` partitions keyed by ``uniqueValue``,
+then runs the engine once per state store, each run in a process of its own from the
+committed start of the topic to its end: events/s over the whole run (group join included),
+the run's peak RSS, the state's key count at the end, and whether the accounting matches the
+generator's expected counts.
+
+The ceiling is measured in the same run: a bare confluent-kafka process that consumes the
+topic with batch ``consume()`` and produces every record to another topic with the engine's
+producer settings (``passthrough``), and the same with ``json.loads`` of every value
+(``passthrough+json``). Each engine row gives its share of the passthrough's rate: on a
+shared machine only ratios measured in one run compare. ``--profile DIR`` writes a cProfile
+of each engine run there.
 """
 
 from __future__ import annotations
@@ -36,18 +45,20 @@ from deploy.local import services as local_services  # noqa: E402
 def main() -> None:
     args = parse_args()
     if args.child:
-        print(json.dumps(run_engine(args)))
+        print(json.dumps(passthrough(args) if args.passthrough else run_engine(args)))
         return
     with tempfile.TemporaryDirectory(prefix="kafka-bench-") as workdir, Services(args, Path(workdir)) as services:
         records, expected = stream(args.events, args.dup_ratio)
         topic = f"bench-in-{uuid.uuid4().hex[:6]}"
-        services.create_topics(topic)
+        services.create_topics(topic, partitions=args.partitions)
         seconds = preload(services.bootstrap, topic, records)
         print(f"preloaded {len(records):,} records into {topic} in {seconds:.1f}s "
               f"({expected.duplicates:,} duplicates, {expected.dead_lettered:,} dead letters expected)", file=sys.stderr)
         del records
+        ceilings = [] if args.no_passthrough else [
+            run_passthrough(args, services, topic, parse) for parse in (False, True)]
         results = [run_child(args, services, topic, state, expected.as_accounting()) for state in args.states]
-    report(results, args.json)
+    report(ceilings, results, args.json)
 
 
 def parse_args() -> argparse.Namespace:
@@ -57,12 +68,16 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--states", type=lambda s: s.split(","), default=["memory", "redis"])
     p.add_argument("--exactly-once", action="store_true", help="Kafka transactions per batch")
     p.add_argument("--batch-size", type=int, default=2000)
+    p.add_argument("--partitions", type=int, default=2, help="partitions of the input topic")
+    p.add_argument("--no-passthrough", action="store_true", help="skip the bare consume -> produce ceiling")
+    p.add_argument("--profile", type=Path, help="write a cProfile of each engine run into this directory")
     p.add_argument("--bootstrap", default=os.environ.get("DEDUP_TEST_KAFKA"))
     p.add_argument("--redis", default=os.environ.get("DEDUP_TEST_REDIS"))
     p.add_argument("--json", type=Path, help="also write the figures here")
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--topic", help=argparse.SUPPRESS)
     p.add_argument("--state", help=argparse.SUPPRESS)
+    p.add_argument("--passthrough", choices=["plain", "json"], help=argparse.SUPPRESS)
     return p.parse_args()
 
 
@@ -82,15 +97,25 @@ def preload(bootstrap: str, topic: str, records: list[bytes]) -> float:
                          "queue.buffering.max.messages": 1_000_000, "compression.type": "lz4"})
     started = time.perf_counter()
     for value in records:
+        key = unique_value(value)
         while True:
             try:
-                producer.produce(topic, value)
+                producer.produce(topic, value, key)
                 break
             except BufferError:
                 producer.poll(0.1)
     if producer.flush(300):
         raise SystemExit("preloading did not finish")
     return time.perf_counter() - started
+
+
+def unique_value(value: bytes) -> bytes | None:
+    """The record's ``uniqueValue`` as its Kafka key, as producers key these topics (None if unreadable)."""
+    try:
+        found = json.loads(value).get("uniqueValue")
+    except (ValueError, AttributeError, RecursionError):
+        return None
+    return found.encode("utf-8", "replace") if isinstance(found, str) else None
 
 
 class Services:
@@ -115,8 +140,65 @@ class Services:
             if service is not None:
                 service.stop()
 
-    def create_topics(self, *names: str) -> None:
-        local_services.create_topics(self.bootstrap, *names, timeout=60)
+    def create_topics(self, *names: str, partitions: int = 1) -> None:
+        local_services.create_topics(self.bootstrap, *names, partitions=partitions, timeout=60)
+
+
+def run_passthrough(args, services: Services, topic: str, parse: bool) -> dict:
+    kind = "json" if parse else "plain"
+    services.create_topics(f"{topic}-pass-{kind}")
+    command = [sys.executable, __file__, "--child", f"--bootstrap={services.bootstrap}", f"--topic={topic}",
+               f"--passthrough={kind}", f"--batch-size={args.batch_size}", f"--partitions={args.partitions}"]
+    print(f"running the passthrough ({kind}) ...", file=sys.stderr)
+    done = subprocess.run(command, stdout=subprocess.PIPE, text=True, check=True)
+    return {"state": "-", "delivery": "passthrough" + ("+json" if parse else ""),
+            **json.loads(done.stdout.strip().splitlines()[-1])}
+
+
+def passthrough(args: argparse.Namespace) -> dict:
+    """The child: consume the whole topic in batches and produce every record to ``TOPIC-pass-KIND``
+    with the engine's producer settings; offsets committed per batch, as the engine does."""
+    from confluent_kafka import Consumer, KafkaError, Producer
+    from adapters.kafka.config import parse_kafka_uri, producer_config
+
+    parse = args.passthrough == "json"
+    out = f"{args.topic}-pass-{args.passthrough}"
+    endpoint = parse_kafka_uri(f"kafka://{args.bootstrap}/{out}", "sink")
+    producer = Producer({k: v for k, v in producer_config(endpoint, {}).items() if k != "logger"})
+    consumer = Consumer({"bootstrap.servers": args.bootstrap, "group.id": f"bench-pass-{uuid.uuid4().hex[:6]}",
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False,
+                         "enable.partition.eof": True, "isolation.level": "read_committed"})
+    consumer.subscribe([args.topic])
+    started, count, at_end = time.perf_counter(), 0, set()
+    while len(at_end) < args.partitions:
+        messages = consumer.consume(args.batch_size, 1.0)
+        for message in messages:
+            if message.error() is not None:
+                if message.error().code() == KafkaError._PARTITION_EOF:
+                    at_end.add(message.partition())
+                continue
+            at_end.discard(message.partition())
+            value = message.value()
+            if parse:
+                try:
+                    json.loads(value)
+                except ValueError:
+                    pass
+            while True:
+                try:
+                    producer.produce(out, value, message.key())
+                    break
+                except BufferError:
+                    producer.poll(0.05)
+            count += 1
+        producer.poll(0)
+        if messages:
+            producer.flush()
+            consumer.commit(asynchronous=False)
+    elapsed = time.perf_counter() - started
+    consumer.close()
+    return {"records": count, "seconds": round(elapsed, 2), "events_per_s": round(count / elapsed),
+            "peak_rss_mb": peak_rss_mb(), "state_keys": 0, "counts_match": None}
 
 
 def run_child(args, services: Services, topic: str, state: str, expected: dict) -> dict:
@@ -125,6 +207,9 @@ def run_child(args, services: Services, topic: str, state: str, expected: dict) 
     state_uri = services.redis_url if state == "redis" else "memory"
     command = [sys.executable, __file__, "--child", f"--bootstrap={services.bootstrap}", f"--topic={topic}",
                f"--state={state_uri}", f"--batch-size={args.batch_size}"] + (["--exactly-once"] * args.exactly_once)
+    if args.profile:
+        args.profile.mkdir(parents=True, exist_ok=True)
+        command.append(f"--profile={args.profile / f'{state}.prof'}")
     print(f"running the kafka engine with {state} state ...", file=sys.stderr)
     done = subprocess.run(command, stdout=subprocess.PIPE, text=True, check=True)
     result = json.loads(done.stdout.strip().splitlines()[-1])
@@ -135,6 +220,7 @@ def run_child(args, services: Services, topic: str, state: str, expected: dict) 
 
 def run_engine(args: argparse.Namespace) -> dict:
     """The child: one bounded run of the engine; its own peak RSS is the run's."""
+    from adapters.json import decode_json
     from adapters.kafka.engine import build_kafka_engine
     from adapters.memory.state_store import InMemoryStateStore
     from adapters.system import SystemClock
@@ -147,14 +233,20 @@ def run_engine(args: argparse.Namespace) -> dict:
         from adapters.redis.state_store import RedisStateStore
         store = RedisStateStore(args.state, key_prefix=f"bench-{uuid.uuid4().hex[:6]}:")
     state = "memory" if args.state == "memory" else "redis"
-    core = Deduplicator(RuleSet(), store, SystemClock())
+    core = Deduplicator(RuleSet(), store, SystemClock(), decode=decode_json)  # as the container builds it
     bootstrap, topic = args.bootstrap, args.topic
     rss_before = peak_rss_mb()
     started = time.perf_counter()
     engine = build_kafka_engine(core, f"kafka://{bootstrap}/{topic}?group=bench-{state}",
                                 f"kafka://{bootstrap}/{topic}-{state}-out", f"kafka://{bootstrap}/{topic}-{state}-dlq",
                                 exactly_once=args.exactly_once, batch_size=args.batch_size, stop_at_end=True)
-    totals = engine.run()
+    if args.profile:
+        import cProfile
+        with cProfile.Profile() as profile:
+            totals = engine.run()
+        profile.dump_stats(args.profile)
+    else:
+        totals = engine.run()
     elapsed = time.perf_counter() - started
     keys = len(store) if state == "memory" else store.key_count()
     extra = {} if state == "memory" else {"redis_used_memory_mb": round(store.memory_bytes() / 2**20, 1)}
@@ -172,14 +264,17 @@ def peak_rss_mb() -> int:
     return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
 
 
-def report(results: list[dict], path: Path | None) -> None:
-    print(f"{'state':<8}{'delivery':<15}{'records':>11}{'seconds':>9}{'events/s':>10}{'peak RSS MB':>13}"
-          f"{'state keys':>12}  counts match")
-    for r in results:
-        print(f"{r['state']:<8}{r['delivery']:<15}{r['records']:>11,}{r['seconds']:>9}{r['events_per_s']:>10,}"
-              f"{r['peak_rss_mb']:>13}{r['state_keys']:>12,}  {r['counts_match']}")
+def report(ceilings: list[dict], results: list[dict], path: Path | None) -> None:
+    ceiling = next((c["events_per_s"] for c in ceilings if c["delivery"] == "passthrough"), None)
+    print(f"{'state':<8}{'delivery':<18}{'records':>11}{'seconds':>9}{'events/s':>10}{'of ceiling':>12}"
+          f"{'peak RSS MB':>13}{'state keys':>12}  counts match")
+    for r in ceilings + results:
+        share = f"{r['events_per_s'] / ceiling:.0%}" if ceiling else "-"
+        r["share_of_passthrough"] = round(r["events_per_s"] / ceiling, 3) if ceiling else None
+        print(f"{r['state']:<8}{r['delivery']:<18}{r['records']:>11,}{r['seconds']:>9}{r['events_per_s']:>10,}"
+              f"{share:>12}{r['peak_rss_mb']:>13}{r['state_keys']:>12,}  {r['counts_match']}")
     if path:
-        path.write_text(json.dumps(results, indent=2) + "\n")
+        path.write_text(json.dumps(ceilings + results, indent=2) + "\n")
 
 
 if __name__ == "__main__":
