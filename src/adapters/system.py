@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import defaultdict
+from typing import Sequence
 
 
 class SystemClock:
@@ -40,3 +41,7 @@ class InMemoryMetrics:
     def observe(self, name: str, value: float, **labels: str) -> None:
         with self._lock:
             self.observations[name].append(value)
+
+    def observe_many(self, name: str, values: Sequence[float], **labels: str) -> None:
+        with self._lock:
+            self.observations[name].extend(values)

@@ -17,6 +17,7 @@ from adapters.files.jsonl import JsonlDeadLetterSink, JsonlSink, JsonlSource
 from adapters.files.notifications import JsonlNotificationSink, JsonlNotificationSource
 from adapters.memory.engine import InMemoryEngine
 from adapters.memory.state_store import InMemoryStateStore
+from adapters.json import decode_json
 from adapters.metrics.prometheus import PrometheusMetrics
 from adapters.system import SystemClock
 from app.settings import (KafkaSettings, MigrationSettings, PolicySettings, RedisSettings, RuleSettings, Settings,
@@ -224,7 +225,7 @@ class Container(containers.DeclarativeContainer):
                                       redis=settings.provided.redis)
     watermarks = providers.Factory(Watermarks, idle_timeout=settings.provided.idle_partition_timeout)
     core = providers.Singleton(Deduplicator, rules=rules, state=state_store, clock=clock, policies=policies,
-                               watermarks=watermarks)
+                               watermarks=watermarks, decode=providers.Object(decode_json))
 
     _io = dict(source=settings.provided.source, sink=settings.provided.sink, dlq=settings.provided.dlq,
                dlq_max_bytes=settings.provided.dlq_max_bytes, notifications=settings.provided.notifications)

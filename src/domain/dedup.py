@@ -16,7 +16,7 @@ from domain.accounting import NO_RULE, Accounting
 from domain.errors import DedupError, InvalidEvent, PolicyExhausted
 from domain.events import Event, RawRecord, parse_event
 from domain.policies import Policies, Resolved, Terminal, run_with_policy
-from domain.ports import Clock, DeadLetter, Notification, StateStore
+from domain.ports import Clock, DeadLetter, JsonDecoder, Notification, StateStore
 from domain.rules import DedupRule, RuleSet, TimeBasis
 from domain.state import NO_WATERMARK, Claim
 from domain.watermarks import Watermarks, clock_bound
@@ -54,17 +54,29 @@ class Deduplicator:
     clock: Clock
     policies: Policies = field(default_factory=Policies)
     watermarks: Watermarks = field(default_factory=Watermarks)
+    decode: JsonDecoder | None = None  # ``domain.events.parse_json`` unless an adapter gives a faster one
 
     def expect(self, partitions: Iterable[str]) -> None:
         """The partitions the source reads now; each holds the watermarks back (``domain.watermarks``)."""
         self.watermarks.expect(partitions, self.clock.now())
 
     def process(self, records: Sequence[RawRecord]) -> tuple[list[Outcome], Accounting]:
-        """Judge ``records``; raises ``PolicyExhausted`` when a ``fail`` policy stops the batch."""
+        """Judge ``records``; raises ``PolicyExhausted`` when a ``fail`` policy stops the batch.
+
+        The batch is judged at one instant of the wall clock (read once, as a micro-batch
+        engine reads its batch's time): every record's processing time, its ``max_ahead`` test
+        and the watermarks it is judged against use that instant.
+        """
         counts = Accounting(records_in=len(records))
         outcomes, pending = [], defaultdict(list)
+        admit, place, now = self._admit, self._place, self.clock.now()
         for record in records:
-            outcome, item = self._prepare(record, counts)
+            try:
+                admitted = admit(record, now)
+            except Exception as failed:  # noqa: BLE001 - the policies classify it
+                outcome, item = self._prepare(record, counts, now, failed)
+            else:
+                outcome, item = place(record, admitted, counts, now)
             outcomes.append(outcome)
             if item is not None:
                 pending[item.rule.event_type].append(item)
@@ -88,16 +100,24 @@ class Deduplicator:
     def dead_letter(self, record: RawRecord, error: DedupError, attempts: int, reason: str | None = None) -> DeadLetter:
         return DeadLetter(record, reason or error.reason, str(error), error.error_class, attempts, self.clock.now())
 
-    def _prepare(self, record: RawRecord, counts: Accounting) -> tuple[Outcome, _Pending | None]:
-        result = run_with_policy(lambda: self._admit(record), self.policies, self.clock.sleep)
+    def _prepare(self, record: RawRecord, counts: Accounting, now: float,
+                 failed: Exception) -> tuple[Outcome, _Pending | None]:
+        """A record whose admission ``failed``: retried or resolved (a dead letter, a skip, a
+        stop) as the policies say."""
+        result = run_with_policy(lambda: self._admit(record, now), self.policies, self.clock.sleep, failed)
         if isinstance(result, Resolved):
             counts.invalid += isinstance(result.error, InvalidEvent)
             return self._resolve(record, result), None
-        event, rule, key, t = result.value
+        return self._place(record, result.value, counts, now)
+
+    def _place(self, record: RawRecord, admitted: tuple[Event, DedupRule | None, str | None, int],
+               counts: Accounting, now: float) -> tuple[Outcome, _Pending | None]:
+        """An admitted record: passed through, late, or a claim on its key."""
+        event, rule, key, t = admitted
         if rule is None:
             counts.passed_through += 1
             return Outcome(record, Verdict.EMIT, event), None
-        now, partition = self.clock.now(), record.position.partition_name()
+        partition = record.position.partition_name()
         self.watermarks.observe(rule.event_type, partition, t, now)
         watermark = clock_bound(self.watermarks.of(rule.event_type, now), now)
         horizon = clock_bound(self.watermarks.horizon(rule.event_type, partition, watermark), now)
@@ -111,16 +131,16 @@ class Deduplicator:
         outcome = Outcome(record, Verdict.EMIT, event, key)
         return outcome, _Pending(outcome, rule, claim)
 
-    def _admit(self, record: RawRecord) -> tuple[Event, DedupRule | None, str | None, int]:
+    def _admit(self, record: RawRecord, now: float) -> tuple[Event, DedupRule | None, str | None, int]:
         """Parse and place one record: its event, rule, state key and time (or raise ``InvalidEvent``)."""
-        event = parse_event(record.value)
+        event = parse_event(record.value, self.decode)
         rule = self.rules.rule_for(event)
         if rule is None:
             return event, None, None, event.timestamp
         key = rule.state_key(event)
         if rule.time_basis is TimeBasis.PROCESSING_TIME:
-            return event, rule, key, int(self.clock.now())
-        rule.check_not_ahead(event.timestamp, self.clock.now())
+            return event, rule, key, int(now)
+        rule.check_not_ahead(event.timestamp, now)
         return event, rule, key, event.timestamp
 
     def _claim(self, items: list[_Pending], counts: Accounting) -> None:

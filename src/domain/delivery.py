@@ -33,9 +33,15 @@ class Delivery:
         """Write every outcome where its verdict sends it and flush; returns the unique events
         the sink took (those a failed write diverted are not among them)."""
         delivered = []
+        write = self.sink.write
         for outcome in outcomes:
             if outcome.verdict is Verdict.EMIT:
-                if self._emit(outcome, counts):
+                try:
+                    write(outcome.record, outcome.event)
+                except Exception as failed:  # noqa: BLE001 - the policies classify it
+                    if self._emit(outcome, counts, failed=failed):
+                        delivered.append(outcome)
+                else:
                     delivered.append(outcome)
             elif outcome.verdict is Verdict.DEAD_LETTER:
                 self._retrying(lambda o=outcome: self.dead_letters.write(o.dead_letter))
@@ -60,15 +66,17 @@ class Delivery:
                 self._emit(outcome, counts, refusal=error)
         return kept
 
-    def _emit(self, outcome: Outcome, counts: Accounting, refusal: Exception | None = None) -> bool:
+    def _emit(self, outcome: Outcome, counts: Accounting, refusal: Exception | None = None,
+              failed: Exception | None = None) -> bool:
         """True when the sink took the event; False when a policy sent it elsewhere. ``refusal``:
-        the sink refused it for good once flushed (it is not written again)."""
+        the sink refused it for good once flushed (it is not written again); ``failed``: the
+        first write raised it (the policies go on from there)."""
         def write() -> None:
             if refusal is not None:
                 raise refusal
             self.sink.write(outcome.record, outcome.event)
 
-        result = run_with_policy(write, self.core.policies, self.core.clock.sleep)
+        result = run_with_policy(write, self.core.policies, self.core.clock.sleep, failed)
         if not isinstance(result, Resolved):
             return True
         if result.action is Terminal.FAIL:

@@ -42,6 +42,8 @@ _AN_ESCAPE = re.compile(f"{ESCAPE}.?", re.DOTALL)
 
 def escape(part: str) -> str:
     """``part`` with ``ESCAPE`` as ``ESCAPE``+``0`` and ``SEPARATOR`` as ``ESCAPE``+``1`` (in that order)."""
+    if ESCAPE not in part and SEPARATOR not in part:
+        return part
     return part.replace(ESCAPE, ESCAPE + "0").replace(SEPARATOR, ESCAPE + "1")
 
 
@@ -54,6 +56,8 @@ def unescape(part: str) -> str:
 
 def typed_part(value: KeyValue) -> str:
     """One value as a key part: a string escaped, an integer or a boolean typed."""
+    if type(value) is str:
+        return value if ESCAPE not in value and SEPARATOR not in value else escape(value)
     if isinstance(value, str):
         return escape(value)
     if isinstance(value, bool):
@@ -72,7 +76,7 @@ def value_of(part: str) -> KeyValue:
 
 def join_parts(parts: Iterable[KeyValue]) -> str:
     """``parts`` as key parts (:func:`typed_part`) joined by ``SEPARATOR``."""
-    return SEPARATOR.join(typed_part(part) for part in parts)
+    return SEPARATOR.join([typed_part(part) for part in parts])
 
 
 def split_parts(text: str) -> tuple[KeyValue, ...]:
@@ -83,6 +87,12 @@ def split_parts(text: str) -> tuple[KeyValue, ...]:
 def encode_key(rule: str, values: Iterable[KeyValue]) -> str:
     """The state key of ``rule``'s event whose key fields have ``values`` (in field order)."""
     return join_parts((rule, *values))
+
+
+def key_prefix(rule: str) -> str:
+    """What every key of ``rule`` starts with: ``encode_key(rule, values) == key_prefix(rule) +
+    join_parts(values)``."""
+    return typed_part(rule) + SEPARATOR
 
 
 def display_value(value: KeyValue) -> str:

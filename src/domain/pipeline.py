@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
@@ -171,11 +172,14 @@ class BatchPipeline:
 
     def _observe_latency(self, delivered: Sequence[Outcome]) -> None:
         """``end_to_end_latency_seconds`` of each unique event now final: output time minus arrival."""
-        now = time.time()
+        now, by_rule = time.time(), defaultdict(list)
+        label_of = self.core.label_of
         for outcome in delivered:
-            if outcome.record.arrived is not None:
-                self.metrics.observe("end_to_end_latency_seconds", max(0.0, now - outcome.record.arrived),
-                                     rule=self.core.label_of(outcome))
+            arrived = outcome.record.arrived
+            if arrived is not None:
+                by_rule[label_of(outcome)].append(now - arrived if now > arrived else 0.0)
+        for rule, latencies in by_rule.items():
+            self.metrics.observe_many("end_to_end_latency_seconds", latencies, rule=rule)
 
     def _account(self, counts: Accounting) -> None:
         self.totals.add(counts)

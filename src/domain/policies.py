@@ -152,15 +152,21 @@ class Resolved:
     attempts: int
 
 
-def run_with_policy(operation: Callable[[], T], policies: Policies,
-                    sleep: Callable[[float], None]) -> Succeeded[T] | Resolved:
-    """Run ``operation``, retrying per the failing error's chain; never raises a DedupError."""
-    failures = 0
+def run_with_policy(operation: Callable[[], T], policies: Policies, sleep: Callable[[float], None],
+                    first_failure: Exception | None = None) -> Succeeded[T] | Resolved:
+    """Run ``operation``, retrying per the failing error's chain; never raises a DedupError.
+
+    ``first_failure``: the operation was already tried once, by a caller's fast path, and
+    raised it; the policies go on from there as if this call had made that attempt.
+    """
+    failures, failed = 0, first_failure
     while True:
-        try:
-            return Succeeded(operation(), failures + 1)
-        except Exception as exc:  # noqa: BLE001 - every failure is classified, none escapes
-            error = classify(exc)
+        if failed is None:
+            try:
+                return Succeeded(operation(), failures + 1)
+            except Exception as exc:  # noqa: BLE001 - every failure is classified, none escapes
+                failed = exc
+        error, failed = classify(failed), None
         failures += 1
         chain = policies.for_error(error)
         delay = chain.delay_before(failures, getattr(error, "retry_after", None))

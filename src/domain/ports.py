@@ -26,6 +26,17 @@ class Notification:
     event: Event
 
 
+class JsonDecoder(Protocol):
+    """Reads a record's bytes as JSON for ``domain.events.parse_event``.
+
+    It must give exactly what ``domain.events.parse_json`` gives: the same value for every
+    record that function accepts, and ``InvalidEvent`` with the same code for every other (an
+    adapter that is faster for common records falls back to that function for the rest).
+    """
+
+    def __call__(self, value: bytes) -> object: ...
+
+
 @runtime_checkable
 class EventSource(Protocol):
     def poll(self, max_records: int, timeout: float) -> list[RawRecord]:
@@ -191,6 +202,9 @@ class Metrics(Protocol):
 
     def observe(self, name: str, value: float, **labels: str) -> None:
         """Record one measurement of a distribution (a batch's duration)."""
+
+    def observe_many(self, name: str, values: Sequence[float], **labels: str) -> None:
+        """Record many measurements of one series at once (each event's latency in a batch)."""
 
 
 @runtime_checkable

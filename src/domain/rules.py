@@ -31,13 +31,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import Enum
+from functools import cached_property
 
 from domain.errors import InvalidEvent, UnknownEventType
 from domain.events import Event
 from domain.keys import SEPARATOR as KEY_SEPARATOR  # noqa: F401 - for adapters.redis.state_store; use domain.keys
-from domain.keys import encode_key
+from domain.keys import join_parts, key_prefix, typed_part
 
 DEFAULT_MAX_AHEAD = 300
+UNIQUE_VALUE_ONLY = ("uniqueValue",)
 
 
 class TimeBasis(str, Enum):
@@ -56,7 +58,7 @@ class DedupRule:
 
     event_type: str
     window: int
-    key_fields: tuple[str, ...] = ("uniqueValue",)
+    key_fields: tuple[str, ...] = UNIQUE_VALUE_ONLY
     time_basis: TimeBasis = TimeBasis.EVENT_TIME
     allowed_lateness: int | None = None
     max_ahead: int = DEFAULT_MAX_AHEAD
@@ -91,7 +93,13 @@ class DedupRule:
 
     def state_key(self, event: Event) -> str:
         """The event's state key: this rule's name and the key fields' values (``domain.keys``)."""
-        return encode_key(self.event_type, (event.field_value(name) for name in self.key_fields))
+        if self.key_fields == UNIQUE_VALUE_ONLY:
+            return self.key_prefix + typed_part(event.unique_value)
+        return self.key_prefix + join_parts([event.field_value(name) for name in self.key_fields])
+
+    @cached_property
+    def key_prefix(self) -> str:
+        return key_prefix(self.event_type)
 
 
 DEFAULT_RULES = (DedupRule("APP", 30), DedupRule("WEB", 600))

@@ -90,6 +90,8 @@ def decide(entries: tuple[Emission, ...], claim: Claim) -> Decision:
     once past ``kept_until``. A live emission by the same owner means a replay: granted
     again, nothing written.
     """
+    if not entries:
+        return Decision(True, (claim.emission(),), True)
     kept = tuple(e for e in entries if e.kept_until > claim.now)
     changed = len(kept) != len(entries)
     live = [e for e in kept if e.expires_at > claim.now]

@@ -49,10 +49,12 @@ class Watermarks:
     _since: dict[str, float] = field(default_factory=dict)  # partition → wall time first expected
     _newest: dict[str, dict[str, list]] = field(default_factory=dict)  # rule → partition → [time, wall]
     _current: dict[str, int] = field(default_factory=dict)
+    _known: dict[str, tuple] = field(default_factory=dict)  # rule → (now, ``of``, lowest active newest) still true
 
     def expect(self, partitions: Iterable[str], now: float) -> None:
         """The partitions the source reads from now on (its current assignment)."""
         self._expected = set(partitions)
+        self._known.clear()
         for partition in self._expected:
             self._since.setdefault(partition, now)
 
@@ -62,11 +64,32 @@ class Watermarks:
         newest = seen.get(partition)
         if newest is None:
             seen[partition] = [t, now]
-        else:
+        elif newest[1] != now:
             newest[0], newest[1] = max(newest[0], t), now
+        elif t > newest[0]:
+            known, before = self._known.get(rule), newest[0]
+            newest[0] = t
+            if known is not None and known[0] == now and known[2] is not None and before > known[2]:
+                return  # active and above the lowest: raising it leaves the watermark where it is
+        else:
+            return
+        self._known.pop(rule, None)
 
     def of(self, rule: str, now: float) -> int | None:
         """The rule's watermark at wall time ``now``; None while it has none."""
+        known = self._known.get(rule)
+        if known is not None and known[0] == now:
+            return known[1]
+        low = self._lowest_active(rule, now)
+        if low is not None:
+            self._current[rule] = max(self._current.get(rule, low), low)
+        mark = self._current.get(rule)
+        self._known[rule] = (now, mark, low)
+        return mark
+
+    def _lowest_active(self, rule: str, now: float) -> int | None:
+        """The lowest newest time of the partitions not idle at ``now``; None while a partition
+        that showed nothing yet holds the watermark back, or when every partition is idle."""
         seen = self._newest.get(rule, {})
         partitions = seen.keys() if self._expected is None else self._expected
         active = []
@@ -74,13 +97,10 @@ class Watermarks:
             newest = seen.get(partition)
             if newest is None:
                 if now - self._since.get(partition, now) < self.idle_timeout:
-                    return self._current.get(rule)
+                    return None
             elif now - newest[1] < self.idle_timeout:
                 active.append(newest[0])
-        if active:
-            low = min(active)
-            self._current[rule] = max(self._current.get(rule, low), low)
-        return self._current.get(rule)
+        return min(active) if active else None
 
     def newest(self, rule: str, partition: str) -> int | None:
         """The newest time ``partition`` showed for ``rule``."""
@@ -90,8 +110,10 @@ class Watermarks:
     def horizon(self, rule: str, partition: str, watermark: int | None) -> int | None:
         """What an event of ``rule`` from ``partition`` is late against (see the module's text),
         given the rule's ``watermark`` (``of``)."""
-        times = [t for t in (self.newest(rule, partition), watermark) if t is not None]
-        return max(times) if times else None
+        newest = self.newest(rule, partition)
+        if newest is None or watermark is None:
+            return watermark if newest is None else newest
+        return max(newest, watermark)
 
     def table(self, now: float) -> tuple[dict[str, int], dict[tuple[str, str], int]]:
         """Every rule's watermark and every (rule, partition)'s newest time, at wall time ``now``:
@@ -119,4 +141,5 @@ class Watermarks:
         marks._newest = {rule: {p: list(v) for p, v in parts.items()} for rule, parts in document["newest"].items()}
         marks._current = {rule: int(t) for rule, t in document["current"].items()}
         marks._since = dict(document.get("since", {}))
+        marks._known.clear()
         return marks

@@ -163,3 +163,36 @@ def test_a_backlog_behind_the_clock_is_judged_by_its_own_times():
     verdicts = _judge([(0, "a", now - 10_000), (0, "b", now - 10_000 - 31), (0, "c", now - 10_000 - 29)],
                       FakeClock(now))
     assert verdicts == ["emit", "late", "emit"]
+
+
+class _Recomputed(Watermarks):
+    """Watermarks that compute every answer afresh (the remembered one is dropped first)."""
+
+    def of(self, rule, now):
+        self._known.clear()
+        return super().of(rule, now)
+
+
+_steps = st.lists(st.one_of(
+    st.tuples(st.just("observe"), st.sampled_from(["APP", "WEB"]), st.sampled_from(["t:0", "t:1", "t:2"]),
+              st.integers(min_value=0, max_value=40)),
+    st.tuples(st.just("of"), st.sampled_from(["APP", "WEB"])),
+    st.tuples(st.just("tick"), st.sampled_from([0, 1, 30, 61])),
+    st.tuples(st.just("expect"), st.sets(st.sampled_from(["t:0", "t:1", "t:2"]), min_size=1))), max_size=60)
+
+
+@settings(max_examples=400, deadline=None)
+@given(_steps)
+def test_a_remembered_watermark_is_the_one_computed_afresh(steps):
+    fast, fresh, now = Watermarks(idle_timeout=60), _Recomputed(idle_timeout=60), 0.0
+    for step in steps:
+        if step[0] == "tick":
+            now += step[1]
+        elif step[0] == "expect":
+            fast.expect(step[1], now)
+            fresh.expect(step[1], now)
+        elif step[0] == "observe":
+            fast.observe(step[1], step[2], step[3], now)
+            fresh.observe(step[1], step[2], step[3], now)
+        assert fast.of("APP", now) == fresh.of("APP", now)
+        assert fast.of("WEB", now) == fresh.of("WEB", now)

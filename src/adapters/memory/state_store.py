@@ -148,7 +148,10 @@ class InMemoryStateStore:
         return list(self._entries.items())
 
     def _apply(self, claim: Claim) -> bool:
-        self._evict(rule_of(claim.key), claim.now)
+        rule = rule_of(claim.key)
+        heap = self._expiries.get(rule)
+        if heap and heap[0][0] <= claim.now:
+            self._evict(rule, claim.now)
         decision = decide(self._entries.get(claim.key, ()), claim)
         if decision.changed:
             if decision.entries:
@@ -156,7 +159,7 @@ class InMemoryStateStore:
             else:
                 self._entries.pop(claim.key, None)
         if decision.granted and decision.changed:
-            heapq.heappush(self._expiries.setdefault(rule_of(claim.key), []),
+            heapq.heappush(self._expiries.setdefault(rule, []),
                            (claim.emission().kept_until, claim.key))
         return decision.granted
 

@@ -11,7 +11,7 @@ dropped: an engine's figure must never stop it.
 from __future__ import annotations
 
 import logging
-from typing import Iterable
+from typing import Iterable, Sequence
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client import PlatformCollector, ProcessCollector
@@ -56,6 +56,12 @@ class PrometheusMetrics:
         metric = self._series(name, labels)
         if metric is not None:
             metric.observe(value)
+
+    def observe_many(self, name: str, values: Sequence[float], **labels: str) -> None:
+        metric = self._series(name, labels)
+        if metric is not None:
+            for value in values:
+                metric.observe(value)
 
     def exposition(self) -> bytes:
         return generate_latest(self.registry)

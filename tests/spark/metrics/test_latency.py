@@ -29,6 +29,9 @@ class Observations:
     def observe(self, name, value, **labels):
         self.seen.append((name, value, labels))
 
+    def observe_many(self, name, values, **labels):
+        self.seen.extend((name, value, labels) for value in values)
+
 
 def test_cumulative_bucket_counts_replay_as_one_observation_per_event():
     # 3 APP events: 1 within the first bound, 1 within the third, 1 past the last; 1 WEB event past all
