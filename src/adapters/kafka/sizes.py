@@ -22,5 +22,7 @@ DEAD_LETTER_HEADERS_ROOM = 16 * 1024  # the dedup.* headers of any dead letter f
 def message_size(value: bytes | None, key: bytes | None = None,
                  headers: Iterable[tuple[str, bytes | None]] | None = None) -> int:
     """An upper bound of the bytes a broker counts for a message with ``value``, ``key`` and ``headers``."""
+    if not headers:
+        return RECORD_OVERHEAD + len(value or b"") + len(key or b"")
     header_bytes = sum(HEADER_OVERHEAD + len(name.encode()) + len(data or b"") for name, data in headers or ())
     return RECORD_OVERHEAD + len(value or b"") + len(key or b"") + header_bytes

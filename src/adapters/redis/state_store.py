@@ -26,6 +26,7 @@ surrogates kept the same way, so the script still recognises such a record's rep
 from __future__ import annotations
 
 from contextlib import contextmanager
+from functools import lru_cache
 from itertools import islice
 from typing import Iterator, Sequence
 from urllib.parse import quote, urlsplit, urlunsplit
@@ -161,7 +162,7 @@ class RedisStateStore:
         keys = [redis_key(self.key_prefix, c.key) for c in claims]
         args: list[str | int] = [self.ttl_grace]
         for c in claims:
-            args += (c.time, c.window, c.expires_at, c.now, quote(c.owner, safe="", errors="surrogatepass"))
+            args += (c.time, c.window, c.expires_at, c.now, quoted_owner(c.owner))
         return keys, args
 
     @contextmanager
@@ -179,6 +180,23 @@ class RedisStateStore:
             raise StateUnavailable(f"redis unreachable at {self.address} ({operation}): {_reason(exc)}") from None
         except redis.RedisError as exc:
             raise StateUnavailable(f"redis {operation} failed at {self.address}: {exc}") from None
+
+
+def quoted_owner(owner: str) -> str:
+    """``owner`` percent-encoded as the script stores it (``quote``, nothing safe).
+
+    An owner is a source position (``topic:partition:offset``): its head is quoted once and
+    remembered, its decimal offset needs none, and quoting is done character by character, so
+    the two together are the whole owner quoted."""
+    head, _, tail = owner.rpartition(":")
+    if head and tail.isascii() and tail.isdigit():
+        return _quoted_head(head) + "%3A" + tail
+    return quote(owner, safe="", errors="surrogatepass")
+
+
+@lru_cache(maxsize=4096)
+def _quoted_head(head: str) -> str:
+    return quote(head, safe="", errors="surrogatepass")
 
 
 def redis_key(prefix: str, key: str) -> bytes:
