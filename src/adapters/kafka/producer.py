@@ -197,9 +197,13 @@ class ProducerChannel:
 
     def _resend(self) -> None:
         """Produce the failed messages again, each forgotten only once queued: when the queue stays
-        full, ``produce`` raises and the rest stay failed, so the flush raises and retries them."""
+        full, ``produce`` raises and the rest stay failed, so the flush raises and retries them.
+
+        Only the messages failed when it starts: one that fails again while the others are
+        queued (the broker still away) waits for the next flush, or a broker outage longer than
+        ``message.timeout.ms`` would keep this loop producing the same messages for ever."""
         log.warning("%s: producing %d failed messages again", self.name, len(self._failed))
-        while self._failed:
+        for _ in range(len(self._failed)):
             topic, value, key, headers, _ = self._failed[0]
             self.produce(topic, value, key, headers)
             self._failed.pop(0)
