@@ -56,8 +56,6 @@ def unescape(part: str) -> str:
 
 def typed_part(value: KeyValue) -> str:
     """One value as a key part: a string escaped, an integer or a boolean typed."""
-    if type(value) is str:
-        return value if ESCAPE not in value and SEPARATOR not in value else escape(value)
     if isinstance(value, str):
         return escape(value)
     if isinstance(value, bool):

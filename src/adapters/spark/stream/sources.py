@@ -119,7 +119,7 @@ def number_lines(batches):
         new_split = np.empty(count, dtype=bool)
         new_split[0] = (starts[0].as_py(), sources[0].as_py()) != previous_split
         if count > 1:
-            head, tail = slice_pair(starts, count), slice_pair(sources, count)
+            head, tail = _slice_pair(starts, count), _slice_pair(sources, count)
             new_split[1:] = pc.or_(pc.not_equal(*head), pc.not_equal(*tail)).to_numpy(zero_copy_only=False)
         positions = np.arange(count, dtype=np.int64)
         run_starts = np.maximum.accumulate(np.where(new_split, positions, -previous_run))
@@ -130,6 +130,6 @@ def number_lines(batches):
                                          names=["value", "source", "ord"])
 
 
-def slice_pair(column, count: int):
+def _slice_pair(column, count: int):
     """Each row after the first beside the row before it."""
     return column.slice(1), column.slice(0, count - 1)
