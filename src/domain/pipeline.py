@@ -99,7 +99,8 @@ class BatchPipeline:
         return self.totals
 
     def gather(self) -> list[RawRecord]:
-        """The next batch: full, or closed when its oldest record has waited ``max_batch_delay``.
+        """The next batch: full, or closed when its oldest record has waited ``max_batch_delay``;
+        without the records the source no longer owns (``EventSource.retain``).
 
         Records that arrived while the previous batch was processed have waited since it
         started polling's end (``_polled_at``); otherwise the wait for the first record (at most
@@ -116,7 +117,7 @@ class BatchPipeline:
                 break
             records.extend(self.source.poll(self.batch_size - len(records), remaining))
         self._polled_at = time.monotonic()
-        return records
+        return self.source.retain(records)
 
     def step(self, records: Sequence[RawRecord]) -> Accounting:
         """Judge, deliver and commit one batch; adds its counts to the totals and the metrics."""

@@ -57,6 +57,14 @@ class EventSource(Protocol):
         (``domain.watermarks``); a partition no longer listed no longer counts.
         """
 
+    def retain(self, records: list[RawRecord]) -> list[RawRecord]:
+        """Of ``records`` (read by ``poll`` since the last call), those still this reader's to process.
+
+        Called once a batch is gathered, before it is judged. A source read by several
+        instances drops the records of partitions taken from it meanwhile (their new reader
+        reads them again from the last acknowledged position); others return ``records``.
+        """
+
     def commit(self, records: Sequence[RawRecord]) -> None:
         """Acknowledge that ``records`` reached their final place.
 

@@ -57,6 +57,13 @@ class EventSourceContract:
         assert [r.value for r in read(source, len(VALUES))] == VALUES
         source.close()
 
+    def test_a_sole_reader_retains_every_record_it_read(self):
+        self.append(VALUES)
+        source = self.make_source()
+        records = read(source, len(VALUES))
+        assert source.retain(list(records)) == records
+        source.close()
+
     def test_each_record_carries_the_position_that_identifies_it(self):
         self.append(VALUES[:3])
         self.append(VALUES[3:5])

@@ -2,9 +2,11 @@
 
     python -m tests.integration.engine_runner --bootstrap HOST:PORT --input T --output T --dlq T
         --group G [--state memory|redis://...] [--state-prefix P] [--exactly-once]
-        [--batch-size N] [--hang-before-commit N]
+        [--batch-size N] [--hang-before-commit N] [--instance NAME | --dynamic] [--follow]
 
-Runs until the input's end (a bounded run). Prints ``BATCH <totals json>`` after every
+Runs until the input's end (a bounded run), or with ``--follow`` until SIGTERM (one of
+several instances of a group). Its ``group.instance.id`` is ``GROUP-NAME`` (static
+membership; ``--dynamic``: none). Prints ``BATCH <totals json>`` after every
 batch and ``DONE <totals json>`` at the end. ``--hang-before-commit N`` makes the N-th batch
 stop after its outputs were flushed and before it is acknowledged (its transaction still
 open under exactly-once), printing ``HANGING <first offset> <last offset>``: the worst
@@ -15,7 +17,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
+import threading
 import time
 from typing import Sequence
 
@@ -59,16 +63,19 @@ def state_store(uri: str, prefix: str):
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     core = Deduplicator(RuleSet(), state_store(args.state, args.state_prefix), SystemClock())
-    # static membership: a restarted runner takes over the dead one's partitions at once
-    settings = {"group.instance.id": f"{args.group}-runner", "session.timeout.ms": "6000"}
+    settings = {"session.timeout.ms": "6000"}
+    if not args.dynamic:  # static membership: a restarted runner takes over the dead one's partitions at once
+        settings["group.instance.id"] = f"{args.group}-{args.instance}"
     engine = build_kafka_engine(
         core, f"kafka://{args.bootstrap}/{args.input}?group={args.group}", f"kafka://{args.bootstrap}/{args.output}",
         f"kafka://{args.bootstrap}/{args.dlq}", exactly_once=args.exactly_once, kafka_settings=settings,
-        batch_size=args.batch_size, stop_at_end=True)
+        batch_size=args.batch_size, stop_at_end=not args.follow)
     if args.hang_before_commit:
         engine.pipeline.committer = HangBeforeCommit(engine.pipeline.committer, args.hang_before_commit)
     engine.on_batch = lambda totals: print("BATCH " + json.dumps(totals.as_dict()), flush=True)
-    totals = engine.run()
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    totals = engine.run(stop)
     core.state.close()
     print("DONE " + json.dumps(totals.as_dict()), flush=True)
     return 0
@@ -83,6 +90,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--exactly-once", action="store_true")
     parser.add_argument("--batch-size", type=int, default=500)
     parser.add_argument("--hang-before-commit", type=int, default=0)
+    parser.add_argument("--instance", default="runner")
+    parser.add_argument("--dynamic", action="store_true")
+    parser.add_argument("--follow", action="store_true")
     return parser.parse_args(argv)
 
 

@@ -114,6 +114,9 @@ class JsonlSource:
     def assignment(self) -> list[str]:
         return [SourcePosition(self.name, 0, 0).partition_name()]
 
+    def retain(self, records: list[RawRecord]) -> list[RawRecord]:
+        return records  # one reader per file
+
     def commit(self, records: Sequence[RawRecord]) -> None:
         if records:
             self.committed_line = records[-1].position.offset

@@ -41,6 +41,7 @@ from adapters.kafka.topics import max_message_bytes, require_topics
 from adapters.kafka.transactions import TransactionalCommitter, default_transactional_id
 
 log = logging.getLogger(__name__)
+STUCK_CLOSE_TIMEOUT = 10.0
 
 
 @dataclass
@@ -66,9 +67,22 @@ class KafkaEngine:
             self.on_batch(totals)
 
     def close(self) -> None:
-        """Abort an open transaction, leave the consumer groups, flush and close the producers."""
+        """Abort an open transaction, leave the consumer groups, flush and close the producers.
+
+        After a producer got stuck (``ProducerStuck``) librdkafka may block any of that for
+        ever: then the clients are closed by a daemon thread given ``STUCK_CLOSE_TIMEOUT`` s, so
+        the process still ends and its supervisor can start it again.
+        """
         self.pipeline.committer.abort()
-        _close_all(self.resources)
+        if not any(getattr(r, "stuck", False) for r in self.resources):
+            _close_all(self.resources)
+            return
+        closing = threading.Thread(target=_close_all, args=(self.resources,), daemon=True, name="close-stuck")
+        closing.start()
+        closing.join(STUCK_CLOSE_TIMEOUT)
+        if closing.is_alive():
+            log.error("closing the Kafka clients did not end within %ss after a producer got stuck; leaving them",
+                      STUCK_CLOSE_TIMEOUT)
 
 
 def build_kafka_engine(core: Deduplicator, source_uri: str, sink_uri: str, dlq_uri: str | None,
@@ -97,9 +111,10 @@ def build_kafka_engine(core: Deduplicator, source_uri: str, sink_uri: str, dlq_u
     limits = _write_limits(endpoints, settings, metadata_timeout)
     resources: list = []
     try:
-        source = KafkaSource(endpoints["source"], settings, partitions=partitions["source"], stop_at_end=stop_at_end)
+        source = KafkaSource(endpoints["source"], settings, partitions=partitions["source"], stop_at_end=stop_at_end,
+                             whole_topic=not core.state.durable)
         resources.append(source)
-        txn_id = (transactional_id or default_transactional_id(source, settings.get("group.instance.id"))
+        txn_id = (transactional_id or default_transactional_id(source)
                   if exactly_once else None)
         channels = _Channels(settings, flush_timeout, resources, txn_id, limits)
         delivery = _delivery(core, endpoints, channels, dead_letter_max_bytes)

@@ -4,6 +4,14 @@ Offsets are never committed automatically: ``commit(records)`` commits, synchron
 offset after the last record of each partition, once the engine has flushed the records'
 outcomes. A crash before that replays the batch (at-least-once). Each record carries its
 (topic, partition, offset) as its position, which the Redis state uses as the owner token.
+
+Several instances may read one topic in one consumer group. When the group takes a
+partition away (a rebalance, inside ``poll``), the records of it read and not yet
+committed are not this instance's to process any more: ``retain`` drops them from the batch
+being gathered (their new reader reads them again from the last committed offset), and a
+partition given back in the same rebalance is read again from there. With state that lives
+in one process (``whole_topic``), an assignment of less than the whole topic is refused
+(``StateNotShared``): what one instance remembers, another could not see.
 """
 
 from __future__ import annotations
@@ -17,7 +25,7 @@ from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, Consumer, KafkaError, Kafka
 from domain.errors import SourceUnavailable
 from domain.events import RawRecord, SourcePosition
 
-from adapters.kafka.config import KafkaEndpoint, consumer_config
+from adapters.kafka.config import KafkaConfigurationError, KafkaEndpoint, consumer_config
 from adapters.kafka.topics import config_error, describe
 
 log = logging.getLogger(__name__)
@@ -30,6 +38,10 @@ _TOPIC_GONE = (KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_TOPIC, Kafk
                KafkaError.GROUP_AUTHORIZATION_FAILED)
 
 
+class StateNotShared(KafkaConfigurationError):
+    """The consumer group gave this instance part of the topic, and its state lives in this process."""
+
+
 class KafkaSource:
     """An ``EventSource`` over one topic.
 
@@ -37,10 +49,13 @@ class KafkaSource:
     ``exhausted`` once every one of the topic's ``partitions`` has been read to its end, which
     is at or past the end offsets it had when the run started (a bounded run, for tests,
     benchmarks and catch-up jobs; assumes this consumer is the group's only member).
+    ``whole_topic``: refuse (``StateNotShared``, from ``poll``) an assignment of fewer than all
+    of the topic's ``partitions``.
     """
 
     def __init__(self, endpoint: KafkaEndpoint, settings: Mapping[str, Any] | None = None, *,
-                 partitions: int = 1, stop_at_end: bool | None = None, commit_timeout: float = 30.0):
+                 partitions: int = 1, stop_at_end: bool | None = None, commit_timeout: float = 30.0,
+                 whole_topic: bool = False):
         self.endpoint = endpoint
         self.group = endpoint.group or DEFAULT_GROUP
         self.stop_at_end = endpoint.stop_at_end if stop_at_end is None else stop_at_end
@@ -51,9 +66,14 @@ class KafkaSource:
             self.consumer = Consumer(config)
         except KafkaException as exc:
             raise config_error(exc, "source", config) from None
-        self.consumer.subscribe([endpoint.topic])
+        self.whole_topic = whole_topic
+        self.instance: str | None = config.get("group.instance.id")  # static membership, when set
         self._at_end: set[int] = set()
         self._uncommitted: dict[tuple[str, int], int] = {}
+        self._revoked: set[tuple[str, int]] = set()  # taken away since the last ``retain``
+        self._refused: str | None = None
+        self.consumer.subscribe([endpoint.topic], on_assign=self._on_assign, on_revoke=self._on_revoke,
+                                on_lost=self._on_revoke)
 
     def poll(self, max_records: int, timeout: float) -> list[RawRecord]:
         """Up to ``max_records`` records; waits the whole ``timeout`` unless that many are ready
@@ -62,6 +82,8 @@ class KafkaSource:
             messages = self.consumer.consume(max_records, 0 if self.exhausted else timeout)
         except (KafkaException, RuntimeError) as exc:
             raise SourceUnavailable(f"cannot read {self.endpoint}: {describe(exc)}") from None
+        if self._refused:
+            raise StateNotShared(self._refused)
         records = []
         for message in messages:
             error = message.error()
@@ -130,6 +152,44 @@ class KafkaSource:
                 log.warning("committing offsets of %s, retrying: %s", self.endpoint, error.str())
                 time.sleep(0.5)
 
+    def retain(self, records: list[RawRecord]) -> list[RawRecord]:
+        """``records`` without those of partitions the group took away since the last call.
+
+        A partition taken away and given back meanwhile is read again from its last committed
+        offset: its records read before are dropped with those read after.
+        """
+        if not self._revoked:
+            return records
+        revoked, self._revoked = self._revoked, set()
+        kept = [r for r in records if (r.position.source, r.position.partition) not in revoked]
+        for topic, partition in sorted(revoked):
+            offset = self._uncommitted.pop((topic, partition), None)
+            if offset is not None:  # given back: read since, from the committed offset
+                self._seek(topic, partition, offset)
+        log.info("%s: %d records of partitions %s dropped from the batch: the group reassigned them",
+                 self.endpoint, len(records) - len(kept), ",".join(str(p) for _, p in sorted(revoked)))
+        return kept
+
+    def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        if not self.whole_topic:
+            return
+        try:
+            held = {(tp.topic, tp.partition) for tp in consumer.assignment()}
+        except (KafkaException, RuntimeError):
+            held = set()
+        held |= {(tp.topic, tp.partition) for tp in partitions}
+        if len(held) < self.partitions:
+            self._refused = (f"the consumer group {self.group} gave this instance {len(held)} of the {self.partitions} "
+                             f"partitions of {self.endpoint.topic} (another instance reads the rest), but its state "
+                             "lives in this process and cannot be shared: run one instance, or give every instance "
+                             "--state redis://HOST:PORT/DB")
+
+    def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        for tp in partitions:
+            self._revoked.add((tp.topic, tp.partition))
+            self._uncommitted.pop((tp.topic, tp.partition), None)
+            self._at_end.discard(tp.partition)
+
     def mark_committed(self, records: Sequence[RawRecord]) -> None:
         """Note that ``records`` were committed elsewhere (by a transaction)."""
         for position in {(r.position.source, r.position.partition) for r in records}:
@@ -142,13 +202,16 @@ class KafkaSource:
         so rewinding needs no broker round trip and works while the broker is away.
         """
         for (topic, partition), offset in sorted(self._uncommitted.items()):
-            try:
-                self.consumer.seek(TopicPartition(topic, partition, offset))
-            except KafkaException as exc:
-                raise SourceUnavailable(f"cannot rewind {topic} partition {partition} to offset {offset}: "
-                                        f"{describe(exc)}") from None
-            self._at_end.discard(partition)
+            self._seek(topic, partition, offset)
         self._uncommitted.clear()
+
+    def _seek(self, topic: str, partition: int, offset: int) -> None:
+        try:
+            self.consumer.seek(TopicPartition(topic, partition, offset))
+        except KafkaException as exc:
+            raise SourceUnavailable(f"cannot rewind {topic} partition {partition} to offset {offset}: "
+                                    f"{describe(exc)}") from None
+        self._at_end.discard(partition)
 
     def close(self) -> None:
         try:

@@ -19,6 +19,8 @@ starts (``init_transactions``) and resumes from the committed offsets.
 from __future__ import annotations
 
 import logging
+import os
+import socket
 import threading
 from typing import Sequence
 
@@ -34,10 +36,17 @@ from adapters.kafka.topics import describe
 log = logging.getLogger(__name__)
 
 
-def default_transactional_id(source: KafkaSource, instance: str | None = None) -> str:
-    """``streamdedup-GROUP-TOPIC`` (plus ``-INSTANCE``): one engine instance per id."""
-    base = f"streamdedup-{source.group}-{source.endpoint.topic}"
-    return f"{base}-{instance}" if instance else base
+def default_transactional_id(source: KafkaSource) -> str:
+    """``streamdedup-GROUP-TOPIC-INSTANCE``: one id per engine instance, so the instances of one
+    group never fence each other (KIP-447: a zombie is fenced by the group generation sent
+    with its offsets, not by its id).
+
+    ``INSTANCE`` is the consumer's ``group.instance.id`` where one is set: the same across a
+    restart, so a restarted instance aborts the transaction its predecessor left open at once.
+    Otherwise it is ``HOST-PID`` (a container restarted in place keeps both); a transaction a
+    crashed process left open then holds its partitions until ``transaction.timeout.ms``.
+    """
+    return f"streamdedup-{source.group}-{source.endpoint.topic}-{source.instance or f'{socket.gethostname()}-{os.getpid()}'}"
 
 
 class TransactionalCommitter:
