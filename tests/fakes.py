@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from domain.errors import SinkUnavailable, StateUnavailable
+from domain.state import decide
 
 
 class FakeClock:
@@ -48,6 +49,37 @@ class FlakyStateStore:
         return self.inner.entries(key, now)
 
     def close(self):
+        pass
+
+
+class SharedStateStore:
+    """A ``StateStore`` several cores share, as Redis holds the state of several kafka-engine
+    instances: a key's entries change only through its own claims, by ``domain.state.decide``
+    (the Redis script is held to it by a parity test). The in-memory store also evicts every
+    key of a rule as its one reader's watermark passes them, which would let one instance's
+    watermark expire another's keys."""
+
+    durable = True
+
+    def __init__(self):
+        self.by_key: dict = {}
+
+    def check_and_set(self, claim) -> bool:
+        decision = decide(self.by_key.get(claim.key, ()), claim)
+        if decision.changed:
+            self.by_key[claim.key] = decision.entries
+        return decision.granted
+
+    def check_and_set_many(self, claims) -> list[bool]:
+        return [self.check_and_set(claim) for claim in claims]
+
+    def invalidate(self, key: str) -> bool:
+        return self.by_key.pop(key, None) is not None
+
+    def entries(self, key: str, now: int):
+        return tuple(e for e in self.by_key.get(key, ()) if e.expires_at > now)
+
+    def close(self) -> None:
         pass
 
 

@@ -17,8 +17,14 @@ partitions' events late. So:
 * A partition that shows no event of the rule for ``idle_timeout`` seconds of wall-clock
   time (since its last one, or since it was first expected) is left out, so one silent
   partition does not hold everything back.
-* A partition the source no longer reads (revoked in a rebalance) is left out.
-* The watermark never goes back; when every partition is idle it stays where it was.
+* A partition the source no longer reads (revoked in a rebalance) is left out and forgotten.
+* A partition **gained** after the first assignment (a rebalance moved it here from another
+  instance of the group, or the topic grew) starts afresh, like a partition first expected,
+  and may take the watermark **back**: it was read up to where its previous reader stopped,
+  which can be far behind the partitions this reader had, and its events must not be judged
+  late, nor its remembered emissions expired, against their time. A lower watermark only
+  keeps state longer; whether a repeat is inside its window is decided by event times.
+* Otherwise the watermark never goes back; when every partition is idle it stays where it was.
 * No time an event is judged against runs ahead of the wall clock (``clock_bound``): a
   horizon or watermark raised by a record from the future (up to the rule's ``max_ahead``,
   or a producer whose clock is fast) is read as the wall clock's second. One such record,
@@ -53,9 +59,18 @@ class Watermarks:
 
     def expect(self, partitions: Iterable[str], now: float) -> None:
         """The partitions the source reads from now on (its current assignment)."""
-        self._expected = set(partitions)
+        expected = set(partitions)
+        if self._expected is not None and expected != self._expected:
+            gained = expected - self._expected
+            for partition in gained | (self._expected - expected):
+                self._since.pop(partition, None)
+                for seen in self._newest.values():
+                    seen.pop(partition, None)
+            if gained:
+                self._current.clear()
+        self._expected = expected
         self._known.clear()
-        for partition in self._expected:
+        for partition in expected:
             self._since.setdefault(partition, now)
 
     def observe(self, rule: str, partition: str, t: int, now: float) -> None:

@@ -10,7 +10,7 @@ from domain.dedup import Deduplicator, Verdict
 from domain.events import RawRecord, SourcePosition
 from domain.rules import DedupRule, RuleSet
 from domain.watermarks import Watermarks
-from tests.fakes import FakeClock
+from tests.fakes import FakeClock, SharedStateStore
 
 
 def test_an_expected_partition_not_heard_from_holds_the_watermark_back_until_it_goes_idle():
@@ -29,8 +29,35 @@ def test_the_watermark_is_the_minimum_over_partitions_and_never_goes_back():
     assert marks.of("APP", now=1) == 900
     marks.observe("APP", "t:1", 1100, now=2)
     assert marks.of("APP", now=2) == 1000
-    marks.expect(["t:0", "t:1", "t:2"], now=3)  # a partition joins, behind everyone
+    marks.observe("APP", "t:0", 900, now=3)
     assert marks.of("APP", now=3) == 1000
+
+
+def test_a_partition_gained_holds_the_watermark_back_and_may_take_it_back():
+    marks = Watermarks(idle_timeout=60)
+    marks.expect(["t:0", "t:1"], now=0)
+    marks.observe("APP", "t:0", 5000, now=0)
+    marks.observe("APP", "t:1", 5100, now=0)
+    assert marks.of("APP", now=1) == 5000
+    marks.expect(["t:0", "t:1", "t:2"], now=2)  # a rebalance brings t:2, read elsewhere up to 3000
+    assert marks.of("APP", now=2) is None  # held back until it shows an event
+    marks.observe("APP", "t:2", 3000, now=3)
+    assert marks.of("APP", now=3) == 3000
+    assert marks.horizon("APP", "t:2", 3000) == 3000  # its events are not late against t:0's time
+
+
+def test_a_partition_revoked_and_given_back_starts_afresh():
+    marks = Watermarks(idle_timeout=60)
+    marks.expect(["t:0", "t:1"], now=0)
+    marks.observe("APP", "t:0", 5000, now=0)
+    marks.observe("APP", "t:1", 2000, now=0)
+    marks.expect(["t:0"], now=1)
+    assert marks.newest("APP", "t:1") is None
+    marks.observe("APP", "t:0", 6000, now=200)
+    marks.expect(["t:0", "t:1"], now=200)  # back after 200 s: not idle, not at its old time
+    assert marks.of("APP", now=201) is None
+    marks.observe("APP", "t:0", 6100, now=261)
+    assert marks.of("APP", now=261) == 6100  # t:1 idle since it came back
 
 
 def test_an_idle_partition_is_left_out_and_a_revoked_one_no_longer_counts():
@@ -111,6 +138,47 @@ def test_verdicts_do_not_depend_on_partition_count_interleaving_or_batch_size(st
     core = Deduplicator(rules, InMemoryStateStore(), FakeClock())
     core.expect([f"many:{p}" for p in range(partitions)])
     got = _verdicts(core, chunked, batch)
+    assert {p.offset: v for p, v in got.items()} == {p.offset: v for p, v in reference.items()}
+
+
+@settings(max_examples=200, deadline=None)
+@given(stream=ticks, partitions=st.integers(2, 6), chunk=st.integers(1, 10),
+       speeds=st.lists(st.integers(1, 4), min_size=2, max_size=3),
+       moves=st.lists(st.tuples(st.integers(0, 12), st.integers(0, 5), st.integers(0, 2)), max_size=6))
+def test_verdicts_do_not_depend_on_which_instance_reads_a_partition(stream, partitions, chunk, speeds, moves):
+    """Instances of one group share one store, each with its own watermarks, reading at their
+    own pace; rebalances move partitions between them (a partition resumes where its last
+    reader stopped). Every record gets the verdict it gets read in order by one reader. No
+    record is far behind: lateness is the one verdict that depends on a partition's past,
+    which its new reader does not know (as after a restart)."""
+    t, events = 1000, []
+    for step, behind, _ in stream:
+        t += step
+        for key in KEYS:
+            events.append((key, t - step // 2 if key in behind else t))
+    rules = RuleSet({"APP": DedupRule("APP", WINDOW, allowed_lateness=LATENESS)})
+    in_order = [RawRecord(_event(k, t), SourcePosition("one", 0, i)) for i, (k, t) in enumerate(events)]
+    reference = _verdicts(Deduplicator(rules, InMemoryStateStore(), FakeClock()), in_order, len(in_order) or 1)
+    queues: dict[int, list[RawRecord]] = {p: [] for p in range(partitions)}
+    for i, (key, t) in enumerate(events):
+        queues[ord(key) % partitions].append(RawRecord(_event(key, t), SourcePosition("many", ord(key) % partitions, i)))
+    store = SharedStateStore()
+    cores = [Deduplicator(rules, store, FakeClock()) for _ in speeds]
+    owner = {p: p % len(cores) for p in range(partitions)}
+    got, round_ = {}, 0
+    while any(queues.values()):
+        for when, partition, instance in moves:
+            if when == round_ and partition < partitions:
+                owner[partition] = instance % len(cores)
+        for instance, (core, speed) in enumerate(zip(cores, speeds)):
+            mine = sorted(p for p, o in owner.items() if o == instance)
+            batch = []
+            for partition in mine:
+                batch += queues[partition][:chunk * speed]
+                del queues[partition][:chunk * speed]
+            core.expect([f"many:{p}" for p in mine])
+            got.update(_verdicts(core, batch, len(batch) or 1))
+        round_ += 1
     assert {p.offset: v for p, v in got.items()} == {p.offset: v for p, v in reference.items()}
 
 
