@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/kafka_bench.py [--events 1000000] [--dup-ratio 0.3] [--states memory,redis]
                                           [--partitions 2] [--exactly-once] [--batch-size 2000]
-                                          [--no-passthrough] [--profile DIR] [--json FILE]
+                                          [--no-passthrough] [--profile DIR] [--json FILE] [--instances N]
 
 Starts a local Kafka broker and redis-server (``deploy/local/services``) unless
 ``--bootstrap`` / ``--redis`` (or ``DEDUP_TEST_KAFKA`` / ``DEDUP_TEST_REDIS``) name running
@@ -20,6 +20,10 @@ producer settings (``passthrough``), and the same with ``json.loads`` of every v
 (``passthrough+json``). Each engine row gives its share of the passthrough's rate: on a
 shared machine only ratios measured in one run compare. ``--profile DIR`` writes a cProfile
 of each engine run there.
+
+``--instances N`` (N > 1) adds a run of N engine processes in one consumer group with Redis
+state: the rate is the topic's records over the time from their start until the group has
+committed the whole topic (their stop not included); the counts are the processes' sums.
 """
 
 from __future__ import annotations
@@ -58,6 +62,8 @@ def main() -> None:
         ceilings = [] if args.no_passthrough else [
             run_passthrough(args, services, topic, parse) for parse in (False, True)]
         results = [run_child(args, services, topic, state, expected.as_accounting()) for state in args.states]
+        if args.instances > 1:
+            results.append(run_group(args, services, topic, expected.as_accounting()))
     report(ceilings, results, args.json)
 
 
@@ -74,6 +80,9 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--bootstrap", default=os.environ.get("DEDUP_TEST_KAFKA"))
     p.add_argument("--redis", default=os.environ.get("DEDUP_TEST_REDIS"))
     p.add_argument("--json", type=Path, help="also write the figures here")
+    p.add_argument("--instances", type=int, default=1, help="also run N processes in one group (Redis state)")
+    p.add_argument("--group", help=argparse.SUPPRESS)
+    p.add_argument("--follow", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--topic", help=argparse.SUPPRESS)
     p.add_argument("--state", help=argparse.SUPPRESS)
@@ -218,6 +227,40 @@ def run_child(args, services: Services, topic: str, state: str, expected: dict) 
     return {"state": state, "delivery": "exactly-once" if args.exactly_once else "at-least-once", **result}
 
 
+def run_group(args, services: Services, topic: str, expected: dict) -> dict:
+    """``--instances`` engine processes in one group until it has committed the whole topic."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    label = f"redis x{args.instances}"
+    services.create_topics(f"{topic}-group-out", f"{topic}-group-dlq")
+    group = f"bench-group-{uuid.uuid4().hex[:6]}"
+    command = [sys.executable, __file__, "--child", f"--bootstrap={services.bootstrap}", f"--topic={topic}",
+               f"--state={services.redis_url}", f"--batch-size={args.batch_size}", f"--group={group}", "--follow"]
+    command += ["--exactly-once"] * args.exactly_once
+    print(f"running {args.instances} kafka engines in one group with redis state ...", file=sys.stderr)
+    reader = Consumer({"bootstrap.servers": services.bootstrap, "group.id": group, "enable.auto.commit": False})
+    partitions = [TopicPartition(topic, p) for p in range(args.partitions)]
+    ends = [reader.get_watermark_offsets(tp, timeout=10)[1] for tp in partitions]
+    started = time.perf_counter()
+    children = [subprocess.Popen(command, stdout=subprocess.PIPE, text=True) for _ in range(args.instances)]
+    while [tp.offset for tp in reader.committed(partitions, timeout=10)] != ends:
+        if any(child.poll() is not None for child in children):
+            raise SystemExit("an engine of the group exited early")
+        time.sleep(0.2)
+    elapsed = time.perf_counter() - started
+    reader.close()
+    totals: dict = {}
+    for child in children:
+        child.terminate()
+        out = json.loads(child.communicate(timeout=120)[0].strip().splitlines()[-1])
+        for name, value in out["counts"].items():
+            totals[name] = totals.get(name, 0) + value
+    records = sum(ends)
+    return {"state": label, "delivery": "exactly-once" if args.exactly_once else "at-least-once",
+            "records": records, "seconds": round(elapsed, 2), "events_per_s": round(records / elapsed),
+            "peak_rss_mb": 0, "state_keys": 0, "counts_match": {k: totals[k] for k in expected} == expected}
+
+
 def run_engine(args: argparse.Namespace) -> dict:
     """The child: one bounded run of the engine; its own peak RSS is the run's."""
     from adapters.json import decode_json
@@ -231,16 +274,24 @@ def run_engine(args: argparse.Namespace) -> dict:
         store = InMemoryStateStore()
     else:
         from adapters.redis.state_store import RedisStateStore
-        store = RedisStateStore(args.state, key_prefix=f"bench-{uuid.uuid4().hex[:6]}:")
+        store = RedisStateStore(args.state, key_prefix=f"{args.group or f'bench-{uuid.uuid4().hex[:6]}'}:")  # a group shares it
     state = "memory" if args.state == "memory" else "redis"
     core = Deduplicator(RuleSet(), store, SystemClock(), decode=decode_json)  # as the container builds it
     bootstrap, topic = args.bootstrap, args.topic
     rss_before = peak_rss_mb()
     started = time.perf_counter()
-    engine = build_kafka_engine(core, f"kafka://{bootstrap}/{topic}?group=bench-{state}",
-                                f"kafka://{bootstrap}/{topic}-{state}-out", f"kafka://{bootstrap}/{topic}-{state}-dlq",
-                                exactly_once=args.exactly_once, batch_size=args.batch_size, stop_at_end=True)
-    if args.profile:
+    outputs = "group" if args.follow else state
+    engine = build_kafka_engine(core, f"kafka://{bootstrap}/{topic}?group={args.group or f'bench-{state}'}",
+                                f"kafka://{bootstrap}/{topic}-{outputs}-out", f"kafka://{bootstrap}/{topic}-{outputs}-dlq",
+                                exactly_once=args.exactly_once, batch_size=args.batch_size,
+                                stop_at_end=not args.follow)
+    if args.follow:  # one of a group: until SIGTERM
+        import signal
+        import threading
+        stop = threading.Event()
+        signal.signal(signal.SIGTERM, lambda *_: stop.set())
+        totals = engine.run(stop)
+    elif args.profile:
         import cProfile
         with cProfile.Profile() as profile:
             totals = engine.run()
@@ -266,12 +317,12 @@ def peak_rss_mb() -> int:
 
 def report(ceilings: list[dict], results: list[dict], path: Path | None) -> None:
     ceiling = next((c["events_per_s"] for c in ceilings if c["delivery"] == "passthrough"), None)
-    print(f"{'state':<8}{'delivery':<18}{'records':>11}{'seconds':>9}{'events/s':>10}{'of ceiling':>12}"
+    print(f"{'state':<10}{'delivery':<18}{'records':>11}{'seconds':>9}{'events/s':>10}{'of ceiling':>12}"
           f"{'peak RSS MB':>13}{'state keys':>12}  counts match")
     for r in ceilings + results:
         share = f"{r['events_per_s'] / ceiling:.0%}" if ceiling else "-"
         r["share_of_passthrough"] = round(r["events_per_s"] / ceiling, 3) if ceiling else None
-        print(f"{r['state']:<8}{r['delivery']:<18}{r['records']:>11,}{r['seconds']:>9}{r['events_per_s']:>10,}"
+        print(f"{r['state']:<10}{r['delivery']:<18}{r['records']:>11,}{r['seconds']:>9}{r['events_per_s']:>10,}"
               f"{share:>12}{r['peak_rss_mb']:>13}{r['state_keys']:>12,}  {r['counts_match']}")
     if path:
         path.write_text(json.dumps(ceilings + results, indent=2) + "\n")
