@@ -65,13 +65,16 @@ class SharedStateStore:
         self.by_key: dict = {}
 
     def check_and_set(self, claim) -> bool:
+        return self.check_and_set_many([claim])[0].granted
+
+    def check_and_set_many(self, claims) -> list:
+        return [self._apply(claim) for claim in claims]
+
+    def _apply(self, claim):
         decision = decide(self.by_key.get(claim.key, ()), claim)
         if decision.changed:
             self.by_key[claim.key] = decision.entries
-        return decision.granted
-
-    def check_and_set_many(self, claims) -> list[bool]:
-        return [self.check_and_set(claim) for claim in claims]
+        return decision.judgement
 
     def invalidate(self, key: str) -> bool:
         return self.by_key.pop(key, None) is not None

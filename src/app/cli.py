@@ -75,6 +75,8 @@ def add_run(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dlq", help="dead-letter output: file:PATH or kafka://HOST:PORT/TOPIC")
     parser.add_argument("--notifications", help="INVALIDATE notifications input, e.g. kafka://HOST:PORT/TOPIC")
     parser.add_argument("--notifications-out", help="where the invalidate policy publishes INVALIDATE notifications")
+    parser.add_argument("--duplicates", help="the report of every duplicate, with the first copy it repeats: "
+                                             "file:PATH or kafka://HOST:PORT/TOPIC (off by default)")
     parser.add_argument("--state", help="memory, memory:SNAPSHOT_PATH (kept across runs) or redis://HOST:PORT/DB")
     parser.add_argument("--batch-size", type=int)
     parser.add_argument("--metrics-port", type=int, help="serve /metrics (Prometheus) and /health on this port")
@@ -131,7 +133,7 @@ def writable_file(text: str) -> Path:
 def cmd_run(args: argparse.Namespace) -> int:
     settings = load_settings(args.config, engine=args.engine, source=args.source, sink=args.sink, dlq=args.dlq,
                              notifications=args.notifications, notifications_out=args.notifications_out,
-                             state=args.state, batch_size=args.batch_size,
+                             duplicates=args.duplicates, state=args.state, batch_size=args.batch_size,
                              metrics_port=args.metrics_port, spark={"master": args.master} if args.master else None)
     progress = None if args.no_progress or not sys.stderr.isatty() else ProgressLine()
     totals = run_engine(settings, progress, settings_file(args.config))

@@ -13,7 +13,7 @@ import logging
 
 from dependency_injector import containers, providers
 
-from adapters.files.jsonl import JsonlDeadLetterSink, JsonlSink, JsonlSource
+from adapters.files.jsonl import JsonlDeadLetterSink, JsonlDuplicateSink, JsonlSink, JsonlSource
 from adapters.files.notifications import JsonlNotificationSink, JsonlNotificationSource
 from adapters.memory.engine import InMemoryEngine
 from adapters.memory.state_store import InMemoryStateStore
@@ -138,14 +138,15 @@ def file_path(uri: str | None, setting: str) -> str:
 def build_memory_engine(*, core: Deduplicator, metrics, source: str, sink: str, dlq: str | None,
                         notifications: str | None, notifications_out: str | None,
                         batch_size: int, poll_timeout: float, max_batch_delay: float,
-                        dlq_max_bytes: int = DEFAULT_MAX_BYTES) -> InMemoryEngine:
+                        dlq_max_bytes: int = DEFAULT_MAX_BYTES, duplicates: str | None = None) -> InMemoryEngine:
     dlq_path = file_path(dlq or MEMORY_DEAD_LETTERS, "dlq")
     notes_in = opened("notifications", JsonlNotificationSource, file_path(notifications, "notifications")) \
         if notifications else None
     notes_out = opened("notifications_out", JsonlNotificationSink, file_path(notifications_out, "notifications_out")) \
         if notifications_out else None
+    reports = opened("duplicates", JsonlDuplicateSink, file_path(duplicates, "duplicates")) if duplicates else None
     delivery = Delivery(core, opened("sink", JsonlSink, file_path(sink, "sink")),
-                        opened("dlq", JsonlDeadLetterSink, dlq_path, dlq_max_bytes), notes_out)
+                        opened("dlq", JsonlDeadLetterSink, dlq_path, dlq_max_bytes), notes_out, reports)
     source = opened("source", JsonlSource, file_path(source, "source"))
     return InMemoryEngine(BatchPipeline(core, source, delivery, metrics, notifications=notes_in, batch_size=batch_size,
                                         poll_timeout=poll_timeout, max_batch_delay=max_batch_delay))
@@ -162,7 +163,7 @@ def opened(setting: str, adapter, *args):
 def build_kafka_engine(*, core: Deduplicator, metrics, source: str, sink: str, dlq: str | None,
                        notifications: str | None, notifications_out: str | None, batch_size: int,
                        poll_timeout: float, max_batch_delay: float, kafka: KafkaSettings,
-                       dlq_max_bytes: int = DEFAULT_MAX_BYTES):
+                       dlq_max_bytes: int = DEFAULT_MAX_BYTES, duplicates: str | None = None):
     from adapters.kafka.engine import build_kafka_engine as build
     if not dlq:
         raise UsageError("--dlq kafka://HOST:PORT/TOPIC is required with --engine kafka "
@@ -174,7 +175,7 @@ def build_kafka_engine(*, core: Deduplicator, metrics, source: str, sink: str, d
     return build(core, source, sink, dlq, notifications_uri=notifications, notifications_out_uri=notifications_out,
                  exactly_once=exactly_once, kafka_settings=kafka.config, transactional_id=kafka.transactional_id,
                  batch_size=batch_size, metrics=metrics, poll_timeout=poll_timeout, max_batch_delay=max_batch_delay,
-                 dead_letter_max_bytes=dlq_max_bytes)
+                 dead_letter_max_bytes=dlq_max_bytes, duplicates_uri=duplicates)
 
 
 def spark_uri(uri: str | None, setting: str) -> str:
@@ -188,10 +189,14 @@ def spark_uri(uri: str | None, setting: str) -> str:
 def build_spark_engine(*, rules: RuleSet, policies: Policies, metrics, source: str, sink: str, dlq: str | None,
                        notifications: str | None, state: str, spark: SparkSettings, kafka: KafkaSettings,
                        redis: RedisSettings | None = None, idle_partition_timeout: float | None = None,
-                       dlq_max_bytes: int = DEFAULT_MAX_BYTES, settings_file: str | None = None):
+                       dlq_max_bytes: int = DEFAULT_MAX_BYTES, settings_file: str | None = None,
+                       duplicates: str | None = None):
     """``settings_file``: the file the settings came from (``--config``), named in the commands the
     engine's refusals suggest."""
     from adapters.spark.engine import build_spark_engine as build
+    if duplicates:
+        raise UsageError("invalid setting duplicates (DEDUP_DUPLICATES): the spark engine does not write "
+                         "duplicate reports yet; run --engine memory or kafka for them")
     if state != CHECKPOINT and not state.startswith(REDIS_SCHEMES):
         raise UsageError(f"invalid setting state: the spark engine keeps its state in its checkpoint ('checkpoint') "
                          f"or in Redis (redis://HOST:PORT/DB), got {redact_uri(state)!r}")
@@ -228,7 +233,8 @@ class Container(containers.DeclarativeContainer):
                                watermarks=watermarks, decode=providers.Object(decode_json))
 
     _io = dict(source=settings.provided.source, sink=settings.provided.sink, dlq=settings.provided.dlq,
-               dlq_max_bytes=settings.provided.dlq_max_bytes, notifications=settings.provided.notifications)
+               dlq_max_bytes=settings.provided.dlq_max_bytes, notifications=settings.provided.notifications,
+               duplicates=settings.provided.duplicates)
     _batches = dict(notifications_out=settings.provided.notifications_out, batch_size=settings.provided.batch_size,
                     poll_timeout=settings.provided.poll_timeout, max_batch_delay=settings.provided.max_batch_delay)
     engine = providers.Selector(

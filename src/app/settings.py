@@ -185,6 +185,7 @@ class Settings(BaseSettings):
     dlq_max_bytes: int = Field(default=DEFAULT_MAX_BYTES, ge=1024)  # a dead letter's key plus value at most
     notifications: str | None = None
     notifications_out: str | None = None
+    duplicates: str | None = None  # the report of every duplicate (domain.duplicates); off when not given
     state: str = "memory"
     rules: dict[str, RuleSettings] = Field(default_factory=dict)
     unknown_types: UnknownTypePolicy = UnknownTypePolicy.PASS
@@ -224,7 +225,7 @@ class Settings(BaseSettings):
     def _stall_duration(cls, value: Any) -> Any:
         return parse_duration(value, whole=False)
 
-    @field_validator("source", "sink", "dlq", "notifications", "notifications_out")
+    @field_validator("source", "sink", "dlq", "notifications", "notifications_out", "duplicates")
     @classmethod
     def _stream_uri(cls, value: str | None, info) -> str | None:
         if value == "" and info.field_name not in ("source", "sink"):
@@ -253,7 +254,8 @@ class Settings(BaseSettings):
     def _files_distinct(self) -> "Settings":
         if self.engine == "memory":
             distinct_files({"source": self.source, "sink": self.sink, "dlq": self.dlq,
-                            "notifications": self.notifications, "notifications_out": self.notifications_out},
+                            "notifications": self.notifications, "notifications_out": self.notifications_out,
+                            "duplicates": self.duplicates},
                            self.state)
         return self
 

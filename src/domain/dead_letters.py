@@ -12,16 +12,14 @@ A dead letter always fits its output: when the original key plus value exceed th
 (``max_bytes``, default ``DEFAULT_MAX_BYTES``), it carries only their first bytes
 (:func:`bounded`: the key at most half the bound, the value the rest); ``original.size``
 larger than the value carried says so, and the source position and digest name the
-original, which stays in its source. Two media, the same field names:
+original, which stays in its source. Two media, the same field names, encoded as
+``domain.metadata`` defines for every record with metadata:
 
 * **Kafka**: the message's value is the original value, untouched (a consumer can replay
-  it as it is) unless bounded, its key the original key; each metadata field is a header named
-  ``dedup.<field>`` whose value is UTF-8 text: text fields as they are, integers in
-  decimal, ``time`` as ``<seconds>.<3 digits>`` (``to_headers`` / ``from_headers``).
-* **JSONL file**: one JSON object per line; each field under its name, dotted names
-  nested (``{"source": {"topic": …, "partition": …, "offset": …}}``), integers and
-  ``time`` as JSON numbers, ``key`` and ``value`` as base64 of the original bytes
-  (``key`` null when the record had none) (``to_document`` / ``from_document``).
+  it as it is) unless bounded, its key the original key; each field a ``dedup.<field>``
+  header (``to_headers`` / ``from_headers``).
+* **JSONL file**: one JSON object per line, ``{"source": {"topic": …, "partition": …,
+  "offset": …}, …, "key": …, "value": …}`` (``to_document`` / ``from_document``).
 
 Decoding gives back the ``DeadLetter`` bounded, with its ``error`` bounded and its ``time``
 rounded to the millisecond, as every writer wrote them (a letter written before
@@ -32,29 +30,17 @@ by a parity test.
 
 from __future__ import annotations
 
-import base64
-import hashlib
 from dataclasses import dataclass, replace
 from typing import Iterable
 
 from domain.events import RawRecord, SourcePosition
+from domain.metadata import HEADER_PREFIX, INTEGER, TEXT, TIME, Field, Original, millis, nest  # noqa: F401 - re-exported
+from domain.metadata import cut_to
+from domain.metadata import from_document as metadata_from_document, from_headers as metadata_from_headers
+from domain.metadata import to_document as metadata_document, to_headers as metadata_headers
 
-HEADER_PREFIX = "dedup."
 MAX_ERROR_CHARS = 1000
 DEFAULT_MAX_BYTES = 64 * 1024  # a dead letter's key plus value at most: far below the 1 MB Kafka takes by default
-TEXT, INTEGER, TIME = "text", "integer", "time"
-
-
-@dataclass(frozen=True)
-class Original:
-    """The original value of a bounded dead letter, whose record holds only its first bytes."""
-
-    size: int
-    sha256: str
-
-    @classmethod
-    def of(cls, value: bytes) -> "Original":
-        return cls(len(value), hashlib.sha256(value).hexdigest())
 
 
 @dataclass(frozen=True)
@@ -82,27 +68,11 @@ def bounded(dead_letter: DeadLetter, max_bytes: int = DEFAULT_MAX_BYTES) -> Dead
     """``dead_letter`` as it is when its key plus value fit ``max_bytes``; otherwise with its
     key cut to at most ``max_bytes // 2`` bytes and its value to the rest (``original`` set
     when the value was cut)."""
-    record = dead_letter.record
-    if len(record.value) + len(record.key or b"") <= max_bytes:
+    record = cut_to(dead_letter.record, max_bytes)
+    if record is dead_letter.record:
         return dead_letter
-    key = None if record.key is None else record.key[:max_bytes // 2]
-    value = record.value[:max_bytes - len(key or b"")]
-    original = dead_letter.original_value if len(value) < len(record.value) else dead_letter.original
-    return replace(dead_letter, record=replace(record, value=value, key=key), original=original)
-
-
-@dataclass(frozen=True)
-class Field:
-    """One metadata field: its name (dotted names nest in a document) and its kind. A field
-    that is not ``required`` may be missing from what older writers wrote."""
-
-    name: str
-    kind: str
-    required: bool = True
-
-    @property
-    def header(self) -> str:
-        return HEADER_PREFIX + self.name
+    original = dead_letter.original_value if len(record.value) < len(dead_letter.record.value) else dead_letter.original
+    return replace(dead_letter, record=record, original=original)
 
 
 FIELDS = (
@@ -111,16 +81,6 @@ FIELDS = (
     Field("attempts", INTEGER), Field("time", TIME),
     Field("original.size", INTEGER, required=False), Field("original.sha256", TEXT, required=False),
 )
-
-
-def millis(seconds: float) -> int:
-    """A time as the whole milliseconds every medium carries."""
-    return round(seconds * 1000)
-
-
-def time_text(ms: int) -> str:
-    """``time``'s header text: ``<seconds>.<3 digits>``."""
-    return f"{ms // 1000}.{ms % 1000:03d}"
 
 
 def metadata(dead_letter: DeadLetter) -> dict[str, str | int]:
@@ -135,8 +95,7 @@ def metadata(dead_letter: DeadLetter) -> dict[str, str | int]:
 
 def to_headers(dead_letter: DeadLetter) -> list[tuple[str, bytes]]:
     """The Kafka headers of ``dead_letter``, in ``FIELDS`` order (key and value go as they are)."""
-    values = metadata(dead_letter)
-    return [(f.header, _text(f, values[f.name]).encode()) for f in FIELDS]
+    return metadata_headers(FIELDS, metadata(dead_letter))
 
 
 def to_message(dead_letter: DeadLetter, max_bytes: int = DEFAULT_MAX_BYTES) \
@@ -148,46 +107,20 @@ def to_message(dead_letter: DeadLetter, max_bytes: int = DEFAULT_MAX_BYTES) \
 
 def from_headers(value: bytes, key: bytes | None, headers: Iterable[tuple[str, bytes]]) -> DeadLetter:
     """The dead letter a Kafka message carries. Raises ``ValueError`` when a field is missing or malformed."""
-    by_name = {name: data for name, data in headers or () if name.startswith(HEADER_PREFIX)}
-    missing = [f.header for f in FIELDS if f.required and f.header not in by_name]
-    if missing:
-        raise ValueError(f"not a dead letter: header {missing[0]!r} is missing")
-    return _dead_letter(value, key, {f.name: _parse(f, by_name[f.header].decode()) for f in FIELDS
-                                     if f.header in by_name})
+    return _dead_letter(value, key, metadata_from_headers(FIELDS, headers, "dead letter"))
 
 
 def to_document(dead_letter: DeadLetter, max_bytes: int = DEFAULT_MAX_BYTES) -> dict:
     """The JSON document of ``dead_letter``, :func:`bounded` by ``max_bytes`` (a JSONL line once dumped)."""
     dead_letter = bounded(dead_letter, max_bytes)
-    values = metadata(dead_letter)
-    flat = {f.name: values[f.name] / 1000 if f.kind == TIME else values[f.name] for f in FIELDS}
     record = dead_letter.record
-    flat.update(key=None if record.key is None else _b64(record.key), value=_b64(record.value))
-    return nest(flat)
+    return metadata_document(FIELDS, metadata(dead_letter), record.key, record.value)
 
 
 def from_document(document: dict) -> DeadLetter:
     """The dead letter a JSON document carries. Raises ``ValueError`` when a field is missing or malformed."""
-    try:
-        values = {f.name: _typed(f, _lookup(document, f.name)) for f in FIELDS
-                  if f.required or _lookup(document, f.name, None) is not None}
-        key, value = document["key"], base64.b64decode(document["value"], validate=True)
-        key = None if key is None else base64.b64decode(key, validate=True)
-    except (KeyError, TypeError) as exc:
-        raise ValueError(f"not a dead letter document: {exc!r}") from None
+    values, key, value = metadata_from_document(FIELDS, document, "dead letter")
     return _dead_letter(value, key, values)
-
-
-def nest(flat: dict) -> dict:
-    """``{"source.topic": t}`` → ``{"source": {"topic": t}}``, keeping the order of first appearance."""
-    out: dict = {}
-    for name, value in flat.items():
-        *parents, leaf = name.split(".")
-        node = out
-        for parent in parents:
-            node = node.setdefault(parent, {})
-        node[leaf] = value
-    return out
 
 
 def _dead_letter(value: bytes, key: bytes | None, values: dict) -> DeadLetter:
@@ -202,38 +135,3 @@ def _original(value: bytes, values: dict) -> Original | None:
         return None
     original = Original(values["original.size"], values["original.sha256"])
     return None if original == Original.of(value) else original
-
-
-def _text(field: Field, value: str | int) -> str:
-    if field.kind == TIME:
-        return time_text(value)
-    return str(value)
-
-
-def _parse(field: Field, text: str) -> str | int:
-    if field.kind == INTEGER:
-        return int(text)
-    if field.kind == TIME:
-        return millis(float(text))
-    return text
-
-
-def _typed(field: Field, value) -> str | int:
-    wanted = {TEXT: (str,), INTEGER: (int,), TIME: (int, float)}[field.kind]
-    if isinstance(value, bool) or not isinstance(value, wanted):
-        raise TypeError(f"{field.name} is {value!r}, not {field.kind}")
-    return millis(value) if field.kind == TIME else value
-
-
-def _lookup(document: dict, name: str, *default):
-    """The value at dotted ``name``; ``default`` when given and a part is missing (else ``KeyError``)."""
-    node = document
-    for part in name.split("."):
-        if default and not (isinstance(node, dict) and part in node):
-            return default[0]
-        node = node[part]
-    return node
-
-
-def _b64(data: bytes) -> str:
-    return base64.b64encode(data).decode()

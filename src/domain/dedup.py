@@ -13,6 +13,7 @@ from enum import Enum
 from typing import Iterable, Sequence
 
 from domain.accounting import NO_RULE, Accounting
+from domain.duplicates import Duplicate
 from domain.errors import DedupError, InvalidEvent, PolicyExhausted
 from domain.events import Event, RawRecord, parse_event
 from domain.policies import Policies, Resolved, Terminal, run_with_policy
@@ -38,6 +39,7 @@ class Outcome:
     event: Event | None = None
     key: str | None = None
     dead_letter: DeadLetter | None = None
+    duplicate: Duplicate | None = None  # a duplicate's report: the emission it repeats
 
 
 @dataclass
@@ -81,7 +83,7 @@ class Deduplicator:
             if item is not None:
                 pending[item.rule.event_type].append(item)
         for items in pending.values():
-            self._claim(items, counts)
+            self._claim(items, now)
         self._count(outcomes, counts)
         return outcomes, counts
 
@@ -143,16 +145,19 @@ class Deduplicator:
         rule.check_not_ahead(event.timestamp, now)
         return event, rule, key, event.timestamp
 
-    def _claim(self, items: list[_Pending], counts: Accounting) -> None:
+    def _claim(self, items: list[_Pending], now: float) -> None:
         claims = [item.claim for item in items]
         result = run_with_policy(lambda: self.state.check_and_set_many(claims), self.policies, self.clock.sleep)
         if isinstance(result, Resolved):
             for item in items:
                 self._replace(item.outcome, self._resolve(item.outcome.record, result))
             return
-        for item, granted in zip(items, result.value):
-            if not granted:
-                item.outcome.verdict = Verdict.DUPLICATE
+        for item, judgement in zip(items, result.value):
+            if not judgement.granted:
+                outcome, rule = item.outcome, item.rule
+                outcome.verdict = Verdict.DUPLICATE
+                outcome.duplicate = Duplicate.of(outcome.record, rule.event_type, rule.window, item.claim.time,
+                                                 judgement.repeats, now)
 
     def _resolve(self, record: RawRecord, resolved: Resolved) -> Outcome:
         if resolved.action is Terminal.FAIL:

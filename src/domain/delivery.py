@@ -1,4 +1,5 @@
-"""Delivering a judged batch: events to the sink, dead letters to the dead-letter sink.
+"""Delivering a judged batch: events to the sink, dead letters to the dead-letter sink, and
+the reports of duplicates to the duplicates sink where there is one.
 
 A write that fails is handled by the error policies. For an emitted event whose write
 failed for good, ``invalidate`` forgets its key (so a re-send passes) and dead-letters it;
@@ -17,7 +18,7 @@ from domain.accounting import Accounting
 from domain.dedup import Deduplicator, Outcome, Verdict
 from domain.errors import PolicyExhausted
 from domain.policies import Resolved, Terminal, run_or_stop, run_with_policy
-from domain.ports import DeadLetterSink, EventSink, Notification, NotificationSink
+from domain.ports import DeadLetterSink, DuplicateSink, EventSink, Notification, NotificationSink
 
 log = logging.getLogger(__name__)
 
@@ -28,6 +29,7 @@ class Delivery:
     sink: EventSink
     dead_letters: DeadLetterSink
     notifications: NotificationSink | None = None
+    duplicates: DuplicateSink | None = None
 
     def deliver(self, outcomes: Sequence[Outcome], counts: Accounting) -> list[Outcome]:
         """Write every outcome where its verdict sends it and flush; returns the unique events
@@ -45,12 +47,16 @@ class Delivery:
                     delivered.append(outcome)
             elif outcome.verdict is Verdict.DEAD_LETTER:
                 self._retrying(lambda o=outcome: self.dead_letters.write(o.dead_letter))
+            elif outcome.verdict is Verdict.DUPLICATE and self.duplicates is not None:
+                self._retrying(lambda o=outcome: self.duplicates.write(o.duplicate))
             elif outcome.verdict is Verdict.SKIP:
                 log.info("skipped record at %s", outcome.record.position.token())
         refused = run_or_stop(self.sink.flush, self.core.policies, self.core.clock.sleep) or ()
         if refused:
             delivered = self._divert_refused(delivered, refused, counts)
         self._retrying(self.dead_letters.flush)
+        if self.duplicates is not None:
+            self._retrying(self.duplicates.flush)
         return delivered
 
     def _divert_refused(self, delivered: list[Outcome], refused, counts: Accounting) -> list[Outcome]:

@@ -30,6 +30,18 @@ class SourcePosition:
     def token(self) -> str:
         return f"{self.source}:{self.partition}:{self.offset}"
 
+    @classmethod
+    def from_token(cls, token: str) -> "SourcePosition | None":
+        """The position a :meth:`token` names (a token may add ``#…`` after the offset, as a
+        file's lines do); None for one that names none (an emission whose owner is unknown:
+        made by an old state format, or with no position)."""
+        source, sep, offset = token.rpartition(":")
+        source, sep2, partition = source.rpartition(":")
+        try:
+            return cls(source, int(partition), int(offset.partition("#")[0])) if sep and sep2 else None
+        except ValueError:
+            return None
+
     def partition_name(self) -> str:
         """The partition this record was read from, as the watermarks name it (``source:partition``)."""
         return f"{self.source}:{self.partition}"

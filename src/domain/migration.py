@@ -21,7 +21,7 @@ from typing import Sequence
 from domain.errors import SetupError
 from domain.ports import StateStore
 from domain.keys import decode_key, encode_key, rule_of
-from domain.state import Claim, Emission
+from domain.state import Claim, Emission, Judgement
 
 log = logging.getLogger(__name__)
 
@@ -83,13 +83,13 @@ class MigratingStateStore:
         return bool(self.started_at) and set(self.started_at) <= self.retired_rules
 
     def check_and_set(self, claim: Claim) -> bool:
-        return self.check_and_set_many([claim])[0]
+        return self.check_and_set_many([claim])[0].granted
 
-    def check_and_set_many(self, claims: Sequence[Claim]) -> list[bool]:
+    def check_and_set_many(self, claims: Sequence[Claim]) -> list[Judgement]:
         refused = [self._refused_by_old(c) for c in claims]
-        fresh = [c for c, r in zip(claims, refused) if not r]
-        granted = iter(self.new.check_and_set_many(fresh) if fresh else [])
-        return [False if r else next(granted) for r in refused]
+        fresh = [c for c, r in zip(claims, refused) if r is None]
+        judged = iter(self.new.check_and_set_many(fresh) if fresh else [])
+        return [next(judged) if r is None else Judgement(r) for r in refused]
 
     def invalidate(self, key: str) -> bool:
         """Forget ``key`` in the new store; the old one is never written, so this job stops
@@ -107,10 +107,12 @@ class MigratingStateStore:
         self.new.close()
         self.old.close()
 
-    def _refused_by_old(self, claim: Claim) -> bool:
+    def _refused_by_old(self, claim: Claim) -> Emission | None:
+        """The old store's emission ``claim`` repeats, if any."""
         if self._retires(rule_of(claim.key), claim.now):
-            return False
-        return any(claim.within_window(e) and not claim.replays(e) for e in self._old_entries(claim.key, claim.now))
+            return None
+        return next((e for e in self._old_entries(claim.key, claim.now)
+                     if claim.within_window(e) and not claim.replays(e)), None)
 
     def _old_entries(self, key: str, now: int) -> tuple[Emission, ...]:
         if rule_of(key) in self.retired_rules or key in self.forgotten:

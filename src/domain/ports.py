@@ -12,9 +12,10 @@ from typing import Callable, Collection, Protocol, Sequence, runtime_checkable
 
 from domain.accounting import Accounting
 from domain.dead_letters import DeadLetter  # noqa: F401 - defined there, re-exported for the ports' users
+from domain.duplicates import Duplicate
 from domain.errors import PermanentError
 from domain.events import Event, RawRecord
-from domain.state import Claim, Emission
+from domain.state import Claim, Emission, Judgement
 
 
 @dataclass(frozen=True)
@@ -109,6 +110,19 @@ class DeadLetterSink(Protocol):
 
 
 @runtime_checkable
+class DuplicateSink(Protocol):
+    """The optional duplicates output: a report per record judged a duplicate."""
+
+    def write(self, duplicate: Duplicate) -> None:
+        """Queue one report, encoded for the medium as ``domain.duplicates`` defines it."""
+
+    def flush(self) -> None:
+        """Block until every queued report is durable. Raises ``SinkUnavailable`` if not."""
+
+    def close(self) -> None: ...
+
+
+@runtime_checkable
 class BatchCommitter(Protocol):
     """Makes a judged batch final: its outputs and its input acknowledgement go together.
 
@@ -153,8 +167,9 @@ class StateStore(Protocol):
         Entries with ``expires_at <= claim.now`` are treated as absent. Raises ``StateUnavailable``.
         """
 
-    def check_and_set_many(self, claims: Sequence[Claim]) -> list[bool]:
-        """``check_and_set`` for each claim in order, each seeing the previous ones' effect.
+    def check_and_set_many(self, claims: Sequence[Claim]) -> list[Judgement]:
+        """``check_and_set`` for each claim in order, each seeing the previous ones' effect; a
+        refused claim's judgement names the emission it repeats (:func:`domain.state.decide`).
 
         Stores should decide the whole batch in one round trip. Raises ``StateUnavailable``
         with nothing applied, or everything applied (retrying the batch is then idempotent).

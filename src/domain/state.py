@@ -77,10 +77,30 @@ class Claim:
 
 
 @dataclass(frozen=True)
+class Judgement:
+    """A store's answer to one claim: granted (``repeats`` is None), or refused as a repeat
+    of ``repeats``, the first live emission of the key that lies within the claim's window."""
+
+    repeats: Emission | None = None
+
+    @property
+    def granted(self) -> bool:
+        return self.repeats is None
+
+
+GRANTED = Judgement()
+
+
+@dataclass(frozen=True)
 class Decision:
     granted: bool
     entries: tuple[Emission, ...]
     changed: bool
+    repeats: Emission | None = None
+
+    @property
+    def judgement(self) -> Judgement:
+        return Judgement(self.repeats)
 
 
 def decide(entries: tuple[Emission, ...], claim: Claim) -> Decision:
@@ -88,7 +108,8 @@ def decide(entries: tuple[Emission, ...], claim: Claim) -> Decision:
 
     Expired emissions (``expires_at <= now``) are ignored; they are dropped from the entries
     once past ``kept_until``. A live emission by the same owner means a replay: granted
-    again, nothing written.
+    again, nothing written. A refused claim names the emission it repeats: the first live
+    one (in the order they were made) within the window.
     """
     if not entries:
         return Decision(True, (claim.emission(),), True)
@@ -97,8 +118,9 @@ def decide(entries: tuple[Emission, ...], claim: Claim) -> Decision:
     live = [e for e in kept if e.expires_at > claim.now]
     if any(claim.replays(e) for e in live):
         return Decision(True, kept, changed)
-    if any(claim.within_window(e) for e in live):
-        return Decision(False, kept, changed)
+    repeated = next((e for e in live if claim.within_window(e)), None)
+    if repeated is not None:
+        return Decision(False, kept, changed, repeated)
     return Decision(True, kept + (claim.emission(),), True)
 
 
@@ -155,12 +177,12 @@ def _decode_v2(body: str) -> tuple[Emission, ...]:
     entries = []
     for part in body.split(";"):
         time, expires_at, owner = part.split(",")
-        entries.append(Emission(int(time), int(expires_at), unquote(owner)))
+        entries.append(Emission(int(time), int(expires_at), unquote(owner, errors="surrogatepass")))
     return tuple(entries)
 
 
 def _body(entries: tuple[Emission, ...]) -> str:
-    return ";".join(f"{e.time},{e.expires_at},{quote(e.owner, safe='')}" for e in entries)
+    return ";".join(f"{e.time},{e.expires_at},{quote(e.owner, safe='', errors='surrogatepass')}" for e in entries)
 
 
 def encode_v1(entries: tuple[Emission, ...]) -> str:

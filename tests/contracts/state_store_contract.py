@@ -7,10 +7,14 @@ An adapter's test module subclasses ``StateStoreContract`` and implements ``make
 from __future__ import annotations
 
 from domain.ports import StateStore
-from domain.state import NO_WATERMARK, Claim
+from domain.state import NO_WATERMARK, Claim, Emission, Judgement
 
 WINDOW = 30
 RETENTION = 60
+
+
+def granted(judgements: list[Judgement]) -> list[bool]:
+    return [j.granted for j in judgements]
 
 
 def claim(key: str, t: int, now: int | None = None, owner: str = "", window: int = WINDOW) -> Claim:
@@ -83,15 +87,29 @@ class StateStoreContract:
         assert self.store.check_and_set(claim("APP\x1fa", 105, now=NO_WATERMARK, owner="t:0:3")) is False
 
     def test_batch_sees_its_own_earlier_claims(self):
-        granted = self.store.check_and_set_many(
+        judged = self.store.check_and_set_many(
             [claim("APP\x1fa", 100), claim("APP\x1fb", 100), claim("APP\x1fa", 101), claim("APP\x1fa", 131)])
-        assert granted == [True, True, False, True]
+        assert granted(judged) == [True, True, False, True]
 
     def test_batch_replayed_gets_the_same_verdicts(self):
         batch = [claim("APP\x1fa", 100, owner="t:0:1"), claim("APP\x1fa", 105, owner="t:0:2"),
                  claim("APP\x1fb", 100, owner="t:0:3")]
         first = self.store.check_and_set_many(batch)
-        assert self.store.check_and_set_many(batch) == first == [True, False, True]
+        assert self.store.check_and_set_many(batch) == first
+        assert granted(first) == [True, False, True]
+
+    def test_a_refused_claim_names_the_first_live_emission_it_repeats(self):
+        judged = self.store.check_and_set_many([
+            claim("APP\x1fa", 100, owner="in:3:17"), claim("APP\x1fa", 125, owner="in:1:4"),
+            claim("APP\x1fa", 131, owner="in:0:9"), claim("APP\x1fa", 140, owner="in:2:5"),
+            claim("APP\x1fa", 150, now=161, owner="in:2:6")])
+        assert [j.repeats for j in judged] == [
+            None, Emission(100, 160, "in:3:17"), None, Emission(131, 191, "in:0:9"), Emission(131, 191, "in:0:9")]
+
+    def test_the_emission_a_refusal_names_keeps_an_owner_of_any_characters(self):
+        owner = "dir/with,comma;semi%20:0:5"
+        self.store.check_and_set(claim("APP\x1fa", 100, owner=owner))
+        assert self.store.check_and_set_many([claim("APP\x1fa", 101)]) == [Judgement(Emission(100, 160, owner))]
 
     def test_empty_batch(self):
         assert self.store.check_and_set_many([]) == []
@@ -121,7 +139,7 @@ class StateStoreContract:
         lone, other_lone, replacement = "APP\x1f\ud800", "APP\x1f\udc00", "APP\x1f\ufffd"
         batch = [claim("APP\x1fa", 100), claim(lone, 100, owner="in:0:2"), claim("APP\x1fb", 100),
                  claim(lone, 110), claim(other_lone, 100), claim(replacement, 100), claim("APP\x1fa", 105)]
-        assert self.store.check_and_set_many(batch) == [True, True, True, False, True, True, False]
+        assert granted(self.store.check_and_set_many(batch)) == [True, True, True, False, True, True, False]
         assert [e.owner for e in self.store.entries(lone, now=100)] == ["in:0:2"]
         assert self.store.check_and_set(claim(lone, 100, owner="in:0:2")) is True  # its replay
         after_crash = self.reopen()
@@ -132,6 +150,6 @@ class StateStoreContract:
     def test_an_owner_utf8_cannot_encode_still_replays(self):
         owner = "in\udcff.jsonl:0:3"  # a file name that is not UTF-8, as Python reads it from argv
         batch = [claim("APP\x1fa", 100, owner=owner), claim("APP\x1fb", 100)]
-        assert self.store.check_and_set_many(batch) == [True, True]
-        assert self.store.check_and_set_many(batch[:1]) == [True]
+        assert granted(self.store.check_and_set_many(batch)) == [True, True]
+        assert granted(self.store.check_and_set_many(batch[:1])) == [True]
         assert self.store.check_and_set(claim("APP\x1fa", 100, owner="in:0:4")) is False

@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 from adapters.redis.state_store import RedisStateStore
 from domain.errors import StateUnavailable
 from domain.keys import encode_key
-from domain.state import Claim, Emission, StateFormatError, decide, encode_v1, encode_v2
-from tests.contracts.state_store_contract import StateStoreContract, claim
+from domain.state import Claim, Emission, Judgement, StateFormatError, decide, encode_v1, encode_v2
+from tests.contracts.state_store_contract import StateStoreContract, claim, granted
 
 pytestmark = pytest.mark.redis
 
@@ -85,20 +85,20 @@ class TestRedisStateStore(StateStoreContract):
         claims = [claim(f"APP\x1fk{i % 50}", 100 + i, owner=f"in:0:{i}") for i in range(5000)]
         self.store.check_and_set(claim("APP\x1fwarm-up", 100))  # the script is loaded once per server
         before = self._command_calls()
-        granted = self.store.check_and_set_many(claims)
+        judged = self.store.check_and_set_many(claims)
         after = self._command_calls()
         assert after["evalsha"] - before["evalsha"] == 3  # chunks of 2000, sent in one pipeline
         assert after["script"] == before["script"] and after["eval"] == before["eval"]
-        assert granted == reference(claims)
+        assert judged == reference(claims)
 
     def test_a_script_flushed_from_the_server_is_loaded_again(self):
         self.raw.script_flush()
-        assert self.store.check_and_set_many([claim("APP\x1fa", 100), claim("APP\x1fa", 101)]) == [True, False]
+        assert granted(self.store.check_and_set_many([claim("APP\x1fa", 100), claim("APP\x1fa", 101)])) == [True, False]
 
     def test_a_chunked_batch_decides_repeated_keys_in_order(self):
         store = fresh_store(self.url, chunk_size=3)
         claims = [claim("APP\x1fa", t) for t in (100, 101, 129, 130, 131, 160, 161)]
-        assert store.check_and_set_many(claims) == [True, False, False, True, False, True, False]
+        assert granted(store.check_and_set_many(claims)) == [True, False, False, True, False, True, False]
 
     def test_key_prefix_keeps_stores_apart(self):
         other = fresh_store(self.url)
@@ -140,20 +140,22 @@ CLAIMS = st.lists(st.tuples(st.sampled_from(["a", "b"]), st.integers(0, 200), st
                             st.integers(0, 80), st.integers(-60, 80), OWNERS), min_size=1, max_size=30)
 
 
-def reference(claims: list[Claim]) -> list[bool]:
+def reference(claims: list[Claim]) -> list[Judgement]:
+    """The domain's judgements of ``claims``: granted, or the emission each repeats."""
     state: dict[str, tuple[Emission, ...]] = {}
-    verdicts = []
+    judgements = []
     for c in claims:
         decision = decide(state.get(c.key, ()), c)
         state[c.key] = decision.entries
-        verdicts.append(decision.granted)
-    return verdicts
+        judgements.append(decision.judgement)
+    return judgements
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(raw=CLAIMS, split=st.integers(1, 30), chunk_size=st.integers(1, 8))
 def test_lua_decides_like_the_domain(redis_url, raw, split, chunk_size):  # noqa: F811
-    """Any claims, sent as two batches in chunks of any size: the verdicts of ``decide``.
+    """Any claims, sent as two batches in chunks of any size: the verdicts of ``decide``, each
+    refusal naming the same emission.
 
     ``now`` never goes back (it is the rule's watermark): Redis forgets a key once every
     emission in it is dead, which only a watermark moving backwards could tell apart.

@@ -28,6 +28,7 @@ KEPT = ("emit", "dup")
 class Row:
     value: bytes
     verdict: str  # emit, dup, late, or an invalid code
+    repeats: int | None = None  # a dup's: the index in the stream of the row whose emission it repeats
 
     @property
     def dead_lettered(self) -> bool:
@@ -35,16 +36,18 @@ class Row:
 
 
 def golden_stream() -> list[Row]:
-    rows: list[Row] = []
+    steps: list[tuple[Row, tuple[int, int] | None]] = []  # each row, with (scenario, step) for a dup's first copy
     scenarios = [s for s in SCENARIOS if s.windows == DEFAULT_WINDOWS and s.lateness is None]
     for i, scenario in enumerate(scenarios):
         for j, step in enumerate(scenario.steps):
             event = {"id": f"s{i}-e{j}", "uniqueValue": f"s{i}-{step.key}", "type": step.type,
                      "timestamp": step.t + i * SCENARIO_SPACING}
-            rows.append(Row(json.dumps(event).encode(), step.verdict))
+            steps.append((Row(json.dumps(event).encode(), step.verdict), (i, j, step.repeats)))
     for k, (raw, code) in enumerate(INVALID_RECORDS):
-        rows.insert(7 + 13 * k, Row(raw, code))
-    return rows
+        steps.insert(7 + 13 * k, (Row(raw, code), None))
+    index_of = {(place[0], place[1]): n for n, (_, place) in enumerate(steps) if place is not None}
+    return [Row(row.value, row.verdict, index_of[(place[0], place[2])]) if row.verdict == "dup" else row
+            for row, place in steps]
 
 
 def unique_value(value: bytes) -> bytes:

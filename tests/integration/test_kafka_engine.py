@@ -17,6 +17,7 @@ from adapters.redis.state_store import RedisStateStore
 from adapters.system import InMemoryMetrics, SystemClock
 from app.generator import StreamSpec, generate
 from domain.dedup import Deduplicator
+from domain.duplicates import from_headers as duplicate_from_headers
 from domain.errors import SinkUnavailable, SourceUnavailable
 from domain.events import parse_event
 from domain.rules import RuleSet
@@ -50,8 +51,11 @@ def kafka_engine(bootstrap, topics, state=None, group="dedup", **options):
 def test_golden_stream_gives_exactly_the_expected_events_and_dead_letters(kafka_bootstrap, topics, exactly_once):
     rows = golden_stream()
     produce(kafka_bootstrap, topics["in"], [r.value for r in rows])
+    duplicates = unique("dups")
+    create_topics(kafka_bootstrap, duplicates)
 
-    totals = kafka_engine(kafka_bootstrap, topics, exactly_once=exactly_once).run()
+    totals = kafka_engine(kafka_bootstrap, topics, exactly_once=exactly_once,
+                          duplicates_uri=f"kafka://{kafka_bootstrap}/{duplicates}").run()
 
     # events: exactly the emitted rows, in stream order, keyed by uniqueValue
     out = read_topic(kafka_bootstrap, topics["out"])
@@ -72,6 +76,15 @@ def test_golden_stream_gives_exactly_the_expected_events_and_dead_letters(kafka_
         (len(rows), verdicts["emit"], verdicts["dup"], verdicts["dead"])
     assert totals.late == sum(r.verdict == "late" for r in rows) and totals.balanced
     assert committed_offsets(kafka_bootstrap, "dedup", topics["in"]) == [len(rows)]
+    # duplicate reports: each duplicate once, its bytes and key, and the offset of the first copy it repeats
+    reports = [duplicate_from_headers(m.value, m.key, m.raw_headers) for m in read_topic(kafka_bootstrap, duplicates)]
+    assert [(r.record.position.offset, r.first.offset) for r in reports] == [
+        (i, r.repeats) for i, r in enumerate(rows) if r.verdict == "dup"]
+    assert [(r.record.value, r.record.key) for r in reports] == [
+        (r.value, None) for r in rows if r.verdict == "dup"]  # produced without a key
+    assert {(r.record.position.source, r.first.source, r.first.partition) for r in reports} == {
+        (topics["in"], topics["in"], 0)}
+    assert all(0 <= r.apart < r.window for r in reports)
 
 
 @pytest.mark.redis

@@ -12,22 +12,31 @@ from tests.scenarios import INVALID_RECORDS, SCENARIOS, Scenario
 LABEL = {Verdict.EMIT: "emit", Verdict.DUPLICATE: "dup"}
 
 
-def verdicts(scenario: Scenario, batch_size: int) -> list[str]:
+def judged(scenario: Scenario, batch_size: int) -> tuple[list[str], dict[int, int]]:
+    """Each step's verdict, and for each duplicate the line (offset) of the first copy its report names."""
     rules = RuleSet({t: DedupRule(t, w, allowed_lateness=scenario.lateness) for t, w in scenario.windows})
     core = Deduplicator(rules, InMemoryStateStore(), FakeClock())
     records = [RawRecord(r, SourcePosition("in", 0, i)) for i, r in enumerate(scenario.records())]
-    labels = []
+    labels, repeats = [], {}
     for start in range(0, len(records), batch_size):
         outcomes, counts = core.process(records[start:start + batch_size])
         assert counts.balanced
         labels += [LABEL.get(o.verdict) or o.dead_letter.reason for o in outcomes]
-    return labels
+        repeats |= {o.record.position.offset: o.duplicate.first.offset for o in outcomes if o.duplicate}
+    return labels, repeats
 
 
 @pytest.mark.parametrize("batch_size", [1, 3, 1000])
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=lambda sc: sc.name)
 def test_scenario(scenario, batch_size):
-    assert verdicts(scenario, batch_size) == scenario.expected()
+    labels, repeats = judged(scenario, batch_size)
+    assert labels == scenario.expected()
+    assert repeats == scenario.expected_repeats()
+
+
+def test_every_duplicate_of_the_tables_names_the_step_it_repeats():
+    steps = [step for scenario in SCENARIOS for step in scenario.steps]
+    assert all((step.repeats is None) == (step.verdict != "dup") for step in steps)
 
 
 @pytest.mark.parametrize("raw, code", INVALID_RECORDS)

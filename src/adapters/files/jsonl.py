@@ -23,6 +23,7 @@ from typing import BinaryIO, Sequence
 from domain.errors import DedupError, SetupError, SinkUnavailable, SourceUnavailable
 from domain.events import Event, RawRecord, SourcePosition, is_blank_line
 from domain.dead_letters import DEFAULT_MAX_BYTES, DeadLetter, to_document
+from domain.duplicates import Duplicate, to_document as duplicate_document
 
 STDIO = "-"
 _WONT_HEAL = {errno.ENOENT, errno.ENOTDIR, errno.EISDIR, errno.EACCES, errno.EPERM, errno.EROFS}
@@ -221,3 +222,10 @@ class JsonlDeadLetterSink(_LineWriter):
 
     def write(self, dead_letter: DeadLetter) -> None:
         self._write_line(json.dumps(to_document(dead_letter, self.max_bytes)).encode())
+
+
+class JsonlDuplicateSink(_LineWriter):
+    """Writes one JSON document per duplicate report, as ``domain.duplicates.to_document`` defines it."""
+
+    def write(self, duplicate: Duplicate) -> None:
+        self._write_line(json.dumps(duplicate_document(duplicate)).encode())

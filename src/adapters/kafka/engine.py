@@ -2,9 +2,9 @@
 
 consume → deduplicate (the domain core, state in memory or Redis) → produce → acknowledge.
 At-least-once by default: a batch's offsets are committed after its events and dead letters
-are flushed. With ``exactly_once`` every batch is one Kafka transaction holding its events,
-its dead letters and its input offsets (``TransactionalCommitter``); both outputs share one
-transactional producer. Exactly-once output across a crash also needs state that survives
+(and duplicate reports, when asked for) are flushed. With ``exactly_once`` every batch is one
+Kafka transaction holding its events, its dead letters, its duplicate reports and its input
+offsets (``TransactionalCommitter``); the outputs share one transactional producer. Exactly-once output across a crash also needs state that survives
 the crash (Redis): memory state starts empty after a restart.
 
 Start-up fails with a one-line domain error when a broker does not answer within
@@ -32,6 +32,7 @@ from domain.ports import Metrics
 
 from adapters.kafka.config import KafkaConfigurationError, KafkaEndpoint, parse_kafka_uri, producer_config
 from adapters.kafka.dead_letters import KafkaDeadLetterSink
+from adapters.kafka.duplicates import KafkaDuplicateSink
 from adapters.kafka.notifications import KafkaNotificationSink, KafkaNotificationSource
 from adapters.kafka.producer import ProducerChannel
 from adapters.kafka.sink import KafkaSink, rule_key
@@ -92,7 +93,7 @@ def build_kafka_engine(core: Deduplicator, source_uri: str, sink_uri: str, dlq_u
                        max_batch_delay: float = DEFAULT_MAX_BATCH_DELAY,
                        stop_at_end: bool | None = None, notifications_out_uri: str | None = None,
                        metadata_timeout: float = 10.0, flush_timeout: float = 30.0,
-                       dead_letter_max_bytes: int = DEFAULT_MAX_BYTES) -> KafkaEngine:
+                       dead_letter_max_bytes: int = DEFAULT_MAX_BYTES, duplicates_uri: str | None = None) -> KafkaEngine:
     """Check the brokers and topics, then wire the Kafka adapters around ``core``.
 
     A batch closes when it holds ``batch_size`` records or its oldest record has waited
@@ -100,11 +101,12 @@ def build_kafka_engine(core: Deduplicator, source_uri: str, sink_uri: str, dlq_u
     ``kafka_settings`` are librdkafka settings for every client (``consumer.``/``producer.``
     prefixes target one kind). ``stop_at_end`` overrides the source URI's ``?stop_at_end=``.
     ``dead_letter_max_bytes`` bounds a dead letter's key plus value (``domain.dead_letters``).
+    ``duplicates_uri``: a topic for the report of every duplicate (``domain.duplicates``), off when None.
     Raises ``KafkaConfigurationError`` (bad URI or setting, missing topic) or
     ``SourceUnavailable``/``SinkUnavailable`` (a broker that does not answer).
     """
     settings = dict(kafka_settings or {})
-    endpoints = _endpoints(source_uri, sink_uri, dlq_uri, notifications_uri, notifications_out_uri)
+    endpoints = _endpoints(source_uri, sink_uri, dlq_uri, notifications_uri, notifications_out_uri, duplicates_uri)
     if exactly_once:
         _require_one_cluster(endpoints)
     partitions = require_topics(list(endpoints.items()), settings, metadata_timeout)
@@ -124,8 +126,8 @@ def build_kafka_engine(core: Deduplicator, source_uri: str, sink_uri: str, dlq_u
     except BaseException:
         _close_all(resources)
         raise
-    log.info("kafka engine: %s (group %s) -> %s, dead letters -> %s, %s", endpoints["source"], source.group,
-             endpoints["sink"], endpoints["dlq"], f"exactly-once ({txn_id})" if exactly_once else "at-least-once")
+    log.info("kafka engine: %s (group %s) -> %s, dead letters -> %s, duplicates -> %s, %s", endpoints["source"],
+             source.group, endpoints["sink"], endpoints["dlq"], endpoints.get("duplicates", "(off)"), f"exactly-once ({txn_id})" if exactly_once else "at-least-once")
     pipeline = BatchPipeline(core, source, delivery, metrics or InMemoryMetrics(), committer,
                              notifications=notifications, batch_size=batch_size, poll_timeout=poll_timeout,
                              max_batch_delay=max_batch_delay)
@@ -136,9 +138,10 @@ def _delivery(core: Deduplicator, endpoints: dict[str, KafkaEndpoint], channels:
               dead_letter_max_bytes: int) -> Delivery:
     sink = KafkaSink(channels.to(endpoints["sink"]), endpoints["sink"].topic, rule_key(core.rules))
     dead_letters = KafkaDeadLetterSink(channels.to(endpoints["dlq"]), endpoints["dlq"].topic, dead_letter_max_bytes)
-    out = endpoints.get("notifications_out")
+    out, reports = endpoints.get("notifications_out"), endpoints.get("duplicates")
     notification_sink = KafkaNotificationSink(channels.to(out), out.topic) if out else None
-    return Delivery(core, sink, dead_letters, notification_sink)
+    duplicates = KafkaDuplicateSink(channels.to(reports), reports.topic) if reports else None
+    return Delivery(core, sink, dead_letters, notification_sink, duplicates)
 
 
 def _notification_source(core, endpoints, settings, channels, group, resources,
@@ -186,7 +189,7 @@ class _Channels:
 def _write_limits(endpoints: dict[str, KafkaEndpoint], settings, timeout: float) -> dict[str, dict[str, int]]:
     """Per cluster, the ``max.message.bytes`` of each topic written (one that cannot be read is left out)."""
     limits: dict[str, dict[str, int]] = {}
-    for role in ("sink", "dlq", "notifications_out"):
+    for role in ("sink", "dlq", "notifications_out", "duplicates"):
         endpoint = endpoints.get(role)
         limit = max_message_bytes(endpoint, settings, timeout) if endpoint else None
         if limit is not None:
@@ -202,11 +205,11 @@ def _batches_within(config: dict[str, Any], limits: Mapping[str, int]) -> dict[s
     return {**config, "batch.size": min(int(config.get("batch.size", PRODUCER_DEFAULT_BATCH)), *limits.values())}
 
 
-def _endpoints(source, sink, dlq, notifications, notifications_out) -> dict[str, KafkaEndpoint]:
+def _endpoints(source, sink, dlq, notifications, notifications_out, duplicates) -> dict[str, KafkaEndpoint]:
     if dlq is None:
         raise KafkaConfigurationError("the kafka engine needs a dead-letter topic: set dlq to kafka://HOST:PORT/TOPIC")
     uris = {"source": source, "sink": sink, "dlq": dlq, "notifications": notifications,
-            "notifications_out": notifications_out}
+            "notifications_out": notifications_out, "duplicates": duplicates}
     return {role: parse_kafka_uri(uri, role) for role, uri in uris.items() if uri is not None}
 
 

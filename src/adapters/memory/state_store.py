@@ -32,7 +32,7 @@ from urllib.parse import quote, unquote
 
 from domain.errors import ProcessingBug, SetupError, StateUnavailable, first_line
 from domain.keys import rule_of
-from domain.state import Claim, Emission, current_key, decide, decode, encode, version_of
+from domain.state import Claim, Emission, Judgement, current_key, decide, decode, encode, version_of
 
 SNAPSHOT_HEADER = "# streamdedup state snapshot\n"
 
@@ -69,9 +69,9 @@ class InMemoryStateStore:
                 raise
 
     def check_and_set(self, claim: Claim) -> bool:
-        return self.check_and_set_many([claim])[0]
+        return self.check_and_set_many([claim])[0].granted
 
-    def check_and_set_many(self, claims: Sequence[Claim]) -> list[bool]:
+    def check_and_set_many(self, claims: Sequence[Claim]) -> list[Judgement]:
         with self._lock:
             return [self._apply(claim) for claim in claims]
 
@@ -147,7 +147,7 @@ class InMemoryStateStore:
         """Every stored key with its emissions (for snapshots and inspection)."""
         return list(self._entries.items())
 
-    def _apply(self, claim: Claim) -> bool:
+    def _apply(self, claim: Claim) -> Judgement:
         rule = rule_of(claim.key)
         heap = self._expiries.get(rule)
         if heap and heap[0][0] <= claim.now:
@@ -161,7 +161,7 @@ class InMemoryStateStore:
         if decision.granted and decision.changed:
             heapq.heappush(self._expiries.setdefault(rule, []),
                            (claim.emission().kept_until, claim.key))
-        return decision.granted
+        return decision.judgement
 
     def _evict(self, rule: str, now: int) -> None:
         heap = self._expiries.get(rule)

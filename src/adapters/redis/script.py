@@ -11,7 +11,8 @@ value under a key holding ``\x1e`` was stored under the legacy spelling of anoth
 (``domain.state.current_key``): it is taken as no entries, and overwritten. Every key is
 read before anything is written, so an unreadable value fails the whole batch with nothing
 applied. A written key expires ``max(kept_until) - now (+ grace)`` seconds later. Returns
-one 1 (emit) or 0 (duplicate) per claim.
+per claim 1 (emit), or for a duplicate the emission it repeats as the state stores it
+(``time,expires_at,owner``, the first live one within the window, as ``decide`` picks it).
 """
 
 import hashlib
@@ -54,7 +55,7 @@ local function decide(entries, c)
     if e[2] > c.now and c.owner ~= '' and e[3] == c.owner then return 1, kept, changed end
   end
   for _, e in ipairs(kept) do
-    if e[2] > c.now and math.abs(c.time - e[1]) < c.window then return 0, kept, changed end
+    if e[2] > c.now and math.abs(c.time - e[1]) < c.window then return e[4], kept, changed end
   end
   kept[#kept + 1] = {c.time, c.expires, c.owner, c.time_text .. ',' .. c.expires_text .. ',' .. c.owner}
   return 1, kept, true

@@ -39,7 +39,7 @@ from redis.retry import Retry
 from domain.errors import StateUnavailable, first_line
 from domain.redaction import redact_uri
 from domain.rules import KEY_SEPARATOR
-from domain.state import Claim, Emission, StateFormatError, decode
+from domain.state import GRANTED, Claim, Emission, Judgement, StateFormatError, decode
 
 from adapters.redis.script import BAD_STATE, CHECK_AND_SET, SCRIPT_SHA
 
@@ -72,15 +72,15 @@ class RedisStateStore:
             raise StateUnavailable(f"invalid redis URL {self.address}: {exc}") from None
 
     def check_and_set(self, claim: Claim) -> bool:
-        return self.check_and_set_many([claim])[0]
+        return self.check_and_set_many([claim])[0].granted
 
-    def check_and_set_many(self, claims: Sequence[Claim]) -> list[bool]:
+    def check_and_set_many(self, claims: Sequence[Claim]) -> list[Judgement]:
         if not claims:
             return []
         chunks = [claims[i:i + self.chunk_size] for i in range(0, len(claims), self.chunk_size)]
         with self._translated("check-and-set"):
             replies = self._evaluate(chunks)
-        return [bool(v) for reply in replies for v in reply]
+        return [GRANTED if v == 1 else Judgement(decode(b"3|" + v)[0]) for reply in replies for v in reply]
 
     def invalidate(self, key: str) -> bool:
         with self._translated("invalidate"):

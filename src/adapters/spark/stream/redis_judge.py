@@ -73,8 +73,8 @@ class RedisPartitionClaims:
                 claimed.remove(i)
             else:
                 claims.append(claim)
-        for i, granted in zip(claimed, store.check_and_set_many(claims)):
-            verdicts[i] = "emit" if granted else "duplicate"
+        for i, judgement in zip(claimed, store.check_and_set_many(claims)):
+            verdicts[i] = "emit" if judgement.granted else "duplicate"
         return pa.RecordBatch.from_arrays([*batch.columns, pa.array(verdicts, pa.string())],
                                           names=[*batch.schema.names, "verdict"])
 
