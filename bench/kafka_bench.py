@@ -3,6 +3,7 @@
     .venv/bin/python bench/kafka_bench.py [--events 1000000] [--dup-ratio 0.3] [--states memory,redis]
                                           [--partitions 2] [--exactly-once] [--batch-size 2000]
                                           [--no-passthrough] [--profile DIR] [--json FILE] [--instances N]
+                                          [--duplicates]
 
 Starts a local Kafka broker and redis-server (``deploy/local/services``) unless
 ``--bootstrap`` / ``--redis`` (or ``DEDUP_TEST_KAFKA`` / ``DEDUP_TEST_REDIS``) name running
@@ -24,6 +25,9 @@ of each engine run there.
 ``--instances N`` (N > 1) adds a run of N engine processes in one consumer group with Redis
 state: the rate is the topic's records over the time from their start until the group has
 committed the whole topic (their stop not included); the counts are the processes' sums.
+
+``--duplicates`` runs each state twice, without and with the duplicates output (a report of
+every duplicate to a topic, ``domain.duplicates``): the cost of the reports, in one run.
 """
 
 from __future__ import annotations
@@ -61,7 +65,8 @@ def main() -> None:
         del records
         ceilings = [] if args.no_passthrough else [
             run_passthrough(args, services, topic, parse) for parse in (False, True)]
-        results = [run_child(args, services, topic, state, expected.as_accounting()) for state in args.states]
+        results = [run_child(args, services, topic, state, expected.as_accounting(), reports)
+                   for state in args.states for reports in ((False, True) if args.duplicates else (False,))]
         if args.instances > 1:
             results.append(run_group(args, services, topic, expected.as_accounting()))
     report(ceilings, results, args.json)
@@ -81,6 +86,8 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--redis", default=os.environ.get("DEDUP_TEST_REDIS"))
     p.add_argument("--json", type=Path, help="also write the figures here")
     p.add_argument("--instances", type=int, default=1, help="also run N processes in one group (Redis state)")
+    p.add_argument("--duplicates", action="store_true", help="run each state also with the duplicates output")
+    p.add_argument("--report-duplicates", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--group", help=argparse.SUPPRESS)
     p.add_argument("--follow", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
@@ -210,21 +217,24 @@ def passthrough(args: argparse.Namespace) -> dict:
             "peak_rss_mb": peak_rss_mb(), "state_keys": 0, "counts_match": None}
 
 
-def run_child(args, services: Services, topic: str, state: str, expected: dict) -> dict:
-    outputs = [f"{topic}-{state}-out", f"{topic}-{state}-dlq"]
+def run_child(args, services: Services, topic: str, state: str, expected: dict, reports: bool = False) -> dict:
+    outputs = [f"{topic}-{state}-{kind}" for kind in ("out", "dlq", "dups")]
     services.create_topics(*outputs)
     state_uri = services.redis_url if state == "redis" else "memory"
     command = [sys.executable, __file__, "--child", f"--bootstrap={services.bootstrap}", f"--topic={topic}",
                f"--state={state_uri}", f"--batch-size={args.batch_size}"] + (["--exactly-once"] * args.exactly_once)
+    command += ["--report-duplicates"] * reports
     if args.profile:
         args.profile.mkdir(parents=True, exist_ok=True)
         command.append(f"--profile={args.profile / f'{state}.prof'}")
-    print(f"running the kafka engine with {state} state ...", file=sys.stderr)
+    print(f"running the kafka engine with {state} state{' and duplicate reports' if reports else ''} ...",
+          file=sys.stderr)
     done = subprocess.run(command, stdout=subprocess.PIPE, text=True, check=True)
     result = json.loads(done.stdout.strip().splitlines()[-1])
     counts = result.pop("counts")
     result["counts_match"] = {k: counts[k] for k in expected} == expected
-    return {"state": state, "delivery": "exactly-once" if args.exactly_once else "at-least-once", **result}
+    delivery = ("exactly-once" if args.exactly_once else "at-least-once") + (" +dups" if reports else "")
+    return {"state": state, "delivery": delivery, **result}
 
 
 def run_group(args, services: Services, topic: str, expected: dict) -> dict:
@@ -281,10 +291,12 @@ def run_engine(args: argparse.Namespace) -> dict:
     rss_before = peak_rss_mb()
     started = time.perf_counter()
     outputs = "group" if args.follow else state
-    engine = build_kafka_engine(core, f"kafka://{bootstrap}/{topic}?group={args.group or f'bench-{state}'}",
+    group = args.group or f"bench-{state}{'-dups' if args.report_duplicates else ''}"
+    engine = build_kafka_engine(core, f"kafka://{bootstrap}/{topic}?group={group}",
                                 f"kafka://{bootstrap}/{topic}-{outputs}-out", f"kafka://{bootstrap}/{topic}-{outputs}-dlq",
                                 exactly_once=args.exactly_once, batch_size=args.batch_size,
-                                stop_at_end=not args.follow)
+                                stop_at_end=not args.follow, duplicates_uri=f"kafka://{bootstrap}/{topic}-{outputs}-dups"
+                                if args.report_duplicates else None)
     if args.follow:  # one of a group: until SIGTERM
         import signal
         import threading

@@ -19,19 +19,21 @@ from pathlib import Path
 import pytest
 
 from deploy.local.services.cli import main as services_cli
+from domain.duplicates import from_document
 from deploy.local.services.prerequisites import REPO_ROOT
 
 pytestmark = [pytest.mark.kafka, pytest.mark.redis, pytest.mark.spark, pytest.mark.slow]
 
 BLOCK = re.compile(r"<!-- walkthrough[^>]*-->\n```sh\n(.*?)\n```", re.S)
+DROPPED_BLOCK = re.compile(r"<!-- dropped-walkthrough[^>]*-->\n```sh\n(.*?)\n```", re.S)
 SUMMARY = re.compile(r"^dedup: in=(\d+), out=(\d+), duplicates=(\d+), dead_lettered=(\d+), skipped=0 ", re.M)
 LISTING = re.compile(r"^(\S+) +\d+ partitions +(\d+) messages$", re.M)
 
 
-def walkthrough() -> str:
+def walkthrough(block: re.Pattern = BLOCK) -> str:
     """The marked block of README.md; the test fails when there is none."""
-    match = BLOCK.search((REPO_ROOT / "README.md").read_text())
-    assert match, "README.md has no ```sh block right after a <!-- walkthrough --> comment"
+    match = block.search((REPO_ROOT / "README.md").read_text())
+    assert match, f"README.md has no ```sh block right after the comment {block.pattern[:30]!r}"
     return match.group(1)
 
 
@@ -67,3 +69,16 @@ def test_the_walkthrough_runs_as_written_and_both_engines_report_the_generated_c
     out, dead = expected["out"], expected["dead_lettered"]
     assert held == {"events": expected["in"], "unique": out, "dead": dead, "spark-unique": out, "spark-dead": dead}
     assert not (work / "services").exists()
+
+
+def test_why_was_my_event_dropped_runs_as_written_and_names_the_first_copy(tmp_path):
+    """The semantics section's walk-through: the report names line 1, the explanation shows its emission."""
+    run = run_in_bash(walkthrough(DROPPED_BLOCK), tmp_path)
+    assert run.returncode == 0, f"exit {run.returncode}\n{run.stdout[-3000:]}\n{run.stderr[-3000:]}"
+    report_line, *explanation = run.stdout.splitlines()
+    report = from_document(json.loads(report_line))
+    assert json.loads(report.record.value)["id"] == "e2"
+    assert (report.first.offset, report.first_time, report.apart) == (1, 1_700_000_000, 12)
+    assert report.first.source.endswith("/in.jsonl")
+    assert explanation[-1].strip().startswith("emitted at 1700000000, expires at 1700000060 (expired), made by ")
+    assert explanation[-1].rstrip().endswith("/in.jsonl partition 0 offset 1")

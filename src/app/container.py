@@ -194,9 +194,6 @@ def build_spark_engine(*, rules: RuleSet, policies: Policies, metrics, source: s
     """``settings_file``: the file the settings came from (``--config``), named in the commands the
     engine's refusals suggest."""
     from adapters.spark.engine import build_spark_engine as build
-    if duplicates:
-        raise UsageError("invalid setting duplicates (DEDUP_DUPLICATES): the spark engine does not write "
-                         "duplicate reports yet; run --engine memory or kafka for them")
     if state != CHECKPOINT and not state.startswith(REDIS_SCHEMES):
         raise UsageError(f"invalid setting state: the spark engine keeps its state in its checkpoint ('checkpoint') "
                          f"or in Redis (redis://HOST:PORT/DB), got {redact_uri(state)!r}")
@@ -211,7 +208,8 @@ def build_spark_engine(*, rules: RuleSet, policies: Policies, metrics, source: s
                      notifications=spark_uri(notifications, "notifications") if notifications else None,
                      delivery=kafka.delivery, kafka_config=kafka.config, transactional_id=kafka.transactional_id,
                      commit_replication=kafka.commit_topic_replication_factor,
-                     restart=parse_restart(spark.restart), metrics=metrics, dead_letter_max_bytes=dlq_max_bytes, **query)
+                     restart=parse_restart(spark.restart), metrics=metrics, dead_letter_max_bytes=dlq_max_bytes,
+                     duplicates=spark_uri(duplicates, "duplicates") if duplicates else None, **query)
     except ValueError as exc:
         raise UsageError(f"invalid setting kafka.config (DEDUP_KAFKA__CONFIG): {exc}") from None
 

@@ -7,7 +7,7 @@ import os
 import signal
 import sys
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
@@ -21,6 +21,7 @@ from adapters.spark.engine import build_spark_engine  # noqa: E402
 from adapters.spark.runtime.session import build_session, connector_jars  # noqa: E402
 from app.cli import main  # noqa: E402
 from domain.dead_letters import from_document  # noqa: E402
+from domain.duplicates import Duplicate, from_document as duplicate_from_document  # noqa: E402
 from domain.policies import Policies  # noqa: E402
 from domain.rules import RuleSet  # noqa: E402
 
@@ -51,6 +52,7 @@ class Result:
     counts: dict[str, int]
     out: list[dict]
     dead_letters: list[dict]
+    duplicates: list[Duplicate] = field(default_factory=list)  # the duplicate reports, decoded
 
     @property
     def out_ids(self) -> list[str]:
@@ -79,9 +81,19 @@ class FileRun:
 
     def run(self, rules: RuleSet | None = None, state_provider: str = "rocksdb", metrics=None,
             conf: dict[str, str] | None = None) -> Result:
-        engine = self.engine(rules, state_provider=state_provider, metrics=metrics, conf=conf or {})
+        engine = self.engine(rules, state_provider=state_provider, metrics=metrics, conf=conf or {},
+                             duplicates=str(self.dir / "dups"))
         counts = engine.run(available_now=True).as_dict()
-        return Result(counts, _read(self.dir / "out"), _read(self.dir / "dlq"))
+        return Result(counts, _read(self.dir / "out"), _read(self.dir / "dlq"),
+                      [duplicate_from_document(d) for d in _read(self.dir / "dups")])
+
+    def run_reports(self, directory: str) -> list[Duplicate]:
+        """The duplicate reports written to ``directory`` under this run's, decoded."""
+        return [duplicate_from_document(d) for d in _read(self.dir / directory)]
+
+    def line_of(self, source: str, offset: int) -> bytes:
+        """The record the Spark file source read at ``offset`` of ``source`` (a file of one split: its line index)."""
+        return Path(source.removeprefix("file:")).read_bytes().splitlines()[offset]
 
     def engine(self, rules: RuleSet | None = None, policies: Policies | None = None, sink: str = "out",
                dead_letters: str = "dlq", checkpoint: str = "checkpoint", **settings):

@@ -58,7 +58,8 @@ def scoped(scenario: Scenario, n: int) -> tuple[list[list[bytes]], RuleSet]:
 
 def test_every_scenario_in_one_stream(files):
     """The golden scenarios at once, in one query: each under types of its own, so its rules and
-    their watermarks are its own; micro-batch k holds every scenario's k-th. Verdicts as alone."""
+    their watermarks are its own; micro-batch k holds every scenario's k-th. Verdicts as alone,
+    and each duplicate's report names the record of the step it repeats."""
     runs = [scoped(scenario, n) for n, scenario in enumerate(SCENARIOS)]
     for k in range(max(len(batches) for batches, _ in runs)):
         files.add(*[record for batches, _ in runs if k < len(batches) for record in batches[k]])
@@ -68,6 +69,10 @@ def test_every_scenario_in_one_stream(files):
         records = sorted((r for batch in batches for r in batch), key=lambda r: int(json.loads(r)["id"].split("e")[-1]))
         labels = ["emit" if json.loads(r)["id"] in emitted else reasons.get(r, "dup") for r in records]
         assert labels == scenario.expected(), scenario.name
+        step = {r: int(json.loads(r)["id"].split("e")[-1]) for r in records}
+        assert {step[d.record.value]: step[files.line_of(d.first.source, d.first.offset)]
+                for d in result.duplicates if d.record.value in step} == scenario.expected_repeats(), scenario.name
+    assert len(result.duplicates) == result.counts["duplicates"]
     assert result.counts["in"] == result.counts["out"] + result.counts["duplicates"] + result.counts["dead_lettered"]
 
 

@@ -104,16 +104,16 @@ def build_spark_engine(rules: RuleSet, policies: Policies, *, source: str, sink:
                        kafka_config: Mapping[str, str] | None = None, transactional_id: str | None = None,
                        commit_replication: int | None = None, restart: RestartStrategy | None = None, metrics=None,
                        spark: SparkSession | None = None, dead_letter_max_bytes: int = DEFAULT_MAX_BYTES,
-                       **query) -> "SparkEngine":
+                       duplicates: str | None = None, **query) -> "SparkEngine":
     """The engine with the parts the settings name: Spark's state (``state="checkpoint"``) or a
     ``redis://`` URL as the judge; ``delivery`` as the writer. ``kafka_config``: librdkafka
-    settings (``ValueError`` names one Spark's Kafka client cannot take). ``query``: the
-    ``SparkQuery`` fields."""
+    settings (``ValueError`` names one Spark's Kafka client cannot take). ``duplicates``: where
+    the duplicate reports go (None: off). ``query``: the ``SparkQuery`` fields."""
     state = _state_of(state)
     config = dict(kafka_config or {})
     consumer, producer = (spark_kafka_options(config, role) for role in ("consumer", "producer"))
     writer = writer_for(sink, dead_letters, delivery, checkpoint, config, transactional_id, producer,
-                        commit_replication, dead_letter_max_bytes, consumer)
+                        commit_replication, dead_letter_max_bytes, consumer, duplicates)
     judge = OperatorJudge() if state == "checkpoint" else RedisBatchJudge(state, partitions=query.get(
         "shuffle_partitions") or 2)
     query = SparkQuery(source, checkpoint, outputs={"sink": sink, "dlq": dead_letters}, kafka_settings=config,

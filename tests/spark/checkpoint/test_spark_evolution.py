@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from adapters.spark.checkpoint.manifest import read_manifest
+from adapters.spark.checkpoint.manifest import STATE_FORMAT, read_manifest
 from adapters.spark.checkpoint.migration import migrate, plan_migration
 from adapters.spark.checkpoint.state_reader import inspect_checkpoint
 from domain.migration import IncompatibleState
@@ -191,7 +191,7 @@ def test_inspect_reports_what_the_job_wrote(stream, spark):
     assert report["keys"] == 7 and report["keys_per_rule"] == {"APP": 4, "WEB": 3}
     assert report["oldest_expiry"] == T + 0 + 60
     assert report["newest_expiry"] == T + 2 + 1200
-    assert report["format_versions"] == {"window-dedup/2": 7}
+    assert report["format_versions"] == {f"window-dedup/{STATE_FORMAT}": 7}
     assert report["size_bytes"] > 0
     assert all(len(s) == 2 for s in report["samples"].values())
     assert report["details"]["last_committed_batch"] == 0
@@ -209,7 +209,7 @@ def test_the_cli_inspects_migrates_with_a_dry_run_and_refuses_an_incompatible_ru
 
     assert main(["state", "inspect", "--state", f"spark:{v1}", "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
-    assert report["keys_per_rule"] == {"APP": 1, "WEB": 1} and report["format_versions"] == {"window-dedup/2": 2}
+    assert report["keys_per_rule"] == {"APP": 1, "WEB": 1} and report["format_versions"] == {f"window-dedup/{STATE_FORMAT}": 2}
 
     # the job's own run refuses v2's settings on v1's checkpoint: exit 2, one line, nothing written
     before = tree_digest(v1)
@@ -233,3 +233,58 @@ def test_the_cli_inspects_migrates_with_a_dry_run_and_refuses_an_incompatible_ru
     stream.add(event("w2", "w", "WEB", 100), event("a3", "a", "APP", 10))
     counts, ids = stream.run_version(V2, "v2", "out-v2")
     assert (counts["in"], counts["duplicates"], ids) == (2, 2, [])
+
+
+FORMAT_2 = Path(__file__).parent / "fixtures" / "format2"
+FORMAT_2_ROOT = "/tmp/streamdedup-fixture-format2"  # where the fixture was written; its text files name it
+
+
+def test_a_checkpoint_of_the_previous_state_format_is_migrated_and_its_emissions_report_no_position(
+        stream, spark, tmp_path, capsys, monkeypatch):
+    """``fixtures/format2``: the checkpoint the previous version (state format 2, emission times
+    without their positions; Spark 4.0.1) wrote over ``in/0000.jsonl`` (a1 a@0, w1 w@0, b1 b@2, a2 a@5:
+    a duplicate), by ``dedup run --engine spark`` with two state partitions."""
+    from app.cli import main
+
+    for path in FORMAT_2.rglob("*"):
+        if path.is_file():
+            target = tmp_path / path.relative_to(FORMAT_2)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            data = path.read_bytes()
+            target.write_bytes(data.replace(FORMAT_2_ROOT.encode(), str(tmp_path).encode())
+                               if path.parent.name in ("0", "streamdedup") and b"{" in data else data)
+    old, new = tmp_path / "checkpoint", tmp_path / "v3"
+    assert read_manifest(old / "streamdedup").operators["window-dedup"]["state_format"] == 2
+
+    monkeypatch.setenv("DEDUP_SPARK__CHECKPOINT", str(old))
+    code = main(["run", "--engine", "spark", "--source", f"file:{stream.input}", "--sink", f"file:{tmp_path / 'out'}",
+                 "--dlq", f"file:{tmp_path / 'dlq'}", "--no-progress"])
+    refusal = [line for line in capsys.readouterr().err.splitlines() if line.startswith("dedup:")]
+    assert code == 2 and len(refusal) == 1 and "dedup state migrate" in refusal[0], refusal
+
+    assert main(["state", "migrate", "--from", f"spark:{old}", "--to", f"spark:{new}"]) == 0
+    stream.files = 1
+    stream.add(event("a3", "a", "APP", 10), event("c1", "c", "APP", 11), event("c2", "c", "APP", 12),
+               event("w2", "w", "WEB", 100), event("b2", "b", "APP", 40))
+    engine = stream.engine(V1, sink="out", dead_letters="dlq", checkpoint="v3", duplicates=str(tmp_path / "dups"))
+    counts = engine.run(available_now=True).as_dict()
+    assert (counts["in"], counts["out"], counts["duplicates"]) == (5, 2, 3)
+    reports = {json.loads(d.record.value)["id"]: d for d in stream.run_reports("dups")}
+    assert sorted(reports) == ["a3", "c2", "w2"]
+    # the old emissions: their times, not where they came from; the new one: both
+    assert (reports["a3"].first, reports["a3"].first_time, reports["w2"].first, reports["w2"].first_time) == (
+        None, T, None, T)
+    c2 = reports["c2"]
+    assert (c2.first_time, json.loads(stream.line_of(c2.first.source, c2.first.offset))["id"]) == (T + 11, "c1")
+    assert read_manifest(new / "streamdedup").operators["window-dedup"]["state_format"] == STATE_FORMAT
+    # what the state remembers: the old job's emission of a (consulted read-only), c1's with its position
+    explained = {}
+    for value in ("a", "c"):
+        capsys.readouterr()
+        assert main(["state", "explain", "--state", f"spark:{new}", "--rule", "APP", "--key", f"uniqueValue={value}",
+                     "--json"]) == 0
+        explained[value] = json.loads(capsys.readouterr().out)
+    assert [(e["time"], e["position"]) for e in explained["a"]["emissions"]] == [(T, None)]
+    [c] = explained["c"]["emissions"]
+    assert (c["time"], c["expires_at"], c["position"]["offset"]) == (T + 11, T + 71, c2.first.offset)
+    assert c["position"]["topic"].endswith("0001.jsonl") and explained["c"]["at_source"].startswith("rule APP's")

@@ -18,7 +18,7 @@ import pytest
 
 from adapters.spark.checkpoint.logs import Checkpoint
 from adapters.spark.checkpoint.hadoop_files import HadoopPath
-from adapters.spark.checkpoint.manifest import read_manifest
+from adapters.spark.checkpoint.manifest import STATE_FORMAT, read_manifest
 from app.cli import main
 from app.generator import StreamSpec, generate_parts
 from domain.migration import IncompatibleState
@@ -94,7 +94,7 @@ def test_state_inspect_and_migrate_work_on_hdfs_checkpoints(stream, hdfs_dir, tm
     # 1. inspect reads the state, its progress and its size on HDFS
     assert main(["state", "inspect", "--state", f"spark:{v1}", "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
-    assert report["keys_per_rule"] == {"APP": 1, "WEB": 1} and report["format_versions"] == {"window-dedup/2": 2}
+    assert report["keys_per_rule"] == {"APP": 1, "WEB": 1} and report["format_versions"] == {f"window-dedup/{STATE_FORMAT}": 2}
     assert report["details"]["last_committed_batch"] == 0 and report["details"]["manifest"] == "present"
     assert 0 < report["size_bytes"] < report["details"]["checkpoint_bytes"]
 

@@ -95,6 +95,7 @@ def test_events_whose_values_only_shift_the_separator_are_both_emitted(files):
 
 
 def test_a_checkpoint_of_the_legacy_key_format_is_refused_then_migrated_with_its_keys_respelled(files, spark):
+    from adapters.spark.checkpoint.manifest import STATE_FORMAT
     from adapters.spark.checkpoint.migration import migrate, plan_migration
     from domain.migration import IncompatibleState
 
@@ -109,7 +110,7 @@ def test_a_checkpoint_of_the_legacy_key_format_is_refused_then_migrated_with_its
     manifest.write_text(json.dumps(stored))
     (manifest.parent / ".manifest.json.crc").unlink(missing_ok=True)  # Hadoop's checksum of the file as it was
     # 2. this version refuses it, and says how to migrate
-    with pytest.raises(IncompatibleState, match="state_format changed from 1 to 2.*dedup state migrate"):
+    with pytest.raises(IncompatibleState, match=f"state_format changed from 1 to {STATE_FORMAT}.*dedup state migrate"):
         files.engine(rules, sink="out-v1", dead_letters="dlq-v1", checkpoint="v1").run(available_now=True)
     # 3. the migration respells the old keys: the old emission now belongs to "a\x1e0b"
     plan = plan_migration(spark, str(files.dir / "v1"), str(files.dir / "v2"), rules)

@@ -36,7 +36,8 @@ from adapters.spark.checkpoint.hadoop_files import HadoopPath
 from domain.rules import RuleSet
 
 OPERATOR = "window-dedup"
-STATE_FORMAT = 2  # Emissions{retention: long, times: array<long>} per key (domain.keys; 1: legacy key spelling)
+STATE_FORMAT = 3  # Emissions{owners: array<string>, retention: long, times: array<long>} per key (domain.keys)
+# 2: no owners (each emission's source position); 1: also the legacy key spelling
 MANIFEST_VERSION = 1
 FLAGS = {"source": "--source", "sink": "--sink", "dlq": "--dlq", "notifications": "--notifications"}
 

@@ -38,11 +38,11 @@ from adapters.spark.checkpoint.logs import Checkpoint
 from adapters.spark.checkpoint.identity import Identity, inherited_identity, write_identity
 from adapters.spark.stream.keys import from_legacy_column
 from adapters.spark.checkpoint.manifest import OPERATOR, Manifest, job_manifest, read_manifest, write_manifest
-from adapters.spark.checkpoint.state_reader import describe_offsets, read_state, rule_of, state_schema
+from adapters.spark.checkpoint.state_reader import FALLBACK, describe_offsets, read_state, rule_of, state_schema
 from domain.migration import IncompatibleState, KeyTranslation
 from domain.rules import RuleSet
 
-FALLBACK, FILES_READ = "fallback", "files-read.json"
+FILES_READ = "files-read.json"
 DEFAULT_OLD_KEY_FIELDS = ("uniqueValue",)
 ESCAPED_KEYS_SINCE = 2  # the manifest's state_format from which keys are spelled by domain.keys
 

@@ -1,9 +1,10 @@
 """The window-dedup operator's state, read through Spark's state data source (``statestore``).
 
 ``read_state`` gives one row per key: ``key`` (``domain.keys``), ``times`` (the live
-emissions' event times, s) and ``retention`` (window + lateness, s); an emission expires
-at ``time + retention``, as ``domain.state.Emission.expires_at``. Reading never changes
-the checkpoint.
+emissions' event times, s), ``retention`` (window + lateness, s) and ``owners`` (the source
+position token of the record that made each emission; null in a state format 2 checkpoint,
+which did not keep them); an emission expires at ``time + retention``, as
+``domain.state.Emission.expires_at``. Reading never changes the checkpoint.
 """
 
 from __future__ import annotations
@@ -17,7 +18,11 @@ from adapters.spark.checkpoint.logs import Checkpoint
 from adapters.spark.checkpoint.manifest import OPERATOR, read_manifest
 from adapters.spark.stream.keys import rule_column
 from domain.inspection import StateReport, key_sample
+from domain.keys import decode_key, encode_key
 from domain.migration import IncompatibleState
+from domain.state import Emission
+
+FALLBACK = "fallback"  # where a migration exports the old state the new job consults (``checkpoint.migration``)
 
 
 def state_schema(spark: SparkSession) -> str:
@@ -37,8 +42,9 @@ def read_state(spark: SparkSession, location: str, batch: int | None = None) -> 
     if not {"times", "retention"} <= set(stored):
         raise IncompatibleState(f"the state in {location} has fields {', '.join(stored)}; this version reads "
                                 f"{OPERATOR} state with 'times' and 'retention' (no reader for that format)")
+    owners = F.col("value.groupState.owners") if "owners" in stored else F.lit(None).cast("array<string>")
     return raw.select(F.col("key.key").alias("key"), F.col("value.groupState.times").alias("times"),
-                      F.col("value.groupState.retention").alias("retention"))
+                      F.col("value.groupState.retention").alias("retention"), owners.alias("owners"))
 
 
 def rule_of(key: str = "key"):
@@ -100,3 +106,44 @@ def describe_offsets(offsets: list[str]) -> str:
         data = json.loads(text)
         shown.append(f"file log {data['logOffset']}" if "logOffset" in data else text)
     return "; ".join(shown)
+
+
+def key_emissions(spark: SparkSession, location: str, keys: list[str]) -> dict[str, tuple[Emission, ...]]:
+    """The emissions the checkpoint's state keeps for each of ``keys`` (after its last committed
+    batch), and those of a migration's old state it still consults; an emission of a state format
+    that kept no owners has owner ``""`` (position unknown)."""
+    if Checkpoint.at(location).last_committed() is None:
+        return {}
+    rows = read_state(spark, location).where(F.col("key").isin(keys)).collect()
+    found = _fallback_emissions(spark, location, keys)
+    for row in rows:
+        owners = row["owners"] or [""] * len(row["times"])
+        found[row["key"]] = found.get(row["key"], ()) + tuple(
+            Emission(t, t + row["retention"], owner or "") for t, owner in zip(row["times"], owners))
+    return found
+
+
+def _fallback_emissions(spark: SparkSession, location: str, keys: list[str]) -> dict[str, tuple[Emission, ...]]:
+    """During a migration (``checkpoint.migration``), the old job's emissions the running job still
+    consults for ``keys`` (read-only, their positions unknown); none once the old state retired."""
+    checkpoint = Checkpoint.at(location)
+    manifest = read_manifest(checkpoint.ours)
+    migration = manifest.migration if manifest else None
+    if not migration or migration.get("retired"):
+        return {}
+    old_keys = {}
+    for key in keys:
+        rule, values = decode_key(key)
+        translation = migration.get("translations", {}).get(rule)
+        old_keys[key if translation is None else encode_key(rule, [
+            values[translation["new"].index(name)] for name in translation["old"]])] = key
+    table = spark.read.parquet(str(checkpoint.ours / FALLBACK)).where(F.col("old_key").isin(list(old_keys)))
+    return {old_keys[row["old_key"]]: tuple(Emission(t, t + row["fallback_retention"]) for t in row["fallback"])
+            for row in table.collect()}
+
+
+def rule_watermark(location: str, rule: str, now: float) -> int | None:
+    """``rule``'s watermark as the checkpoint's job left it (``stream.watermarks``); None while it has none."""
+    from adapters.spark.stream.watermarks import restored
+
+    return restored(Checkpoint.at(location)).of(rule, now)

@@ -46,13 +46,14 @@ from adapters.spark.checkpoint.logs import Checkpoint
 from adapters.spark.checkpoint.identity import Identity, committed_pending, resolve_identity, settle, write_identity
 from adapters.spark.errors import SparkSetupError
 from adapters.spark.output.oversize import OversizeRoute, dead_letter_bound, events_route, producer_max
-from adapters.spark.stream.plan import DEAD_LETTER, EMIT
+from adapters.spark.stream.plan import DEAD_LETTER, DUPLICATE, EMIT
 from adapters.spark.output.spark_writer import BatchSink, accounted_records
 from adapters.spark.output.executor_writer import (BATCHING, NO_BATCH, PRODUCER_DEFAULTS, CommitLog, ExecutorWriter,
                                                PartitionWrite, control_topic_for, fence, java_client_settings)
 from domain.dead_letters import DEFAULT_MAX_BYTES
 
 log = logging.getLogger(__name__)
+WHOLE = 2 ** 31 - 1  # a duplicate report in a JSONL directory is never cut
 
 
 @dataclass
@@ -62,11 +63,14 @@ class AtLeastOnceWriter:
     routed: OversizeRoute = field(default_factory=OversizeRoute)  # the judged batch, as this writer takes it
     executors: ExecutorWriter | None = None  # writes the Kafka topics (None: events to a JSONL directory)
     spark: object = field(default=None, repr=False)
+    duplicates: BatchSink | None = None  # the duplicate reports (None: off)
 
     @property
     def reads(self) -> int:
-        """One write for both outputs reads the batch once; otherwise each output reads it."""
-        return 1 if self.executors is not None and self.events.same_cluster(self.dead_letters) else 2
+        """One write for the outputs on the events' Kafka cluster reads the batch once; each other output once more."""
+        if self.executors is None:
+            return 2 + (self.duplicates is not None)
+        return 1 + len(apart_from(self.events, self.dead_letters, self.duplicates))
 
     @property
     def kafka(self) -> bool:
@@ -80,8 +84,11 @@ class AtLeastOnceWriter:
         if self.executors is None:
             self.events.write(batch.filter(F.col("verdict") == EMIT), batch_id)
             self.dead_letters.write(batch.filter(F.col("verdict") == DEAD_LETTER), batch_id)
+            if self.duplicates is not None:
+                self.duplicates.write(batch.filter(F.col("verdict") == DUPLICATE), batch_id)
         else:
-            write_from_executors(batch, batch_id, self.events, self.dead_letters, self.executors)
+            write_from_executors(batch, batch_id, self.events, self.dead_letters, self.executors,
+                                 duplicates=self.duplicates)
 
     def close(self) -> None:
         if self.executors is not None and self.spark is not None:
@@ -90,15 +97,24 @@ class AtLeastOnceWriter:
 
 def write_from_executors(batch: DataFrame, batch_id: int, events: BatchSink, dead_letters: BatchSink,
                          executors: ExecutorWriter, transactional_id: str | None = None,
-                         query_id: str | None = None) -> list[PartitionWrite]:
+                         query_id: str | None = None, duplicates: BatchSink | None = None) -> list[PartitionWrite]:
     """The judged batch's Kafka records written by the executors, in one transaction per partition
-    under ``transactional_id`` (None: at-least-once). Dead letters go with the unique events when on
-    the same Kafka cluster; otherwise Spark's own writer writes them first (``dead_letters.write``)."""
-    letters = dead_letters.endpoint.topic if events.same_cluster(dead_letters) else None
-    if letters is None:
-        dead_letters.write(batch.filter(F.col("verdict") == DEAD_LETTER), batch_id)
-    records = accounted_records(batch, events.endpoint.topic, letters, dead_letters.max_bytes)
+    under ``transactional_id`` (None: at-least-once). Dead letters and duplicate reports go with the
+    unique events when on the same Kafka cluster; otherwise Spark's own writer writes them first."""
+    apart = apart_from(events, dead_letters, duplicates)
+    for sink, verdict in ((dead_letters, DEAD_LETTER), (duplicates, DUPLICATE)):
+        if sink in apart:
+            sink.write(batch.filter(F.col("verdict") == verdict), batch_id)
+    letters = None if dead_letters in apart else dead_letters.endpoint.topic
+    reports = None if duplicates is None or duplicates in apart else duplicates.endpoint.topic
+    records = accounted_records(batch, events.endpoint.topic, letters, dead_letters.max_bytes, reports,
+                                duplicates.max_bytes if duplicates else DEFAULT_MAX_BYTES)
     return executors.write(records, batch_id, transactional_id, query_id)
+
+
+def apart_from(events: BatchSink, *others: BatchSink | None) -> list[BatchSink]:
+    """Of ``others`` (None: off), those not on the events' Kafka cluster: Spark's own writer writes them."""
+    return [sink for sink in others if sink is not None and not events.same_cluster(sink)]
 
 
 @dataclass
@@ -114,12 +130,13 @@ class ExactlyOnceWriter:
     identity: Identity | None = field(default=None, repr=False)
     query_id: str | None = None
     spark: object = field(default=None, repr=False)
+    duplicates: BatchSink | None = None  # the duplicate reports (None: off)
     kafka = True
 
     @property
     def reads(self) -> int:
-        """One write from the executors, plus the dead letters' own write to a JSONL directory."""
-        return 1 if self.events.same_cluster(self.dead_letters) else 2
+        """One write from the executors, plus each own write to a JSONL directory."""
+        return 1 + len(apart_from(self.events, self.dead_letters, self.duplicates))
 
     def open(self, spark) -> None:
         """The transactional id for this start: the checkpoint's identity (created on its first start);
@@ -145,7 +162,7 @@ class ExactlyOnceWriter:
             batch = batch.filter(~self.carried)
         self.query_id = self.query_id or query_id_of(self.checkpoint)
         tasks = write_from_executors(batch, batch_id, self.events, self.dead_letters, self.executors,
-                                     self.identity.transactional_id, self.query_id)
+                                     self.identity.transactional_id, self.query_id, self.duplicates)
         skipped = sorted(task.partition for task in tasks if task.skipped)
         if skipped:
             log.info("batch %d: partitions %s were committed to Kafka before (markers found); not written again",
@@ -196,33 +213,41 @@ def query_id_of(checkpoint: str | None) -> str | None:
 def writer_for(sink: str, dead_letters: str, delivery: str, checkpoint: str,
                kafka_settings: Mapping[str, str] | None = None, transactional_id: str | None = None,
                spark_producer_options: Mapping[str, str] | None = None, commit_replication: int | None = None,
-               dead_letter_max_bytes: int = DEFAULT_MAX_BYTES, consumer_options: Mapping[str, str] | None = None):
+               dead_letter_max_bytes: int = DEFAULT_MAX_BYTES, consumer_options: Mapping[str, str] | None = None,
+               duplicates: str | None = None):
     """The batch writer for ``delivery`` (``at-least-once`` or ``exactly-once``).
 
     ``kafka_settings``: librdkafka settings (the transactional producer);
     ``spark_producer_options``: the same as options of Spark's Kafka writer (and, unprefixed, of the
     executor-side writer); ``consumer_options``: those of Spark's Kafka reader (the markers' lookups);
     ``commit_replication``: the commit-marker topic's replication factor (None: the broker's default);
-    ``dead_letter_max_bytes``: a dead letter's key plus value at most (``domain.dead_letters``).
+    ``dead_letter_max_bytes``: a dead letter's key plus value at most (``domain.dead_letters``);
+    ``duplicates``: where the duplicate reports go (``domain.duplicates``; None: off), cut only to fit a topic.
     """
     options = {**{f"kafka.{key}": value for key, value in BATCHING.items()}, **(spark_producer_options or {})}
     settings = dict(kafka_settings or {})
     events, letters = (BatchSink.from_uri(sink, "events", options),
                        BatchSink.from_uri(dead_letters, "dead_letters", options))
     letters = replace(letters, max_bytes=dead_letter_bound(letters.endpoint, settings, dead_letter_max_bytes))
+    reports = None
+    if duplicates:
+        reports = BatchSink.from_uri(duplicates, "duplicates", options)
+        whole = producer_max(options) if reports.endpoint.kind == "kafka" else WHOLE
+        reports = replace(reports, max_bytes=dead_letter_bound(reports.endpoint, settings, whole))
     route = events_route(events.endpoint, settings, producer_max(options))
     if events.endpoint.kind != "kafka":
         if delivery == "exactly-once":
             raise SparkSetupError("kafka.delivery=exactly-once needs a kafka:// sink (JSONL output is replaced "
                                   "per micro-batch, effectively once, with at-least-once)")
-        return AtLeastOnceWriter(events, letters, route)
+        return AtLeastOnceWriter(events, letters, route, duplicates=reports)
     consumer = java_client_settings(events.endpoint.location, consumer_options or {})
     producer = {**PRODUCER_DEFAULTS, **java_client_settings(events.endpoint.location, events.client_options())}
     if delivery == "at-least-once":
-        return AtLeastOnceWriter(events, letters, route, ExecutorWriter(producer, consumer))
-    if letters.endpoint.kind == "kafka" and not events.same_cluster(letters):
-        raise SparkSetupError(f"kafka.delivery=exactly-once needs the dead-letter topic on the sink's cluster "
-                              f"({events.endpoint.location}): a transaction spans one cluster")
+        return AtLeastOnceWriter(events, letters, route, ExecutorWriter(producer, consumer), duplicates=reports)
+    for sink, what in ((letters, "dead-letter topic"), (reports, "duplicates topic")):
+        if sink is not None and sink.endpoint.kind == "kafka" and not events.same_cluster(sink):
+            raise SparkSetupError(f"kafka.delivery=exactly-once needs the {what} on the sink's cluster "
+                                  f"({events.endpoint.location}): a transaction spans one cluster")
     from adapters.kafka.config import KafkaEndpoint
 
     endpoint = KafkaEndpoint(events.endpoint.location, events.endpoint.topic)
@@ -230,4 +255,4 @@ def writer_for(sink: str, dead_letters: str, delivery: str, checkpoint: str,
         "commit_topic", control_topic_for(endpoint.topic))), settings, replication_factor=commit_replication)
     executors = ExecutorWriter(producer, consumer, commits.endpoint.topic)
     return ExactlyOnceWriter(events, letters, executors, commits, checkpoint, route,
-                             transactional_id=transactional_id)
+                             transactional_id=transactional_id, duplicates=reports)

@@ -8,7 +8,9 @@ from the RuleSet, and the operator implements ``domain.state.decide``.
 
 ``with_verdicts(records)`` returns every input row once with ``verdict`` (the domain's
 ``Verdict`` values: ``emit``, ``duplicate``, ``dead-letter``, or ``skip`` for invalid records
-under ``invalid=skip``), ``reason`` and ``passed`` (emitted without a rule). With Redis as the
+under ``invalid=skip``), ``reason`` and ``passed`` (emitted without a rule), and for a
+duplicate what its report needs (``domain.duplicates``): ``t`` and ``window`` under its rule,
+``repeats_time`` and ``repeats_owner`` (the emission it repeats, its maker's position token). With Redis as the
 state, the stream stops at ``state_input`` and each micro-batch is judged by
 ``adapters.spark.stream.redis_judge``, whose verdicts ``verdicts`` turns into the same rows.
 """
@@ -33,6 +35,7 @@ from domain.rules import DedupRule, RuleSet, TimeBasis, UnknownTypePolicy
 STANDARD_FIELDS = (*REQUIRED_STRING_FIELDS, "timestamp")  # key fields the parser checks itself
 RECORD_COLUMNS = ("value", "kafka_key", "source", "partition", "offset", "ord", "arrived")
 PASS_GROUPS = 64  # rows passed through are spread over this many stateless groups
+VERDICT_COLUMNS = ("verdict", "repeats_time", "repeats_owner")  # what the judge adds to each operator-input row
 EMIT, DUPLICATE, DEAD_LETTER, SKIP = (v.value for v in (Verdict.EMIT, Verdict.DUPLICATE, Verdict.DEAD_LETTER,
                                                         Verdict.SKIP))
 NOTIFICATION = "invalidated"  # the verdict of an INVALIDATE notification row: not an input record
@@ -111,7 +114,7 @@ class DedupPlan:
             F.when(late, "late").when(~rejected, F.col("reason")).alias("reason"),
             F.when(late, F.lit("event time is older than the watermark minus the rule's lateness"))
             .when(~rejected, F.col("detail")).alias("detail"),
-            (passed & valid).alias("passed"), F.col("rule"))
+            (passed & valid).alias("passed"), F.col("rule"), "t", "window", "repeats_time", "repeats_owner")
 
     def _invalid_verdict(self) -> Column:
         if self.invalid is Terminal.SKIP:

@@ -27,10 +27,10 @@ from typing import Iterator
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
-from pyspark.sql.types import StringType, StructField, StructType
+from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 from adapters.spark.parts import BatchTools, JudgedBatch, Route
-from adapters.spark.stream.plan import DedupPlan
+from adapters.spark.stream.plan import VERDICT_COLUMNS, DedupPlan
 from domain.state import NO_WATERMARK, Claim
 from domain.watermarks import clock_bound
 
@@ -60,6 +60,7 @@ class RedisPartitionClaims:
 
         rows = batch.drop_columns([name for name in ("arrived", "value") if name in batch.schema.names]).to_pylist()
         verdicts = ["pass"] * len(rows)
+        repeats_time, repeats_owner = [None] * len(rows), [None] * len(rows)
         for i, row in enumerate(rows):
             if row.get("invalidate") and row["judged"]:
                 store.invalidate(row["key"])
@@ -75,8 +76,11 @@ class RedisPartitionClaims:
                 claims.append(claim)
         for i, judgement in zip(claimed, store.check_and_set_many(claims)):
             verdicts[i] = "emit" if judgement.granted else "duplicate"
-        return pa.RecordBatch.from_arrays([*batch.columns, pa.array(verdicts, pa.string())],
-                                          names=[*batch.schema.names, "verdict"])
+            if not judgement.granted:
+                repeats_time[i], repeats_owner[i] = judgement.repeats.time, judgement.repeats.owner or None
+        return pa.RecordBatch.from_arrays([*batch.columns, pa.array(verdicts, pa.string()),
+                                           pa.array(repeats_time, pa.int64()), pa.array(repeats_owner, pa.string())],
+                                          names=[*batch.schema.names, *VERDICT_COLUMNS])
 
     def claim(self, row: dict) -> Claim | None:
         """The row's claim, or None when it is late against its partition's horizon (neither it nor
@@ -127,9 +131,11 @@ class RedisBatchJudge:
         return [(row["rule"], row["lane"], int(row["t"])) for row in newest]
 
     def judged_rows(self, rows: DataFrame, marks) -> DataFrame:
-        """``rows`` plus ``verdict`` (emit, duplicate, late, pass or invalidated), like the JVM operator's."""
+        """``rows`` plus ``verdict`` (emit, duplicate, late, pass or invalidated) and, for a duplicate,
+        ``repeats_time`` and ``repeats_owner`` (the emission it repeats), like the JVM operator's."""
         function = RedisPartitionClaims(self.url, self.prefix, dict(marks.used["watermarks"]), dict(marks.used["newest"]),
                                         marks.used.get("now"))
-        schema = StructType([*rows.schema.fields, StructField("verdict", StringType(), False)])
+        schema = StructType([*rows.schema.fields, StructField("verdict", StringType(), False),
+                             StructField("repeats_time", LongType(), True), StructField("repeats_owner", StringType(), True)])
         ordered = rows.repartition(self.partitions, "key").sortWithinPartitions("key", "ord")
         return ordered.mapInArrow(function, schema)

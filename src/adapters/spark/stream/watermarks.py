@@ -32,7 +32,7 @@ import time
 from dataclasses import dataclass, field
 from adapters.spark.checkpoint.logs import Checkpoint, OffsetEntry
 from adapters.spark.checkpoint.hadoop_files import HadoopPath
-from domain.watermarks import Watermarks
+from domain.watermarks import DEFAULT_IDLE_TIMEOUT, Watermarks
 
 DIRECTORY = "watermarks"
 KEPT_FILES = 10
@@ -138,6 +138,11 @@ class BatchWatermarks:
         for old in sorted(b for b in files if b < batch_id):
             self._file(old).unlink(missing_ok=True)
             files.discard(old)
+
+
+def restored(checkpoint: Checkpoint, idle_timeout: float = DEFAULT_IDLE_TIMEOUT) -> Watermarks:
+    """The watermarks the checkpoint's job left (read-only; for inspection)."""
+    return _restore(checkpoint, idle_timeout)
 
 
 def _restore(checkpoint: Checkpoint | None, idle_timeout: float) -> Watermarks:

@@ -37,7 +37,11 @@ import org.apache.spark.sql.types.StructType;
  * Input rows carry their rule: long columns t (s), ord, window (s) and lateness (s), string
  * columns {@code rule} and {@code lane} (the source partition), and a boolean {@code judged}. Rows with judged = false (invalid, or without a rule) are passed
  * through untouched with verdict {@code pass} and never touch the state. Every input row
- * comes out exactly once with a {@code verdict}: emit, duplicate, late or pass.
+ * comes out exactly once with a {@code verdict}: emit, duplicate, late or pass. A duplicate
+ * also names the emission it repeats (domain.state.decide): {@code repeats_time} and
+ * {@code repeats_owner}, the position of the record that made it ({@code source:partition:offset}
+ * of the row's columns {@code source}, {@code partition}, {@code offset}; null when unknown).
+ * The old state of a migration is consulted first, as domain.migration.MigratingStateStore does.
  * Idle keys wake on a processing-time timeout and are removed once their rule's watermark
  * has passed all their emissions' retention; otherwise the timeout is re-armed.
  *
@@ -62,7 +66,7 @@ public final class WindowDedup implements FlatMapGroupsWithStateFunction<String,
     public static final String INVALIDATED = "invalidated";
 
     private final int tIdx, ordIdx, windowIdx, latenessIdx, judgedIdx, fallbackIdx, fallbackRetentionIdx, invalidateIdx;
-    private final int watermarkFloorIdx, ruleIdx, laneIdx, seenIdx;
+    private final int watermarkFloorIdx, ruleIdx, laneIdx, seenIdx, sourceIdx, partitionIdx, offsetIdx;
     private final long idleTimeoutMs;
     private final StateRowCount stateRows;
     private final RuleHorizons horizons;
@@ -78,6 +82,9 @@ public final class WindowDedup implements FlatMapGroupsWithStateFunction<String,
         this.ruleIdx = schema.fieldIndex("rule");
         this.laneIdx = schema.fieldIndex("lane");
         this.seenIdx = names(schema).indexOf("seen");
+        this.sourceIdx = schema.fieldIndex("source");
+        this.partitionIdx = schema.fieldIndex("partition");
+        this.offsetIdx = schema.fieldIndex("offset");
         this.horizons = horizons;
         this.newest = newest;
         List<String> names = Arrays.asList(schema.fieldNames());
@@ -95,7 +102,8 @@ public final class WindowDedup implements FlatMapGroupsWithStateFunction<String,
     public static Dataset<Row> judge(Dataset<Row> in, String keyColumn, long idleTimeoutMs, StateRowCount stateRows,
                                      RuleHorizons horizons, NewestTimes newest) {
         StructType schema = in.schema();
-        StructType out = schema.add("verdict", DataTypes.StringType, false);
+        StructType out = schema.add("verdict", DataTypes.StringType, false)
+                .add("repeats_time", DataTypes.LongType, true).add("repeats_owner", DataTypes.StringType, true);
         return in.groupBy(keyColumn)
                  .as(Encoders.STRING(), Encoders.row(schema))
                  .flatMapGroupsWithState(new WindowDedup(schema, idleTimeoutMs, stateRows, horizons, newest),
@@ -109,13 +117,16 @@ public final class WindowDedup implements FlatMapGroupsWithStateFunction<String,
         RuleHorizons.Table horizons = this.horizons.of(state.getCurrentProcessingTimeMs());
         if (state.hasTimedOut()) {
             long watermark = horizons.watermark(ruleOf(key));
-            if (!keepLive(state, state.get().getTimes(), state.get().getRetention(), watermark)) counted(state, -1);
+            Emissions stored = state.get();
+            if (!keepLive(state, stored.getTimes(), stored.getOwners(), stored.getRetention(), watermark)) {
+                counted(state, -1);
+            }
             return Collections.emptyIterator();
         }
         List<Row> batch = new ArrayList<>();
         List<Row> out = new ArrayList<>();
         rows.forEachRemaining(row -> {
-            if (row.getBoolean(judgedIdx)) batch.add(row); else out.add(withVerdict(row, PASS));
+            if (row.getBoolean(judgedIdx)) batch.add(row); else out.add(withVerdict(row, PASS, null, null));
         });
         if (batch.isEmpty()) return out.iterator();
         batch.sort(Comparator.comparingLong(r -> r.getLong(ordIdx)));
@@ -125,38 +136,54 @@ public final class WindowDedup implements FlatMapGroupsWithStateFunction<String,
                 ? batch.get(0).getLong(watermarkFloorIdx) : Long.MIN_VALUE;
         long watermark = horizons.bounded(Math.max(horizons.watermark(rule), floor));
         boolean existed = state.exists();
-        long[] live = existed ? live(state.get().getTimes(), window + lateness, watermark) : new long[0];
+        long[] live = new long[0];
+        String[] owners = new String[0];
+        if (existed) {
+            Emissions stored = state.get();
+            int[] kept = live(stored.getTimes(), window + lateness, watermark);
+            live = select(stored.getTimes(), kept);
+            owners = select(stored.getOwners(), kept);
+        }
         long[] old = fallback(batch.get(0), watermark);
         for (Row row : batch) {
             if (invalidates(row)) {
                 live = new long[0];
-                out.add(withVerdict(row, INVALIDATED));
+                owners = new String[0];
+                out.add(withVerdict(row, INVALIDATED, null, null));
                 continue;
             }
             long t = row.getLong(tIdx);
             String lane = row.getString(laneIdx);
             newest.add(rule, lane, t);
-            boolean duplicate = withinWindow(live, t, window) || withinWindow(old, t, window);
+            int fromOld = withinWindow(old, t, window);
+            int fromLive = fromOld >= 0 ? -1 : withinWindow(live, t, window);
             long seen = seenIdx >= 0 && !row.isNullAt(seenIdx) ? row.getLong(seenIdx) : Long.MIN_VALUE;
             long horizon = horizons.bounded(Math.max(Math.max(horizons.horizon(rule, lane), seen), floor));
-            String verdict = late(t, horizon, lateness) ? LATE
-                    : duplicate ? DUPLICATE : EMIT;
-            if (verdict == EMIT) live = append(live, t);
-            out.add(withVerdict(row, verdict));
+            if (late(t, horizon, lateness)) {
+                out.add(withVerdict(row, LATE, null, null));
+            } else if (fromOld >= 0) {
+                out.add(withVerdict(row, DUPLICATE, old[fromOld], null));
+            } else if (fromLive >= 0) {
+                out.add(withVerdict(row, DUPLICATE, live[fromLive], owners[fromLive]));
+            } else {
+                live = append(live, t);
+                owners = append(owners, ownerOf(row));
+                out.add(withVerdict(row, EMIT, null, null));
+            }
         }
-        boolean kept = keepLive(state, live, window + lateness, watermark);
+        boolean kept = keepLive(state, live, owners, window + lateness, watermark);
         if (kept != existed) counted(state, kept ? 1 : -1);
         return out.iterator();
     }
 
-    /** Stores the live ones of {@code times}, or removes the key if none is; true if the key is kept. */
-    private boolean keepLive(GroupState<Emissions> state, long[] times, long retention, long watermark) {
-        long[] live = live(times, retention, watermark);
+    /** Stores the live ones of {@code times} with their owners, or removes the key if none is; true if the key is kept. */
+    private boolean keepLive(GroupState<Emissions> state, long[] times, String[] owners, long retention, long watermark) {
+        int[] live = live(times, retention, watermark);
         if (live.length == 0) {
             state.remove();
             return false;
         }
-        state.update(new Emissions(live, retention));
+        state.update(new Emissions(select(times, live), select(owners, live), retention));
         state.setTimeoutDuration(idleTimeoutMs);
         return true;
     }
@@ -190,21 +217,35 @@ public final class WindowDedup implements FlatMapGroupsWithStateFunction<String,
         if (fallbackIdx < 0 || row.isNullAt(fallbackIdx) || row.isNullAt(fallbackRetentionIdx)) return new long[0];
         List<Long> times = row.getList(fallbackIdx);
         long[] old = times.stream().mapToLong(Long::longValue).toArray();
-        return live(old, row.getLong(fallbackRetentionIdx), watermark);
+        return select(old, live(old, row.getLong(fallbackRetentionIdx), watermark));
     }
 
-    private static long[] live(long[] times, long retention, long watermark) {
-        for (long e : times) {
-            if (e + retention <= watermark) return Arrays.stream(times).filter(x -> x + retention > watermark).toArray();
-        }
-        return times;
+    /** The record's position, as the owner of the emission it makes (domain.events.SourcePosition.token). */
+    private String ownerOf(Row row) {
+        return row.get(sourceIdx) + ":" + row.get(partitionIdx) + ":" + row.get(offsetIdx);
     }
 
-    private static boolean withinWindow(long[] emissions, long t, long window) {
-        for (long e : emissions) {
-            if (Math.abs(t - e) < window) return true;
+    /** The indexes of the emissions still live at {@code watermark}, in order. */
+    private static int[] live(long[] times, long retention, long watermark) {
+        return java.util.stream.IntStream.range(0, times.length).filter(i -> times[i] + retention > watermark).toArray();
+    }
+
+    private static long[] select(long[] values, int[] indexes) {
+        if (indexes.length == values.length) return values;
+        return Arrays.stream(indexes).mapToLong(i -> values[i]).toArray();
+    }
+
+    private static String[] select(String[] values, int[] indexes) {
+        if (indexes.length == values.length) return values;
+        return Arrays.stream(indexes).mapToObj(i -> values[i]).toArray(String[]::new);
+    }
+
+    /** The index of the first emission less than {@code window} away from {@code t}, or -1. */
+    private static int withinWindow(long[] emissions, long t, long window) {
+        for (int i = 0; i < emissions.length; i++) {
+            if (Math.abs(t - emissions[i]) < window) return i;
         }
-        return false;
+        return -1;
     }
 
     private static long[] append(long[] times, long t) {
@@ -213,10 +254,18 @@ public final class WindowDedup implements FlatMapGroupsWithStateFunction<String,
         return grown;
     }
 
-    private static Row withVerdict(Row row, String verdict) {
-        Object[] values = new Object[row.length() + 1];
+    private static String[] append(String[] owners, String owner) {
+        String[] grown = Arrays.copyOf(owners, owners.length + 1);
+        grown[owners.length] = owner;
+        return grown;
+    }
+
+    private static Row withVerdict(Row row, String verdict, Long repeatsTime, String repeatsOwner) {
+        Object[] values = new Object[row.length() + 3];
         for (int i = 0; i < row.length(); i++) values[i] = row.get(i);
         values[row.length()] = verdict;
+        values[row.length() + 1] = repeatsTime;
+        values[row.length() + 2] = repeatsOwner;
         return RowFactory.create(values);
     }
 }

@@ -1,0 +1,63 @@
+"""The duplicate report as Spark column expressions, mirroring ``domain.duplicates``.
+
+Built from ``domain.duplicates.FIELDS`` in native expressions (``output.metadata``) over a
+judged batch's columns: ``rule``, ``window``, ``t`` (the duplicate's time under its rule),
+``source``, ``partition``, ``offset``, ``value``, ``kafka_key`` and the judge's
+``repeats_time`` and ``repeats_owner`` (the emission it repeats and its maker's position
+token, ``domain.events.SourcePosition.from_token``; null when the state does not know it).
+``time`` is ``current_timestamp()`` of the micro-batch's write. ``kafka_headers(max_bytes)``
+is the Kafka ``headers`` column, ``bounded_record(max_bytes)`` the key and value the record
+carries and ``json_document(max_bytes)`` the JSONL document.
+``tests/spark/output/test_duplicates.py`` holds them to the domain's encoders.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+from pyspark.sql import Column
+from pyspark.sql import functions as F
+
+from adapters.spark.output.metadata import bounded_record as bounded_metadata_record, document_column, headers_column
+from domain.duplicates import FIELDS
+
+TOKEN = r"^(.*):(-?\d+):(\d+)(#.*)?$"  # SourcePosition.token, with what a file's line adds after '#'
+
+
+def field_columns(max_bytes: int, overrides: Mapping[str, Column] | None = None) -> dict[str, Column]:
+    """Each field of ``FIELDS`` by name, typed as the definition (``time`` in milliseconds)."""
+    owner = F.col("repeats_owner")
+    known = owner.rlike(TOKEN)
+    cut = F.octet_length(bounded_metadata_record(max_bytes)["value"]) < F.octet_length(F.col("value"))
+    columns = {
+        "rule": F.col("rule"),
+        "window": F.col("window").cast("long"),
+        "event_time": F.col("t").cast("long"),
+        "source.topic": F.col("source"),
+        "source.partition": F.col("partition").cast("long"),
+        "source.offset": F.col("offset").cast("long"),
+        "repeats.topic": F.when(known, F.regexp_extract(owner, TOKEN, 1)),
+        "repeats.partition": F.when(known, F.regexp_extract(owner, TOKEN, 2).cast("long")),
+        "repeats.offset": F.when(known, F.regexp_extract(owner, TOKEN, 3).cast("long")),
+        "repeats.time": F.col("repeats_time").cast("long"),
+        "apart": F.abs(F.col("t") - F.col("repeats_time")).cast("long"),
+        "time": F.unix_millis(F.current_timestamp()),
+        "original.size": F.when(cut, F.octet_length(F.col("value")).cast("long")),
+        "original.sha256": F.when(cut, F.sha2(F.col("value"), 256)),
+    }
+    return {**columns, **(overrides or {})}
+
+
+def bounded_record(max_bytes: int) -> dict[str, Column]:
+    """The report's ``key`` and ``value`` (``domain.duplicates.bounded``)."""
+    return bounded_metadata_record(max_bytes)
+
+
+def kafka_headers(max_bytes: int, columns: Mapping[str, Column] | None = None) -> Column:
+    """The ``headers`` column of a report's Kafka record (``domain.duplicates.to_headers``)."""
+    return headers_column(FIELDS, field_columns(max_bytes, columns), optional=True)
+
+
+def json_document(max_bytes: int, columns: Mapping[str, Column] | None = None) -> Column:
+    """The report's JSON document as a string (``domain.duplicates.to_document``)."""
+    return document_column(FIELDS, field_columns(max_bytes, columns), bounded_record(max_bytes))
