@@ -102,6 +102,9 @@ def explain_key(uri: str, rule: str, given: dict[str, str], config: str | None, 
     """The explanation of the key ``given`` names under ``rule`` in the state at ``uri``: one per
     spelling that holds emissions (a value may read as a string or a number, ``domain.explanation``),
     else the string spelling's (nothing remembered)."""
+    if uri.startswith("spark:"):  # a checkpoint is read through the session's Hadoop file systems
+        from adapters.spark.runtime.session import build_session
+        build_session()
     fields = _key_fields(uri, rule, config)
     try:
         spellings = key_spellings(rule, fields, given)
