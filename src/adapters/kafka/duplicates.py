@@ -22,8 +22,13 @@ class KafkaDuplicateSink:
         self.topic = topic
 
     def write(self, duplicate: Duplicate) -> None:
-        room = self.channel.room(self.topic, to_headers(duplicate) + ORIGINAL_HEADERS_ROOM)
-        self.channel.produce(self.topic, *to_message(duplicate, room))
+        headers = to_headers(duplicate)
+        room = self.channel.room(self.topic, headers + ORIGINAL_HEADERS_ROOM)
+        record = duplicate.record
+        if len(record.value) + len(record.key or b"") <= room:  # the usual case: encoded once
+            self.channel.produce(self.topic, record.value, record.key, headers)
+        else:
+            self.channel.produce(self.topic, *to_message(duplicate, room))
 
     def flush(self) -> None:
         self.channel.flush()
