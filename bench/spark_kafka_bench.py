@@ -23,6 +23,8 @@ warm-up: 10–15% in trials), then runs each mode over the whole backlog (``avai
   (``df.write.format("kafka")``, with the same producer settings) instead of the executor
   writer without transactions: what the engine did before.
 * ``engine-tracked``: the same with RocksDB's row count on (Spark's own default).
+* ``engine-duplicates``: ``engine`` with the duplicates output on: a report of every duplicate
+  to a third Kafka topic (``--duplicates``).
 
 Record ``i`` (event time ``T0 + i * spread / events``) has key ``i`` for the first
 ``keys = events * (1 - dup_ratio)`` records, then repeats a key spread over all keys;
@@ -73,7 +75,7 @@ from deploy.local import services as local_services  # noqa: E402
 from deploy.local.services.spark_cluster import EXECUTOR_CLASS  # noqa: E402
 
 T0 = 1_700_000_000
-MODES = ("engine", "engine-eos", "engine-spark-writer", "engine-tracked", "native")
+MODES = ("engine", "engine-eos", "engine-spark-writer", "engine-tracked", "engine-duplicates", "native")
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -140,7 +142,8 @@ def main(argv=None) -> None:
         print(f"preloaded {args.events:,} records into {topic} ({args.partitions} partitions) in {seconds:.0f} s "
               f"on {cluster.master}", flush=True)
         modes = {"native": run_native, "engine": run_engine, "engine-eos": run_engine_eos,
-                 "engine-spark-writer": run_engine_spark_writer, "engine-tracked": run_engine_tracked}
+                 "engine-spark-writer": run_engine_spark_writer, "engine-tracked": run_engine_tracked,
+                 "engine-duplicates": run_engine_duplicates}
         if args.prime:
             prime(spark, broker, topic, args, [modes[mode] for mode in args.modes.split(",")], Path(workdir))
         results = [measure(spark, mode, modes[mode], broker, topic, args, Path(workdir))
@@ -212,7 +215,7 @@ def run_native(spark, broker: "Broker", topic: str, args, checkpoint: Path) -> N
 
 
 def run_engine(spark, broker: "Broker", topic: str, args, checkpoint: Path, track_rows: bool = False,
-               delivery: str = "at-least-once", spark_writer: bool = False) -> dict:
+               delivery: str = "at-least-once", spark_writer: bool = False, duplicates: bool = False) -> dict:
     from adapters.spark.engine import build_spark_engine
     from adapters.spark.runtime.session import TRACK_ROWS
     from domain.policies import Policies
@@ -222,15 +225,20 @@ def run_engine(spark, broker: "Broker", topic: str, args, checkpoint: Path, trac
     out, dlq = broker.create(f"{topic}-{name}-out"), broker.create(f"{topic}-{name}-dlq")
     kafka = f"kafka://{broker.bootstrap}"
     gauges = StateRowsPerBatch()
+    reports = {"duplicates": f"{kafka}/{broker.create(f'{topic}-{name}-dups')}"} if duplicates else {}
     engine = build_spark_engine(RuleSet(), Policies(), source=f"{kafka}/{topic}", sink=f"{kafka}/{out}",
                                 dead_letters=f"{kafka}/{dlq}", checkpoint=str(checkpoint), available_now=True,
                                 max_offsets_per_trigger=args.batch, spark=spark, metrics=gauges,
                                 shuffle_partitions=args.shuffle_partitions,
-                                conf={TRACK_ROWS: str(track_rows).lower()}, delivery=delivery)
+                                conf={TRACK_ROWS: str(track_rows).lower()}, delivery=delivery, **reports)
     if spark_writer:
         engine.writer = replace(engine.writer, executors=None)
     counts = engine.run()
     print(f"  {name} accounting: {counts.as_dict()}", flush=True)
+    if duplicates:
+        written = broker.messages(reports["duplicates"].rsplit("/", 1)[1])
+        print(f"  {name}: {written:,} duplicate reports on the topic, {counts.duplicates:,} duplicates counted",
+              flush=True)
     return {"state_rows_gauge": engine.listener.gauges.get("state_rows"), "state_rows_per_batch": gauges.rows}
 
 
@@ -258,6 +266,10 @@ def run_engine_eos(spark, broker: "Broker", topic: str, args, checkpoint: Path) 
 
 def run_engine_spark_writer(spark, broker: "Broker", topic: str, args, checkpoint: Path) -> dict:
     return run_engine(spark, broker, topic, args, checkpoint, spark_writer=True)
+
+
+def run_engine_duplicates(spark, broker: "Broker", topic: str, args, checkpoint: Path) -> dict:
+    return run_engine(spark, broker, topic, args, checkpoint, duplicates=True)
 
 
 def run_engine_tracked(spark, broker: "Broker", topic: str, args, checkpoint: Path) -> dict:
@@ -296,7 +308,7 @@ def report(results: list[dict], args) -> None:
                "load_average": os.getloadavg(),
                "results": results}
     by_mode = {r["mode"]: r for r in results}
-    for mode in ("engine", "engine-eos", "engine-spark-writer", "engine-tracked"):
+    for mode in ("engine", "engine-eos", "engine-spark-writer", "engine-tracked", "engine-duplicates"):
         if {"native", mode} <= by_mode.keys():
             ratio = by_mode[mode]["events_per_s"] / by_mode["native"]["events_per_s"]
             figures[f"{mode.replace('-', '_')}_to_native"] = round(ratio, 3)
@@ -307,6 +319,10 @@ def report(results: list[dict], args) -> None:
         figures["executor_to_spark_writer"] = round(
             by_mode["engine"]["events_per_s"] / by_mode["engine-spark-writer"]["events_per_s"], 3)
         print(f"at-least-once, executor writer / Spark's writer: {figures['executor_to_spark_writer']}")
+    if {"engine", "engine-duplicates"} <= by_mode.keys():
+        figures["duplicates_output_to_without"] = round(
+            by_mode["engine-duplicates"]["events_per_s"] / by_mode["engine"]["events_per_s"], 3)
+        print(f"with the duplicates output / without: {figures['duplicates_output_to_without']}")
     args.out.write_text(json.dumps(figures, indent=2))
     png = args.out.with_suffix(".png")
     plot(results, png)
@@ -395,6 +411,19 @@ class Broker:
     def create(self, name: str) -> str:
         local_services.create_topics(self.bootstrap, name, partitions=self.partitions, timeout=60)
         return name
+
+    def messages(self, topic: str) -> int:
+        """The sum of ``topic``'s partitions' end offsets: its records, when written without
+        transactions (a transaction's commit marker takes an offset too)."""
+        from confluent_kafka import Consumer, TopicPartition
+
+        consumer = Consumer({"bootstrap.servers": self.bootstrap, "group.id": "bench-count",
+                             "isolation.level": "read_uncommitted"})
+        try:
+            return sum(consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1]
+                       for p in range(self.partitions))
+        finally:
+            consumer.close()
 
 
 if __name__ == "__main__":

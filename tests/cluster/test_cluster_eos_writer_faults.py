@@ -1,9 +1,10 @@
 """Exactly-once output on the standalone cluster through the deaths that matter to its transactions
 (issue 19): an executor JVM halted right after its task's transaction committed, before Spark heard of
-it; another halted mid-transaction, its records sent; and the driver killed -9 while one partition of a
-batch is still in its transaction and the others have committed. The writer's own test faults
-(``spark.streamdedup.test.writerFault``, ``Faults.java``) strike at those exact moments; the executors
-and the driver are real processes that die."""
+it; another halted mid-transaction, its records sent; the driver killed -9 while one partition of a
+batch is still in its transaction and the others have committed; and, after the restart, an executor
+halted as its task starts, before the operator judged a row (the phase test's executor kill). The
+writer's own test faults (``spark.streamdedup.test.writerFault``, ``Faults.java``) strike at those
+exact moments; the executors and the driver are real processes that die."""
 
 from __future__ import annotations
 
@@ -70,6 +71,9 @@ def test_executor_deaths_around_commits_and_a_driver_kill_mid_batch_write_each_p
     others = {(2, p) for p in range(PARTITIONS) if p != 2}
     wait_for(lambda: others <= set(markers(kafka_bootstrap, topics.output, tid)), 300,
              f"batch 2's partitions other than 2 committed (engine log: {first.log})")
+    # a worker copies its executor's stderr to the file as it comes: the stall's line may trail the commits
+    wait_for(lambda: "task stalls before-commit" in "".join(executor_logs(own_cluster, earlier).values()), 60,
+             "the stalled task's line in its executor's log")
     assert first.alive()
     first.kill9()
     first.proc.wait(30)
@@ -82,13 +86,16 @@ def test_executor_deaths_around_commits_and_a_driver_kill_mid_batch_write_each_p
     uncommitted = committed(kafka_bootstrap, topics.output, only_committed=False)
     assert sum(uncommitted.values()) > sum(committed(kafka_bootstrap, topics.output).values())
 
-    # 2. the restart fences the open transaction, replays batch 2 and writes only partition 2
-    second = engine(None)
+    # 2. the restart fences the open transaction, replays batch 2 and writes only partition 2;
+    #    batch 3: partition 0's executor halts as its task starts
+    restarted = frozenset(executor_logs(own_cluster))
+    second = engine("halt-at-start:3:0")
     assert second.proc.wait(300) == 0, second.log.read_text()[-3000:]
+    assert "halting the JVM at-start" in "".join(executor_logs(own_cluster, restarted).values())
     want = reference(records)
     assert committed(kafka_bootstrap, topics.output) == Counter(want.emitted)
     assert dead_letter_values(kafka_bootstrap, topics.dead_letters) == Counter(want.dead_letters)
     after = markers(kafka_bootstrap, topics.output, tid)
-    assert set(after.values()) == {1} and {(b, p) for b in (1, 2) for p in range(PARTITIONS)} <= set(after)
+    assert set(after.values()) == {1} and {(b, p) for b in (1, 2, 3) for p in range(PARTITIONS)} <= set(after)
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["in"] == summary["out"] + summary["duplicates"] + summary["dead_lettered"] + summary["skipped"]

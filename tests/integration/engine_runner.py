@@ -66,6 +66,8 @@ def main(argv: list[str] | None = None) -> int:
     settings = {"session.timeout.ms": "6000"}
     if not args.dynamic:  # static membership: a restarted runner takes over the dead one's partitions at once
         settings["group.instance.id"] = f"{args.group}-{args.instance}"
+    if args.transaction_timeout_ms:
+        settings["producer.transaction.timeout.ms"] = str(args.transaction_timeout_ms)
     engine = build_kafka_engine(
         core, f"kafka://{args.bootstrap}/{args.input}?group={args.group}", f"kafka://{args.bootstrap}/{args.output}",
         f"kafka://{args.bootstrap}/{args.dlq}", exactly_once=args.exactly_once, kafka_settings=settings,
@@ -92,6 +94,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--hang-before-commit", type=int, default=0)
     parser.add_argument("--instance", default="runner")
     parser.add_argument("--dynamic", action="store_true")
+    parser.add_argument("--transaction-timeout-ms", type=int, help="librdkafka's transaction.timeout.ms")
     parser.add_argument("--follow", action="store_true")
     return parser.parse_args(argv)
 

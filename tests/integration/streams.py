@@ -58,6 +58,7 @@ def unique_value(value: bytes) -> bytes:
 class Judged:
     emitted: list[bytes]
     dead_letters: list[bytes]
+    repeats: list[tuple[bytes, bytes]]  # (each duplicate's bytes, the bytes of the record whose emission it repeats)
 
 
 def reference(records: list[bytes]) -> Judged:
@@ -65,4 +66,6 @@ def reference(records: list[bytes]) -> Judged:
     core = Deduplicator(RuleSet(), InMemoryStateStore(), SystemClock())
     outcomes, _ = core.process([RawRecord(v, SourcePosition("reference", 0, i)) for i, v in enumerate(records)])
     return Judged([o.record.value for o in outcomes if o.verdict is Verdict.EMIT],
-                  [o.record.value for o in outcomes if o.verdict is Verdict.DEAD_LETTER])
+                  [o.record.value for o in outcomes if o.verdict is Verdict.DEAD_LETTER],
+                  [(o.record.value, records[o.duplicate.first.offset]) for o in outcomes
+                   if o.verdict is Verdict.DUPLICATE])

@@ -88,18 +88,26 @@ def test_golden_stream_gives_exactly_the_expected_events_and_dead_letters(kafka_
 
 
 @pytest.mark.redis
-def test_generated_backlog_with_redis_state_matches_its_expected_counts(kafka_bootstrap, topics, redis_url):
+def test_generated_backlog_with_redis_state_matches_its_expected_counts_and_reports(kafka_bootstrap, topics, redis_url):
     records, expected = generate(StreamSpec(uniques=5000, seed=11))
     produce(kafka_bootstrap, topics["in"], records)
     state = RedisStateStore(redis_url, key_prefix=f"{unique('e2e')}:")
+    duplicates = unique("dups")
+    create_topics(kafka_bootstrap, duplicates)
 
-    totals = kafka_engine(kafka_bootstrap, topics, state=state, batch_size=500).run()
+    totals = kafka_engine(kafka_bootstrap, topics, state=state, batch_size=500,
+                          duplicates_uri=f"kafka://{kafka_bootstrap}/{duplicates}").run()
 
     counts = totals.as_dict()
     assert {name: counts[name] for name in expected.as_accounting()} == expected.as_accounting()
+    want = reference(records)
     out = [m.value for m in read_topic(kafka_bootstrap, topics["out"])]
-    assert out == reference(records).emitted
+    assert out == want.emitted
     assert len(read_topic(kafka_bootstrap, topics["dlq"])) == expected.dead_lettered
+    # each duplicate's report names the record whose emission it repeats, as Redis remembered it
+    reports = [duplicate_from_headers(m.value, m.key, m.raw_headers) for m in read_topic(kafka_bootstrap, duplicates)]
+    assert [(r.record.value, records[r.first.offset]) for r in reports] == want.repeats
+    assert {(r.first.source, r.first.partition) for r in reports} == {(topics["in"], 0)}
     state.close()
 
 

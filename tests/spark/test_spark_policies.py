@@ -7,18 +7,21 @@ prefixed per scenario, one micro-batch per table batch: its notifications, then 
 
 from __future__ import annotations
 
+import io
 import json
 import os
+from contextlib import redirect_stdout
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from adapters.spark.engine import SparkEngine, build_spark_engine
+from app.cli import main
 from domain.policies import Policies
 from domain.restart import RestartsExhausted, parse_restart
 from domain.rules import RuleSet
-from tests.scenarios import INVALID_RECORDS, INVALIDATION_SCENARIOS
+from tests.scenarios import INVALID_RECORDS, INVALIDATION_SCENARIOS, T as SCENARIO_T
 
 pytestmark = pytest.mark.spark
 
@@ -97,6 +100,21 @@ def test_invalidation_scenarios_through_spark(spark, tmp_path):
     notes = [n for sc in INVALIDATION_SCENARIOS for batch in sc.batches for n in batch.notes]
     assert counts["invalidations"] == len(notes)  # one of a type without a rule too: nothing to forget
     assert counts["rejected_notifications"] == len(HOSTILE_NOTES)
+    # what the checkpoint remembers of an invalidated key: only the emission made after its invalidation,
+    # live at the rule's watermark; expired once a watermark passes its window and lateness
+    assert [(e["time"], e["live"]) for e in explained(batches.root, "s2-a")["emissions"]] == [(SCENARIO_T + 31, True)]
+    expiry = SCENARIO_T + 6 + wide.rules["APP"].retention
+    later = explained(batches.root, "s0-a", "--at", str(expiry))
+    assert [(e["time"], e["expires_at"], e["live"]) for e in later["emissions"]] == [(SCENARIO_T + 6, expiry, False)]
+
+
+def explained(root: Path, unique_value: str, *options: str) -> dict:
+    """``dedup state explain --json`` of APP key ``unique_value`` in the checkpoint under ``root``."""
+    out = io.StringIO()
+    with redirect_stdout(out):
+        assert main(["state", "explain", "--state", f"spark:{root / 'checkpoint'}", "--rule", "APP",
+                     "--key", f"uniqueValue={unique_value}", "--json", *options]) == 0
+    return json.loads(out.getvalue())
 
 
 def test_invalid_records_are_skipped_when_the_policy_says_skip(spark, tmp_path):

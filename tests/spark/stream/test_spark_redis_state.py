@@ -16,6 +16,7 @@ import redis
 
 from adapters.spark.engine import build_spark_engine
 from app.generator import StreamSpec, generate
+from domain.duplicates import from_document as duplicate_from_document
 from domain.policies import Policies
 from domain.rules import RuleSet
 from tests.integration.streams import reference
@@ -35,13 +36,24 @@ def write_batches(directory: Path, records: list[bytes], size: int) -> int:
 def run(spark, root: Path, redis_url: str) -> dict:
     engine = build_spark_engine(RuleSet(), Policies(), source=f"jsonl:{root / 'in'}?maxFilesPerTrigger=1",
                                 sink=str(root / "out"), dead_letters=str(root / "dlq"),
-                                checkpoint=str(root / "checkpoint"), state=redis_url, master="local[2]", spark=spark)
+                                checkpoint=str(root / "checkpoint"), state=redis_url, master="local[2]", spark=spark,
+                                duplicates=str(root / "dups"))
     return engine.run(available_now=True).as_dict()
 
 
 def emitted(root: Path) -> Counter:
     return Counter(line.encode() for path in sorted((root / "out").glob("batch=*/part-*"))
                    for line in path.read_text().splitlines() if line)
+
+
+def repeated(root: Path) -> Counter:
+    """(each reported duplicate's bytes, the bytes of the record its report names as the first copy)."""
+    reports = [duplicate_from_document(json.loads(line)) for path in sorted((root / "dups").glob("batch=*/part-*"))
+               for line in path.read_text().splitlines() if line]
+    lines = {}  # each input file's lines
+    for r in reports:
+        lines.setdefault(r.first.source, Path(r.first.source.removeprefix("file:")).read_bytes().splitlines())
+    return Counter((r.record.value, lines[r.first.source][r.first.offset]) for r in reports)
 
 
 def test_redis_state_gives_the_reference_verdicts_with_one_script_call_per_partition_batch(spark, tmp_path,
@@ -51,7 +63,10 @@ def test_redis_state_gives_the_reference_verdicts_with_one_script_call_per_parti
     client = redis.Redis.from_url(own_redis.url)
     client.config_resetstat()
     counts = run(spark, tmp_path, own_redis.url)
-    assert emitted(tmp_path) == Counter(reference(records).emitted)
+    want = reference(records)
+    assert emitted(tmp_path) == Counter(want.emitted)
+    # each duplicate's report names the record whose emission it repeats, as Redis remembered it
+    assert repeated(tmp_path) == Counter(want.repeats)
     assert {k: counts[k] for k in expected.as_accounting()} == expected.as_accounting()
     # the check-and-set ran per partition batch (2 partitions x micro-batches), never per row
     script_calls = int(client.info("commandstats").get("cmdstat_evalsha", {}).get("calls", 0))
