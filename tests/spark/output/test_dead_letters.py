@@ -59,6 +59,7 @@ def test_spark_writes_the_headers_and_document_the_domain_defines(spark):
     for dead_letter, row in zip(LETTERS, got):
         assert [(h["key"], bytes(h["value"])) for h in row["headers"]] == to_headers(dead_letter)
         assert json.loads(row["document"]) == to_document(dead_letter)
+        assert f'"time":{dead_letter.time:.3f}' in row["document"]  # plain decimals, not 1.7E9
 
 
 def test_the_engine_stamps_invalid_one_attempt_and_the_batch_time(spark):

@@ -60,5 +60,6 @@ def test_spark_writes_the_headers_and_document_the_domain_defines(spark, max_byt
         expected = bounded(duplicate, max_bytes)
         assert [(h["key"], bytes(h["value"])) for h in row["headers"]] == to_headers(expected)
         assert json.loads(row["document"]) == to_document(expected)
+        assert f'"time":{expected.time:.3f}' in row["document"]  # plain decimals, not 1.795325944125E9
         assert from_document(json.loads(row["document"])) == expected
         assert (row["key"] and bytes(row["key"]), bytes(row["value"])) == (expected.record.key, expected.record.value)

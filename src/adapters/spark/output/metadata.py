@@ -48,12 +48,18 @@ def no_headers() -> Column:
 def document_column(fields: Sequence[Field], columns: Mapping[str, Column], record: Mapping[str, Column]) -> Column:
     """The JSON document as a string (``domain.metadata.to_document``): the fields (a null one left
     out, a nested object whose fields are all null too), then ``key`` (null when none) and ``value``."""
-    flat = {f.name: (columns[f.name] / 1000).cast("double") if f.kind == TIME else columns[f.name] for f in fields}
+    flat = {f.name: seconds(columns[f.name]) if f.kind == TIME else columns[f.name] for f in fields}
     meta = F.to_json(_struct(nest(flat)))  # nulls are left out (ignoreNullFields, Spark's default)
     key = F.coalesce(F.concat(F.lit('"'), base64(record["key"]), F.lit('"')), F.lit("null"))
     return F.concat(meta.substr(F.lit(1), F.length(meta) - 1),
                     F.when(F.length(meta) > 2, F.lit(",")).otherwise(F.lit("")),
                     F.lit('"key":'), key, F.lit(',"value":"'), base64(record["value"]), F.lit('"}'))
+
+
+def seconds(millis: Column) -> Column:
+    """A time in milliseconds as seconds with three decimals, exactly (a decimal: JSON shows
+    ``1795771270.327``, where a double would show ``1.795771270327E9``)."""
+    return (millis.cast("decimal(20,0)") / 1000).cast("decimal(20,3)")
 
 
 def text(field: Field, column: Column) -> Column:
