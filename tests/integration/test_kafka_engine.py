@@ -20,7 +20,9 @@ from domain.dedup import Deduplicator
 from domain.duplicates import from_headers as duplicate_from_headers
 from domain.errors import SinkUnavailable, SourceUnavailable
 from domain.events import parse_event
+from domain.metadata import Original
 from domain.rules import RuleSet
+from deploy.local import services
 from tests.integration.kafka_io import committed_offsets, create_topics, produce, read_topic, unique
 from tests.integration.streams import golden_stream, reference, unique_value
 
@@ -85,6 +87,24 @@ def test_golden_stream_gives_exactly_the_expected_events_and_dead_letters(kafka_
     assert {(r.record.position.source, r.first.source, r.first.partition) for r in reports} == {
         (topics["in"], topics["in"], 0)}
     assert all(0 <= r.apart < r.window for r in reports)
+
+
+def test_a_duplicate_larger_than_the_reports_topic_takes_is_reported_cut_naming_its_original(kafka_bootstrap,
+                                                                                              topics):
+    first = json.dumps({"id": "e1", "uniqueValue": "k", "type": "APP", "timestamp": 1_689_019_596,
+                        "pad": "x" * 6000}).encode()
+    repeat = first.replace(b'"e1"', b'"e2"')
+    produce(kafka_bootstrap, topics["in"], [first, repeat])
+    duplicates = unique("dups")
+    services.create_topics(kafka_bootstrap, duplicates, config={"max.message.bytes": "3000"}, exists_ok=False)
+
+    totals = kafka_engine(kafka_bootstrap, topics, duplicates_uri=f"kafka://{kafka_bootstrap}/{duplicates}").run()
+
+    assert (totals.out, totals.duplicates) == (1, 1)
+    [message] = read_topic(kafka_bootstrap, duplicates)
+    report = duplicate_from_headers(message.value, message.key, message.raw_headers)
+    assert len(message.value) < 3000 and repeat.startswith(message.value)
+    assert report.original == Original.of(repeat) and report.first.offset == 0
 
 
 @pytest.mark.redis

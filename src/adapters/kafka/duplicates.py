@@ -5,7 +5,7 @@ key, and the metadata in ``dedup.*`` headers. Written through the engine's share
 
 from __future__ import annotations
 
-from domain.duplicates import Duplicate, to_headers, to_message
+from domain.duplicates import Duplicate, bounded, to_headers
 
 from adapters.kafka.producer import ProducerChannel
 
@@ -24,11 +24,10 @@ class KafkaDuplicateSink:
     def write(self, duplicate: Duplicate) -> None:
         headers = to_headers(duplicate)
         room = self.channel.room(self.topic, headers + ORIGINAL_HEADERS_ROOM)
-        record = duplicate.record
-        if len(record.value) + len(record.key or b"") <= room:  # the usual case: encoded once
-            self.channel.produce(self.topic, record.value, record.key, headers)
-        else:
-            self.channel.produce(self.topic, *to_message(duplicate, room))
+        carried = bounded(duplicate, room)
+        if carried is not duplicate:  # cut to fit: its headers name the original
+            headers = to_headers(carried)
+        self.channel.produce(self.topic, carried.record.value, carried.record.key, headers)
 
     def flush(self) -> None:
         self.channel.flush()
