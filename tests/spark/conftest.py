@@ -64,13 +64,15 @@ class Result:
 
 
 class FileRun:
-    """Writes each batch as one JSONL file and runs the engine over them, one file per micro-batch."""
+    """Writes each batch as one JSONL file and runs the engine over them, one file per micro-batch
+    (``files_per_batch``: how many files a micro-batch reads; None: all the new ones)."""
 
-    def __init__(self, spark, tmp_path: Path):
+    def __init__(self, spark, tmp_path: Path, files_per_batch: int | None = 1):
         self.spark, self.dir = spark, tmp_path
         self.input = tmp_path / "in"
         self.input.mkdir()
         self.files = 0
+        self.files_per_batch = files_per_batch
 
     def add(self, *lines: str | bytes | dict) -> None:
         path = self.input / f"{self.files:04d}.jsonl"
@@ -80,9 +82,10 @@ class FileRun:
         self.files += 1
 
     def run(self, rules: RuleSet | None = None, state_provider: str = "rocksdb", metrics=None,
-            conf: dict[str, str] | None = None) -> Result:
+            conf: dict[str, str] | None = None, **settings) -> Result:
+        """``settings``: more of ``build_spark_engine``'s (e.g. ``state``, a Redis URL)."""
         engine = self.engine(rules, state_provider=state_provider, metrics=metrics, conf=conf or {},
-                             duplicates=str(self.dir / "dups"))
+                             duplicates=str(self.dir / "dups"), **settings)
         counts = engine.run(available_now=True).as_dict()
         return Result(counts, _read(self.dir / "out"), _read(self.dir / "dlq"),
                       [duplicate_from_document(d) for d in _read(self.dir / "dups")])
@@ -95,13 +98,18 @@ class FileRun:
         """The record the Spark file source read at ``offset`` of ``source`` (a file of one split: its line index)."""
         return Path(source.removeprefix("file:")).read_bytes().splitlines()[offset]
 
+    @property
+    def source(self) -> str:
+        limit = f"?maxFilesPerTrigger={self.files_per_batch}" if self.files_per_batch else ""
+        return f"jsonl:{self.input}{limit}"
+
     def engine(self, rules: RuleSet | None = None, policies: Policies | None = None, sink: str = "out",
                dead_letters: str = "dlq", checkpoint: str = "checkpoint", **settings):
         """The engine as production builds it (``build_spark_engine``), over this run's files;
         ``checkpoint``: a directory under this run's, or a URI."""
         location = checkpoint if "://" in checkpoint else str(self.dir / checkpoint)
         return build_spark_engine(rules or RuleSet(), policies or Policies(),
-                                  source=f"jsonl:{self.input}?maxFilesPerTrigger=1", sink=str(self.dir / sink),
+                                  source=self.source, sink=str(self.dir / sink),
                                   dead_letters=str(self.dir / dead_letters), checkpoint=location,
                                   master=self.spark.sparkContext.master, spark=self.spark, **settings)
 

@@ -11,6 +11,7 @@ in-memory core as the reference model.
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 
@@ -174,6 +175,36 @@ def test_lateness_is_judged_record_by_record_inside_a_micro_batch(files):
     assert result.out_ids == ["p1"] and [d["reason"] for d in result.dead_letters] == ["late"]
     rules = RuleSet()
     assert reference_verdicts([event("p1", "p", "APP", 1000), event("p2", "p2", "APP", 900)], rules)["p2"] == "dead-letter"
+
+
+@pytest.mark.parametrize("store", ["checkpoint", pytest.param("redis", marks=pytest.mark.redis)])
+def test_files_read_in_one_micro_batch_arrive_in_the_order_the_file_source_takes_them(spark, tmp_path, store, request):
+    """Once deviation 3: the files of one micro-batch interleaved by byte position (a key's
+    copy at the top of a newer file beat its first copy deep in an older one), and small files
+    packed into one partition were read largest first (an older file's records were late
+    against a newer one's times). Arrival order is now Spark's file source's own: modification
+    time, then path, then line; with the state in the checkpoint or in Redis."""
+    files = FileRun(spark, tmp_path, files_per_batch=None)
+    oldest = files.input / "zz-oldest.jsonl"
+    oldest.write_bytes(b"".join(json.dumps(event(f"z{i}", f"z{i}", "APP", 0)).encode() + b"\n" for i in range(5))
+                       + json.dumps(event("m-old", "m", "APP", 1)).encode() + b"\n")
+    os.utime(oldest, (999_000, 999_000))
+    files.add(*[event(f"a{i}", f"a{i}", "APP", i % 20) for i in range(300)], event("first", "k", "APP", 20))
+    files.add(event("second", "k", "APP", 21), event("m-new", "m", "APP", 22), event("jump", "j", "APP", 1000),
+              *[event(f"b{i}", f"b{i}", "APP", 1000 + i % 20) for i in range(400)])
+    packed = {"spark.sql.files.openCostInBytes": "0", "spark.sql.files.minPartitionNum": "1"}  # one partition
+    try:
+        state = {"state": request.getfixturevalue("own_redis").url} if store == "redis" else {}
+        result = files.run(conf=packed, **state)
+    finally:
+        for name in packed:
+            spark.conf.unset(name)
+    assert len(list((tmp_path / "out").glob("batch=*"))) == 1
+    assert result.dead_letters == []
+    assert {"first", "m-old"} <= set(result.out_ids) and not {"second", "m-new"} & set(result.out_ids)
+    assert sorted((json.loads(d.record.value)["id"], json.loads(files.line_of(d.first.source, d.first.offset))["id"])
+                  for d in result.duplicates) == [("m-new", "m-old"), ("second", "first")]
+    assert (result.counts["in"], result.counts["out"]) == (710, 708)
 
 
 def test_each_rule_has_its_own_watermark_and_a_future_record_moves_none(files):

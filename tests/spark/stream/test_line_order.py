@@ -15,7 +15,8 @@ def partition(*splits, rows_per_batch=7, first_line=None):
         chunk = rows[at:at + rows_per_batch]
         yield pa.RecordBatch.from_arrays(
             [pa.array([r[0] for r in chunk], pa.binary()), pa.array([r[1] for r in chunk]),
-             pa.array([r[2] for r in chunk], pa.int64())], names=["value", "source", "block_start"])
+             pa.array([r[2] for r in chunk], pa.int64()), pa.array([0] * len(chunk), pa.int64())],
+            names=["value", "source", "block_start", "file_time"])
 
 
 def orders(*partitions):

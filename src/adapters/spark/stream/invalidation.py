@@ -39,7 +39,7 @@ def notification_rows(notes: DataFrame, plan: DedupPlan) -> DataFrame:
     invalidate = F.coalesce(F.get_json_object(text, "$.notification") == F.lit("INVALIDATE"), F.lit(False))
     events = notes.withColumn("value", F.when(invalidate, F.get_json_object(text, "$.event").cast("binary")))
     rows = plan.operator_input(events)
-    return rows.withColumns({"ord": F.lit(FIRST), "invalidate": F.lit(True),
+    return rows.withColumns({"file_time": F.lit(FIRST), "ord": F.lit(FIRST), "invalidate": F.lit(True),
                              "judged": F.col("judged") & F.col("value").isNotNull()})
 
 

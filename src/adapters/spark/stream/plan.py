@@ -33,7 +33,7 @@ from domain.policies import Terminal
 from domain.rules import DedupRule, RuleSet, TimeBasis, UnknownTypePolicy
 
 STANDARD_FIELDS = (*REQUIRED_STRING_FIELDS, "timestamp")  # key fields the parser checks itself
-RECORD_COLUMNS = ("value", "kafka_key", "source", "partition", "offset", "ord", "arrived")
+RECORD_COLUMNS = ("value", "kafka_key", "source", "partition", "offset", "ord", "file_time", "arrived")
 PASS_GROUPS = 64  # rows passed through are spread over this many stateless groups
 VERDICT_COLUMNS = ("verdict", "repeats_time", "repeats_owner")  # what the judge adds to each operator-input row
 EMIT, DUPLICATE, DEAD_LETTER, SKIP = (v.value for v in (Verdict.EMIT, Verdict.DUPLICATE, Verdict.DEAD_LETTER,
@@ -86,6 +86,8 @@ class DedupPlan:
         rule in the row's input partition so far, ``stream.operator.running_newest``), ``reason``/``detail``."""
         if "arrived" not in records.columns:  # when the record arrived (stream.sources); else now
             records = records.withColumn("arrived", F.current_timestamp())
+        if "file_time" not in records.columns:  # one source, ordered by ``ord`` alone
+            records = records.withColumn("file_time", F.lit(0).cast("long"))
         annotated = self.annotate(parse(records, self.extra_fields))
         judged = F.col("reason").isNull() & F.col("ruled")
         spread = F.concat(F.lit("\u0000"), F.pmod(F.col("ord"), F.lit(PASS_GROUPS)).cast("string"))

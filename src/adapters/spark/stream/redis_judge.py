@@ -31,6 +31,7 @@ from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 from adapters.spark.parts import BatchTools, JudgedBatch, Route
 from adapters.spark.stream.plan import VERDICT_COLUMNS, DedupPlan
+from adapters.spark.stream.sources import ARRIVAL_ORDER
 from domain.state import NO_WATERMARK, Claim
 from domain.watermarks import clock_bound
 
@@ -137,5 +138,5 @@ class RedisBatchJudge:
                                         marks.used.get("now"))
         schema = StructType([*rows.schema.fields, StructField("verdict", StringType(), False),
                              StructField("repeats_time", LongType(), True), StructField("repeats_owner", StringType(), True)])
-        ordered = rows.repartition(self.partitions, "key").sortWithinPartitions("key", "ord")
+        ordered = rows.repartition(self.partitions, "key").sortWithinPartitions("key", *ARRIVAL_ORDER)
         return ordered.mapInArrow(function, schema)

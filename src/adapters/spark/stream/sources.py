@@ -6,12 +6,17 @@
   records are judged once it commits, never when it aborts; ``isolation.level`` in
   ``kafka.config`` (or ``kafka.isolation.level`` on the URI) overrides it.
   Arrival order ``ord`` is the offset within a partition (order across partitions is
-  undefined in Kafka; ties break on the partition number, so replays decide the same way).
+  undefined in Kafka; ties break on the partition number, so replays decide the same way);
+  ``file_time`` is 0.
 * ``jsonl:/dir`` or a plain directory path: every file in the directory, one record per
   line (ended by ``\\n``, ``\\r\\n`` or ``\\r``), blank lines (``domain.events.is_blank_line``)
   skipped as framing. ``source`` is the file's path; ``offset`` and
   ``ord`` give the record's place in its file (split byte offset + line index in the split;
-  Spark's text source has no line numbers and streaming plans allow no row counter).
+  Spark's text source has no line numbers and streaming plans allow no row counter);
+  ``file_time`` is the file's modification time (ms). Files are read in the order Spark's file
+  source takes them (modification time, then path), so arrival order is ``ARRIVAL_ORDER``:
+  (file_time, source, ord). Small files packed into one input partition come largest first
+  there: lateness counts each file's split on its own (``RunningNewest``).
 
 ``arrived`` is when a record arrived: its Kafka record's timestamp, or for files the time of
 the micro-batch that read them (``metrics.latency``, the end-to-end latency).
@@ -31,6 +36,7 @@ from adapters.spark.stream.whitespace import BLANK
 from domain.redaction import redact_uri
 
 PARTITION_BITS = 12
+ARRIVAL_ORDER = ("file_time", "source", "ord")  # the columns that order records as they arrived
 KAFKA_SOURCE_DEFAULTS = {"startingOffsets": "earliest", "failOnDataLoss": "true",
                          "kafka.isolation.level": "read_committed"}
 
@@ -80,7 +86,7 @@ def read_kafka(spark: SparkSession, endpoint: Endpoint, max_records_per_batch: i
     return reader.load().select(
         "value", F.col("key").alias("kafka_key"), F.col("topic").alias("source"), "partition", "offset",
         (F.shiftleft(F.col("offset"), PARTITION_BITS) + F.col("partition")).alias("ord"),
-        F.col("timestamp").alias("arrived"))
+        F.lit(0).cast("long").alias("file_time"), F.col("timestamp").alias("arrived"))
 
 
 def read_jsonl(spark: SparkSession, directory: str, options: dict[str, str]) -> DataFrame:
@@ -89,11 +95,12 @@ def read_jsonl(spark: SparkSession, directory: str, options: dict[str, str]) -> 
         reader = reader.option(key, value)
     lines = reader.load(directory).select(
         F.col("value").cast("binary").alias("value"), F.col("_metadata.file_path").alias("source"),
-        F.col("_metadata.file_block_start").alias("block_start"))
-    numbered = lines.mapInArrow(number_lines, "value binary, source string, ord long")
+        F.col("_metadata.file_block_start").alias("block_start"),
+        F.unix_millis(F.col("_metadata.file_modification_time")).alias("file_time"))
+    numbered = lines.mapInArrow(number_lines, "value binary, source string, ord long, file_time long")
     records = numbered.filter(~F.col("value").cast("string").rlike(BLANK))
     return records.select("value", F.lit(None).cast("binary").alias("kafka_key"), "source",
-                          F.lit(0).alias("partition"), F.col("ord").alias("offset"), "ord",
+                          F.lit(0).alias("partition"), F.col("ord").alias("offset"), "ord", "file_time",
                           F.current_timestamp().alias("arrived"))  # the micro-batch's time: when it read them
 
 
@@ -103,8 +110,8 @@ def number_lines(batches):
     Runs once per partition over whole Arrow batches (never per key). A partition may hold
     several splits (small files packed together, or one split of a large file after another
     file); the index restarts at each split, and a split's lines are fewer than its bytes, so
-    the order follows the file whichever partitions its splits land in. Files of one batch
-    interleave in an arbitrary but replay-stable way.
+    the order follows the file whichever partitions its splits land in. Across files, order
+    is the file's ``file_time`` and path (passed through).
     """
     import numpy as np
     import pyarrow as pa
@@ -126,8 +133,8 @@ def number_lines(batches):
         ord_ = pc.add(starts, pa.array(positions - run_starts, pa.int64()))
         previous_split = (starts[count - 1].as_py(), sources[count - 1].as_py())
         previous_run = int(count - run_starts[-1])
-        yield pa.RecordBatch.from_arrays([batch.column("value"), sources, ord_],
-                                         names=["value", "source", "ord"])
+        yield pa.RecordBatch.from_arrays([batch.column("value"), sources, ord_, batch.column("file_time")],
+                                         names=["value", "source", "ord", "file_time"])
 
 
 def _slice_pair(column, count: int):

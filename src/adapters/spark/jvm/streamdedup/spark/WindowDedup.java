@@ -3,7 +3,6 @@ package streamdedup.spark;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.Collections;
-import java.util.Comparator;
 import java.util.Iterator;
 import java.util.List;
 
@@ -22,7 +21,7 @@ import org.apache.spark.sql.types.StructType;
 /**
  * The domain's judgement (domain.state.decide under domain.rules) as one JVM stateful operator.
  *
- * Per key, in arrival order ({@code ord}): late when t < horizon - lateness; a duplicate
+ * Per key, in arrival order ({@code file_time}, {@code source}, {@code ord}: adapters.spark.stream.sources): late when t < horizon - lateness; a duplicate
  * when a live emission lies less than window away (|t - e| < window); otherwise emitted and
  * remembered. An emission is live while watermark < e + window + lateness. The horizon (per
  * rule and source partition) and the watermark (per rule) are the driver's, computed from the
@@ -34,7 +33,7 @@ import org.apache.spark.sql.types.StructType;
  * the row's partition showed earlier in the same batch. Neither runs past the batch's second
  * ({@link RuleHorizons.Table#bounded}).
  *
- * Input rows carry their rule: long columns t (s), ord, window (s) and lateness (s), string
+ * Input rows carry their rule: long columns t (s), file_time, ord, window (s) and lateness (s), string
  * columns {@code rule} and {@code lane} (the source partition), and a boolean {@code judged}. Rows with judged = false (invalid, or without a rule) are passed
  * through untouched with verdict {@code pass} and never touch the state. Every input row
  * comes out exactly once with a {@code verdict}: emit, duplicate, late or pass. A duplicate
@@ -52,7 +51,7 @@ import org.apache.spark.sql.types.StructType;
  * (which starts afresh) does not go, so lateness is judged as the old job would have.
  *
  * A row with {@code invalidate} = true (optional column; adapters.spark.stream.invalidation) is an
- * INVALIDATE notification for the key: it comes first in its micro-batch (lowest ord), the
+ * INVALIDATE notification for the key: it comes first in its micro-batch (lowest file_time and ord), the
  * key forgets all its emissions (as domain StateStore.invalidate), and the row comes out
  * with verdict {@code invalidated}; it is never late and never stored.
  *
@@ -65,7 +64,7 @@ public final class WindowDedup implements FlatMapGroupsWithStateFunction<String,
     public static final String PASS = "pass";
     public static final String INVALIDATED = "invalidated";
 
-    private final int tIdx, ordIdx, windowIdx, latenessIdx, judgedIdx, fallbackIdx, fallbackRetentionIdx, invalidateIdx;
+    private final int tIdx, ordIdx, fileTimeIdx, windowIdx, latenessIdx, judgedIdx, fallbackIdx, fallbackRetentionIdx, invalidateIdx;
     private final int watermarkFloorIdx, ruleIdx, laneIdx, seenIdx, sourceIdx, partitionIdx, offsetIdx;
     private final long idleTimeoutMs;
     private final StateRowCount stateRows;
@@ -76,6 +75,7 @@ public final class WindowDedup implements FlatMapGroupsWithStateFunction<String,
                         NewestTimes newest) {
         this.tIdx = schema.fieldIndex("t");
         this.ordIdx = schema.fieldIndex("ord");
+        this.fileTimeIdx = schema.fieldIndex("file_time");
         this.windowIdx = schema.fieldIndex("window");
         this.latenessIdx = schema.fieldIndex("lateness");
         this.judgedIdx = schema.fieldIndex("judged");
@@ -129,7 +129,7 @@ public final class WindowDedup implements FlatMapGroupsWithStateFunction<String,
             if (row.getBoolean(judgedIdx)) batch.add(row); else out.add(withVerdict(row, PASS, null, null));
         });
         if (batch.isEmpty()) return out.iterator();
-        batch.sort(Comparator.comparingLong(r -> r.getLong(ordIdx)));
+        batch.sort(this::arrival);
         long window = batch.get(0).getLong(windowIdx), lateness = batch.get(0).getLong(latenessIdx);
         String rule = batch.get(0).getString(ruleIdx);
         long floor = watermarkFloorIdx >= 0 && !batch.get(0).isNullAt(watermarkFloorIdx)
@@ -218,6 +218,16 @@ public final class WindowDedup implements FlatMapGroupsWithStateFunction<String,
         List<Long> times = row.getList(fallbackIdx);
         long[] old = times.stream().mapToLong(Long::longValue).toArray();
         return select(old, live(old, row.getLong(fallbackRetentionIdx), watermark));
+    }
+
+    /** Arrival order: file_time, then source (nulls first), then ord. */
+    private int arrival(Row a, Row b) {
+        int byTime = Long.compare(a.getLong(fileTimeIdx), b.getLong(fileTimeIdx));
+        if (byTime != 0) return byTime;
+        String sa = a.getString(sourceIdx), sb = b.getString(sourceIdx);
+        if (sa != null && sb != null && !sa.equals(sb)) return sa.compareTo(sb);
+        if ((sa == null) != (sb == null)) return sa == null ? -1 : 1;
+        return Long.compare(a.getLong(ordIdx), b.getLong(ordIdx));
     }
 
     /** The record's position, as the owner of the emission it makes (domain.events.SourcePosition.token). */
