@@ -240,6 +240,43 @@ def test_the_cli_inspects_migrates_with_a_dry_run_and_refuses_an_incompatible_ru
 
 FORMAT_2 = Path(__file__).parent / "fixtures" / "format2"
 FORMAT_2_ROOT = "/tmp/streamdedup-fixture-format2"  # where the fixture was written; its text files name it
+SPARK_4_0_1 = Path(__file__).parent / "fixtures" / "spark-4.0.1"
+SPARK_4_0_1_ROOT = "/tmp/streamdedup-fixture-spark-4.0.1"
+
+
+def restore(fixture: Path, written_at: str, root: Path) -> None:
+    """Copies ``fixture`` (a checkpoint and its input, written under ``written_at``) to ``root``,
+    its text files naming ``root`` instead."""
+    for path in fixture.rglob("*"):
+        if path.is_file():
+            target = root / path.relative_to(fixture)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            data = path.read_bytes()
+            target.write_bytes(data.replace(written_at.encode(), str(root).encode())
+                               if path.parent.name in ("0", "streamdedup") and b"{" in data else data)
+
+
+def test_a_checkpoint_an_older_spark_release_wrote_continues_with_its_dedup_memory(stream, tmp_path):
+    """``fixtures/spark-4.0.1``: the checkpoint Spark 4.0.1 (the release this project pinned
+    before) wrote, state format 3 in RocksDB, over ``in/0000.jsonl`` (a1 a@0, w1 w@0, b1 b@2,
+    a2 a@5: a duplicate), by ``DEDUP_SPARK__CHECKPOINT=<root>/checkpoint dedup run --engine spark
+    --source file:<root>/in --sink file:<root>/out --dlq file:<root>/dlq`` with <root>
+    ``SPARK_4_0_1_ROOT``. The release the project runs now continues it without a migration: the
+    repeats of its emissions are dropped and their reports name the records in its input."""
+    restore(SPARK_4_0_1, SPARK_4_0_1_ROOT, tmp_path)
+    stream.files = 1
+    stream.add(event("a3", "a", "APP", 10), event("c1", "c", "APP", 11), event("w2", "w", "WEB", 100),
+               event("b2", "b", "APP", 40))
+    engine = stream.engine(V1, sink="out", dead_letters="dlq", checkpoint="checkpoint",
+                           duplicates=str(tmp_path / "dups"))
+    counts = engine.run(available_now=True).as_dict()
+    assert (counts["in"], counts["out"], counts["duplicates"]) == (4, 2, 2)
+    reports = {json.loads(d.record.value)["id"]: d for d in stream.run_reports("dups")}
+    firsts = {id_: json.loads(stream.line_of(d.first.source, d.first.offset))["id"] for id_, d in reports.items()}
+    assert firsts == {"a3": "a1", "w2": "w1"}
+    assert (reports["a3"].first_time, reports["w2"].first_time) == (T, T)
+    assert sorted(p.name for p in (tmp_path / "checkpoint" / "commits").iterdir() if not p.name.startswith(".")) == [
+        "0", "1"]
 
 
 def test_a_checkpoint_of_the_previous_state_format_is_migrated_and_its_emissions_report_no_position(
@@ -249,13 +286,7 @@ def test_a_checkpoint_of_the_previous_state_format_is_migrated_and_its_emissions
     a duplicate), by ``dedup run --engine spark`` with two state partitions."""
     from app.cli import main
 
-    for path in FORMAT_2.rglob("*"):
-        if path.is_file():
-            target = tmp_path / path.relative_to(FORMAT_2)
-            target.parent.mkdir(parents=True, exist_ok=True)
-            data = path.read_bytes()
-            target.write_bytes(data.replace(FORMAT_2_ROOT.encode(), str(tmp_path).encode())
-                               if path.parent.name in ("0", "streamdedup") and b"{" in data else data)
+    restore(FORMAT_2, FORMAT_2_ROOT, tmp_path)
     old, new = tmp_path / "checkpoint", tmp_path / "v3"
     assert read_manifest(old / "streamdedup").operators["window-dedup"]["state_format"] == 2
 
