@@ -2,7 +2,7 @@
 
 ``adapters/spark/jvm/streamdedup/spark/WindowDedup.java`` is the domain's judgement as a
 ``flatMapGroupsWithState`` function: it runs per key inside the JVM, so no Python runs per
-key. ``PlainEvent.java`` is the parser's fast path (adapters.spark.stream.parse). The jar is compiled with the JDK's ``javac`` against pyspark's own jars and cached
+key. ``PlainEvent.java`` is the parser's fast path, ``TrailingContent.java`` a check of its strict path (adapters.spark.stream.parse). The jar is compiled with the JDK's ``javac`` against pyspark's own jars and cached
 under ``.cache/jars/streamdedup-spark/``, named by a hash of the sources, so a changed
 source is rebuilt and a stale jar is never used.
 """
@@ -24,6 +24,7 @@ ROOT = Path(__file__).resolve().parents[4]
 KAFKA_SOURCES = SOURCES / "streamdedup" / "spark" / "kafka"
 OPERATOR_CLASS = "streamdedup.spark.WindowDedup"
 PLAIN_EVENT_CLASS = "streamdedup.spark.PlainEvent"
+TRAILING_CONTENT_CLASS = "streamdedup.spark.TrailingContent"
 
 
 

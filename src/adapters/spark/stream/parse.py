@@ -24,7 +24,7 @@ from functools import reduce
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from adapters.spark.runtime.jars import PLAIN_EVENT_CLASS
+from adapters.spark.runtime.jars import PLAIN_EVENT_CLASS, TRAILING_CONTENT_CLASS
 from adapters.spark.stream.keys import escaped
 from adapters.spark.stream.whitespace import BLANK
 from domain.events import MAX_TIMESTAMP, REQUIRED_STRING_FIELDS
@@ -34,11 +34,16 @@ INTEGER_TYPES = ("BIGINT", "INT", "SMALLINT", "TINYINT")
 FAST_FIELDS = (*REQUIRED_STRING_FIELDS, "timestamp")
 FAST_SCHEMA = "id string, uniqueValue string, type string, timestamp bigint"
 PLAIN_EVENT = "streamdedup_plain_event"
+TRAILING_CONTENT = "streamdedup_trailing_content"
 
 # A \uD800-\uDBFF escape not followed by a \uDC00-\uDFFF one, or one of those not preceded by the
 # first kind, after an even run of backslashes (domain.events refuses lone surrogates).
 _HIGH, _LOW = r"\\u[dD][89abAB][0-9a-fA-F]{2}", r"\\u[dD][c-fC-F][0-9a-fA-F]{2}"
 LONE_SURROGATE = rf"(?:^|[^\\])(?:\\\\)*(?:{_HIGH}(?!{_LOW})|(?<!{_HIGH}){_LOW})"
+# The same escape, its even run of backslashes in group 1 (replaced by ``$1\uFFFD``): Spark 4.2's
+# JSON parser refuses a lone surrogate, so a record that is JSON apart from one would read
+# ``not_json``; parsed with U+FFFD in its place, it reads ``not_utf8`` as in the domain.
+LONE_SURROGATE_ESCAPE = rf"(?<!\\)((?:\\\\)*)(?:{_HIGH}(?!{_LOW})|(?<!{_HIGH}){_LOW})"
 
 
 def json_path(name: str) -> str:
@@ -71,7 +76,10 @@ def plain_event(raw: DataFrame) -> Column:
 
 def _strict(raw: DataFrame, text: Column, extra_fields: tuple[str, ...]) -> DataFrame:
     names = (*REQUIRED_STRING_FIELDS, "timestamp", *extra_fields)
-    df = raw.withColumns({"_text": text, "_json": F.try_parse_json(text)})
+    apart_from_surrogates = F.when(text.rlike(LONE_SURROGATE), F.try_parse_json(
+        F.regexp_replace(text, LONE_SURROGATE_ESCAPE, r"$1\\uFFFD")))
+    raw.sparkSession.udf.registerJavaFunction(TRAILING_CONTENT, TRAILING_CONTENT_CLASS, "boolean")
+    df = raw.withColumns({"_text": text, "_json": F.coalesce(F.try_parse_json(text), apart_from_surrogates)})
     df = df.withColumns({f"_v_{n}": field_variant(n) for n in names})
     df = df.withColumns({f"_t_{n}": F.schema_of_variant(F.col(f"_v_{n}")) for n in names})
     outcome = _outcome()
@@ -111,8 +119,10 @@ def _checks() -> list[tuple[Column, str, Column, str | None]]:
     checks = [
         (~F.is_valid_utf8(text), "not_utf8", F.lit("record is not UTF-8"), None),
         (F.col("_json").isNull(), "not_json", F.lit("record is not JSON"), None),
-        (~text.rlike(r"^[ \t\r\n]*\{"), "not_object", F.lit("record is a JSON value, not an object"), None),
+        (F.call_function(TRAILING_CONTENT, text.cast("binary")), "not_json",
+         F.lit("record is not JSON: more after its value"), None),
         (text.rlike(LONE_SURROGATE), "not_utf8", F.lit("record holds a lone UTF-16 surrogate"), None),
+        (~text.rlike(r"^[ \t\r\n]*\{"), "not_object", F.lit("record is a JSON value, not an object"), None),
     ]
     for name in REQUIRED_STRING_FIELDS:
         checks += _presence(name)
