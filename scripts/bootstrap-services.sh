@@ -12,8 +12,8 @@
 #   * jar sets from Maven Central, each into .cache/jars/<set>/ when missing or when its
 #     pom changed (stamp = sha256 of the pom + jar count):
 #       kafka-broker  <- deploy/local/jars/kafka-broker/pom.xml  (Kafka 4.1.1 broker, KRaft)
-#       spark-kafka   <- deploy/local/jars/spark-kafka/pom.xml   (spark-sql-kafka for pyspark 4.0.1)
-#       hadoop-hdfs   <- deploy/local/jars/hadoop-hdfs/pom.xml   (HDFS NameNode + DataNode, Hadoop 3.4.1)
+#       spark-kafka   <- deploy/local/jars/spark-kafka/pom.xml   (spark-sql-kafka for pyspark 4.2.0)
+#       hadoop-hdfs   <- deploy/local/jars/hadoop-hdfs/pom.xml   (HDFS NameNode + DataNode, Hadoop 3.5.0)
 #
 # Usage: scripts/bootstrap-services.sh [--force]     (--force re-fetches the jars)
 # Env:   BOOTSTRAP_SKIP_REDIS=1 / BOOTSTRAP_SKIP_PROMTOOL=1 / BOOTSTRAP_SKIP_JARS=1 to skip a part.

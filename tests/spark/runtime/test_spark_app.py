@@ -199,8 +199,8 @@ def test_under_spark_submit_its_master_conf_and_jars_are_kept(tmp_path):
 
 
 def test_the_connector_is_added_only_when_not_configured_already():
-    packages = {"spark.jars.packages": "org.apache.spark:spark-sql-kafka-0-10_2.13:4.0.1"}
+    packages = {"spark.jars.packages": "org.apache.spark:spark-sql-kafka-0-10_2.13:4.2.0"}
     assert classpath_jars(packages) == [str(operator_jar())]
-    given = {"spark.jars": "/opt/jars/spark-sql-kafka-0-10_2.13-4.0.1.jar"}
-    assert classpath_jars(given) == ["/opt/jars/spark-sql-kafka-0-10_2.13-4.0.1.jar", str(operator_jar())]
+    given = {"spark.jars": "/opt/jars/spark-sql-kafka-0-10_2.13-4.2.0.jar"}
+    assert classpath_jars(given) == ["/opt/jars/spark-sql-kafka-0-10_2.13-4.2.0.jar", str(operator_jar())]
     assert classpath_jars({}) == [str(operator_jar()), *map(str, connector_jars())]

@@ -33,7 +33,12 @@ def state_schema(spark: SparkSession) -> str:
 
 
 def read_state(spark: SparkSession, location: str, batch: int | None = None) -> DataFrame:
-    """The operator's state after micro-batch ``batch`` (default: the last committed one)."""
+    """The operator's state after micro-batch ``batch`` (default: the last committed one).
+
+    Since Spark 4.2 loading a RocksDB snapshot reports to the driver's state store coordinator,
+    which the session's streaming query manager registers when first asked for: a process that
+    runs no query (``dedup state explain``, ``migrate``) asks for it here, or the read fails."""
+    spark.streams  # noqa: B018 - registers the state store coordinator
     reader = spark.read.format("statestore")
     if batch is not None:
         reader = reader.option("batchId", batch)
