@@ -53,6 +53,8 @@ STATIC = (  # (original bytes, reason; None: an honest record, judged)
     (event("r1", "crlf") + b"\r", None),
     (b"\xc3\x28 not utf-8", "not_utf8"),
     (b"not json at all", "not_json"),
+    (event("w1", "more") + b" x", "not_json"),  # more after the object: a JSON parser may stop at its end
+    (event("w2", "two") + event("w3", "objects"), "not_json"),
     (b"42", "not_object"),
     (b"null", "not_object"),
     (b'{"id":"t1","uniqueValue":"t","type":"APP","session":"s","timestamp":1700000000.5}', "wrong_type"),
