@@ -24,6 +24,7 @@ from pyspark.sql import functions as F
 
 from adapters.spark.output.metadata import bounded_record as bounded_metadata_record, document_column, headers_column
 from adapters.spark.output.metadata import no_headers  # noqa: F401 - re-exported for the writers
+from adapters.spark.stream.clock import batch_millis
 from domain.dead_letters import DEFAULT_MAX_BYTES, FIELDS, MAX_ERROR_CHARS
 
 
@@ -39,7 +40,7 @@ def field_columns(overrides: Mapping[str, Column] | None = None) -> dict[str, Co
         "source.partition": F.col("partition").cast("long"),
         "source.offset": F.col("offset").cast("long"),
         "attempts": F.lit(1).cast("long"),
-        "time": F.unix_millis(F.current_timestamp()),
+        "time": batch_millis(),
         "original.size": F.octet_length(F.col("value")).cast("long"),
         "original.sha256": F.sha2(F.col("value"), 256),
     }

@@ -19,6 +19,7 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 
 from adapters.spark.output.metadata import bounded_record as bounded_metadata_record, document_column, headers_column
+from adapters.spark.stream.clock import batch_millis
 from domain.duplicates import FIELDS
 
 TOKEN = r"^(.*):(-?\d+):(\d+)(#.*)?$"  # SourcePosition.token, with what a file's line adds after '#'
@@ -41,7 +42,7 @@ def field_columns(max_bytes: int, overrides: Mapping[str, Column] | None = None)
         "repeats.offset": F.when(known, F.regexp_extract(owner, TOKEN, 3).cast("long")),
         "repeats.time": F.col("repeats_time").cast("long"),
         "apart": F.abs(F.col("t") - F.col("repeats_time")).cast("long"),
-        "time": F.unix_millis(F.current_timestamp()),
+        "time": batch_millis(),
         "original.size": F.when(cut, F.octet_length(F.col("value")).cast("long")),
         "original.sha256": F.when(cut, F.sha2(F.col("value"), 256)),
     }

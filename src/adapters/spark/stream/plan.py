@@ -24,6 +24,7 @@ from typing import Callable
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from adapters.spark.stream.clock import batch_seconds, batch_timestamp
 from adapters.spark.stream.operator import apply_operator, running_newest
 from adapters.spark.stream.keys import escaped, key_column
 from adapters.spark.stream.parse import drop_work_columns, key_field_part, key_field_problem, parse
@@ -85,7 +86,7 @@ class DedupPlan:
         of a directory, which are one stream read in order), ``seen`` (the newest time of the
         rule in the row's input partition so far, ``stream.operator.running_newest``), ``reason``/``detail``."""
         if "arrived" not in records.columns:  # when the record arrived (stream.sources); else now
-            records = records.withColumn("arrived", F.current_timestamp())
+            records = records.withColumn("arrived", batch_timestamp())
         if "file_time" not in records.columns:  # one source, ordered by ``ord`` alone
             records = records.withColumn("file_time", F.lit(0).cast("long"))
         annotated = self.annotate(parse(records, self.extra_fields))
@@ -165,14 +166,14 @@ class DedupPlan:
                   F.lit("a key field must be a string, an integer or a boolean")) \
             .when(F.col("reason") == "future",
                   F.concat(F.lit("time "), F.col("t"), F.lit(" is more than max_ahead "),
-                           F.col("_latest") - F.unix_seconds(F.current_timestamp()), F.lit(" s past the clock"))) \
+                           F.col("_latest") - batch_seconds(), F.lit(" s past the clock"))) \
             .otherwise(F.col("detail"))
 
 
 
 def _time_of(rule: DedupRule) -> Column:
     if rule.time_basis is TimeBasis.PROCESSING_TIME:
-        return F.unix_seconds(F.current_timestamp())
+        return batch_seconds()
     return F.col("timestamp")
 
 
@@ -180,7 +181,7 @@ def _latest_time(rule: DedupRule) -> Column:
     """The latest plausible event time (``DedupRule.check_not_ahead``); none for processing time."""
     if rule.time_basis is TimeBasis.PROCESSING_TIME:
         return F.lit(None)
-    return F.unix_seconds(F.current_timestamp()) + F.lit(rule.max_ahead)
+    return batch_seconds() + F.lit(rule.max_ahead)
 
 
 def _key_of(rule: DedupRule) -> Column:

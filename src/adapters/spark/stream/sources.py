@@ -32,6 +32,7 @@ from pyspark.sql import functions as F
 
 from adapters.kafka.config import parse_kafka_uri
 from adapters.spark.errors import SparkSetupError
+from adapters.spark.stream.clock import batch_timestamp
 from adapters.spark.stream.whitespace import BLANK
 from domain.redaction import redact_uri
 
@@ -101,7 +102,7 @@ def read_jsonl(spark: SparkSession, directory: str, options: dict[str, str]) -> 
     records = numbered.filter(~F.col("value").cast("string").rlike(BLANK))
     return records.select("value", F.lit(None).cast("binary").alias("kafka_key"), "source",
                           F.lit(0).alias("partition"), F.col("ord").alias("offset"), "ord", "file_time",
-                          F.current_timestamp().alias("arrived"))  # the micro-batch's time: when it read them
+                          batch_timestamp().alias("arrived"))  # the micro-batch's time: when it read them
 
 
 def number_lines(batches):
