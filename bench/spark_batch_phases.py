@@ -152,6 +152,10 @@ def summarize(delivery, rate, progress, timed, latencies, jobs_per_batch, args) 
         if p.get("stateOperators"):
             state = p["stateOperators"][0]
             spark_phases["state commit"].append(state.get("commitTimeMs", 0))
+            for name, value in (state.get("customMetrics") or {}).items():
+                if name.startswith("rocksdbCommit"):  # the commit's own phases, in ms
+                    spark_phases["state " + name[len("rocksdbCommit"):].removesuffix("Ms").removesuffix("Latency")
+                                 .lower()].append(value)
     ours = defaultdict(list)
     add_batch = {p["batchId"]: p["durationMs"].get("addBatch", 0) for p in progress}
     for batch in timed:

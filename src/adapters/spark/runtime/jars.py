@@ -22,6 +22,7 @@ from adapters.spark.errors import SparkSetupError
 SOURCES = Path(__file__).resolve().parents[1] / "jvm"
 ROOT = Path(__file__).resolve().parents[4]
 KAFKA_SOURCES = SOURCES / "streamdedup" / "spark" / "kafka"
+HADOOP_SOURCES = SOURCES / "streamdedup" / "hadoop"  # a jar of its own: it goes on the driver's classpath
 OPERATOR_CLASS = "streamdedup.spark.WindowDedup"
 PLAIN_EVENT_CLASS = "streamdedup.spark.PlainEvent"
 TRAILING_CONTENT_CLASS = "streamdedup.spark.TrailingContent"
@@ -42,11 +43,22 @@ def operator_jar() -> Path:
     executor-side Kafka writer (``streamdedup.spark.kafka``) is compiled in when the Kafka
     connector's jars are there to compile it against."""
     kafka = connector_jars()
-    java_files = sorted(p for p in SOURCES.rglob("*.java") if kafka or KAFKA_SOURCES not in p.parents)
+    java_files = sorted(p for p in (SOURCES / "streamdedup" / "spark").rglob("*.java")
+                        if kafka or KAFKA_SOURCES not in p.parents)
+    return _built("streamdedup-spark", java_files, kafka)
+
+
+def local_files_jar() -> Path:
+    """The jar of ``streamdedup.hadoop``: Hadoop's local file system without its processes
+    (``adapters.spark.runtime.session.forkless_local_files``), compiled now if needed."""
+    return _built("streamdedup-hadoop", sorted(HADOOP_SOURCES.rglob("*.java")), [])
+
+
+def _built(name: str, java_files: list[Path], extra: list[Path]) -> Path:
     digest = hashlib.sha256(b"".join(p.read_bytes() for p in java_files)).hexdigest()[:12]
-    jar = cache_dir() / "jars" / "streamdedup-spark" / f"streamdedup-spark-{digest}.jar"
+    jar = cache_dir() / "jars" / name / f"{name}-{digest}.jar"
     if not jar.exists():
-        _compile(java_files, jar, kafka)
+        _compile(java_files, jar, extra)
     return jar
 
 

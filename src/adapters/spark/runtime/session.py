@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from adapters.spark.runtime.code_archive import ARCHIVE_PREFIX, code_archive
-from adapters.spark.runtime.jars import OPERATOR_CLASS, cache_dir, connector_jars, operator_jar
+from adapters.spark.runtime.jars import OPERATOR_CLASS, cache_dir, connector_jars, local_files_jar, operator_jar
 from adapters.spark.errors import SparkSetupError
 from adapters.spark.runtime.spark_log import SparkLog
 
@@ -111,6 +111,8 @@ def build_session(master: str | None = None, app_name: str = "streamdedup",
         master = master or DEFAULT_MASTER
         settings = {**DEFAULT_CONF, **_local_driver(master, log), **(conf or {})}
         settings["spark.jars"] = ",".join(classpath_jars(settings))
+        if master.startswith("local"):
+            settings = forkless_local_files(settings)
     if not settings.get("spark.master", master or DEFAULT_MASTER).startswith("local"):
         settings["spark.submit.pyFiles"] = ",".join(python_files(settings))
     if log is not None:
@@ -206,6 +208,26 @@ def _submitted(master: str | None, conf: dict[str, str]) -> tuple[dict[str, str]
     if submitted.contains("spark.submit.pyFiles"):
         settings.setdefault("spark.submit.pyFiles", submitted.get("spark.submit.pyFiles"))
     return settings, master
+
+
+FORKLESS_LOCAL_FILES = {
+    "spark.hadoop.fs.file.impl": "streamdedup.hadoop.ForklessLocalFileSystem",
+    "spark.hadoop.fs.AbstractFileSystem.file.impl": "streamdedup.hadoop.ForklessLocalFs",
+}
+
+
+def forkless_local_files(settings: dict[str, str]) -> dict[str, str]:
+    """``settings`` with Hadoop's local file system replaced by the operator jar's
+    ``streamdedup.hadoop.ForklessLocalFileSystem`` (unless configured otherwise): without
+    Hadoop's native library, every checkpoint file written to a local directory started a
+    process or two (``chmod``, ``readlink``), 6–45 ms each on a micro-batch's critical path
+    (docs/design/latency.md). For a local master only: its jar (``local_files_jar``) goes on
+    the driver's own classpath, which Spark reads before its ``spark.jars`` are loaded."""
+    if any(settings.get(key, value) != value for key, value in FORKLESS_LOCAL_FILES.items()):
+        return settings
+    classpath = [p for p in settings.get("spark.driver.extraClassPath", "").split(os.pathsep) if p]
+    return {**settings, **FORKLESS_LOCAL_FILES,
+            "spark.driver.extraClassPath": os.pathsep.join([*classpath, str(local_files_jar())])}
 
 
 def classpath_jars(settings: dict[str, str]) -> list[str]:
