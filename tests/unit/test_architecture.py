@@ -5,7 +5,11 @@ second half of this file runs it on small trees written here, so a broken checke
 The domain's freedom from third-party libraries is test_domain_purity.py.
 """
 
+import os
+import subprocess
+import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -20,6 +24,31 @@ def test_src_has_no_import_cycle():
 def test_src_breaks_no_layering_rule():
     violations = read_graph().violations()
     assert not violations, "layering violations in src/:\n" + "\n".join(f"  {v}" for v in violations)
+
+
+FIRST_IMPORTS = """
+import importlib, sys
+failed = []
+for name in sys.argv[1:]:
+    for loaded in [m for m in sys.modules if m.split(".")[0] in ("domain", "adapters", "app")]:
+        del sys.modules[loaded]
+    try:
+        importlib.import_module(name)
+    except Exception as exc:
+        failed.append(f"{name}: {type(exc).__name__}: {exc}")
+print("\\n".join(failed))
+"""
+
+
+def test_every_module_imports_when_it_is_the_first_one_imported():
+    """A package's ``__init__`` runs before its modules: an eager one can close a cycle the
+    module graph above does not show, which only an import order reveals."""
+    modules = sorted(name for name in read_graph().paths if not name.startswith("app.__main__"))
+    src = Path(__file__).resolve().parents[2] / "src"
+    result = subprocess.run([sys.executable, "-c", FIRST_IMPORTS, *modules], cwd=src, capture_output=True,
+                            text=True, timeout=600, env={**os.environ, "PYTHONPATH": str(src)})
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.strip() == "", "modules that fail to import first:\n" + result.stdout
 
 
 def test_the_checker_reads_the_real_tree():

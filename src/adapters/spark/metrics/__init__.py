@@ -1,8 +1,9 @@
 """The Spark engine's metrics: the accounting observed in the plan and read by a
 ``StreamingQueryListener`` with the progress gauges, and the state-row gauge."""
 
-from adapters.spark.metrics.listener import (ProgressListener, accounting_metrics, accounting_of, bucket_of,
-                                             is_input)
-from adapters.spark.metrics.state_rows import StateRowGauge
+from adapters.spark.exports import lazy
 
-__all__ = ["ProgressListener", "StateRowGauge", "accounting_metrics", "accounting_of", "bucket_of", "is_input"]
+_MODULE_OF = {"ProgressListener": "listener", "accounting_metrics": "listener", "accounting_of": "listener",
+              "bucket_of": "listener", "is_input": "listener", "StateRowGauge": "state_rows"}
+__all__ = sorted(_MODULE_OF)
+__getattr__ = lazy(__name__, _MODULE_OF)

@@ -16,12 +16,12 @@ from typing import Callable, Iterable
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
-from pyspark.sql.streaming import StreamingQueryListener
 
 from domain.accounting import LABEL_OF, NO_RULE, Accounting
 from domain.dedup import BUCKET_OF
 from domain.errors import DEAD_LETTER_REASONS, OVERSIZE
 
+from adapters.spark.metrics.events import JsonEventListener
 from adapters.spark.metrics.latency import (DELAY, latency_columns, latency_counts, publish_latency, with_delay,
                                             write_delay)
 from adapters.spark.stream.plan import NOTIFICATION, REJECTED_NOTIFICATION
@@ -103,7 +103,7 @@ def accounting_from(row) -> Accounting:
     return accounting
 
 
-class ProgressListener(StreamingQueryListener):
+class ProgressListener(JsonEventListener):
     """Adds each progress event of query ``query_id`` to ``totals``; thread-safe to read.
 
     Listener calls arrive asynchronously on Spark's listener bus, in the order Spark posted

@@ -24,7 +24,7 @@ from pyspark.sql import functions as F
 
 from adapters.spark.output.metadata import bounded_record as bounded_metadata_record, document_column, headers_column
 from adapters.spark.output.metadata import no_headers  # noqa: F401 - re-exported for the writers
-from adapters.spark.stream.clock import batch_millis
+from adapters.spark.clock import batch_millis
 from domain.dead_letters import DEFAULT_MAX_BYTES, FIELDS, MAX_ERROR_CHARS
 
 

@@ -3,15 +3,12 @@ compiled into columns (``DedupPlan``), the JVM operator's calls, INVALIDATE noti
 the per-partition watermarks each micro-batch is judged against, and the two judges
 (``OperatorJudge``, ``RedisBatchJudge``)."""
 
-from adapters.spark.stream.invalidation import with_notifications
-from adapters.spark.stream.judges import OperatorJudge
-from adapters.spark.stream.keys import from_legacy_column, join_escaped, key_parts, rule_column
-from adapters.spark.stream.operator import state_row_counter
-from adapters.spark.stream.plan import DEAD_LETTER, EMIT, NOTIFICATION, DedupPlan, Hook
-from adapters.spark.stream.redis_judge import RedisBatchJudge
-from adapters.spark.stream.sources import Endpoint, parse_uri, read_stream
-from adapters.spark.stream.watermarks import BatchWatermarks
+from adapters.spark.exports import lazy
 
-__all__ = ["DEAD_LETTER", "EMIT", "NOTIFICATION", "BatchWatermarks", "DedupPlan", "Endpoint", "Hook",
-           "OperatorJudge", "RedisBatchJudge", "from_legacy_column", "join_escaped", "key_parts", "parse_uri",
-           "read_stream", "rule_column", "state_row_counter", "with_notifications"]
+_MODULE_OF = {"with_notifications": "invalidation", "OperatorJudge": "judges", "from_legacy_column": "keys",
+              "join_escaped": "keys", "key_parts": "keys", "rule_column": "keys", "state_row_counter": "operator",
+              "DEAD_LETTER": "plan", "EMIT": "plan", "NOTIFICATION": "plan", "DedupPlan": "plan", "Hook": "plan",
+              "RedisBatchJudge": "redis_judge", "Endpoint": "sources", "parse_uri": "sources",
+              "read_stream": "sources", "BatchWatermarks": "watermarks"}
+__all__ = sorted(_MODULE_OF)
+__getattr__ = lazy(__name__, _MODULE_OF)

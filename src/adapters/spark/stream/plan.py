@@ -24,7 +24,7 @@ from typing import Callable
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from adapters.spark.stream.clock import batch_seconds, batch_timestamp
+from adapters.spark.clock import batch_seconds, batch_timestamp
 from adapters.spark.stream.operator import apply_operator, running_newest
 from adapters.spark.stream.keys import escaped, key_column
 from adapters.spark.stream.parse import drop_work_columns, key_field_part, key_field_problem, parse

@@ -32,7 +32,7 @@ from pyspark.sql import functions as F
 
 from adapters.kafka.config import parse_kafka_uri
 from adapters.spark.errors import SparkSetupError
-from adapters.spark.stream.clock import batch_timestamp
+from adapters.spark.clock import batch_timestamp
 from adapters.spark.stream.whitespace import BLANK
 from domain.redaction import redact_uri
 

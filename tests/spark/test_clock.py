@@ -1,5 +1,5 @@
 """The micro-batch's time read without compiling it into Spark's generated code
-(``adapters.spark.stream.clock``): the same values as ``current_timestamp()``, on a static and
+(``adapters.spark.clock``): the same values as ``current_timestamp()``, on a static and
 a streaming DataFrame, and a streaming query that reads it compiles no new class per batch."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import json
 import pytest
 from pyspark.sql import functions as F
 
-from adapters.spark.stream.clock import batch_micros, batch_millis, batch_seconds, batch_timestamp
+from adapters.spark.clock import batch_micros, batch_millis, batch_seconds, batch_timestamp
 
 pytestmark = pytest.mark.spark
 
