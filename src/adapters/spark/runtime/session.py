@@ -217,7 +217,7 @@ FORKLESS_LOCAL_FILES = {
 
 
 def forkless_local_files(settings: dict[str, str]) -> dict[str, str]:
-    """``settings`` with Hadoop's local file system replaced by the operator jar's
+    """``settings`` with Hadoop's local file system replaced by its own small jar's
     ``streamdedup.hadoop.ForklessLocalFileSystem`` (unless configured otherwise): without
     Hadoop's native library, every checkpoint file written to a local directory started a
     process or two (``chmod``, ``readlink``), 6–45 ms each on a micro-batch's critical path
