@@ -155,6 +155,9 @@ def setting(text: str) -> tuple[str, str]:
     return "DEDUP_" + key.strip().replace(".", "__").upper(), value
 
 
+VOLATILE_STATES = ("memory",)  # lost in a crash: no engine runs exactly-once on them
+
+
 def configs(parser: argparse.ArgumentParser, args: argparse.Namespace) -> list[Config]:
     out = []
     for engine, delivery, rate in itertools.product(args.engine, args.delivery, args.rate):
@@ -162,7 +165,13 @@ def configs(parser: argparse.ArgumentParser, args: argparse.Namespace) -> list[C
             if state not in STATES[engine]:
                 parser.error(f"--state {state} is not a state of the {engine} engine "
                              f"(choose from {', '.join(STATES[engine])})")
+            if delivery == "exactly-once" and state in VOLATILE_STATES:
+                print(f"latency_bench: skipping {engine} {delivery} {state}: exactly-once needs a state that "
+                      "survives a crash (the engine refuses it)", file=sys.stderr)
+                continue
             out.append(Config(engine, delivery, state, rate))
+    if not out:
+        parser.error("no configuration to run: exactly-once needs --state redis or checkpoint")
     return out
 
 

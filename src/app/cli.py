@@ -12,6 +12,7 @@ import sys
 import threading
 from pathlib import Path
 
+from app.collector import long_lived_frozen
 from app.container import UsageError, container_for
 from app.uris import check_stream_uri
 from app.logs import configure_logging
@@ -166,7 +167,8 @@ def run_engine(settings: Settings, progress: ProgressLine | None = None, config_
     engine.on_batch = batch_listener(progress, server)
     stop = stop_on_signals()
     try:
-        return engine.run(stop)
+        with long_lived_frozen():
+            return engine.run(stop)
     finally:
         if progress:
             progress.close()

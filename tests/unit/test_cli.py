@@ -1,5 +1,6 @@
 """The `dedup` command as a user runs it: files, stdin/stdout, settings errors, the demo."""
 
+import gc
 import json
 import os
 import subprocess
@@ -34,6 +35,21 @@ def test_run_on_files_gives_the_scenario_semantics_and_a_summary(tmp_path):
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert {k: summary[k] for k in ("in", "out", "duplicates", "dead_lettered")} == {
         "in": len(records), "out": 3, "duplicates": 2, "dead_lettered": len(INVALID_RECORDS)}
+
+
+def test_a_run_keeps_what_lived_before_it_out_of_the_cycle_collector_and_gives_it_back(tmp_path):
+    write_lines(tmp_path / "in.jsonl", [json.dumps({"id": str(i), "uniqueValue": f"u{i}", "type": "APP",
+                                                    "timestamp": 1_700_000_000}).encode() for i in range(3_000)])
+    frozen_in_collections = []
+    gc.callbacks.append(lambda phase, info: frozen_in_collections.append(gc.get_freeze_count()))
+    try:
+        code = main(["run", "--engine", "memory", "--source", f"file:{tmp_path / 'in.jsonl'}",
+                     "--sink", f"file:{tmp_path / 'out.jsonl'}", "--dlq", f"file:{tmp_path / 'dlq.jsonl'}"])
+    finally:
+        gc.callbacks.pop()
+    assert code == 0 and len((tmp_path / "out.jsonl").read_bytes().splitlines()) == 3_000
+    assert max(frozen_in_collections, default=0) > 10_000  # the modules and the wiring, at least
+    assert gc.get_freeze_count() == 0
 
 
 def run_cli(*args, env=None, stdin=b"", cwd=None):

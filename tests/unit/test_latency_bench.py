@@ -207,13 +207,21 @@ def test_settings_are_given_to_the_engine_as_dedup_variables():
     assert latency_bench.setting('spark.conf={"a.b": "1"}') == ("DEDUP_SPARK__CONF", '{"a.b": "1"}')
 
 
-def test_every_combination_of_engine_delivery_state_and_rate_is_a_configuration():
+def test_every_combination_an_engine_runs_is_a_configuration_and_exactly_once_on_memory_is_skipped(capsys):
     args = latency_bench.parse_args(["--engine", "kafka", "--delivery", "at-least-once,exactly-once",
                                      "--state", "memory,redis", "--rate", "100,200", "--rate", "5000"])
-    assert len(args.configs) == 12
+    assert len(args.configs) == 9
     assert {c.label for c in args.configs} >= {"kafka exactly-once redis 5000/s", "kafka at-least-once memory 100/s"}
+    assert not any(c.delivery == "exactly-once" and c.state == "memory" for c in args.configs)
+    assert "skipping kafka exactly-once memory" in capsys.readouterr().err
     spark = latency_bench.parse_args(["--engine", "spark"]).configs
     assert [c.label for c in spark] == ["spark at-least-once checkpoint 200/s"]
+
+
+def test_exactly_once_on_memory_alone_is_refused(capsys):
+    with pytest.raises(SystemExit):
+        latency_bench.parse_args(["--engine", "kafka", "--delivery", "exactly-once", "--state", "memory"])
+    assert "no configuration to run" in capsys.readouterr().err
 
 
 def test_a_state_the_engine_does_not_have_is_refused(capsys):

@@ -1,5 +1,6 @@
 """Under a steady stream, the in-memory state holds only the keys inside their retention."""
 
+import gc
 import io
 import json
 
@@ -9,6 +10,7 @@ from domain.accounting import Accounting
 from domain.dedup import Deduplicator
 from domain.events import RawRecord, SourcePosition
 from domain.rules import DedupRule, RuleSet
+from domain.state import Claim
 from tests.fakes import FakeClock
 
 
@@ -36,3 +38,21 @@ def test_progress_line_shows_rate_and_counts():
     progress.close()
     text = stream.getvalue()
     assert text.startswith("\r") and "in=100 out=60 dup=30 dlq=10" in text and "ev/s" in text
+
+
+def test_the_state_gives_the_cycle_collector_nothing_to_walk_per_key():
+    """A full collection stops the engine for as long as it walks the tracked objects: the
+    store's keys and emissions (repeats and evictions included) must not be among them."""
+    store = InMemoryStateStore()
+    gc.collect()
+    before = len(gc.get_objects())
+    for second in range(200):
+        now = 1_700_000_000 + second
+        claims = [Claim(f"APP\x1f{second}-{i}", now, 30, now + 30, now - 31, f"s:0:{second}-{i}") for i in range(100)]
+        repeats = [Claim(f"APP\x1f{second - 1}-{i}", now, 30, now + 30, now - 31, "s:1:x") for i in range(10)]
+        store.check_and_set_many(claims + repeats)
+    del claims, repeats
+    assert len(store) > 5_000
+    for _ in range(3):
+        gc.collect()
+    assert len(gc.get_objects()) - before < 500

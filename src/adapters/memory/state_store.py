@@ -48,14 +48,18 @@ class InMemoryStateStore:
     """State in a dict; each rule keeps a heap of eviction times and evicts as its watermark moves.
 
     Memory is bounded by the keys kept within their retention (see :mod:`domain.state`),
-    not by the stream.
+    not by the stream. A key's emissions are held as plain tuples of ``(time, expires_at,
+    owner)`` (``Emission`` objects only while a claim is decided): Python's cycle collector
+    stops tracking a tuple of strings and integers, so its full collections, which stop the
+    engine, do not grow with the state (with ``Emission`` objects, 75 ms at 150,000 keys and
+    440 ms at 1,000,000).
     """
 
     durable = False  # a snapshot, when configured, is written at close: a crash loses what came since
 
     def __init__(self, snapshot: str | Path | None = None):
-        self._entries: dict[str, tuple[Emission, ...]] = {}
-        self._expiries: dict[str, list[tuple[int, str]]] = {}
+        self._entries: dict[str, tuple[StoredEmission, ...]] = {}
+        self._expiries: dict[str, _Expiries] = {}
         self._lock = threading.Lock()
         self.snapshot = Path(snapshot) if snapshot else None
         self._held: int | None = None
@@ -80,7 +84,7 @@ class InMemoryStateStore:
             return self._entries.pop(key, None) is not None
 
     def entries(self, key: str, now: int) -> tuple[Emission, ...]:
-        return tuple(e for e in self._entries.get(key, ()) if e.expires_at > now)
+        return tuple(e for e in _emissions(self._entries.get(key, ())) if e.expires_at > now)
 
     def close(self) -> None:
         """Writes the snapshot, when the store has one (see :meth:`save`)."""
@@ -120,12 +124,12 @@ class InMemoryStateStore:
 
     def newest_emission_times(self) -> dict[str, int]:
         """The time of the newest remembered emission per rule (where a migration's old state ends)."""
-        return newest_times(self._entries.items())
+        return newest_times(self.items())
 
     def _snapshot_lines(self) -> Iterable[str]:
         yield SNAPSHOT_HEADER
-        for key, entries in self._entries.items():
-            yield f"{quote_key(key)}\t{encode(entries)}\n"
+        for key, stored in self._entries.items():
+            yield f"{quote_key(key)}\t{encode(_emissions(stored))}\n"
 
     def _load(self, path: Path) -> None:
         partial = path.with_name(path.name + ".partial")
@@ -134,9 +138,9 @@ class InMemoryStateStore:
         try:
             for stored, value in read_snapshot(path):
                 entries, key = decode(value), current_key(stored, version_of(value))  # an older snapshot's key respelled
-                self._entries[key] = entries
+                self._entries[key] = _stored(entries)
                 for e in entries:
-                    heapq.heappush(self._expiries.setdefault(rule_of(key), []), (e.kept_until, key))
+                    self._expiries_of(rule_of(key)).add(e.kept_until, key)
         except (ValueError, OSError) as exc:  # UnicodeDecodeError and StateFormatError are ValueErrors
             raise unreadable(path, exc) from None
 
@@ -145,33 +149,76 @@ class InMemoryStateStore:
 
     def items(self):
         """Every stored key with its emissions (for snapshots and inspection)."""
-        return list(self._entries.items())
+        return [(key, _emissions(stored)) for key, stored in self._entries.items()]
 
     def _apply(self, claim: Claim) -> Judgement:
         rule = rule_of(claim.key)
-        heap = self._expiries.get(rule)
-        if heap and heap[0][0] <= claim.now:
-            self._evict(rule, claim.now)
-        decision = decide(self._entries.get(claim.key, ()), claim)
+        expiries = self._expiries.get(rule)
+        if expiries is not None and expiries.due(claim.now):
+            self._evict(expiries, claim.now)
+        stored = self._entries.get(claim.key)
+        decision = decide(_emissions(stored) if stored else (), claim)
         if decision.changed:
             if decision.entries:
-                self._entries[claim.key] = decision.entries
+                self._entries[claim.key] = _stored(decision.entries)
             else:
                 self._entries.pop(claim.key, None)
         if decision.granted and decision.changed:
-            heapq.heappush(self._expiries.setdefault(rule, []),
-                           (claim.emission().kept_until, claim.key))
+            self._expiries_of(rule).add(claim.emission().kept_until, claim.key)
         return decision.judgement
 
-    def _evict(self, rule: str, now: int) -> None:
-        heap = self._expiries.get(rule)
-        while heap and heap[0][0] <= now:
-            _, key = heapq.heappop(heap)
-            kept = tuple(e for e in self._entries.get(key, ()) if e.kept_until > now)
+    def _expiries_of(self, rule: str) -> "_Expiries":
+        expiries = self._expiries.get(rule)
+        if expiries is None:
+            expiries = self._expiries[rule] = _Expiries()
+        return expiries
+
+    def _evict(self, expiries: "_Expiries", now: int) -> None:
+        for key in expiries.pop_due(now):
+            kept = tuple(e for e in self._entries.get(key, ()) if 2 * e[1] - e[0] > now)  # Emission.kept_until
             if kept:
                 self._entries[key] = kept
             else:
                 self._entries.pop(key, None)
+
+
+class _Expiries:
+    """A rule's keys by the second their emissions may be forgotten (``Emission.kept_until``).
+
+    The keys of one second are the keys of a dict (``None`` values), which Python's cycle
+    collector does not track; the heap holds one integer per second, not one entry per key.
+    """
+
+    def __init__(self):
+        self._seconds: list[int] = []
+        self._keys: dict[int, dict[str, None]] = {}
+
+    def add(self, second: int, key: str) -> None:
+        keys = self._keys.get(second)
+        if keys is None:
+            keys = self._keys[second] = {}
+            heapq.heappush(self._seconds, second)
+        keys[key] = None
+
+    def due(self, now: int) -> bool:
+        return bool(self._seconds) and self._seconds[0] <= now
+
+    def pop_due(self, now: int) -> Iterable[str]:
+        """The keys of every second up to ``now``, forgotten here."""
+        while self._seconds and self._seconds[0] <= now:
+            yield from self._keys.pop(heapq.heappop(self._seconds))
+
+
+StoredEmission = tuple[int, int, str]
+"""An ``Emission`` as the store holds it: ``(time, expires_at, owner)``."""
+
+
+def _stored(entries: tuple[Emission, ...]) -> tuple[StoredEmission, ...]:
+    return tuple((e.time, e.expires_at, e.owner) for e in entries)
+
+
+def _emissions(stored: tuple[StoredEmission, ...]) -> tuple[Emission, ...]:
+    return tuple(Emission(*e) for e in stored)
 
 
 def read_snapshot(path: Path):

@@ -1,0 +1,29 @@
+"""The process's long-lived objects out of Python's cycle collector, before an engine runs.
+
+A full collection of the cycle collector stops the process for as long as it takes to walk
+every tracked object: the modules, the wiring, and the state's containers (the in-memory
+store's dict of every key), which an engine's latency then carries. Everything alive once
+the engine is built lives as long as the process, so it is collected once and frozen
+(``gc.freeze``): later collections walk only what the run creates. When the run ends they
+are given back (``gc.unfreeze``), for a program that runs an engine in its own process.
+"""
+
+from __future__ import annotations
+
+import gc
+from contextlib import contextmanager
+from typing import Iterator
+
+__all__ = ["long_lived_frozen"]
+
+
+@contextmanager
+def long_lived_frozen() -> Iterator[None]:
+    """Collect what is garbage now, keep every surviving object out of the collections made
+    inside the block, and give them back to the collector after it."""
+    gc.collect()
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
