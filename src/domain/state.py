@@ -41,7 +41,12 @@ class Emission:
     @property
     def kept_until(self) -> int:
         """Stores may forget the emission once ``now >= kept_until`` (one retention after expiry)."""
-        return 2 * self.expires_at - self.time
+        return kept_until(self.time, self.expires_at)
+
+
+def kept_until(time: int, expires_at: int) -> int:
+    """``Emission.kept_until`` of an emission at ``time`` that expires at ``expires_at``."""
+    return 2 * expires_at - time
 
 
 @dataclass(frozen=True)

@@ -32,7 +32,8 @@ from urllib.parse import quote, unquote
 
 from domain.errors import ProcessingBug, SetupError, StateUnavailable, first_line
 from domain.keys import rule_of
-from domain.state import Claim, Emission, Judgement, current_key, decide, decode, encode, version_of
+from domain.state import (GRANTED, Claim, Emission, Judgement, current_key, decide, decode, encode, kept_until,
+                          version_of)
 
 SNAPSHOT_HEADER = "# streamdedup state snapshot\n"
 
@@ -157,7 +158,11 @@ class InMemoryStateStore:
         if expiries is not None and expiries.due(claim.now):
             self._evict(expiries, claim.now)
         stored = self._entries.get(claim.key)
-        decision = decide(_emissions(stored) if stored else (), claim)
+        if stored is None:  # ``decide`` over no emission: granted, the claim's emission remembered
+            self._entries[claim.key] = ((claim.time, claim.expires_at, claim.owner),)
+            self._expiries_of(rule).add(kept_until(claim.time, claim.expires_at), claim.key)
+            return GRANTED
+        decision = decide(_emissions(stored), claim)
         if decision.changed:
             if decision.entries:
                 self._entries[claim.key] = _stored(decision.entries)
@@ -175,7 +180,7 @@ class InMemoryStateStore:
 
     def _evict(self, expiries: "_Expiries", now: int) -> None:
         for key in expiries.pop_due(now):
-            kept = tuple(e for e in self._entries.get(key, ()) if 2 * e[1] - e[0] > now)  # Emission.kept_until
+            kept = tuple(e for e in self._entries.get(key, ()) if kept_until(e[0], e[1]) > now)
             if kept:
                 self._entries[key] = kept
             else:

@@ -41,7 +41,7 @@ from domain.redaction import redact_uri
 from domain.rules import KEY_SEPARATOR
 from domain.state import GRANTED, Claim, Emission, Judgement, StateFormatError, decode
 
-from adapters.redis.script import BAD_STATE, CHECK_AND_SET, SCRIPT_SHA
+from adapters.redis.script import BAD_STATE, CHECK_AND_SET, SCRIPT_SHA, claim_argument
 
 DEFAULT_PREFIX = "dedup:"
 
@@ -161,8 +161,7 @@ class RedisStateStore:
     def _script_input(self, claims: Sequence[Claim]) -> tuple[list[bytes], list[str | int]]:
         keys = [redis_key(self.key_prefix, c.key) for c in claims]
         args: list[str | int] = [self.ttl_grace]
-        for c in claims:
-            args += (c.time, c.window, c.expires_at, c.now, quoted_owner(c.owner))
+        args += [claim_argument(c.time, c.window, c.expires_at, c.now, quoted_owner(c.owner)) for c in claims]
         return keys, args
 
     @contextmanager
