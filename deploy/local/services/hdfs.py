@@ -315,31 +315,42 @@ class HdfsCluster:
 
     # -- file helpers (WebHDFS, no Hadoop client needed)
     def write_file(self, path: str, data: bytes, timeout: float = 30) -> None:
-        """Create or replace the file ``path`` (absolute, e.g. ``/demo/a.txt``) with ``data``.
+        """Create or replace the file ``path`` (absolute, e.g. ``/demo/a.txt``) with ``data``;
+        ServiceError when the NameNode refuses (``_datanode_location``)."""
+        try:
+            location = self._datanode_location(f"{self._webhdfs(path)}?op=CREATE&overwrite=true", "PUT", timeout)
+        except urllib.error.HTTPError as exc:
+            body = exc.read().decode(errors="replace")[:300]
+            raise ServiceError(f"WebHDFS CREATE {path}: HTTP {exc.code} {body}") from None
+        urllib.request.urlopen(urllib.request.Request(location, method="PUT", data=data), timeout=10).close()
 
-        The NameNode answers with a redirect to the DataNode that takes the bytes. Just after a
-        start it may count the DataNode live before it can place a block on it, and answers 403
-        ("Failed to find datanode"): that is asked again for up to ``timeout`` seconds."""
-        create = f"{self._webhdfs(path)}?op=CREATE&overwrite=true"
+    def read_file(self, path: str, timeout: float = 30) -> bytes:
+        """The bytes of the file ``path``; raises urllib's HTTPError (404) when there is none."""
+        location = self._datanode_location(f"{self._webhdfs(path)}?op=OPEN", "GET", timeout)
+        with urllib.request.urlopen(location, timeout=10) as response:
+            return response.read()
+
+    @staticmethod
+    def _datanode_location(url: str, method: str, timeout: float) -> str:
+        """The DataNode the NameNode redirects a WebHDFS request to (a read or a write of a file).
+
+        Just after a start (a restart after a kill included) the NameNode may count the DataNode
+        live before it can place a block on it or knows where a block is, and answers 403
+        ("Failed to find datanode"): that is asked again for up to ``timeout`` seconds. Any other
+        answer raises urllib's HTTPError."""
         deadline = time.monotonic() + timeout
         while True:
             try:
-                _NO_REDIRECTS.open(urllib.request.Request(create, method="PUT"), timeout=10)
-                raise ServiceError(f"WebHDFS CREATE {path}: no redirect to a DataNode")
+                _NO_REDIRECTS.open(urllib.request.Request(url, method=method), timeout=10)
             except urllib.error.HTTPError as exc:
                 if exc.code == 307:
-                    location = exc.headers["Location"]
-                    break
-                body = exc.read().decode(errors="replace")[:300]
+                    return exc.headers["Location"]
                 if exc.code != 403 or time.monotonic() > deadline:
-                    raise ServiceError(f"WebHDFS CREATE {path}: HTTP {exc.code} {body}") from None
+                    raise
+                exc.close()
+            else:
+                raise ServiceError(f"WebHDFS {method} {url}: no redirect to a DataNode")
             time.sleep(0.5)
-        urllib.request.urlopen(urllib.request.Request(location, method="PUT", data=data), timeout=10).close()
-
-    def read_file(self, path: str) -> bytes:
-        """The bytes of the file ``path``; raises urllib's HTTPError (404) when there is none."""
-        with urllib.request.urlopen(f"{self._webhdfs(path)}?op=OPEN", timeout=10) as response:
-            return response.read()
 
     def _webhdfs(self, path: str) -> str:
         return f"http://{LOOPBACK}:{self.namenode.http_port}/webhdfs/v1/{path.lstrip('/')}"
