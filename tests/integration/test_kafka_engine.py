@@ -207,8 +207,8 @@ def test_uri_parameters_become_client_settings_and_bounded_runs(kafka_bootstrap,
 def test_a_trickle_of_events_comes_out_long_before_its_batch_would_fill(kafka_bootstrap, topics, redis_url,
                                                                         exactly_once):
     """One event at a time, a batch of 1,000 never fills: each comes out once it has waited
-    ``max_batch_delay``, far sooner than an idle poll lasts (``poll_timeout``, 20 s here)."""
-    poll_timeout, metrics = 20.0, InMemoryMetrics()
+    ``max_batch_delay``, far sooner than an idle poll lasts (``poll_timeout``, 10 s here)."""
+    poll_timeout, metrics = 10.0, InMemoryMetrics()
     state = RedisStateStore(redis_url, key_prefix=f"{unique('trickle')}:") if exactly_once else None
     engine = kafka_engine(kafka_bootstrap, topics, state, stop_at_end=False, exactly_once=exactly_once,
                           batch_size=1000, poll_timeout=poll_timeout, max_batch_delay=0.05, metrics=metrics)

@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 from .prerequisites import redis_server
 from .process import LOOPBACK, Service
@@ -49,7 +51,9 @@ class RedisServer(Service):
         return [self.workdir / "redis.log", self.stdout_log]
 
     def _ready(self) -> bool:
-        client = redis.Redis(host=LOOPBACK, port=self.port, socket_connect_timeout=1, socket_timeout=1)
+        # one try: redis-py's default retries (with backoff) made a check last up to 15 s
+        client = redis.Redis(host=LOOPBACK, port=self.port, socket_connect_timeout=1, socket_timeout=1,
+                             retry=Retry(NoBackoff(), 0))
         try:
             return bool(client.ping())
         except redis.RedisError:
