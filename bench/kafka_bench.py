@@ -274,6 +274,7 @@ def run_group(args, services: Services, topic: str, expected: dict) -> dict:
 def run_engine(args: argparse.Namespace) -> dict:
     """The child: one bounded run of the engine; its own peak RSS is the run's."""
     from adapters.json import decode_json
+    from app.collector import long_lived_frozen
     from adapters.kafka.engine import build_kafka_engine
     from adapters.memory.state_store import InMemoryStateStore
     from adapters.system import SystemClock
@@ -302,14 +303,16 @@ def run_engine(args: argparse.Namespace) -> dict:
         import threading
         stop = threading.Event()
         signal.signal(signal.SIGTERM, lambda *_: stop.set())
-        totals = engine.run(stop)
+        with long_lived_frozen():  # as ``dedup run`` runs an engine
+            totals = engine.run(stop)
     elif args.profile:
         import cProfile
-        with cProfile.Profile() as profile:
+        with cProfile.Profile() as profile, long_lived_frozen():
             totals = engine.run()
         profile.dump_stats(args.profile)
     else:
-        totals = engine.run()
+        with long_lived_frozen():
+            totals = engine.run()
     elapsed = time.perf_counter() - started
     keys = len(store) if state == "memory" else store.key_count()
     extra = {} if state == "memory" else {"redis_used_memory_mb": round(store.memory_bytes() / 2**20, 1)}

@@ -72,7 +72,8 @@ class EventSource(Protocol):
         Only called after the sinks flushed the records' outcomes (at-least-once). A source
         that keeps positions (a Kafka consumer group) resumes after the acknowledged records
         on restart and hands out the unacknowledged ones again; a file is read from its
-        start on every run.
+        start on every run. It may store an acknowledgement after returning (no later than
+        ``close``): a crash in between hands those records out again, as for unacknowledged ones.
         """
 
     def close(self) -> None: ...

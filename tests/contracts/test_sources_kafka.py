@@ -50,6 +50,30 @@ class TestKafkaSource(KafkaInput):
         assert read(again, 1) == records[3:]
         again.close()
 
+    def test_acknowledgements_reach_the_group_while_the_source_keeps_reading(self):
+        # commits are sent asynchronously: each must still reach the broker without a close
+        self.append(VALUES[:4])
+        source = self.make_source()
+        records = read(source, 4)
+        try:
+            for acknowledged in (2, 4):
+                source.commit(records[:acknowledged])
+                deadline = time.monotonic() + 30
+                while committed_offsets(self.bootstrap, self.group, self.topic) != [acknowledged]:
+                    assert time.monotonic() < deadline, f"offset {acknowledged} never committed while reading"
+                    assert source.poll(10, 0.2) == []
+        finally:
+            source.close()
+
+    def test_a_close_right_after_many_acknowledgements_commits_the_last(self):
+        self.append(VALUES)
+        source = self.make_source()
+        records = read(source, len(VALUES))
+        for end in range(1, len(records) + 1):
+            source.commit(records[end - 1:end])
+        source.close()
+        assert committed_offsets(self.bootstrap, self.group, self.topic) == [len(VALUES)]
+
     def test_each_record_carries_its_message_key(self):
         self.append(VALUES[:3], key_of=lambda value: b"key-%d" % VALUES.index(value))
         source = self.make_source()

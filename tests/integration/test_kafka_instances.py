@@ -217,13 +217,19 @@ def test_memory_state_refuses_a_share_of_the_topic(kafka_bootstrap, tmp_path):
         first.kill()
 
 
-def test_records_of_a_partition_taken_away_mid_batch_are_dropped_and_read_again(kafka_bootstrap):
-    topic, group = unique("retain"), unique("retain-group")
-    create_topics(kafka_bootstrap, topic, partitions=2)
+def two_partitions_of_ten(bootstrap: str, name: str):
+    """A fresh topic of 2 partitions holding 10 records each, the source URI of a fresh group on it,
+    and the values per partition."""
+    topic, group = unique(name), unique(f"{name}-group")
+    create_topics(bootstrap, topic, partitions=2)
     values = {p: [f'{{"p": {p}, "n": {n}}}'.encode() for n in range(10)] for p in (0, 1)}
-    upstream.produce(parse_kafka_uri(f"kafka://{kafka_bootstrap}/{topic}", "preload"),
+    upstream.produce(parse_kafka_uri(f"kafka://{bootstrap}/{topic}", "preload"),
                      [(p, None, v) for p in (0, 1) for v in values[p]])
-    endpoint = parse_kafka_uri(f"kafka://{kafka_bootstrap}/{topic}?group={group}", "source")
+    return parse_kafka_uri(f"kafka://{bootstrap}/{topic}?group={group}", "source"), values
+
+
+def test_records_of_a_partition_taken_away_mid_batch_are_dropped_and_read_again(kafka_bootstrap):
+    endpoint, values = two_partitions_of_ten(kafka_bootstrap, "retain")
     first = KafkaSource(endpoint, partitions=2)
     second = None
     try:
@@ -237,6 +243,24 @@ def test_records_of_a_partition_taken_away_mid_batch_are_dropped_and_read_again(
         mine = 1 - taken
         again = poll_until(first, lambda got: len(got) >= 10 - sum(r.position.partition == mine for r in kept))
         assert sorted(r.position.offset for r in kept + again if r.position.partition == mine) == list(range(10))
+    finally:
+        first.close()
+        if second is not None:
+            second.close()
+
+
+def test_a_partition_taken_away_goes_with_what_was_acknowledged_of_it(kafka_bootstrap):
+    endpoint, values = two_partitions_of_ten(kafka_bootstrap, "handover")
+    first = KafkaSource(endpoint, partitions=2)
+    second = None
+    try:
+        gathered = poll_until(first, lambda got: len(got) == 20)
+        first.commit([r for r in gathered if r.position.offset < 6])  # acknowledged, then at once a rebalance
+        second = KafkaSource(endpoint, partitions=2)
+        read_by_second = poll_until(second, lambda got: len(got) == 4, also=first, into=[])
+        [taken] = {r.position.partition for r in read_by_second}
+        assert [r.value for r in read_by_second] == values[taken][6:]  # nothing acknowledged read again
+        assert second.poll(10, 1.0) == []
     finally:
         first.close()
         if second is not None:

@@ -1,8 +1,14 @@
 """Reading a topic as a consumer group, acknowledging only what reached its final place.
 
-Offsets are never committed automatically: ``commit(records)`` commits, synchronously, the
-offset after the last record of each partition, once the engine has flushed the records'
-outcomes. A crash before that replays the batch (at-least-once). Each record carries its
+Offsets are never committed automatically: ``commit(records)`` acknowledges the offset after
+the last record of each partition, once the engine has flushed the records' outcomes. The
+commit is sent asynchronously, so the next batch does not wait for the group coordinator's
+answer: each commit carries every partition's latest acknowledged offset not yet confirmed
+(offsets are cumulative, so a commit that failed is covered by the next one); a partition
+taken away, and every partition at ``close``, is committed synchronously before it goes.
+An acknowledgement still unconfirmed after ``commit_timeout`` s makes ``commit`` wait for
+the coordinator as a synchronous commit does, and raise ``SourceUnavailable`` when it stays
+away. A crash replays what was not yet committed (at-least-once). Each record carries its
 (topic, partition, offset) as its position, which the Redis state uses as the owner token.
 
 Several instances may read one topic in one consumer group. When the group takes a
@@ -30,6 +36,8 @@ from adapters.kafka.topics import config_error, describe
 
 log = logging.getLogger(__name__)
 
+LOG_EVERY = 10.0  # seconds between two warnings of failed asynchronous commits
+HANDOVER_COMMIT_TIMEOUT = 5.0  # seconds a commit before partitions go (revoked, closed) retries an absent coordinator
 DEFAULT_GROUP = "streamdedup"
 _COORDINATOR_AWAY = (KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN, KafkaError._WAIT_COORD,
                      KafkaError._TIMED_OUT, KafkaError.COORDINATOR_NOT_AVAILABLE, KafkaError.NOT_COORDINATOR,
@@ -63,7 +71,7 @@ class KafkaSource:
         self.commit_timeout = commit_timeout
         config = consumer_config(endpoint, settings, self.group, partition_eof=self.stop_at_end)
         try:
-            self.consumer = Consumer(config)
+            self.consumer = Consumer({**config, "on_commit": self._on_commit})
         except KafkaException as exc:
             raise config_error(exc, "source", config) from None
         self.whole_topic = whole_topic
@@ -71,9 +79,13 @@ class KafkaSource:
         self._at_end: set[int] = set()
         self._uncommitted: dict[tuple[str, int], int] = {}
         self._revoked: set[tuple[str, int]] = set()  # taken away since the last ``retain``
+        self._acknowledged: dict[tuple[str, int], int] = {}  # the next offset acknowledged, per partition held
+        self._unconfirmed: set[tuple[str, int]] = set()  # partitions whose acknowledgement is not yet confirmed
+        self._unconfirmed_since: float | None = None  # when the coordinator last confirmed a commit (or None)
+        self._commit_logged = -LOG_EVERY
         self._refused: str | None = None
         self.consumer.subscribe([endpoint.topic], on_assign=self._on_assign, on_revoke=self._on_revoke,
-                                on_lost=self._on_revoke)
+                                on_lost=self._on_lost)
 
     def poll(self, max_records: int, timeout: float) -> list[RawRecord]:
         """Up to ``max_records`` records; waits the whole ``timeout`` unless that many are ready
@@ -118,17 +130,40 @@ class KafkaSource:
                 for tp in positions if tp.offset >= 0 and ends[tp.topic, tp.partition] >= 0}
 
     def commit(self, records: Sequence[RawRecord]) -> None:
-        """Commit the offset after each partition's last record, synchronously.
+        """Acknowledge the offset after each partition's last record (see the module's text).
 
-        Retries while the group coordinator cannot be reached, for ``commit_timeout`` s. Raises
-        ``SourceUnavailable`` when it refuses (the partitions were reassigned) or stays away:
-        the records' outcomes are already written, so a restart replays them (at-least-once).
+        Raises ``SourceUnavailable`` when an acknowledgement stayed unconfirmed for
+        ``commit_timeout`` s and a synchronous commit of it fails too (the coordinator stays
+        away for as long, or refuses: the partitions were reassigned). The records' outcomes
+        are already written, so a restart replays them (at-least-once).
         """
-        offsets = next_offsets(records)
+        for tp in next_offsets(records):
+            self._acknowledged[tp.topic, tp.partition] = tp.offset
+            self._unconfirmed.add((tp.topic, tp.partition))
+        self.mark_committed(records)
+        if not self._unconfirmed:
+            return
+        if self._unconfirmed_since is None:
+            self._unconfirmed_since = time.monotonic()
+        elif time.monotonic() - self._unconfirmed_since > self.commit_timeout:
+            self.commit_acknowledged(self._unconfirmed)
+            return
+        try:
+            self.consumer.commit(offsets=self._offsets(self._unconfirmed), asynchronous=True)
+        except KafkaException as exc:  # not sent: the next commit, or the deadline's synchronous one, sends it
+            self._log_commit_failure(describe(exc))
+
+    def commit_acknowledged(self, partitions: set[tuple[str, int]] | None = None,
+                            timeout: float | None = None) -> None:
+        """Commit the last acknowledged offset of each partition held (of ``partitions`` only,
+        when given) synchronously, confirmed or not (an asynchronous commit retried late may
+        have moved it back), retrying while the coordinator is away for up to ``timeout`` s
+        (``commit_timeout`` by default). Raises ``SourceUnavailable`` when it refuses or stays away."""
+        offsets = self._offsets(self._acknowledged if partitions is None else partitions)
         if not offsets:
             return
         try:
-            results = self._commit_retrying(offsets)
+            results = self._commit_retrying(offsets, self.commit_timeout if timeout is None else timeout)
         except KafkaException as exc:
             raise SourceUnavailable(f"cannot commit offsets of {self.endpoint} "
                                     f"(group {self.group}): {describe(exc)}") from None
@@ -136,12 +171,42 @@ class KafkaSource:
         if failed:
             raise SourceUnavailable(f"cannot commit offset of {self.endpoint} partition {failed[0].partition} "
                                     f"(group {self.group}): {failed[0].error.str()}")
-        self.mark_committed(records)
+        self._confirmed(results or offsets)
 
-    def _commit_retrying(self, offsets: list[TopicPartition]) -> list[TopicPartition] | None:
-        """Commit, retrying for up to ``commit_timeout`` s while the coordinator is away (a broker
+    def _offsets(self, partitions) -> list[TopicPartition]:
+        return [TopicPartition(topic, partition, self._acknowledged[topic, partition])
+                for topic, partition in sorted(partitions) if (topic, partition) in self._acknowledged]
+
+    def _on_commit(self, error: KafkaError | None, partitions: list[TopicPartition]) -> None:
+        """An asynchronous commit's answer (served by ``poll``): forget what it confirmed."""
+        if error is not None:
+            if error.code() != KafkaError._NO_OFFSET:
+                self._log_commit_failure(error.str())
+            return
+        failed = [tp for tp in partitions if tp.error is not None]
+        if failed:
+            self._log_commit_failure(f"partition {failed[0].partition}: {failed[0].error.str()}")
+        self._confirmed([tp for tp in partitions if tp.error is None])
+
+    def _confirmed(self, offsets: Sequence[TopicPartition]) -> None:
+        """The coordinator took ``offsets``: forget the acknowledgements they cover, and count
+        ``commit_timeout`` for the rest from now."""
+        for tp in offsets:
+            if self._acknowledged.get((tp.topic, tp.partition), tp.offset + 1) <= tp.offset:
+                self._unconfirmed.discard((tp.topic, tp.partition))
+        if offsets:
+            self._unconfirmed_since = time.monotonic() if self._unconfirmed else None
+
+    def _log_commit_failure(self, reason: str) -> None:
+        if time.monotonic() - self._commit_logged >= LOG_EVERY:
+            self._commit_logged = time.monotonic()
+            log.warning("committing offsets of %s (group %s) failed, the next commit carries them: %s",
+                        self.endpoint, self.group, reason)
+
+    def _commit_retrying(self, offsets: list[TopicPartition], timeout: float) -> list[TopicPartition] | None:
+        """Commit, retrying for up to ``timeout`` s while the coordinator is away (a broker
         restart); a lost generation (the partitions went to another member) is not retried."""
-        deadline = time.monotonic() + self.commit_timeout
+        deadline = time.monotonic() + timeout
         while True:
             try:
                 return self.consumer.commit(offsets=offsets, asynchronous=False)
@@ -185,7 +250,19 @@ class KafkaSource:
                              "--state redis://HOST:PORT/DB")
 
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        """Before partitions go to another member: commit what was acknowledged of them, so
+        their new reader starts after it, then forget them."""
+        try:
+            self.commit_acknowledged({(tp.topic, tp.partition) for tp in partitions}, HANDOVER_COMMIT_TIMEOUT)
+        except SourceUnavailable as exc:
+            log.warning("%s; their new reader reads those records again", exc)
+        self._on_lost(consumer, partitions)
+
+    def _on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        """Partitions gone (revoked, or lost with the group membership): forget them."""
         for tp in partitions:
+            self._acknowledged.pop((tp.topic, tp.partition), None)
+            self._unconfirmed.discard((tp.topic, tp.partition))
             self._revoked.add((tp.topic, tp.partition))
             self._uncommitted.pop((tp.topic, tp.partition), None)
             self._at_end.discard(tp.partition)
@@ -214,6 +291,11 @@ class KafkaSource:
         self._at_end.discard(partition)
 
     def close(self) -> None:
+        """Commit what was acknowledged and not yet confirmed, then leave the group."""
+        try:
+            self.commit_acknowledged(timeout=HANDOVER_COMMIT_TIMEOUT)
+        except SourceUnavailable as exc:
+            log.warning("%s; a restart reads those records again", exc)
         try:
             self.consumer.close()
         except (KafkaException, RuntimeError) as exc:
