@@ -274,10 +274,10 @@ def run_group(args, services: Services, topic: str, expected: dict) -> dict:
 def run_engine(args: argparse.Namespace) -> dict:
     """The child: one bounded run of the engine; its own peak RSS is the run's."""
     from adapters.json import decode_json
-    from app.collector import long_lived_frozen
     from adapters.kafka.engine import build_kafka_engine
     from adapters.memory.state_store import InMemoryStateStore
     from adapters.system import SystemClock
+    from app.collector import long_lived_frozen
     from domain.dedup import Deduplicator
     from domain.rules import RuleSet
 

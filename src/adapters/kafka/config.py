@@ -25,6 +25,7 @@ from domain.redaction import redact, redact_settings, redact_uri, remember, secr
 ROLES = ("consumer", "producer")
 _TRUE = ("1", "true", "yes", "on")
 librdkafka_log = logging.getLogger("adapters.kafka.librdkafka")
+LOG_EVERY = 10.0  # seconds between two warnings of one kind of failure that repeats (reconnects, commits)
 
 
 class KafkaConfigurationError(SetupError):

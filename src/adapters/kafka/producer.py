@@ -35,12 +35,12 @@ from confluent_kafka import KafkaError, KafkaException, Producer
 
 from domain.errors import PermanentError, RecordTooLarge, SinkUnavailable
 
+from adapters.kafka.config import LOG_EVERY
 from adapters.kafka.sizes import PRODUCER_DEFAULT_MAX, message_size
 from adapters.kafka.topics import config_error, describe
 
 log = logging.getLogger(__name__)
 
-LOG_EVERY = 10.0
 TOO_LARGE = {KafkaError.MSG_SIZE_TOO_LARGE, KafkaError.RECORD_LIST_TOO_LARGE}  # a broker's refusals of a message's size
 PURGED = {KafkaError._PURGE_QUEUE, KafkaError._PURGE_INFLIGHT}
 

@@ -31,12 +31,11 @@ from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, Consumer, KafkaError, Kafka
 from domain.errors import SourceUnavailable
 from domain.events import RawRecord, SourcePosition
 
-from adapters.kafka.config import KafkaConfigurationError, KafkaEndpoint, consumer_config
+from adapters.kafka.config import LOG_EVERY, KafkaConfigurationError, KafkaEndpoint, consumer_config
 from adapters.kafka.topics import config_error, describe
 
 log = logging.getLogger(__name__)
 
-LOG_EVERY = 10.0  # seconds between two warnings of failed asynchronous commits
 HANDOVER_COMMIT_TIMEOUT = 5.0  # seconds a commit before partitions go (revoked, closed) retries an absent coordinator
 DEFAULT_GROUP = "streamdedup"
 _COORDINATOR_AWAY = (KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN, KafkaError._WAIT_COORD,
@@ -81,7 +80,7 @@ class KafkaSource:
         self._revoked: set[tuple[str, int]] = set()  # taken away since the last ``retain``
         self._acknowledged: dict[tuple[str, int], int] = {}  # the next offset acknowledged, per partition held
         self._unconfirmed: set[tuple[str, int]] = set()  # partitions whose acknowledgement is not yet confirmed
-        self._unconfirmed_since: float | None = None  # when the coordinator last confirmed a commit (or None)
+        self._unconfirmed_since: float | None = None  # since when acknowledgements wait unconfirmed (None: none do)
         self._commit_logged = -LOG_EVERY
         self._refused: str | None = None
         self.consumer.subscribe([endpoint.topic], on_assign=self._on_assign, on_revoke=self._on_revoke,
@@ -140,20 +139,20 @@ class KafkaSource:
         for tp in next_offsets(records):
             self._acknowledged[tp.topic, tp.partition] = tp.offset
             self._unconfirmed.add((tp.topic, tp.partition))
-        self.mark_committed(records)
+            self._uncommitted.pop((tp.topic, tp.partition), None)
         if not self._unconfirmed:
             return
         if self._unconfirmed_since is None:
             self._unconfirmed_since = time.monotonic()
         elif time.monotonic() - self._unconfirmed_since > self.commit_timeout:
-            self.commit_acknowledged(self._unconfirmed)
+            self._commit_acknowledged(self._unconfirmed)
             return
         try:
             self.consumer.commit(offsets=self._offsets(self._unconfirmed), asynchronous=True)
         except KafkaException as exc:  # not sent: the next commit, or the deadline's synchronous one, sends it
             self._log_commit_failure(describe(exc))
 
-    def commit_acknowledged(self, partitions: set[tuple[str, int]] | None = None,
+    def _commit_acknowledged(self, partitions: set[tuple[str, int]] | None = None,
                             timeout: float | None = None) -> None:
         """Commit the last acknowledged offset of each partition held (of ``partitions`` only,
         when given) synchronously, confirmed or not (an asynchronous commit retried late may
@@ -253,7 +252,7 @@ class KafkaSource:
         """Before partitions go to another member: commit what was acknowledged of them, so
         their new reader starts after it, then forget them."""
         try:
-            self.commit_acknowledged({(tp.topic, tp.partition) for tp in partitions}, HANDOVER_COMMIT_TIMEOUT)
+            self._commit_acknowledged({(tp.topic, tp.partition) for tp in partitions}, HANDOVER_COMMIT_TIMEOUT)
         except SourceUnavailable as exc:
             log.warning("%s; their new reader reads those records again", exc)
         self._on_lost(consumer, partitions)
@@ -291,9 +290,9 @@ class KafkaSource:
         self._at_end.discard(partition)
 
     def close(self) -> None:
-        """Commit what was acknowledged and not yet confirmed, then leave the group."""
+        """Commit every partition's last acknowledged offset, then leave the group."""
         try:
-            self.commit_acknowledged(timeout=HANDOVER_COMMIT_TIMEOUT)
+            self._commit_acknowledged(timeout=HANDOVER_COMMIT_TIMEOUT)
         except SourceUnavailable as exc:
             log.warning("%s; a restart reads those records again", exc)
         try:
