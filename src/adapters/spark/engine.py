@@ -153,7 +153,7 @@ class SparkEngine:
     timings: BatchTimings = field(init=False, default_factory=BatchTimings, repr=False)  # foreachBatch's phases
 
     def __post_init__(self):
-        self.listener = ProgressListener(self.metrics)
+        self.listener = ProgressListener(self.metrics, rules=self.rules.rules)
         self.guard = CheckpointGuard(self.rules, self.query.checkpoint, self.endpoints(), self.query.settings_file,
                                      state_in_checkpoint=self.judge.state_in_checkpoint)
         self.lease = CheckpointLease(self.query.checkpoint, self.query.lease_timeout)
@@ -259,7 +259,7 @@ class SparkEngine:
                                                source.topic if source.kind == "kafka" else None)
         gauge = StateRowGauge.open(spark, self.query.checkpoint, self.state_rows, count_missing=not tracked)
         files = StateFiles.open(spark, self.query.checkpoint)
-        self.listener = ProgressListener(self.metrics, self.on_batch, tracked, gauge, files)
+        self.listener = ProgressListener(self.metrics, self.on_batch, tracked, gauge, files, self.rules.rules)
 
     def _prepare(self, spark: SparkSession) -> None:
         """Checks the classpath and sets the SQL settings a query reads when it starts."""

@@ -4,7 +4,7 @@ Each record carries ``arrived`` (``stream.sources``: its Kafka record's timestam
 the time of the micro-batch that read them). The plan's ``observe`` (``metrics.listener``),
 computed by the executors in the pass that writes the batch, counts the batch's unique
 events per rule whose delay ``batch time - arrived`` is at most each bound of the
-histogram (``latency_columns``: cumulative counts, plus each rule's total). The batch time
+histogram (``metrics.cells``: cumulative counts ``latency:RULE:I``, plus each rule's total). The batch time
 is the micro-batch's own time (``batchTimestampMs``, ``adapters.spark.clock``).
 
 The driver gets the counts with the batch's progress and replays them into
@@ -17,15 +17,13 @@ observed at the last bound plus that delay. Negative delays (clocks apart) fall 
 
 from __future__ import annotations
 
-from typing import Iterable, Mapping
+from typing import Mapping
 
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from adapters.metrics.catalog import CATALOG
 from adapters.spark.clock import batch_micros
-from domain.accounting import NO_RULE
-from domain.dedup import Verdict
 
 LATENCY = "end_to_end_latency_seconds"
 BOUNDS: tuple[float, ...] = CATALOG[LATENCY].buckets
@@ -40,24 +38,6 @@ def with_delay(judged: DataFrame) -> DataFrame:
     observed metric may not call ``current_timestamp()`` itself: it is not deterministic)."""
     return judged.withColumn(DELAY, (batch_micros() - F.unix_micros(F.col("arrived")))
                              / F.lit(1_000_000))
-
-
-def latency_columns(rules: Iterable[str] = ()) -> list[Column]:
-    """Per rule (and ``NO_RULE``: passed through): unique events with a delay (``with_delay``) at
-    most each bound (``latency:RULE:I``) and in all (``latency:RULE:n``)."""
-    delay = F.col(DELAY)
-    emitted = F.col("verdict") == Verdict.EMIT.value
-    rule = F.coalesce(F.col("rule"), F.lit(NO_RULE))
-    columns = []
-    for name in (*rules, NO_RULE):
-        ours = emitted & (rule == name)
-        columns.append(_count_if(ours, f"{PREFIX}{name}:{TOTAL}"))
-        columns += [_count_if(ours & (delay <= F.lit(bound)), f"{PREFIX}{name}:{i}") for i, bound in enumerate(BOUNDS)]
-    return columns
-
-
-def _count_if(condition: Column, name: str) -> Column:
-    return F.sum(F.when(condition, 1).otherwise(0)).cast("long").alias(name)
 
 
 def latency_counts(values: Mapping[str, object]) -> dict[str, list[int]]:

@@ -12,41 +12,22 @@ from __future__ import annotations
 import json
 import logging
 import threading
-from typing import Callable, Iterable
+from typing import Callable, Iterable, Mapping
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from domain.accounting import LABEL_OF, NO_RULE, Accounting
+from domain.accounting import Accounting
 from domain.dedup import BUCKET_OF
-from domain.errors import DEAD_LETTER_REASONS, OVERSIZE
 
 from adapters.spark.metrics.events import JsonEventListener
-from adapters.spark.metrics.latency import (DELAY, latency_columns, latency_counts, publish_latency, with_delay,
-                                            write_delay)
+from adapters.spark.metrics.cells import CellLayout
+from adapters.spark.metrics.latency import BOUNDS, DELAY, latency_counts, publish_latency, with_delay, write_delay
 from adapters.spark.stream.plan import NOTIFICATION, REJECTED_NOTIFICATION
 
 log = logging.getLogger(__name__)
 OBSERVATION = "accounting"
 COUNTED = tuple(Accounting().as_dict())
-BUCKET_VERDICT = {bucket: verdict.value for verdict, bucket in BUCKET_OF.items()}
-
-
-def accounting_columns(rules: Iterable[str] = ()) -> list[Column]:
-    """The counts of judged rows, named as ``Accounting.as_dict``: a verdict counts in its
-    bucket as the domain's ``BUCKET_OF`` says; notification rows count as ``invalidations`` only;
-    ``invalid`` counts rejected records (not a unique event too large for its output, ``oversize``).
-    With the ``rules``' names, also the breakdown of ``domain.accounting.LABEL_OF``, as columns
-    ``name@label``: out, duplicates and late per rule (``NO_RULE``: passed through), dead letters
-    per reason (``domain.errors.DEAD_LETTER_REASONS``). Then the unique events' latency buckets
-    (``metrics.latency``, columns ``latency:…``)."""
-    verdict, reason = F.col("verdict"), F.col("reason")
-    buckets = [_count_if(verdict == v.value, bucket) for v, bucket in BUCKET_OF.items()]
-    return [_count_if(is_input(), "in"), *buckets, _count_if(reason == "late", "late"),
-            _count_if(reason.isNotNull() & ~reason.isin("late", OVERSIZE), "invalid"),
-            _count_if(F.col("passed"), "passed_through"), _count_if(verdict == NOTIFICATION, "invalidations"),
-            _count_if(verdict == REJECTED_NOTIFICATION, "rejected_notifications"),
-            *(_breakdown(list(rules)) if rules else []), *latency_columns(rules)]
 
 
 def is_input() -> Column:
@@ -62,38 +43,33 @@ def bucket_of() -> Column:
     return bucket
 
 
-def _count_if(condition: Column, name: str) -> Column:
-    return F.sum(F.when(condition, 1).otherwise(0)).cast("long").alias(name)
-
-
-def _breakdown(rules: list[str]) -> list[Column]:
-    verdict, reason = F.col("verdict"), F.col("reason")
-    rule = F.coalesce(F.col("rule"), F.lit(NO_RULE))
-    labelled = [_count_if((verdict == v.value) & (rule == name), f"{bucket}@{name}")
-                for v, bucket in BUCKET_OF.items() if LABEL_OF.get(bucket) == "rule" for name in (*rules, NO_RULE)]
-    labelled += [_count_if((reason == "late") & (rule == name), f"late@{name}") for name in rules]
-    dead = verdict == BUCKET_VERDICT["dead_lettered"]
-    return labelled + [_count_if(dead & (reason == code), f"dead_lettered@{code}") for code in DEAD_LETTER_REASONS]
+def accounting_layout(rules: Iterable[str] = ()) -> CellLayout:
+    """The cells of judged rows under the ``rules``' names (``metrics.cells``): counts in
+    ``Accounting.as_dict``'s names, each rule's breakdown (``name@label``: out, duplicates and
+    late per rule, ``NO_RULE`` for passed through; dead letters per reason) and the unique
+    events' latency buckets (``metrics.latency``)."""
+    return CellLayout.of(rules, BOUNDS)
 
 
 def accounting_metrics(judged: DataFrame, rules: Iterable[str] = ()) -> DataFrame:
-    """``judged`` with its counts observed under ``OBSERVATION`` (``accounting_columns``)."""
-    return with_delay(judged).observe(OBSERVATION, *accounting_columns(rules)).drop(DELAY)
+    """``judged`` with its cells observed under ``OBSERVATION`` (``accounting_layout``)."""
+    return with_delay(judged).observe(OBSERVATION, accounting_layout(rules).column(F.col(DELAY))).drop(DELAY)
 
 
 def accounting_of(judged: DataFrame, rules: Iterable[str] = ()) -> Accounting:
     """The counts of a static (micro-batch) DataFrame of judged rows."""
-    return accounting_from(with_delay(judged).agg(*accounting_columns(rules)).first())
+    return counted(judged, rules)[0]
 
 
 def counted(judged: DataFrame, rules: Iterable[str] = ()) -> tuple[Accounting, dict[str, list[int]]]:
     """The counts and the latency buckets (``metrics.latency``) of a static DataFrame of judged rows, in one job."""
-    row = with_delay(judged).agg(*accounting_columns(rules)).first()
-    return accounting_from(row), latency_counts(row.asDict() if row is not None else {})
+    layout = accounting_layout(rules)
+    values = layout.counts(with_delay(judged).agg(layout.column(F.col(DELAY))).first())
+    return accounting_from(values), latency_counts(values)
 
 
-def accounting_from(row) -> Accounting:
-    values = row.asDict() if row is not None else {}
+def accounting_from(values: Mapping[str, int]) -> Accounting:
+    """An ``Accounting`` of named counts (``accounting_layout``'s)."""
     counts = {name: int(values.get(name) or 0) for name in COUNTED}
     accounting = Accounting(records_in=counts.pop("in"), **counts)
     for column, value in values.items():
@@ -123,7 +99,8 @@ class ProgressListener(JsonEventListener):
     """
 
     def __init__(self, metrics=None, on_batch: Callable[[Accounting], None] | None = None,
-                 state_rows_tracked: bool = True, state_rows=None, state_files=None):
+                 state_rows_tracked: bool = True, state_rows=None, state_files=None, rules: Iterable[str] = ()):
+        self.layout = accounting_layout(rules)
         self.on_batch = on_batch
         self.state_rows_tracked = state_rows_tracked
         self.state_rows = state_rows
@@ -161,9 +138,8 @@ class ProgressListener(JsonEventListener):
         with self._changed:
             counts, latency = self._recounted.pop(progress.batchId, (None, None))
             if counts is None:
-                observed = progress.observedMetrics.get(OBSERVATION)
-                counts = accounting_from(observed)
-                latency = latency_counts(observed.asDict() if observed is not None else {})
+                values = self.layout.counts(progress.observedMetrics.get(OBSERVATION))
+                counts, latency = accounting_from(values), latency_counts(values)
             self.totals.add(counts)
             self.gauges.update(gauges)
             self.batch_durations_ms.append(int(progress.durationMs.get("triggerExecution", 0)))
