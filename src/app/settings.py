@@ -23,6 +23,7 @@ from pydantic_settings import (BaseSettings, EnvSettingsSource, NoDecode, Pydant
                                SettingsConfigDict)
 from pydantic_settings import SettingsError as _SourceError
 
+from adapters.spark.trigger import DEFAULT_TRIGGER
 from app.setting_names import Misspelt, misspelt, unknown_variables
 from app.uris import CHECKPOINT, check_state_uri, check_stream_uri, distinct_files
 from domain.dead_letters import DEFAULT_MAX_BYTES
@@ -115,7 +116,7 @@ class SparkSettings(_Strict):
 
     master: str | None = None
     checkpoint: str = "checkpoints/dedup"
-    trigger: str = "1 second"
+    trigger: str = DEFAULT_TRIGGER
     available_now: bool | None = None
     state_provider: Literal["rocksdb", "hdfs-backed"] = "rocksdb"
     shuffle_partitions: int = Field(default=2, ge=1)

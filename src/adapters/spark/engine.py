@@ -64,6 +64,7 @@ from adapters.spark.stream.plan import DedupPlan, Hook
 from adapters.spark.stream.redis_judge import RedisBatchJudge
 from adapters.spark.stream.sources import parse_uri, read_stream
 from adapters.spark.stream.watermarks import BatchWatermarks
+from adapters.spark.trigger import DEFAULT_TRIGGER
 from domain.accounting import Accounting
 from domain.dead_letters import DEFAULT_MAX_BYTES
 from domain.redaction import redact_uri
@@ -87,7 +88,7 @@ class SparkQuery:
     kafka_settings: dict[str, str] = field(default_factory=dict, repr=False)  # librdkafka's: the start-up check
     settings_file: str | None = None  # the job's --config, named in the migration a refusal suggests
     log_file: str | None = None  # Spark's own log (spark_log); None: a JVM this engine starts logs to stderr
-    trigger: str = "1 second"
+    trigger: str = DEFAULT_TRIGGER
     available_now: bool | None = None
     state_provider: str = "rocksdb"
     master: str | None = None

@@ -30,6 +30,7 @@ from adapters.spark.metrics.latency import PREFIX, TOTAL
 from adapters.spark.stream.plan import NOTIFICATION, REJECTED_NOTIFICATION
 
 CELLS = "cells"
+CELL = "_accounting_cell"  # the column a row's cell is projected to
 LATE = "late"
 VERDICTS: tuple[str, ...] = (*(v.value for v in BUCKET_OF), NOTIFICATION, REJECTED_NOTIFICATION)
 REASONS: tuple[str, ...] = tuple(dict.fromkeys((LATE, OVERSIZE, *DEAD_LETTER_REASONS)))
@@ -80,9 +81,11 @@ class CellLayout:
             code = code * F.lit(radix) + fact
         return code
 
-    def column(self, delay: Column) -> Column:
-        """The aggregate: per cell of the rows, how many (``CELLS``, an array of ``{x: cell, y: count}``)."""
-        return F.histogram_numeric(self.cell(delay), F.lit(self.size)).alias(CELLS)
+    def column(self, cell: Column) -> Column:
+        """The aggregate of a column of cells (``cell``, projected beforehand: an aggregate
+        evaluates its input without generated code): per cell, how many rows (``CELLS``, an
+        array of ``{x: cell, y: count}``)."""
+        return F.histogram_numeric(cell, F.lit(self.size)).alias(CELLS)
 
     def counts(self, row) -> dict[str, int]:
         """The named counts of an aggregated row (a ``Row`` or a mapping; ``None``: nothing counted)."""

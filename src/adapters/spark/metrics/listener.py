@@ -21,7 +21,7 @@ from domain.accounting import Accounting
 from domain.dedup import BUCKET_OF
 
 from adapters.spark.metrics.events import JsonEventListener
-from adapters.spark.metrics.cells import CellLayout
+from adapters.spark.metrics.cells import CELL, CellLayout
 from adapters.spark.metrics.latency import BOUNDS, DELAY, latency_counts, publish_latency, with_delay, write_delay
 from adapters.spark.stream.plan import NOTIFICATION, REJECTED_NOTIFICATION
 
@@ -53,7 +53,13 @@ def accounting_layout(rules: Iterable[str] = ()) -> CellLayout:
 
 def accounting_metrics(judged: DataFrame, rules: Iterable[str] = ()) -> DataFrame:
     """``judged`` with its cells observed under ``OBSERVATION`` (``accounting_layout``)."""
-    return with_delay(judged).observe(OBSERVATION, accounting_layout(rules).column(F.col(DELAY))).drop(DELAY)
+    layout = accounting_layout(rules)
+    return with_cells(judged, layout).observe(OBSERVATION, layout.column(F.col(CELL))).drop(DELAY, CELL)
+
+
+def with_cells(judged: DataFrame, layout: CellLayout) -> DataFrame:
+    """``judged`` plus each row's cell (``CELL``) and its delay (``metrics.latency.DELAY``)."""
+    return with_delay(judged).withColumn(CELL, layout.cell(F.col(DELAY)))
 
 
 def accounting_of(judged: DataFrame, rules: Iterable[str] = ()) -> Accounting:
@@ -64,7 +70,7 @@ def accounting_of(judged: DataFrame, rules: Iterable[str] = ()) -> Accounting:
 def counted(judged: DataFrame, rules: Iterable[str] = ()) -> tuple[Accounting, dict[str, list[int]]]:
     """The counts and the latency buckets (``metrics.latency``) of a static DataFrame of judged rows, in one job."""
     layout = accounting_layout(rules)
-    values = layout.counts(with_delay(judged).agg(layout.column(F.col(DELAY))).first())
+    values = layout.counts(with_cells(judged, layout).agg(layout.column(F.col(CELL))).first())
     return accounting_from(values), latency_counts(values)
 
 
