@@ -20,7 +20,7 @@ from domain.policies import Policies, Resolved, Terminal, run_with_policy
 from domain.ports import Clock, DeadLetter, JsonDecoder, Notification, StateStore
 from domain.rules import DedupRule, RuleSet, TimeBasis
 from domain.state import NO_WATERMARK, Claim
-from domain.watermarks import Watermarks, clock_bound
+from domain.watermarks import Watermarks
 
 log = logging.getLogger(__name__)
 
@@ -42,11 +42,8 @@ class Outcome:
     duplicate: Duplicate | None = None  # a duplicate's report: the emission it repeats
 
 
-@dataclass
-class _Pending:
-    outcome: Outcome
-    rule: DedupRule
-    claim: Claim
+_Pending = tuple[Outcome, DedupRule, Claim]
+"""An admitted record's outcome (an emission until its claim is refused), its rule and claim."""
 
 
 @dataclass
@@ -81,10 +78,9 @@ class Deduplicator:
                 outcome, item = place(record, admitted, counts, now)
             outcomes.append(outcome)
             if item is not None:
-                pending[item.rule.event_type].append(item)
+                pending[item[1].event_type].append(item)
         for items in pending.values():
-            self._claim(items, now)
-        self._count(outcomes, counts)
+            self._claim(items[0][1], items, counts, now)
         return outcomes, counts
 
     def invalidate(self, notification: Notification) -> bool:
@@ -109,29 +105,28 @@ class Deduplicator:
         result = run_with_policy(lambda: self._admit(record, now), self.policies, self.clock.sleep, failed)
         if isinstance(result, Resolved):
             counts.invalid += isinstance(result.error, InvalidEvent)
-            return self._resolve(record, result), None
+            return self._counted(self._resolve(record, result), counts), None
         return self._place(record, result.value, counts, now)
 
     def _place(self, record: RawRecord, admitted: tuple[Event, DedupRule | None, str | None, int],
                counts: Accounting, now: float) -> tuple[Outcome, _Pending | None]:
-        """An admitted record: passed through, late, or a claim on its key."""
+        """An admitted record: passed through, late, or a claim on its key (counted once judged)."""
         event, rule, key, t = admitted
         if rule is None:
             counts.passed_through += 1
-            return Outcome(record, Verdict.EMIT, event), None
-        partition = record.position.partition_name()
-        self.watermarks.observe(rule.event_type, partition, t, now)
-        watermark = clock_bound(self.watermarks.of(rule.event_type, now), now)
-        horizon = clock_bound(self.watermarks.horizon(rule.event_type, partition, watermark), now)
+            return self._counted(Outcome(record, Verdict.EMIT, event), counts), None
+        position = record.position
+        watermark, horizon = self.watermarks.judge(rule.event_type, position.partition_name(), t, now)
         if t < horizon - rule.lateness:
             counts.tally("late", 1, rule.event_type)
             late = InvalidEvent("late", f"time {t} is older than its partition's time {horizon} minus lateness "
                                         f"{rule.lateness}")
-            return Outcome(record, Verdict.DEAD_LETTER, event, dead_letter=self.dead_letter(record, late, 1)), None
+            outcome = Outcome(record, Verdict.DEAD_LETTER, event, dead_letter=self.dead_letter(record, late, 1))
+            return self._counted(outcome, counts), None
         claim = Claim(key, t, rule.window, t + rule.retention, NO_WATERMARK if watermark is None else watermark,
-                      record.position.token())
+                      position.token())
         outcome = Outcome(record, Verdict.EMIT, event, key)
-        return outcome, _Pending(outcome, rule, claim)
+        return outcome, (outcome, rule, claim)
 
     def _admit(self, record: RawRecord, now: float) -> tuple[Event, DedupRule | None, str | None, int]:
         """Parse and place one record: its event, rule, state key and time (or raise ``InvalidEvent``)."""
@@ -145,19 +140,26 @@ class Deduplicator:
         rule.check_not_ahead(event.timestamp, now)
         return event, rule, key, event.timestamp
 
-    def _claim(self, items: list[_Pending], now: float) -> None:
-        claims = [item.claim for item in items]
+    def _claim(self, rule: DedupRule, items: list[_Pending], counts: Accounting, now: float) -> None:
+        """Claim the keys of ``rule``'s admitted records in one call to the state; count them."""
+        claims = [claim for _, _, claim in items]
         result = run_with_policy(lambda: self.state.check_and_set_many(claims), self.policies, self.clock.sleep)
         if isinstance(result, Resolved):
-            for item in items:
-                self._replace(item.outcome, self._resolve(item.outcome.record, result))
+            for outcome, _, _ in items:
+                self._replace(outcome, self._resolve(outcome.record, result))
+                self._counted(outcome, counts)
             return
-        for item, judgement in zip(items, result.value):
+        refused = 0
+        for (outcome, _, claim), judgement in zip(items, result.value):
             if not judgement.granted:
-                outcome, rule = item.outcome, item.rule
+                refused += 1
                 outcome.verdict = Verdict.DUPLICATE
-                outcome.duplicate = Duplicate.of(outcome.record, rule.event_type, rule.window, item.claim.time,
+                outcome.duplicate = Duplicate.of(outcome.record, rule.event_type, rule.window, claim.time,
                                                  judgement.repeats, now)
+        if refused < len(items):
+            counts.tally("out", len(items) - refused, rule.event_type)
+        if refused:
+            counts.tally("duplicates", refused, rule.event_type)
 
     def _resolve(self, record: RawRecord, resolved: Resolved) -> Outcome:
         if resolved.action is Terminal.FAIL:
@@ -170,9 +172,10 @@ class Deduplicator:
     def _replace(target: Outcome, source: Outcome) -> None:
         target.verdict, target.dead_letter, target.key = source.verdict, source.dead_letter, None
 
-    def _count(self, outcomes: list[Outcome], counts: Accounting) -> None:
-        for outcome in outcomes:
-            counts.tally(BUCKET_OF[outcome.verdict], 1, self.label_of(outcome))
+    def _counted(self, outcome: Outcome, counts: Accounting) -> Outcome:
+        """``outcome``, counted under its verdict's bucket and label."""
+        counts.tally(BUCKET_OF[outcome.verdict], 1, self.label_of(outcome))
+        return outcome
 
     def label_of(self, outcome: Outcome) -> str | None:
         """The outcome's label in the accounting (``domain.accounting.LABEL_OF``): the dead

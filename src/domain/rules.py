@@ -73,12 +73,12 @@ class DedupRule:
         if self.max_ahead < 0:
             raise ValueError(f"rule {self.event_type}: max_ahead must be >= 0")
 
-    @property
+    @cached_property
     def lateness(self) -> int:
         """Allowed lateness; defaults to the window itself."""
         return self.window if self.allowed_lateness is None else self.allowed_lateness
 
-    @property
+    @cached_property
     def retention(self) -> int:
         """How long after an emission its memory is needed (window plus lateness)."""
         return self.window + self.lateness

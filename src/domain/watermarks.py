@@ -48,6 +48,13 @@ def clock_bound(t: int | None, now: float) -> int | None:
     return None if t is None else min(t, math.floor(now))
 
 
+def _horizon(newest: int | None, watermark: int | None) -> int | None:
+    """A partition's horizon from its ``newest`` time and the rule's ``watermark``."""
+    if newest is None or watermark is None:
+        return watermark if newest is None else newest
+    return max(newest, watermark)
+
+
 @dataclass
 class Watermarks:
     idle_timeout: float = DEFAULT_IDLE_TIMEOUT
@@ -75,20 +82,36 @@ class Watermarks:
 
     def observe(self, rule: str, partition: str, t: int, now: float) -> None:
         """An event of ``rule`` at time ``t`` was read from ``partition`` at wall time ``now``."""
-        seen = self._newest.setdefault(rule, {})
+        self._observe(rule, partition, t, now)
+
+    def _observe(self, rule: str, partition: str, t: int, now: float) -> list:
+        """``observe``; returns the partition's ``[newest time, wall time]`` after it."""
+        seen = self._newest.get(rule)
+        if seen is None:
+            seen = self._newest[rule] = {}
         newest = seen.get(partition)
         if newest is None:
-            seen[partition] = [t, now]
+            newest = seen[partition] = [t, now]
         elif newest[1] != now:
             newest[0], newest[1] = max(newest[0], t), now
         elif t > newest[0]:
             known, before = self._known.get(rule), newest[0]
             newest[0] = t
             if known is not None and known[0] == now and known[2] is not None and before > known[2]:
-                return  # active and above the lowest: raising it leaves the watermark where it is
+                return newest  # active and above the lowest: raising it leaves the watermark where it is
         else:
-            return
+            return newest
         self._known.pop(rule, None)
+        return newest
+
+    def judge(self, rule: str, partition: str, t: int, now: float) -> tuple[int | None, int]:
+        """``observe`` the event, then what it is judged against: the rule's watermark (``of``)
+        and its partition's ``horizon``, both bound by the clock (``clock_bound``). One call for
+        the three, as an engine judges every record."""
+        newest = self._observe(rule, partition, t, now)[0]
+        known = self._known.get(rule)
+        mark = clock_bound(known[1] if known is not None and known[0] == now else self.of(rule, now), now)
+        return mark, clock_bound(_horizon(newest, mark), now)
 
     def of(self, rule: str, now: float) -> int | None:
         """The rule's watermark at wall time ``now``; None while it has none."""
@@ -125,10 +148,7 @@ class Watermarks:
     def horizon(self, rule: str, partition: str, watermark: int | None) -> int | None:
         """What an event of ``rule`` from ``partition`` is late against (see the module's text),
         given the rule's ``watermark`` (``of``)."""
-        newest = self.newest(rule, partition)
-        if newest is None or watermark is None:
-            return watermark if newest is None else newest
-        return max(newest, watermark)
+        return _horizon(self.newest(rule, partition), watermark)
 
     def table(self, now: float) -> tuple[dict[str, int], dict[tuple[str, str], int]]:
         """Every rule's watermark and every (rule, partition)'s newest time, at wall time ``now``:

@@ -302,7 +302,8 @@ class KafkaSource:
 
     def _record(self, message) -> RawRecord:
         topic, partition, offset = message.topic(), message.partition(), message.offset()
-        self._uncommitted.setdefault((topic, partition), offset)
+        if (topic, partition) not in self._uncommitted:
+            self._uncommitted[topic, partition] = offset
         if self._at_end:
             self._at_end.discard(partition)
         kind, millis = message.timestamp()
@@ -322,6 +323,8 @@ def next_offsets(records: Sequence[RawRecord]) -> list[TopicPartition]:
     """Per (topic, partition): the offset after the highest one in ``records``."""
     highest: dict[tuple[str, int], int] = {}
     for record in records:
-        key = (record.position.source, record.position.partition)
-        highest[key] = max(highest.get(key, -1), record.position.offset)
+        position = record.position
+        key = (position.source, position.partition)
+        if position.offset > highest.get(key, -1):
+            highest[key] = position.offset
     return [TopicPartition(topic, partition, offset + 1) for (topic, partition), offset in highest.items()]

@@ -31,7 +31,7 @@ from typing import Iterable, Sequence
 from urllib.parse import quote, unquote
 
 from domain.errors import ProcessingBug, SetupError, StateUnavailable, first_line
-from domain.keys import rule_of
+from domain.keys import SEPARATOR, rule_of
 from domain.state import (GRANTED, Claim, Emission, Judgement, current_key, decide, decode, encode, kept_until,
                           version_of)
 
@@ -60,7 +60,7 @@ class InMemoryStateStore:
 
     def __init__(self, snapshot: str | Path | None = None):
         self._entries: dict[str, tuple[StoredEmission, ...]] = {}
-        self._expiries: dict[str, _Expiries] = {}
+        self._expiries: dict[str, _Expiries] = {}  # by the rule's part of its keys
         self._lock = threading.Lock()
         self.snapshot = Path(snapshot) if snapshot else None
         self._held: int | None = None
@@ -77,8 +77,23 @@ class InMemoryStateStore:
         return self.check_and_set_many([claim])[0].granted
 
     def check_and_set_many(self, claims: Sequence[Claim]) -> list[Judgement]:
+        judgements, entries, expiries_of = [], self._entries, self._expiries
         with self._lock:
-            return [self._apply(claim) for claim in claims]
+            for claim in claims:
+                key, now = claim.key, claim.now
+                expiries = expiries_of.get(key.partition(SEPARATOR)[0])
+                if expiries is None:
+                    expiries = expiries_of[key.partition(SEPARATOR)[0]] = _Expiries()
+                elif expiries.due(now):
+                    self._evict(expiries, now)
+                stored = entries.get(key)
+                if stored is None:  # ``decide`` over no emission: granted, the claim's emission remembered
+                    entries[key] = ((claim.time, claim.expires_at, claim.owner),)
+                    expiries.add(2 * claim.expires_at - claim.time, key)  # ``kept_until``
+                    judgements.append(GRANTED)
+                else:
+                    judgements.append(self._decide(claim, stored, expiries))
+        return judgements
 
     def invalidate(self, key: str) -> bool:
         with self._lock:
@@ -141,7 +156,7 @@ class InMemoryStateStore:
                 entries, key = decode(value), current_key(stored, version_of(value))  # an older snapshot's key respelled
                 self._entries[key] = _stored(entries)
                 for e in entries:
-                    self._expiries_of(rule_of(key)).add(e.kept_until, key)
+                    self._expiries_of(key.partition(SEPARATOR)[0]).add(e.kept_until, key)
         except (ValueError, OSError) as exc:  # UnicodeDecodeError and StateFormatError are ValueErrors
             raise unreadable(path, exc) from None
 
@@ -152,16 +167,8 @@ class InMemoryStateStore:
         """Every stored key with its emissions (for snapshots and inspection)."""
         return [(key, _emissions(stored)) for key, stored in self._entries.items()]
 
-    def _apply(self, claim: Claim) -> Judgement:
-        rule = rule_of(claim.key)
-        expiries = self._expiries.get(rule)
-        if expiries is not None and expiries.due(claim.now):
-            self._evict(expiries, claim.now)
-        stored = self._entries.get(claim.key)
-        if stored is None:  # ``decide`` over no emission: granted, the claim's emission remembered
-            self._entries[claim.key] = ((claim.time, claim.expires_at, claim.owner),)
-            self._expiries_of(rule).add(kept_until(claim.time, claim.expires_at), claim.key)
-            return GRANTED
+    def _decide(self, claim: Claim, stored: tuple[StoredEmission, ...], expiries: "_Expiries") -> Judgement:
+        """A claim on a key that holds emissions: ``decide`` over them."""
         decision = decide(_emissions(stored), claim)
         if decision.changed:
             if decision.entries:
@@ -169,22 +176,31 @@ class InMemoryStateStore:
             else:
                 self._entries.pop(claim.key, None)
         if decision.granted and decision.changed:
-            self._expiries_of(rule).add(claim.emission().kept_until, claim.key)
+            expiries.add(claim.emission().kept_until, claim.key)
         return decision.judgement
 
-    def _expiries_of(self, rule: str) -> "_Expiries":
-        expiries = self._expiries.get(rule)
+    def _expiries_of(self, rule_part: str) -> "_Expiries":
+        """The expiries of the rule whose keys start with ``rule_part`` (its escaped name)."""
+        expiries = self._expiries.get(rule_part)
         if expiries is None:
-            expiries = self._expiries[rule] = _Expiries()
+            expiries = self._expiries[rule_part] = _Expiries()
         return expiries
 
     def _evict(self, expiries: "_Expiries", now: int) -> None:
+        entries = self._entries
         for key in expiries.pop_due(now):
-            kept = tuple(e for e in self._entries.get(key, ()) if kept_until(e[0], e[1]) > now)
+            stored = entries.get(key)
+            if stored is None:
+                continue
+            if len(stored) == 1:
+                if 2 * stored[0][1] - stored[0][0] <= now:  # ``kept_until``
+                    del entries[key]
+                continue
+            kept = tuple(e for e in stored if kept_until(e[0], e[1]) > now)
             if kept:
-                self._entries[key] = kept
+                entries[key] = kept
             else:
-                self._entries.pop(key, None)
+                del entries[key]
 
 
 class _Expiries:
