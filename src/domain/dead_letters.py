@@ -43,7 +43,7 @@ MAX_ERROR_CHARS = 1000
 DEFAULT_MAX_BYTES = 64 * 1024  # a dead letter's key plus value at most: far below the 1 MB Kafka takes by default
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class DeadLetter:
     """A record that could not be delivered: original bytes plus why, where from and when.
 

@@ -32,7 +32,7 @@ class Verdict(str, Enum):
     SKIP = "skip"
 
 
-@dataclass
+@dataclass(slots=True)
 class Outcome:
     record: RawRecord
     verdict: Verdict

@@ -41,7 +41,7 @@ FIELDS = (
 WHAT = "duplicate report"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Duplicate:
     """A record judged a duplicate of an earlier emission under ``rule``.
 

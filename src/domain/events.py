@@ -19,7 +19,7 @@ REQUIRED_STRING_FIELDS = ("id", "uniqueValue", "type")
 MAX_TIMESTAMP = 253_402_300_799  # 9999-12-31T23:59:59Z; a larger value is most likely milliseconds
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class SourcePosition:
     """Where a record came from: a Kafka (topic, partition, offset) or a file and line."""
 
@@ -47,7 +47,7 @@ class SourcePosition:
         return f"{self.source}:{self.partition}"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class RawRecord:
     """One input record as read: its bytes, optional key bytes and its position.
 
@@ -61,7 +61,7 @@ class RawRecord:
     arrived: float | None = field(default=None, compare=False)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Event:
     id: str
     unique_value: str

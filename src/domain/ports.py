@@ -18,7 +18,7 @@ from domain.events import Event, RawRecord
 from domain.state import Claim, Emission, Judgement
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Notification:
     """An ``INVALIDATE`` notification: forget ``event``'s key so it can pass again."""
 

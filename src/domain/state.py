@@ -32,7 +32,7 @@ NO_WATERMARK = 0
 """``Claim.now`` while the rule has no watermark yet (``domain.watermarks``): nothing has expired."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Emission:
     time: int
     expires_at: int
@@ -49,7 +49,7 @@ def kept_until(time: int, expires_at: int) -> int:
     return 2 * expires_at - time
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Claim:
     """A request to emit the event ``owner`` at ``time`` under ``key``.
 
@@ -81,7 +81,7 @@ class Claim:
         return abs(self.time - emission.time) < self.window
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Judgement:
     """A store's answer to one claim: granted (``repeats`` is None), or refused as a repeat
     of ``repeats``, the first live emission of the key that lies within the claim's window."""
@@ -96,7 +96,7 @@ class Judgement:
 GRANTED = Judgement()
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Decision:
     granted: bool
     entries: tuple[Emission, ...]
