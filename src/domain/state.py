@@ -22,6 +22,7 @@ spelling; the two differ only for keys whose values held ``\\x1e`` or ``\\x1f``.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 from urllib.parse import quote, unquote
 
 from domain.keys import from_legacy
@@ -182,8 +183,23 @@ def _decode_v2(body: str) -> tuple[Emission, ...]:
     entries = []
     for part in body.split(";"):
         time, expires_at, owner = part.split(",")
-        entries.append(Emission(int(time), int(expires_at), unquote(owner, errors="surrogatepass")))
+        entries.append(Emission(int(time), int(expires_at), _unquoted_owner(owner)))
     return tuple(entries)
+
+
+def _unquoted_owner(quoted: str) -> str:
+    """An owner as ``_body`` wrote it, percent-decoded. An owner is mostly a source position,
+    ``topic:partition:offset``: its quoted head is decoded once and remembered, its decimal
+    offset needs none (every ``%`` in quoted text starts an escape, so ``%3A`` is one)."""
+    head, sep, tail = quoted.rpartition("%3A")
+    if sep and tail.isascii() and tail.isdigit():
+        return _unquoted_head(head) + ":" + tail
+    return unquote(quoted, errors="surrogatepass")
+
+
+@lru_cache(maxsize=4096)
+def _unquoted_head(head: str) -> str:
+    return unquote(head, errors="surrogatepass")
 
 
 def _body(entries: tuple[Emission, ...]) -> str:
