@@ -9,7 +9,7 @@ from adapters.memory.state_store import InMemoryStateStore
 from domain.dedup import Deduplicator, Verdict
 from domain.events import RawRecord, SourcePosition
 from domain.rules import DedupRule, RuleSet
-from domain.watermarks import Watermarks
+from domain.watermarks import Watermarks, clock_bound
 from tests.fakes import FakeClock, SharedStateStore
 
 
@@ -264,3 +264,35 @@ def test_a_remembered_watermark_is_the_one_computed_afresh(steps):
             fresh.observe(step[1], step[2], step[3], now)
         assert fast.of("APP", now) == fresh.of("APP", now)
         assert fast.of("WEB", now) == fresh.of("WEB", now)
+
+
+_judged_steps = st.lists(st.one_of(
+    st.tuples(st.sampled_from(["observe", "judge"]), st.sampled_from(["APP", "WEB"]),
+              st.sampled_from(["t:0", "t:1", "t:2"]), st.integers(min_value=0, max_value=40)),
+    st.tuples(st.just("tick"), st.sampled_from([0, 0.5, 1, 30, 61])),
+    st.tuples(st.just("expect"), st.sets(st.sampled_from(["t:0", "t:1", "t:2"]), min_size=1))), max_size=60)
+
+
+@settings(max_examples=400, deadline=None)
+@given(_judged_steps, st.booleans())
+def test_judge_answers_as_observe_then_the_clock_bound_watermark_and_horizon(steps, ask_between):
+    """``judge`` (one call per record) gives what its three steps give one after the other."""
+    one_call, three, now = Watermarks(idle_timeout=60), _Recomputed(idle_timeout=60), 0.0
+    for step in steps:
+        if step[0] == "tick":
+            now += step[1]
+        elif step[0] == "expect":
+            one_call.expect(step[1], now)
+            three.expect(step[1], now)
+        elif step[0] == "observe":
+            one_call.observe(*step[1:], now)
+            three.observe(*step[1:], now)
+        else:
+            rule, partition, t = step[1:]
+            three.observe(rule, partition, t, now)
+            mark = clock_bound(three.of(rule, now), now)
+            assert one_call.judge(rule, partition, t, now) == (
+                mark, clock_bound(three.horizon(rule, partition, mark), now))
+        if ask_between:
+            assert one_call.of("APP", now) == three.of("APP", now)
+    assert one_call.table(now) == three.table(now)
