@@ -109,8 +109,7 @@ class Watermarks:
         and its partition's ``horizon``, both bound by the clock (``clock_bound``). One call for
         the three, as an engine judges every record."""
         newest = self._observe(rule, partition, t, now)[0]
-        known = self._known.get(rule)
-        mark = clock_bound(known[1] if known is not None and known[0] == now else self.of(rule, now), now)
+        mark = clock_bound(self.of(rule, now), now)
         return mark, clock_bound(_horizon(newest, mark), now)
 
     def of(self, rule: str, now: float) -> int | None:

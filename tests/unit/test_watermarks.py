@@ -249,19 +249,25 @@ _steps = st.lists(st.one_of(
     st.tuples(st.just("expect"), st.sets(st.sampled_from(["t:0", "t:1", "t:2"]), min_size=1))), max_size=60)
 
 
+def _step_both(step: tuple, one: Watermarks, other: Watermarks, now: float) -> float:
+    """Apply a ``tick``, ``expect`` or ``observe`` step to both watermarks; the wall time after it."""
+    if step[0] == "tick":
+        return now + step[1]
+    if step[0] == "expect":
+        one.expect(step[1], now)
+        other.expect(step[1], now)
+    elif step[0] == "observe":
+        one.observe(*step[1:], now)
+        other.observe(*step[1:], now)
+    return now
+
+
 @settings(max_examples=400, deadline=None)
 @given(_steps)
 def test_a_remembered_watermark_is_the_one_computed_afresh(steps):
     fast, fresh, now = Watermarks(idle_timeout=60), _Recomputed(idle_timeout=60), 0.0
     for step in steps:
-        if step[0] == "tick":
-            now += step[1]
-        elif step[0] == "expect":
-            fast.expect(step[1], now)
-            fresh.expect(step[1], now)
-        elif step[0] == "observe":
-            fast.observe(step[1], step[2], step[3], now)
-            fresh.observe(step[1], step[2], step[3], now)
+        now = _step_both(step, fast, fresh, now)
         assert fast.of("APP", now) == fresh.of("APP", now)
         assert fast.of("WEB", now) == fresh.of("WEB", now)
 
@@ -279,14 +285,8 @@ def test_judge_answers_as_observe_then_the_clock_bound_watermark_and_horizon(ste
     """``judge`` (one call per record) gives what its three steps give one after the other."""
     one_call, three, now = Watermarks(idle_timeout=60), _Recomputed(idle_timeout=60), 0.0
     for step in steps:
-        if step[0] == "tick":
-            now += step[1]
-        elif step[0] == "expect":
-            one_call.expect(step[1], now)
-            three.expect(step[1], now)
-        elif step[0] == "observe":
-            one_call.observe(*step[1:], now)
-            three.observe(*step[1:], now)
+        if step[0] != "judge":
+            now = _step_both(step, one_call, three, now)
         else:
             rule, partition, t = step[1:]
             three.observe(rule, partition, t, now)

@@ -81,15 +81,15 @@ class InMemoryStateStore:
         with self._lock:
             for claim in claims:
                 key, now = claim.key, claim.now
-                expiries = expiries_of.get(key.partition(SEPARATOR)[0])
+                expiries = expiries_of.get(_rule_part(key))
                 if expiries is None:
-                    expiries = expiries_of[key.partition(SEPARATOR)[0]] = _Expiries()
+                    expiries = self._expiries_of(_rule_part(key))
                 elif expiries.due(now):
                     self._evict(expiries, now)
                 stored = entries.get(key)
                 if stored is None:  # ``decide`` over no emission: granted, the claim's emission remembered
                     entries[key] = ((claim.time, claim.expires_at, claim.owner),)
-                    expiries.add(2 * claim.expires_at - claim.time, key)  # ``kept_until``
+                    expiries.add(kept_until(claim.time, claim.expires_at), key)
                     judgements.append(GRANTED)
                 else:
                     judgements.append(self._decide(claim, stored, expiries))
@@ -156,7 +156,7 @@ class InMemoryStateStore:
                 entries, key = decode(value), current_key(stored, version_of(value))  # an older snapshot's key respelled
                 self._entries[key] = _stored(entries)
                 for e in entries:
-                    self._expiries_of(key.partition(SEPARATOR)[0]).add(e.kept_until, key)
+                    self._expiries_of(_rule_part(key)).add(e.kept_until, key)
         except (ValueError, OSError) as exc:  # UnicodeDecodeError and StateFormatError are ValueErrors
             raise unreadable(path, exc) from None
 
@@ -193,7 +193,7 @@ class InMemoryStateStore:
             if stored is None:
                 continue
             if len(stored) == 1:
-                if 2 * stored[0][1] - stored[0][0] <= now:  # ``kept_until``
+                if kept_until(stored[0][0], stored[0][1]) <= now:
                     del entries[key]
                 continue
             kept = tuple(e for e in stored if kept_until(e[0], e[1]) > now)
@@ -201,6 +201,11 @@ class InMemoryStateStore:
                 entries[key] = kept
             else:
                 del entries[key]
+
+
+def _rule_part(key: str) -> str:
+    """The rule's part of a state key (its escaped name): what the store's expiries go by."""
+    return key.partition(SEPARATOR)[0]
 
 
 class _Expiries:
