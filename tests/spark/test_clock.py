@@ -1,6 +1,8 @@
 """The micro-batch's time read without compiling it into Spark's generated code
 (``adapters.spark.clock``): the same values as ``current_timestamp()``, on a static and
-a streaming DataFrame, and a streaming query that reads it compiles no new class per batch."""
+a streaming DataFrame; a streaming query that reads it compiles no new class per batch; and
+the engine's plan reads it in one small projection, every other projection staying in
+whole-stage code generation."""
 
 from __future__ import annotations
 
@@ -9,7 +11,7 @@ import json
 import pytest
 from pyspark.sql import functions as F
 
-from adapters.spark.clock import batch_micros, batch_millis, batch_seconds, batch_timestamp
+from adapters.spark.clock import CLOCK, batch_timestamp, clock_micros, clock_millis, clock_seconds, with_clock
 
 pytestmark = pytest.mark.spark
 
@@ -17,7 +19,7 @@ BATCHES = 4
 
 
 def clock_columns():
-    return [batch_micros().alias("micros"), batch_millis().alias("millis"), batch_seconds().alias("seconds"),
+    return [clock_micros().alias("micros"), clock_millis().alias("millis"), clock_seconds().alias("seconds"),
             batch_timestamp().alias("timestamp")]
 
 
@@ -28,7 +30,7 @@ def spark_clock_columns():
 
 
 def test_on_a_static_dataframe_the_clock_is_current_timestamp(spark):
-    rows = spark.range(3).select(*clock_columns(), *[c.alias("spark_" + n) for c, n in
+    rows = with_clock(spark.range(3)).select(*clock_columns(), *[c.alias("spark_" + n) for c, n in
                                                       zip(spark_clock_columns(), ("micros", "millis", "seconds",
                                                                                   "timestamp"))]).collect()
     for row in rows:
@@ -36,7 +38,7 @@ def test_on_a_static_dataframe_the_clock_is_current_timestamp(spark):
             (row.spark_micros, row.spark_millis, row.spark_seconds, row.spark_timestamp)
 
 
-def compiled_per_batch(spark, tmp_path, name, columns):
+def compiled_per_batch(spark, tmp_path, name, columns, clocked=False):
     """Run a file stream of ``BATCHES`` one-file micro-batches selecting ``columns`` beside the
     batch's own ``current_timestamp()``; the batches' rows, and the classes Spark compiled
     during the batches after the first two."""
@@ -52,8 +54,8 @@ def compiled_per_batch(spark, tmp_path, name, columns):
         seen.extend(frame.collect())
         compiled.append(histogram.getCount() - before)
 
-    stream = spark.readStream.option("maxFilesPerTrigger", 1).text(str(source)) \
-        .select(*columns, F.col("value"))
+    stream = spark.readStream.option("maxFilesPerTrigger", 1).text(str(source))
+    stream = (with_clock(stream) if clocked else stream).select(*columns, F.col("value"))
     query = stream.writeStream.foreachBatch(batch).trigger(availableNow=True) \
         .option("checkpointLocation", str(tmp_path / name / "checkpoint")).start()
     query.awaitTermination(120)
@@ -61,7 +63,7 @@ def compiled_per_batch(spark, tmp_path, name, columns):
 
 
 def test_in_a_stream_the_clock_is_the_batch_time_and_compiles_nothing_after_the_first_batches(spark, tmp_path):
-    ours, ours_compiled = compiled_per_batch(spark, tmp_path, "clock", clock_columns())
+    ours, ours_compiled = compiled_per_batch(spark, tmp_path, "clock", clock_columns(), clocked=True)
     spark_rows, spark_compiled = compiled_per_batch(spark, tmp_path, "spark", spark_clock_columns())
     assert len(ours) == len(spark_rows) == 2 * BATCHES
     for row in ours:
@@ -73,3 +75,46 @@ def test_in_a_stream_the_clock_is_the_batch_time_and_compiles_nothing_after_the_
     assert {row.micros for row in ours} == batch_times and len(batch_times) == BATCHES  # each batch's own time
     assert sum(ours_compiled[2:]) == 0
     assert all(n > 0 for n in spark_compiled[2:])  # the control: Spark's literal changes the code every batch
+
+
+def projections_outside_codegen(plan) -> list:
+    """The physical plan's projections that whole-stage code generation left out (Spark then
+    writes their Java source again in every task)."""
+    found, pending = [], [(plan, False)]
+    while pending:
+        node, in_codegen = pending.pop()
+        kind = node.getClass().getSimpleName()
+        if kind == "ProjectExec" and not in_codegen:
+            found.append(node)
+        inside = (in_codegen or kind == "WholeStageCodegenExec") and kind != "InputAdapter"
+        children = node.children()
+        pending.extend((children.apply(i), inside) for i in range(children.size()))
+    return found
+
+
+def computed_names(project) -> list[str]:
+    """The names of a projection's outputs that are not a column passed through."""
+    outputs = project.projectList()
+    items = [outputs.apply(i) for i in range(outputs.size())]
+    return [e.name() for e in items if e.getClass().getSimpleName() != "AttributeReference"]
+
+
+def test_the_plan_reads_the_clock_in_one_small_projection_and_generates_code_for_the_rest(spark):
+    from adapters.spark.metrics.listener import accounting_metrics
+    from adapters.spark.output.spark_writer import accounted_records
+    from adapters.spark.stream.plan import DedupPlan
+    from domain.rules import DedupRule, RuleSet, TimeBasis
+
+    rules = RuleSet({"APP": DedupRule("APP", 30), "WEB": DedupRule("WEB", 600, time_basis=TimeBasis.PROCESSING_TIME)})
+    records = spark.createDataFrame(
+        [(b'{"id":"e1","uniqueValue":"u","type":"APP","timestamp":1700000000}', None, "in", 0, 0, 0, 0),
+         (b'{"id":"e2","uniqueValue":"u","type":"WEB","timestamp":99999999999}', None, "in", 0, 1, 1, 0),
+         (b'not json', None, "in", 0, 2, 2, 0)],
+        "value binary, kafka_key binary, source string, partition int, offset long, ord long, file_time long")
+    plan = DedupPlan(rules)
+    judged = plan.operator_input(records).withColumns({
+        "verdict": F.when(F.col("judged"), "emit").otherwise("pass"), "repeats_time": F.lit(None).cast("long"), "repeats_owner": F.lit(None).cast("string")})
+    written = accounted_records(accounting_metrics(plan.verdicts(judged), rules.rules), "out", "dead")
+    left_out = projections_outside_codegen(written._jdf.queryExecution().executedPlan())
+    assert [computed_names(p) for p in left_out] == [[CLOCK]]
+    assert sorted(r.bucket for r in written.collect()) == ["dead_lettered", "out", "out"]

@@ -9,12 +9,22 @@ stage on this project's machines; docs/design/latency.md). Here the time is read
 it: the generated source refers to the expression object instead of spelling its value, so
 it is the same in every batch and compiled once. The value is exactly
 ``current_timestamp()``'s, on a streaming or a static DataFrame.
+
+``reflect`` has a cost of its own: a projection holding an expression without generated code
+is left out of whole-stage code generation, and Spark then writes that projection's Java
+source again in every task (a quarter of the executors' time with the plan's parse and
+verdict expressions in it). So a plan reads the clock once, into the column ``CLOCK``
+(``with_clock``: a projection of its own, which Spark does not merge with the projections that
+read it, the clock not being deterministic), and every other expression reads that column
+(``clock_seconds``, ``clock_millis``, ``clock_micros``).
 """
 
 from __future__ import annotations
 
-from pyspark.sql import Column
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
+
+CLOCK = "clock"  # the micro-batch's time in microseconds (``with_clock``)
 
 
 def batch_micros() -> Column:
@@ -28,11 +38,21 @@ def batch_timestamp() -> Column:
     return F.timestamp_micros(batch_micros())
 
 
-def batch_millis() -> Column:
-    """``unix_millis(current_timestamp())``."""
-    return F.unix_millis(batch_timestamp())
+def with_clock(df: DataFrame) -> DataFrame:
+    """``df`` plus ``CLOCK`` (``batch_micros``), unless it has it."""
+    return df if CLOCK in df.columns else df.withColumn(CLOCK, batch_micros())
 
 
-def batch_seconds() -> Column:
-    """``unix_seconds(current_timestamp())``."""
-    return F.unix_seconds(batch_timestamp())
+def clock_micros() -> Column:
+    """The ``CLOCK`` column: ``unix_micros(current_timestamp())``."""
+    return F.col(CLOCK)
+
+
+def clock_millis() -> Column:
+    """``unix_millis(current_timestamp())``, from ``CLOCK``."""
+    return F.unix_millis(F.timestamp_micros(clock_micros()))
+
+
+def clock_seconds() -> Column:
+    """``unix_seconds(current_timestamp())``, from ``CLOCK``."""
+    return F.unix_seconds(F.timestamp_micros(clock_micros()))

@@ -63,10 +63,11 @@ def test_spark_writes_the_headers_and_document_the_domain_defines(spark):
 
 
 def test_the_engine_stamps_invalid_one_attempt_and_the_batch_time(spark):
+    from adapters.spark.clock import with_clock
     from adapters.spark.output.dead_letters import kafka_headers
 
     before = time.time()
-    [row] = judged_rows(spark, LETTERS[:1]).select(kafka_headers().alias("headers")).collect()
+    [row] = with_clock(judged_rows(spark, LETTERS[:1])).select(kafka_headers().alias("headers")).collect()
     decoded = from_headers(b"not json", b"k-1", [(h["key"], bytes(h["value"])) for h in row["headers"]])
     assert (decoded.error_class, decoded.attempts) == ("invalid", 1)
     assert before - 1 <= decoded.time <= time.time() + 1

@@ -23,7 +23,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from adapters.metrics.catalog import CATALOG
-from adapters.spark.clock import batch_micros
+from adapters.spark.clock import clock_micros, with_clock
 
 LATENCY = "end_to_end_latency_seconds"
 BOUNDS: tuple[float, ...] = CATALOG[LATENCY].buckets
@@ -36,8 +36,7 @@ BEFORE_WRITE = ("walCommit", "getBatch", "queryPlanning", "addBatch")  # duratio
 def with_delay(judged: DataFrame) -> DataFrame:
     """``judged`` plus ``DELAY``, the seconds from each row's arrival to the batch's time (an
     observed metric may not call ``current_timestamp()`` itself: it is not deterministic)."""
-    return judged.withColumn(DELAY, (batch_micros() - F.unix_micros(F.col("arrived")))
-                             / F.lit(1_000_000))
+    return with_clock(judged).withColumn(DELAY, (clock_micros() - F.unix_micros(F.col("arrived"))) / F.lit(1_000_000))
 
 
 def latency_counts(values: Mapping[str, object]) -> dict[str, list[int]]:

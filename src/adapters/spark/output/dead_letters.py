@@ -10,8 +10,8 @@ JSONL document. ``tests/spark/output/test_dead_letters.py`` holds them to the do
 field by field.
 
 The Spark engine dead-letters invalid and late records only, each once: ``error_class`` is
-``invalid`` and ``attempts`` 1; ``time`` is ``current_timestamp()`` of the micro-batch's
-write (one instant per micro-batch). Its ``error`` texts for invalid records are its parser's own
+``invalid`` and ``attempts`` 1; ``time`` is the micro-batch's time (``adapters.spark.clock.CLOCK``:
+one instant per micro-batch, the same on a replay). Its ``error`` texts for invalid records are its parser's own
 (docs/semantics.md, "Dead letters").
 """
 
@@ -24,7 +24,7 @@ from pyspark.sql import functions as F
 
 from adapters.spark.output.metadata import bounded_record as bounded_metadata_record, document_column, headers_column
 from adapters.spark.output.metadata import no_headers  # noqa: F401 - re-exported for the writers
-from adapters.spark.clock import batch_millis
+from adapters.spark.clock import clock_millis
 from domain.dead_letters import DEFAULT_MAX_BYTES, FIELDS, MAX_ERROR_CHARS
 
 
@@ -40,7 +40,7 @@ def field_columns(overrides: Mapping[str, Column] | None = None) -> dict[str, Co
         "source.partition": F.col("partition").cast("long"),
         "source.offset": F.col("offset").cast("long"),
         "attempts": F.lit(1).cast("long"),
-        "time": batch_millis(),
+        "time": clock_millis(),
         "original.size": F.octet_length(F.col("value")).cast("long"),
         "original.sha256": F.sha2(F.col("value"), 256),
     }

@@ -5,7 +5,7 @@ judged batch's columns: ``rule``, ``window``, ``t`` (the duplicate's time under 
 ``source``, ``partition``, ``offset``, ``value``, ``kafka_key`` and the judge's
 ``repeats_time`` and ``repeats_owner`` (the emission it repeats and its maker's position
 token, ``domain.events.SourcePosition.from_token``; null when the state does not know it).
-``time`` is ``current_timestamp()`` of the micro-batch's write. ``kafka_headers(max_bytes)``
+``time`` is the micro-batch's time (``adapters.spark.clock.CLOCK``). ``kafka_headers(max_bytes)``
 is the Kafka ``headers`` column, ``bounded_record(max_bytes)`` the key and value the record
 carries and ``json_document(max_bytes)`` the JSONL document.
 ``tests/spark/output/test_duplicates.py`` holds them to the domain's encoders.
@@ -19,7 +19,7 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 
 from adapters.spark.output.metadata import bounded_record as bounded_metadata_record, document_column, headers_column
-from adapters.spark.clock import batch_millis
+from adapters.spark.clock import clock_millis
 from domain.duplicates import FIELDS
 
 TOKEN = r"^(.*):(-?\d+):(\d+)(#.*)?$"  # SourcePosition.token, with what a file's line adds after '#'
@@ -42,7 +42,7 @@ def field_columns(max_bytes: int, overrides: Mapping[str, Column] | None = None)
         "repeats.offset": F.when(known, F.regexp_extract(owner, TOKEN, 3).cast("long")),
         "repeats.time": F.col("repeats_time").cast("long"),
         "apart": F.abs(F.col("t") - F.col("repeats_time")).cast("long"),
-        "time": batch_millis(),
+        "time": clock_millis(),
         "original.size": F.when(cut, F.octet_length(F.col("value")).cast("long")),
         "original.sha256": F.when(cut, F.sha2(F.col("value"), 256)),
     }

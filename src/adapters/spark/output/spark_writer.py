@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from adapters.spark.clock import with_clock
 from adapters.spark.metrics.listener import bucket_of, is_input
 from adapters.spark.output.duplicates import bounded_record as report_record, json_document as report_document
 from adapters.spark.output.duplicates import kafka_headers as report_headers
@@ -50,7 +51,7 @@ class BatchSink:
         return cls(parse_uri(uri), kind, dict(kafka_options or {}))
 
     def write(self, rows: DataFrame, batch_id: int) -> None:
-        payload = rows.select(*self._columns())
+        payload = with_clock(rows).select(*self._columns())
         if self.endpoint.kind == "kafka":
             self.write_kafka(payload)
         else:
@@ -95,7 +96,7 @@ def accounted_records(batch: DataFrame, events_topic: str, dead_letters_topic: s
 
     The column expressions are built once per SparkContext and reused by every micro-batch:
     building them costs some 500 Python → JVM calls (``record_columns``)."""
-    return batch.select(*record_columns(batch.sparkSession.sparkContext, events_topic, dead_letters_topic, max_bytes,
+    return with_clock(batch).select(*record_columns(batch.sparkSession.sparkContext, events_topic, dead_letters_topic, max_bytes,
                                         duplicates_topic, duplicates_max_bytes))
 
 

@@ -24,7 +24,7 @@ from typing import Callable
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from adapters.spark.clock import batch_seconds, batch_timestamp
+from adapters.spark.clock import CLOCK, clock_seconds, with_clock
 from adapters.spark.stream.operator import apply_operator, running_newest
 from adapters.spark.stream.keys import escaped, key_column
 from adapters.spark.stream.parse import drop_work_columns, key_field_part, key_field_problem, parse
@@ -85,8 +85,9 @@ class DedupPlan:
         partition its watermark counts it in: ``topic:partition``, or ``files`` for every file
         of a directory, which are one stream read in order), ``seen`` (the newest time of the
         rule in the row's input partition so far, ``stream.operator.running_newest``), ``reason``/``detail``."""
+        records = with_clock(records)
         if "arrived" not in records.columns:  # when the record arrived (stream.sources); else now
-            records = records.withColumn("arrived", batch_timestamp())
+            records = records.withColumn("arrived", F.timestamp_micros(F.col(CLOCK)))
         if "file_time" not in records.columns:  # one source, ordered by ``ord`` alone
             records = records.withColumn("file_time", F.lit(0).cast("long"))
         annotated = self.annotate(parse(records, self.extra_fields))
@@ -94,7 +95,7 @@ class DedupPlan:
         spread = F.concat(F.lit("\u0000"), F.pmod(F.col("ord"), F.lit(PASS_GROUPS)).cast("string"))
         lane = F.when(F.col("source").contains("/"), F.lit("files")) \
             .otherwise(F.concat_ws(":", F.col("source"), F.col("partition").cast("string")))
-        rows = annotated.select(*RECORD_COLUMNS, "reason", "detail", "t", "ts", "window", "lateness",
+        rows = annotated.select(*RECORD_COLUMNS, CLOCK, "reason", "detail", "t", "ts", "window", "lateness",
                                 judged.alias("judged"), F.when(judged, F.col("key")).otherwise(spread).alias("key"),
                                 F.when(judged, F.col("type")).alias("rule"), lane.alias("lane"))
         return running_newest(rows)
@@ -111,7 +112,7 @@ class DedupPlan:
         rejected = note & ~valid
         passed = (verdict == "pass") & ~note
         return judged.select(
-            *RECORD_COLUMNS,
+            *RECORD_COLUMNS, CLOCK,
             F.when(rejected, REJECTED_NOTIFICATION).when(note, NOTIFICATION).when(late, DEAD_LETTER)
             .when(passed & ~valid, self._invalid_verdict()).when(passed, EMIT).otherwise(verdict).alias("verdict"),
             F.when(late, "late").when(~rejected, F.col("reason")).alias("reason"),
@@ -166,14 +167,14 @@ class DedupPlan:
                   F.lit("a key field must be a string, an integer or a boolean")) \
             .when(F.col("reason") == "future",
                   F.concat(F.lit("time "), F.col("t"), F.lit(" is more than max_ahead "),
-                           F.col("_latest") - batch_seconds(), F.lit(" s past the clock"))) \
+                           F.col("_latest") - clock_seconds(), F.lit(" s past the clock"))) \
             .otherwise(F.col("detail"))
 
 
 
 def _time_of(rule: DedupRule) -> Column:
     if rule.time_basis is TimeBasis.PROCESSING_TIME:
-        return batch_seconds()
+        return clock_seconds()
     return F.col("timestamp")
 
 
@@ -181,7 +182,7 @@ def _latest_time(rule: DedupRule) -> Column:
     """The latest plausible event time (``DedupRule.check_not_ahead``); none for processing time."""
     if rule.time_basis is TimeBasis.PROCESSING_TIME:
         return F.lit(None)
-    return batch_seconds() + F.lit(rule.max_ahead)
+    return clock_seconds() + F.lit(rule.max_ahead)
 
 
 def _key_of(rule: DedupRule) -> Column:
