@@ -1,70 +1,56 @@
 package streamdedup.spark;
 
-import java.util.HashMap;
-import java.util.Iterator;
+import static org.apache.spark.sql.functions.col;
 
-import org.apache.spark.api.java.function.MapPartitionsFunction;
+import java.util.HashMap;
+
 import org.apache.spark.sql.Dataset;
-import org.apache.spark.sql.Encoders;
 import org.apache.spark.sql.Row;
-import org.apache.spark.sql.RowFactory;
+import org.apache.spark.sql.api.java.UDF5;
+import org.apache.spark.sql.expressions.UserDefinedFunction;
+import org.apache.spark.sql.functions;
 import org.apache.spark.sql.types.DataTypes;
-import org.apache.spark.sql.types.StructType;
 
 /**
  * Adds {@code seen}: the newest time of the row's rule among the rows of its input partition up
- * to and including it, counted afresh wherever {@code source} changes (null for rows that are
- * not judged). A Kafka topic-partition's records form one input partition, read in offset
- * order, so {@code seen} is the newest time the source partition showed earlier in the same
- * micro-batch: with the driver's horizon of the batches before ({@link RuleHorizons}) it gives
- * what domain.watermarks calls the horizon of the record, so lateness is judged record by
- * record, as the in-process engines do. Small files packed into one input partition come
- * largest first, not in the order they arrived: each file's split counts on its own.
+ * to and including it, counted afresh wherever {@code source} or {@code partition} changes (null
+ * for rows that are not judged). A Kafka topic-partition's records form one input partition, read
+ * in offset order, so {@code seen} is the newest time the source partition showed earlier in the
+ * same micro-batch: with the driver's horizon of the batches before ({@link RuleHorizons}) it
+ * gives what domain.watermarks calls the horizon of the record, so lateness is judged record by
+ * record, as the in-process engines do. Small files packed into one input partition come largest
+ * first, not in the order they arrived: each file's split counts on its own.
+ *
+ * <p>A function of the row's columns that remembers the rows before it: a non-deterministic
+ * UDF, so Spark evaluates it once per row, in the partition's order, inside the stage's generated
+ * code (no conversion of whole rows to and from objects). Each task deserializes its own copy,
+ * so what it remembers starts empty in every task.
  */
-public final class RunningNewest implements MapPartitionsFunction<Row, Row> {
-    private final int tIdx, ruleIdx, judgedIdx, sourceIdx;
+public final class RunningNewest implements UDF5<String, Integer, String, Long, Boolean, Long> {
+    private transient HashMap<String, Long> newest;
+    private transient String source;
+    private transient int partition;
 
-    private RunningNewest(StructType schema) {
-        this.tIdx = schema.fieldIndex("t");
-        this.ruleIdx = schema.fieldIndex("rule");
-        this.judgedIdx = schema.fieldIndex("judged");
-        this.sourceIdx = schema.fieldIndex("source");
-    }
-
-    /** {@code in} (columns t, rule, judged, source; rows in source order within each partition) plus {@code seen}. */
+    /** {@code in} (columns source, partition, rule, t, judged; rows in source order within each partition) plus {@code seen}. */
     public static Dataset<Row> apply(Dataset<Row> in) {
-        StructType schema = in.schema();
-        return in.mapPartitions(new RunningNewest(schema), Encoders.row(schema.add("seen", DataTypes.LongType, true)));
+        UserDefinedFunction running = functions.udf(new RunningNewest(), DataTypes.LongType).asNondeterministic();
+        return in.withColumn("seen", running.apply(col("source"), col("partition"), col("rule"), col("t"), col("judged")));
     }
 
     @Override
-    public Iterator<Row> call(Iterator<Row> rows) {
-        HashMap<String, Long> newest = new HashMap<>();
-        return new Iterator<Row>() {
-            private String source;
-
-            @Override
-            public boolean hasNext() {
-                return rows.hasNext();
-            }
-
-            @Override
-            public Row next() {
-                Row row = rows.next();
-                String from = row.getString(sourceIdx);
-                if (from != null && !from.equals(source)) {
-                    newest.clear();
-                    source = from;
-                }
-                Long seen = null;
-                if (row.getBoolean(judgedIdx) && !row.isNullAt(ruleIdx) && !row.isNullAt(tIdx)) {
-                    seen = newest.merge(row.getString(ruleIdx), row.getLong(tIdx), Math::max);
-                }
-                Object[] values = new Object[row.length() + 1];
-                for (int i = 0; i < row.length(); i++) values[i] = row.get(i);
-                values[row.length()] = seen;
-                return RowFactory.create(values);
-            }
-        };
+    public Long call(String from, Integer part, String rule, Long t, Boolean judged) {
+        if (newest == null) {
+            newest = new HashMap<>();
+        }
+        int within = part == null ? 0 : part;
+        if (from != null && (!from.equals(source) || within != partition)) {
+            newest.clear();
+            source = from;
+            partition = within;
+        }
+        if (judged == null || !judged || rule == null || t == null) {
+            return null;
+        }
+        return newest.merge(rule, t, Math::max);
     }
 }
