@@ -38,8 +38,12 @@ from domain.redaction import redact_uri
 
 PARTITION_BITS = 12
 ARRIVAL_ORDER = ("file_time", "source", "ord")  # the columns that order records as they arrived
+# fetch.max.wait.ms 0: a task reads only offsets that exist, and its consumer's next fetch, sent
+# as a poll returns, would otherwise hold the broker connection (and the offset lookup each
+# poll makes behind it) until a new record arrives or 500 ms pass: up to 500 ms per task over
+# a partition that has gone quiet (docs/design/latency.md)
 KAFKA_SOURCE_DEFAULTS = {"startingOffsets": "earliest", "failOnDataLoss": "true",
-                         "kafka.isolation.level": "read_committed"}
+                         "kafka.isolation.level": "read_committed", "kafka.fetch.max.wait.ms": "0"}
 
 
 @dataclass(frozen=True)
@@ -78,16 +82,22 @@ def read_stream(spark: SparkSession, uri: str, max_records_per_batch: int | None
 def read_kafka(spark: SparkSession, endpoint: Endpoint, max_records_per_batch: int | None,
                kafka_options: dict[str, str]) -> DataFrame:
     """The topic's records; the defaults (``KAFKA_SOURCE_DEFAULTS``) under the client settings, under the URI's."""
-    reader = spark.readStream.format("kafka").option("kafka.bootstrap.servers", endpoint.location) \
-        .option("subscribe", endpoint.topic)
-    if max_records_per_batch:
-        reader = reader.option("maxOffsetsPerTrigger", max_records_per_batch)
-    for key, value in {**KAFKA_SOURCE_DEFAULTS, **kafka_options, **endpoint.options}.items():
-        reader = reader.option(key, value)
+    reader = spark.readStream.format("kafka").options(**kafka_source_options(endpoint, max_records_per_batch,
+                                                                             kafka_options))
     return reader.load().select(
         "value", F.col("key").alias("kafka_key"), F.col("topic").alias("source"), "partition", "offset",
         (F.shiftleft(F.col("offset"), PARTITION_BITS) + F.col("partition")).alias("ord"),
         F.lit(0).cast("long").alias("file_time"), F.col("timestamp").alias("arrived"))
+
+
+def kafka_source_options(endpoint: Endpoint, max_records_per_batch: int | None,
+                         kafka_options: dict[str, str]) -> dict[str, str]:
+    """The options of Spark's Kafka source: ``KAFKA_SOURCE_DEFAULTS`` under the client settings
+    (``kafka_options``), under the URI's own options."""
+    options = {"kafka.bootstrap.servers": endpoint.location, "subscribe": endpoint.topic}
+    if max_records_per_batch:
+        options["maxOffsetsPerTrigger"] = str(max_records_per_batch)
+    return {**options, **KAFKA_SOURCE_DEFAULTS, **kafka_options, **endpoint.options}
 
 
 def read_jsonl(spark: SparkSession, directory: str, options: dict[str, str]) -> DataFrame:
