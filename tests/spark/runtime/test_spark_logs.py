@@ -9,11 +9,13 @@ together being the terminal.
 from __future__ import annotations
 
 import logging
+import re
 
 import pytest
 
 from adapters.spark.errors import SparkSetupError
-from adapters.spark.runtime.spark_log import SparkLog
+from adapters.spark.runtime.session import LOG_CONF
+from adapters.spark.runtime.spark_log import FILE_CONF, SparkLog
 from tests.spark.processes import DedupProcess
 
 JAVA_TRACE = "\tat org.apache."
@@ -39,6 +41,21 @@ def test_a_failing_query_leaves_its_traces_in_the_spark_log_and_one_line_on_the_
     else:
         assert JAVA_TRACE not in terminal and "Traceback" not in terminal
         assert terminal.count("\n") < 10, terminal
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("conf", [LOG_CONF, FILE_CONF], ids=lambda path: path.name)
+def test_every_logger_the_log_settings_quiet_is_a_class_or_package_of_the_spark_release_in_use(spark, conf):
+    """A logger named after a class Spark has moved quiets nothing (4.2 moved two of them)."""
+    names = re.findall(r"^logger\.\w+\.name = (\S+)$", conf.read_text(), re.M)
+    loader = spark._jvm.java.lang.Thread.currentThread().getContextClassLoader()
+
+    def found(name: str) -> bool:
+        if name.rpartition(".")[2][:1].isupper():  # a class
+            return loader.getResource(name.replace(".", "/") + ".class") is not None
+        return loader.getResources(name.replace(".", "/")).hasMoreElements()  # a package
+
+    assert len(names) >= 4 and [name for name in names if not found(name)] == []
 
 
 def test_the_log_file_is_created_with_its_directory_and_named_in_the_driver_options(tmp_path, monkeypatch):
