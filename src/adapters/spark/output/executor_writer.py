@@ -188,10 +188,13 @@ class ExecutorWriter:
         """Write ``records`` (``output.spark_writer.accounted_records``) from the executors: in one transaction per
         partition under ``transactional_id``, or (None) at-least-once."""
         spark = records.sparkSession
-        writer, producer, consumer = self._jvm_objects(spark)
+        writer, strings, producer, consumer = self._jvm_objects(spark)
         lines = writer.write(records._jdf, batch_id, producer, consumer, transactional_id, self.markers,
                              query_id, spark.conf.get(FAULT_SETTING, None))
-        return [PartitionWrite(**json.loads(line)) for line in lines]
+        # joined in the JVM: iterating the Java list from Python is a call per line, and its end a
+        # Java exception that PySpark inspects with some forty more
+        text = strings.join("\n", lines)
+        return [PartitionWrite(**json.loads(line)) for line in text.split("\n") if line]
 
     def _jvm_objects(self, spark) -> tuple:
         """The JVM's writer class and the client settings as Java maps, made once per SparkContext
@@ -205,7 +208,7 @@ class ExecutorWriter:
                 for key, value in settings.items():
                     java.put(key, value)
                 maps.append(java)
-            self._jvm_side = (context, jvm.streamdedup.spark.kafka.KafkaBatchWriter, *maps)
+            self._jvm_side = (context, jvm.streamdedup.spark.kafka.KafkaBatchWriter, jvm.java.lang.String, *maps)
         return self._jvm_side[1:]
 
     @staticmethod
