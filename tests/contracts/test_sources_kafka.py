@@ -3,7 +3,10 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import pytest
 from confluent_kafka import Producer
@@ -15,6 +18,8 @@ from tests.contracts.source_contract import VALUES, EventSourceContract, read
 from tests.integration.kafka_io import committed_offsets, create_topics, produce, unique
 
 pytestmark = pytest.mark.kafka
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 class KafkaInput(EventSourceContract):
@@ -72,6 +77,24 @@ class TestKafkaSource(KafkaInput):
         for end in range(1, len(records) + 1):
             source.commit(records[end - 1:end])
         source.close()
+        assert committed_offsets(self.bootstrap, self.group, self.topic) == [len(VALUES)]
+
+    def test_a_crash_right_after_confirming_replays_nothing_acknowledged(self):
+        # the process dies at once (no close, no flush): only what the broker already took counts
+        self.append(VALUES)
+        crash = f"""
+import os
+from adapters.kafka.config import parse_kafka_uri
+from adapters.kafka.source import KafkaSource
+from tests.contracts.source_contract import read
+source = KafkaSource(parse_kafka_uri("kafka://{self.bootstrap}/{self.topic}?group={self.group}", "source"))
+records = read(source, {len(VALUES)})
+for end in range(1, len(records) + 1):
+    source.commit(records[end - 1:end])
+source.confirm_acknowledged()
+os._exit(0)
+"""
+        subprocess.run([sys.executable, "-c", crash], cwd=ROOT, check=True, timeout=120)
         assert committed_offsets(self.bootstrap, self.group, self.topic) == [len(VALUES)]
 
     def test_each_record_carries_its_message_key(self):

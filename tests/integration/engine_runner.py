@@ -24,6 +24,7 @@ import time
 from typing import Sequence
 
 from adapters.kafka.engine import build_kafka_engine
+from adapters.kafka.source import KafkaSource
 from adapters.memory.state_store import InMemoryStateStore
 from adapters.system import SystemClock
 from domain.dedup import Deduplicator
@@ -33,10 +34,15 @@ from domain.rules import RuleSet
 
 
 class HangBeforeCommit:
-    """Wraps the engine's committer; the ``at``-th commit never happens."""
+    """Wraps the engine's committer; the ``at``-th commit never happens.
 
-    def __init__(self, inner: BatchCommitter, at: int):
-        self.inner, self.at, self.batches = inner, at, 0
+    Before hanging it waits for the coordinator to confirm the earlier batches' offsets
+    (sent asynchronously under at-least-once), so that a kill from then on replays exactly
+    the hung batch, whatever the machine's load.
+    """
+
+    def __init__(self, inner: BatchCommitter, at: int, source: KafkaSource):
+        self.inner, self.at, self.source, self.batches = inner, at, source, 0
 
     def begin(self) -> None:
         self.inner.begin()
@@ -44,6 +50,7 @@ class HangBeforeCommit:
     def commit(self, records: Sequence[RawRecord]) -> None:
         self.batches += 1
         if self.batches == self.at:
+            self.source.confirm_acknowledged()
             offsets = [r.position.offset for r in records]
             print(f"HANGING {min(offsets)} {max(offsets)}", flush=True)
             time.sleep(3600)
@@ -73,7 +80,8 @@ def main(argv: list[str] | None = None) -> int:
         f"kafka://{args.bootstrap}/{args.dlq}", exactly_once=args.exactly_once, kafka_settings=settings,
         batch_size=args.batch_size, stop_at_end=not args.follow)
     if args.hang_before_commit:
-        engine.pipeline.committer = HangBeforeCommit(engine.pipeline.committer, args.hang_before_commit)
+        engine.pipeline.committer = HangBeforeCommit(engine.pipeline.committer, args.hang_before_commit,
+                                                    engine.pipeline.source)
     engine.on_batch = lambda totals: print("BATCH " + json.dumps(totals.as_dict()), flush=True)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())

@@ -152,6 +152,13 @@ class KafkaSource:
         except KafkaException as exc:  # not sent: the next commit, or the deadline's synchronous one, sends it
             self._log_commit_failure(describe(exc))
 
+    def confirm_acknowledged(self, timeout: float | None = None) -> None:
+        """Commit synchronously what was acknowledged and not yet confirmed, so a crash from
+        now on replays nothing acknowledged before this call. Raises ``SourceUnavailable`` as
+        ``commit`` does."""
+        if self._unconfirmed:
+            self._commit_acknowledged(set(self._unconfirmed), timeout)
+
     def _commit_acknowledged(self, partitions: set[tuple[str, int]] | None = None,
                             timeout: float | None = None) -> None:
         """Commit the last acknowledged offset of each partition held (of ``partitions`` only,
