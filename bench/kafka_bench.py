@@ -12,7 +12,9 @@ generator: duplicates, out-of-order copies, repeats a window later, invalid and 
 records), preloads it into a topic of ``--partitions`` partitions keyed by ``uniqueValue``,
 then runs the engine once per state store, each run in a process of its own from the
 committed start of the topic to its end: events/s over the whole run (group join included),
-the run's peak RSS, the state's key count at the end, and whether the accounting matches the
+the CPU time per record (the process's, its main thread's alone, and the Redis server's: on
+a shared machine these vary far less than the rate, so they are what compares two codes), the
+run's peak RSS, the state's key count at the end, and whether the accounting matches the
 generator's expected counts.
 
 The ceiling is measured in the same run: a bare confluent-kafka process that consumes the
@@ -185,6 +187,7 @@ def passthrough(args: argparse.Namespace) -> dict:
                          "auto.offset.reset": "earliest", "enable.auto.commit": False,
                          "enable.partition.eof": True, "isolation.level": "read_committed"})
     consumer.subscribe([args.topic])
+    cpu = CpuMeter()
     started, count, at_end = time.perf_counter(), 0, set()
     while len(at_end) < args.partitions:
         messages = consumer.consume(args.batch_size, 1.0)
@@ -214,7 +217,7 @@ def passthrough(args: argparse.Namespace) -> dict:
     elapsed = time.perf_counter() - started
     consumer.close()
     return {"records": count, "seconds": round(elapsed, 2), "events_per_s": round(count / elapsed),
-            "peak_rss_mb": peak_rss_mb(), "state_keys": 0, "counts_match": None}
+            **cpu.per_record(count), "peak_rss_mb": peak_rss_mb(), "state_keys": 0, "counts_match": None}
 
 
 def run_child(args, services: Services, topic: str, state: str, expected: dict, reports: bool = False) -> dict:
@@ -290,6 +293,7 @@ def run_engine(args: argparse.Namespace) -> dict:
     core = Deduplicator(RuleSet(), store, SystemClock(), decode=decode_json)  # as the container builds it
     bootstrap, topic = args.bootstrap, args.topic
     rss_before = peak_rss_mb()
+    cpu = CpuMeter(None if args.state == "memory" else args.state)
     started = time.perf_counter()
     outputs = "group" if args.follow else state
     group = args.group or f"bench-{state}{'-dups' if args.report_duplicates else ''}"
@@ -317,8 +321,34 @@ def run_engine(args: argparse.Namespace) -> dict:
     keys = len(store) if state == "memory" else store.key_count()
     extra = {} if state == "memory" else {"redis_used_memory_mb": round(store.memory_bytes() / 2**20, 1)}
     return {"records": totals.records_in, "seconds": round(elapsed, 2),
-            "events_per_s": round(totals.records_in / elapsed),
+            "events_per_s": round(totals.records_in / elapsed), **cpu.per_record(totals.records_in),
             "peak_rss_mb": peak_rss_mb(), "rss_at_start_mb": rss_before, "state_keys": keys, **extra, "counts": totals.as_dict()}
+
+
+class CpuMeter:
+    """CPU time spent since it was made, per record: the process's (its Python thread and
+    librdkafka's threads), its main thread's alone (the interpreter's work per record), and
+    the Redis server's when given its URL. Less disturbed by a busy machine than wall time."""
+
+    def __init__(self, redis_url: str | None = None):
+        self.redis = None
+        if redis_url:
+            import redis
+            self.redis = redis.Redis.from_url(redis_url)
+        self.start = self._now()
+
+    def _now(self) -> tuple[float, float, float]:
+        server = 0.0
+        if self.redis is not None:
+            info = self.redis.info("cpu")
+            server = info["used_cpu_user"] + info["used_cpu_sys"]
+        return time.process_time(), time.thread_time(), server
+
+    def per_record(self, records: int) -> dict:
+        spent = [end - start for start, end in zip(self.start, self._now())]
+        per = [round(s / max(records, 1) * 1e6, 2) for s in spent]
+        return {"process_cpu_us": per[0], "main_thread_cpu_us": per[1],
+                "redis_cpu_us": per[2] if self.redis is not None else None}
 
 
 def peak_rss_mb() -> int:
@@ -333,14 +363,19 @@ def peak_rss_mb() -> int:
 def report(ceilings: list[dict], results: list[dict], path: Path | None) -> None:
     ceiling = next((c["events_per_s"] for c in ceilings if c["delivery"] == "passthrough"), None)
     print(f"{'state':<10}{'delivery':<18}{'records':>11}{'seconds':>9}{'events/s':>10}{'of ceiling':>12}"
-          f"{'peak RSS MB':>13}{'state keys':>12}  counts match")
+          f"{'CPU µs/rec':>12}{'main':>7}{'redis':>7}{'peak RSS MB':>13}{'state keys':>12}  counts match")
     for r in ceilings + results:
         share = f"{r['events_per_s'] / ceiling:.0%}" if ceiling else "-"
         r["share_of_passthrough"] = round(r["events_per_s"] / ceiling, 3) if ceiling else None
         print(f"{r['state']:<10}{r['delivery']:<18}{r['records']:>11,}{r['seconds']:>9}{r['events_per_s']:>10,}"
-              f"{share:>12}{r['peak_rss_mb']:>13}{r['state_keys']:>12,}  {r['counts_match']}")
+              f"{share:>12}{_figure(r, 'process_cpu_us'):>12}{_figure(r, 'main_thread_cpu_us'):>7}"
+              f"{_figure(r, 'redis_cpu_us'):>7}{r['peak_rss_mb']:>13}{r['state_keys']:>12,}  {r['counts_match']}")
     if path:
         path.write_text(json.dumps(ceilings + results, indent=2) + "\n")
+
+
+def _figure(row: dict, name: str) -> str:
+    return "-" if row.get(name) is None else f"{row[name]:.1f}"
 
 
 if __name__ == "__main__":

@@ -52,6 +52,41 @@ class FlakyStateStore:
         pass
 
 
+class SendingStateStore(FlakyStateStore):
+    """Wraps a store as a ``PipelinedStateStore`` behaves over one connection: a send is decided
+    at once, its answer given when read, and answers must be read in the order sent.
+    ``refusing``: indexes of sends (from 0) that raise StateUnavailable, nothing applied.
+    ``failing``: sends whose answer raises StateUnavailable with nothing applied, and so do those
+    of the sends made after it until that answer is read (a lost connection). Counts ``sends``,
+    answers ``read`` and ``calls`` (to ``check_and_set_many``)."""
+
+    def __init__(self, inner, failing=(), refusing=()):
+        super().__init__(inner, failures=0)
+        self.failing, self.refusing = set(failing), set(refusing)
+        self.sends = self.read = 0
+        self.unread: list[int] = []  # the sends whose answers are not read yet, in order
+        self.lost = False
+
+    def send_many(self, claims):
+        index = self.sends
+        self.sends += 1
+        if index in self.refusing:
+            raise StateUnavailable("state store refused the connection")
+        self.unread.append(index)
+        self.lost = self.lost or index in self.failing
+        lost, judged = self.lost, None if self.lost else self.inner.check_and_set_many(claims)
+
+        def answer():
+            assert self.unread[0] == index, f"answer of send {index} read before that of send {self.unread[0]}"
+            self.unread.pop(0)
+            self.read += 1
+            if lost:
+                self.lost = False  # the next send connects again
+                raise StateUnavailable("state store down")
+            return judged
+        return answer
+
+
 class SharedStateStore:
     """A ``StateStore`` several cores share, as Redis holds the state of several kafka-engine
     instances: a key's entries change only through its own claims, by ``domain.state.decide``

@@ -10,16 +10,16 @@ import logging
 from collections import defaultdict
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Iterable, Sequence
+from typing import Callable, Iterable, Sequence
 
 from domain.accounting import NO_RULE, Accounting
 from domain.duplicates import Duplicate
 from domain.errors import DedupError, InvalidEvent, PolicyExhausted
 from domain.events import Event, RawRecord, parse_event
-from domain.policies import Policies, Resolved, Terminal, run_with_policy
-from domain.ports import Clock, DeadLetter, JsonDecoder, Notification, StateStore
+from domain.policies import Policies, Resolved, Succeeded, Terminal, run_with_policy
+from domain.ports import Clock, DeadLetter, JsonDecoder, Notification, PipelinedStateStore, StateStore
 from domain.rules import DedupRule, RuleSet, TimeBasis
-from domain.state import NO_WATERMARK, Claim
+from domain.state import NO_WATERMARK, Claim, Judgement
 from domain.watermarks import Watermarks
 
 log = logging.getLogger(__name__)
@@ -45,6 +45,9 @@ class Outcome:
 _Pending = tuple[Outcome, DedupRule, Claim]
 """An admitted record's outcome (an emission until its claim is refused), its rule and claim."""
 
+Answer = Callable[[], list[Judgement]]
+"""Reads the judgements of claims sent to a ``PipelinedStateStore``."""
+
 
 @dataclass
 class Deduplicator:
@@ -54,6 +57,7 @@ class Deduplicator:
     policies: Policies = field(default_factory=Policies)
     watermarks: Watermarks = field(default_factory=Watermarks)
     decode: JsonDecoder | None = None  # ``domain.events.parse_json`` unless an adapter gives a faster one
+    claim_chunk: int = 500  # records judged between two sends to a store that decides while the batch goes on
 
     def expect(self, partitions: Iterable[str]) -> None:
         """The partitions the source reads now; each holds the watermarks back (``domain.watermarks``)."""
@@ -64,12 +68,17 @@ class Deduplicator:
 
         The batch is judged at one instant of the wall clock (read once, as a micro-batch
         engine reads its batch's time): every record's processing time, its ``max_ahead`` test
-        and the watermarks it is judged against use that instant.
+        and the watermarks it is judged against use that instant. Each rule's claims go to the
+        state in one call, or, to a ``PipelinedStateStore``, sent every ``claim_chunk`` records
+        and their answers read once the whole batch is admitted (a failed answer: claimed again
+        under the policies, as a failed call is).
         """
         counts = Accounting(records_in=len(records))
-        outcomes, pending = [], defaultdict(list)
+        outcomes, pending, sent = [], defaultdict(list), []
         admit, place, now = self._admit, self._place, self.clock.now()
-        for record in records:
+        send = self.state.send_many if isinstance(self.state, PipelinedStateStore) else None
+        chunk = self.claim_chunk if send is not None else len(records) + 1
+        for index, record in enumerate(records, 1):
             try:
                 admitted = admit(record, now)
             except Exception as failed:  # noqa: BLE001 - the policies classify it
@@ -79,8 +88,12 @@ class Deduplicator:
             outcomes.append(outcome)
             if item is not None:
                 pending[item[1].event_type].append(item)
-        for items in pending.values():
-            self._claim(items[0][1], items, counts, now)
+            if index % chunk == 0:
+                send = self._send(send, pending, sent)
+                pending = defaultdict(list)
+        self._send(send, pending, sent)
+        for items, answer in sent:
+            self._claim(items[0][1], items, counts, now, answer)
         return outcomes, counts
 
     def invalidate(self, notification: Notification) -> bool:
@@ -140,10 +153,38 @@ class Deduplicator:
         rule.check_not_ahead(event.timestamp, now)
         return event, rule, key, event.timestamp
 
-    def _claim(self, rule: DedupRule, items: list[_Pending], counts: Accounting, now: float) -> None:
-        """Claim the keys of ``rule``'s admitted records in one call to the state; count them."""
+    @staticmethod
+    def _send(send: Callable[[Sequence[Claim]], Answer] | None, pending: dict[str, list[_Pending]],
+              sent: list[tuple[list[_Pending], Answer | None]]) -> Callable[[Sequence[Claim]], Answer] | None:
+        """Add each rule's ``pending`` claims to ``sent``: sent to a store that decides them while
+        the batch goes on (``send``: its ``send_many``), else to be claimed when their turn comes.
+        Returns ``send``, or None once a send failed: the claims after it wait for their turn
+        (after it is claimed again), so the store decides every key's claims in their order."""
+        for rule_items in pending.values():
+            answer = None
+            if send is not None:
+                try:
+                    answer = send([claim for _, _, claim in rule_items])
+                except Exception:  # noqa: BLE001 - claimed again in its turn, under the policies
+                    send = None
+            sent.append((rule_items, answer))
+        return send
+
+    def _claim(self, rule: DedupRule, items: list[_Pending], counts: Accounting, now: float,
+               answer: Answer | None = None) -> None:
+        """Claim the keys of ``rule``'s admitted records in one call to the state (or read the
+        answer of one already sent: when it fails, they are claimed again under the policies,
+        a replayed claim being granted as before); count them."""
         claims = [claim for _, _, claim in items]
-        result = run_with_policy(lambda: self.state.check_and_set_many(claims), self.policies, self.clock.sleep)
+        result, failed = None, None
+        if answer is not None:
+            try:
+                result = Succeeded(answer(), 1)
+            except Exception as exc:  # noqa: BLE001 - the policies classify it
+                failed = exc
+        if result is None:
+            result = run_with_policy(lambda: self.state.check_and_set_many(claims), self.policies, self.clock.sleep,
+                                     failed)
         if isinstance(result, Resolved):
             for outcome, _, _ in items:
                 self._replace(outcome, self._resolve(outcome.record, result))

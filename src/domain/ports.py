@@ -186,6 +186,23 @@ class StateStore(Protocol):
 
 
 @runtime_checkable
+class PipelinedStateStore(StateStore, Protocol):
+    """A ``StateStore`` that decides claims while its caller goes on (Redis: the script runs
+    while the engine parses the batch's next records): ``Deduplicator.process`` sends each
+    chunk of a batch's claims as soon as they are made and reads the answers at the end."""
+
+    def send_many(self, claims: Sequence[Claim]) -> Callable[[], list[Judgement]]:
+        """Send ``claims`` to be decided as ``check_and_set_many`` decides them, without waiting;
+        the returned call gives their judgements.
+
+        Claims are decided in the order they were sent, and answers must be read in that
+        order. Either call may raise what ``check_and_set_many`` raises; the claims may then
+        have been applied or not, and claiming them again gives the same judgements (each
+        carries its owner).
+        """
+
+
+@runtime_checkable
 class NotificationSource(Protocol):
     rejected: int  # invalid notifications read so far: never returned, counted here
 

@@ -1,5 +1,6 @@
 """The state-store contract against a real redis-server, plus what only Redis has (TTL, v1
-values, one round trip per batch, translated errors), and a property test against ``decide``."""
+values, one round trip per batch, claims sent before their answers are read, translated
+errors), and a property test against ``decide``."""
 
 from __future__ import annotations
 
@@ -100,6 +101,32 @@ class TestRedisStateStore(StateStoreContract):
         claims = [claim("APP\x1fa", t) for t in (100, 101, 129, 130, 131, 160, 161)]
         assert granted(store.check_and_set_many(claims)) == [True, False, False, True, False, True, False]
 
+    def test_claims_sent_before_any_answer_is_read_are_decided_in_the_order_sent(self):
+        claims = [claim(f"APP\x1fk{i % 7}", 100 + i, owner=f"in:0:{i}") for i in range(60)]
+        answers = [self.store.send_many(claims[i:i + 13]) for i in range(0, len(claims), 13)]
+        assert [j for answer in answers for j in answer()] == reference(claims)
+
+    def test_an_answer_lost_with_its_connection_is_state_unavailable_and_claiming_again_decides_alike(self):
+        claims = [claim(f"APP\x1fk{i % 5}", 100 + i, owner=f"in:0:{i}") for i in range(20)]
+        self.store.check_and_set(claim("APP\x1fwarm-up", 100))
+        self.raw.client_pause(10_000, all=False)  # writes (the script) wait, so no answer is on its way
+        try:
+            first, second = self.store.send_many(claims[:10]), self.store.send_many(claims[10:])
+            self.raw.client_kill_filter(_type="normal", skipme=True)  # the store's connections, not this one
+        finally:
+            self.raw.client_unpause()
+        for answer in (first, second):
+            with pytest.raises(StateUnavailable, match="redis"):
+                answer()
+        assert self.store.check_and_set_many(claims) == reference(claims)
+        assert self.store.send_many([claim("APP\x1fk0", 200, owner="in:0:99")])() == [Judgement()]
+
+    def test_claims_sent_after_the_script_was_flushed_are_decided(self):
+        self.store.check_and_set(claim("APP\x1fwarm-up", 100))
+        self.raw.script_flush()
+        answer = self.store.send_many([claim("APP\x1fa", 100), claim("APP\x1fa", 101)])
+        assert granted(answer()) == [True, False]
+
     def test_key_prefix_keeps_stores_apart(self):
         other = fresh_store(self.url)
         assert self.store.check_and_set(claim("APP\x1fa", 100)) is True
@@ -152,10 +179,10 @@ def reference(claims: list[Claim]) -> list[Judgement]:
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(raw=CLAIMS, split=st.integers(1, 30), chunk_size=st.integers(1, 8))
-def test_lua_decides_like_the_domain(redis_url, raw, split, chunk_size):  # noqa: F811
-    """Any claims, sent as two batches in chunks of any size: the verdicts of ``decide``, each
-    refusal naming the same emission.
+@given(raw=CLAIMS, split=st.integers(1, 30), chunk_size=st.integers(1, 8), sent=st.booleans())
+def test_lua_decides_like_the_domain(redis_url, raw, split, chunk_size, sent):  # noqa: F811
+    """Any claims, in two batches in chunks of any size (``sent``: both sent before either
+    answer is read): the verdicts of ``decide``, each refusal naming the same emission.
 
     ``now`` never goes back (it is the rule's watermark): Redis forgets a key once every
     emission in it is dead, which only a watermark moving backwards could tell apart.
@@ -166,7 +193,11 @@ def test_lua_decides_like_the_domain(redis_url, raw, split, chunk_size):  # noqa
         claims.append(Claim(f"APP\x1f{key}", t, window, t + window + extra, now, owner))
     store = fresh_store(redis_url, chunk_size=chunk_size)
     try:
-        got = store.check_and_set_many(claims[:split]) + store.check_and_set_many(claims[split:])
+        if sent:
+            first, second = store.send_many(claims[:split]), store.send_many(claims[split:])
+            got = first() + second()
+        else:
+            got = store.check_and_set_many(claims[:split]) + store.check_and_set_many(claims[split:])
         assert got == reference(claims)
     finally:
         store.close()

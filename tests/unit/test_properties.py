@@ -7,7 +7,7 @@ from adapters.memory.state_store import InMemoryStateStore
 from domain.dedup import Deduplicator, Verdict
 from domain.events import RawRecord, SourcePosition
 from domain.rules import DedupRule, RuleSet
-from tests.fakes import FakeClock
+from tests.fakes import FakeClock, SendingStateStore
 from tests.scenarios import Step
 
 WINDOWS = {"APP": 5, "WEB": 12}
@@ -43,6 +43,10 @@ steps_strategy = st.lists(
 def test_engine_matches_the_reference_model(steps, lateness, batch):
     rules = RuleSet({t: DedupRule(t, w, allowed_lateness=lateness) for t, w in WINDOWS.items()})
     core = Deduplicator(rules, InMemoryStateStore(), FakeClock())
+    assert verdicts_in_batches(core, steps, batch) == reference(steps, lateness)
+
+
+def verdicts_in_batches(core: Deduplicator, steps: list[Step], batch: int) -> list[str]:
     records = [RawRecord(step.record(i), SourcePosition("p", 0, i)) for i, step in enumerate(steps)]
     got = []
     for start in range(0, len(records), batch):
@@ -50,7 +54,23 @@ def test_engine_matches_the_reference_model(steps, lateness, batch):
         assert counts.balanced
         got += [{Verdict.EMIT: "emit", Verdict.DUPLICATE: "dup"}.get(o.verdict) or o.dead_letter.reason
                 for o in outcomes]
-    assert got == reference(steps, lateness)
+    return got
+
+
+@settings(max_examples=300, deadline=None)
+@given(steps=steps_strategy, lateness=st.integers(0, 20), batch=st.integers(1, 10), chunk=st.integers(1, 6),
+       failing=st.sets(st.integers(0, 40), max_size=3), refusing=st.sets(st.integers(0, 40), max_size=3))
+def test_claims_sent_while_the_batch_goes_on_match_the_reference_model(steps, lateness, batch, chunk, failing,
+                                                                       refusing):
+    """A store that decides claims while the batch goes on (sent every ``chunk`` records; some
+    sends refused, some answers lost with their connection): the same verdicts."""
+    rules = RuleSet({t: DedupRule(t, w, allowed_lateness=lateness) for t, w in WINDOWS.items()})
+    store = SendingStateStore(InMemoryStateStore(), failing, refusing)
+    core = Deduplicator(rules, store, FakeClock(), claim_chunk=chunk)
+    assert verdicts_in_batches(core, steps, batch) == reference(steps, lateness)
+    failed = (failing | refusing) & set(range(store.sends))
+    assert store.read == store.sends - len(refusing & set(range(store.sends)))
+    assert (store.calls > 0) == bool(failed)
 
 
 @settings(max_examples=100, deadline=None)

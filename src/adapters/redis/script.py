@@ -2,7 +2,7 @@
 
 ``KEYS[i]`` is the state key of claim ``i`` (a key may repeat: later claims see the effect
 of earlier ones). ``ARGV[1]`` is a grace in seconds added to every key's TTL, then one value
-per claim (``claim_argument``): ``time,window,expires_at,now,owner``, the owner
+per claim (``claim_argument``): ``window,now,time,expires_at,owner``, the owner
 percent-encoded (so it holds no comma; ``''`` for none). One argument per claim, not five:
 redis-py's packing of the arguments was the largest cost of a batch with Redis state.
 
@@ -44,37 +44,48 @@ local function parse(value, key)
   return entries
 end
 
--- domain.state.decide, line for line: e = {time, expires_at, owner, text}
-local function kept_until(e) return 2 * e[2] - e[1] end
-
-local function decide(entries, c)
+-- domain.state.decide, line for line: e = {time, expires_at, owner, text}; kept_until = 2 * expires_at - time
+-- (the claim: its time, window, expiry, now, owner, and its entry's text as stored)
+local function decide(entries, time, window, expires, now, owner, text)
+  local claimed = {time, expires, owner, text}
+  if #entries == 0 then return 1, {claimed}, true end
   local kept = {}
   for _, e in ipairs(entries) do
-    if kept_until(e) > c.now then kept[#kept + 1] = e end
+    if 2 * e[2] - e[1] > now then kept[#kept + 1] = e end
   end
   local changed = #kept ~= #entries
-  for _, e in ipairs(kept) do
-    if e[2] > c.now and c.owner ~= '' and e[3] == c.owner then return 1, kept, changed end
+  if owner ~= '' then
+    for _, e in ipairs(kept) do
+      if e[2] > now and e[3] == owner then return 1, kept, changed end
+    end
   end
   for _, e in ipairs(kept) do
-    if e[2] > c.now and math.abs(c.time - e[1]) < c.window then return e[4], kept, changed end
+    if e[2] > now and math.abs(time - e[1]) < window then return e[4], kept, changed end
   end
-  kept[#kept + 1] = {c.time, c.expires, c.owner, c.time_text .. ',' .. c.expires_text .. ',' .. c.owner}
+  kept[#kept + 1] = claimed
   return 1, kept, true
 end
 
 -- entries no longer kept (kept_until <= now) are as good as none
 local function store(key, entries, now, grace)
-  local parts, last = {}, now
-  for i, e in ipairs(entries) do
-    parts[i] = e[4]
-    if kept_until(e) > last then last = kept_until(e) end
+  local last = now
+  for _, e in ipairs(entries) do
+    local until_ = 2 * e[2] - e[1]
+    if until_ > last then last = until_ end
   end
   if last <= now then
     redis.call('DEL', key)
-  else
-    redis.call('SET', key, '3|' .. table.concat(parts, ';'), 'PX', string.format('%d', (last - now + grace) * 1000))
+    return
   end
+  local value
+  if #entries == 1 then
+    value = '3|' .. entries[1][4]
+  else
+    local parts = {}
+    for i, e in ipairs(entries) do parts[i] = e[4] end
+    value = '3|' .. table.concat(parts, ';')
+  end
+  redis.call('SET', key, value, 'PX', string.format('%d', (last - now + grace) * 1000))
 end
 
 local grace = tonumber(ARGV[1])
@@ -88,17 +99,15 @@ for _, key in ipairs(KEYS) do
 end
 local verdicts = {}
 for i, key in ipairs(KEYS) do
-  local time_text, window, expires_text, now, owner =
-    string.match(ARGV[i + 1], '^(%-?%d+),(%-?%d+),(%-?%d+),(%-?%d+),([^,]*)$')
-  if not time_text then return redis.error_reply('DEDUP_BAD_CLAIM malformed claim ' .. ARGV[i + 1]) end
-  local c = {time_text = time_text, window = tonumber(window), expires_text = expires_text,
-             now = tonumber(now), owner = owner}
-  c.time, c.expires = tonumber(c.time_text), tonumber(c.expires_text)
-  local granted, entries, changed = decide(state[key], c)
+  local window, now, text, time, expires, owner =
+    string.match(ARGV[i + 1], '^(%-?%d+),(%-?%d+),((%-?%d+),(%-?%d+),([^,]*))$')
+  if not window then return redis.error_reply('DEDUP_BAD_CLAIM malformed claim ' .. ARGV[i + 1]) end
+  now, time = tonumber(now), tonumber(time)
+  local granted, entries, changed = decide(state[key], time, tonumber(window), tonumber(expires), now, owner, text)
   if changed then
     state[key] = entries
     -- without a watermark yet (now = 0, domain.state.NO_WATERMARK) the TTL counts from the claim's time
-    dirty[key] = c.now > 0 and c.now or c.time
+    dirty[key] = now > 0 and now or time
   end
   verdicts[i] = granted
 end
@@ -112,5 +121,6 @@ SCRIPT_SHA = hashlib.sha1(CHECK_AND_SET.encode()).hexdigest()
 
 
 def claim_argument(time: int, window: int, expires_at: int, now: int, quoted_owner: str) -> str:
-    """A claim as the script reads it from its ``ARGV``: ``time,window,expires_at,now,owner``."""
-    return f"{time},{window},{expires_at},{now},{quoted_owner}"
+    """A claim as the script reads it from its ``ARGV``: ``window,now,time,expires_at,owner``
+    (the tail is the claim's entry as the value stores it)."""
+    return f"{window},{now},{time},{expires_at},{quoted_owner}"

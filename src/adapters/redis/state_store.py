@@ -28,7 +28,7 @@ from __future__ import annotations
 from contextlib import contextmanager
 from functools import lru_cache
 from itertools import islice
-from typing import Iterator, Sequence
+from typing import Callable, Iterator, Sequence
 from urllib.parse import quote, urlsplit, urlunsplit
 
 import redis
@@ -70,6 +70,8 @@ class RedisStateStore:
                 retry=Retry(NoBackoff(), 1), health_check_interval=30, **options)
         except (ValueError, redis.RedisError) as exc:
             raise StateUnavailable(f"invalid redis URL {self.address}: {exc}") from None
+        self._claims = None  # the connection ``send_many`` sends through, with ``_unread`` answers on it
+        self._unread = 0
 
     def check_and_set(self, claim: Claim) -> bool:
         return self.check_and_set_many([claim])[0].granted
@@ -81,6 +83,62 @@ class RedisStateStore:
         with self._translated("check-and-set"):
             replies = self._evaluate(chunks)
         return [GRANTED if v == 1 else Judgement(decode(b"3|" + v)[0]) for reply in replies for v in reply]
+
+    def send_many(self, claims: Sequence[Claim]) -> Callable[[], list[Judgement]]:
+        """Send ``claims`` (as ``check_and_set_many`` does) without waiting: Redis decides them
+        while the caller goes on, and the returned call reads their judgements. All sends go
+        through one connection of their own, so Redis decides them in the order they were sent;
+        their answers must be read in that order too."""
+        if not claims:
+            return list
+        chunks = [claims[i:i + self.chunk_size] for i in range(0, len(claims), self.chunk_size)]
+        with self._translated("check-and-set"):
+            connection = self._claims_connection()
+            commands = [("EVALSHA", SCRIPT_SHA, len(keys), *keys, *args)
+                        for keys, args in map(self._script_input, chunks)]
+            try:
+                connection.send_packed_command(connection.pack_commands(commands), check_health=not self._unread)
+            except BaseException:
+                self._drop_claims_connection()
+                raise
+            self._unread += len(commands)
+        return lambda: self._judgements(claims, connection, len(commands))
+
+    def _judgements(self, claims: Sequence[Claim], connection, replies: int) -> list[Judgement]:
+        """The answers of one ``send_many``, read from its connection (the oldest unread ones)."""
+        if connection is not self._claims:
+            raise StateUnavailable(f"redis check-and-set failed at {self.address}: the connection of an earlier "
+                                   "call was lost before its answer was read")
+        answers, failure = [], None
+        with self._translated("check-and-set"):
+            try:
+                for _ in range(replies):
+                    self._unread -= 1
+                    try:
+                        answers.append(connection.read_response(disconnect_on_error=False))
+                    except redis.ResponseError as exc:
+                        failure = failure or exc
+            except BaseException:
+                self._drop_claims_connection()
+                raise
+            if isinstance(failure, NoScriptError):
+                self._redis.script_load(CHECK_AND_SET)
+                return self.check_and_set_many(claims)
+            if failure is not None:
+                raise failure
+        return [GRANTED if v == 1 else Judgement(decode(b"3|" + v)[0]) for reply in answers for v in reply]
+
+    def _claims_connection(self):
+        if self._claims is None:
+            self._claims = self._redis.connection_pool.get_connection()
+            self._unread = 0
+        return self._claims
+
+    def _drop_claims_connection(self) -> None:
+        connection, self._claims, self._unread = self._claims, None, 0
+        if connection is not None:
+            connection.disconnect()
+            self._redis.connection_pool.release(connection)
 
     def invalidate(self, key: str) -> bool:
         with self._translated("invalidate"):
@@ -140,6 +198,7 @@ class RedisStateStore:
             return int(self._redis.info("memory")["used_memory"])
 
     def close(self) -> None:
+        self._drop_claims_connection()
         self._redis.close()
 
     def _evaluate(self, chunks: list[Sequence[Claim]]) -> list:
