@@ -3,6 +3,11 @@
 An event is the JSON object ``{"id", "uniqueValue", "type", "timestamp"}`` with string
 fields and an integer ``timestamp`` in epoch seconds. Extra fields are allowed and kept:
 output is always the record's original bytes, untouched.
+
+The types built for every input record (``RawRecord``, ``Event``, and ``domain.state.Claim``)
+are slotted dataclasses that are not frozen: a frozen one's constructor sets each field
+through ``object.__setattr__``, which made judging a record about 11% slower (in-process,
+8.97 → 7.96 µs). They are values all the same: nothing assigns to them once built.
 """
 
 from __future__ import annotations
@@ -47,7 +52,7 @@ class SourcePosition:
         return f"{self.source}:{self.partition}"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class RawRecord:
     """One input record as read: its bytes, optional key bytes and its position.
 
@@ -61,7 +66,7 @@ class RawRecord:
     arrived: float | None = field(default=None, compare=False)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Event:
     id: str
     unique_value: str

@@ -50,13 +50,14 @@ def kept_until(time: int, expires_at: int) -> int:
     return 2 * expires_at - time
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Claim:
     """A request to emit the event ``owner`` at ``time`` under ``key``.
 
     It is granted unless a live emission of that key lies less than ``window`` away.
     ``now`` is the rule's watermark when the event arrived (``NO_WATERMARK`` while it has
-    none): emissions with ``expires_at <= now`` are dead and ignored.
+    none): emissions with ``expires_at <= now`` are dead and ignored. A value, not frozen
+    (one is built per judged record: ``domain.events``).
     """
 
     key: str
