@@ -79,10 +79,9 @@ class RedisStateStore:
     def check_and_set_many(self, claims: Sequence[Claim]) -> list[Judgement]:
         if not claims:
             return []
-        chunks = [claims[i:i + self.chunk_size] for i in range(0, len(claims), self.chunk_size)]
         with self._translated("check-and-set"):
-            replies = self._evaluate(chunks)
-        return [GRANTED if v == 1 else Judgement(decode(b"3|" + v)[0]) for reply in replies for v in reply]
+            replies = self._evaluate(self._chunks(claims))
+        return _judged(replies)
 
     def send_many(self, claims: Sequence[Claim]) -> Callable[[], list[Judgement]]:
         """Send ``claims`` (as ``check_and_set_many`` does) without waiting: Redis decides them
@@ -91,11 +90,10 @@ class RedisStateStore:
         their answers must be read in that order too."""
         if not claims:
             return list
-        chunks = [claims[i:i + self.chunk_size] for i in range(0, len(claims), self.chunk_size)]
         with self._translated("check-and-set"):
             connection = self._claims_connection()
             commands = [("EVALSHA", SCRIPT_SHA, len(keys), *keys, *args)
-                        for keys, args in map(self._script_input, chunks)]
+                        for keys, args in map(self._script_input, self._chunks(claims))]
             try:
                 connection.send_packed_command(connection.pack_commands(commands), check_health=not self._unread)
             except BaseException:
@@ -126,7 +124,10 @@ class RedisStateStore:
                 return self.check_and_set_many(claims)
             if failure is not None:
                 raise failure
-        return [GRANTED if v == 1 else Judgement(decode(b"3|" + v)[0]) for reply in answers for v in reply]
+        return _judged(answers)
+
+    def _chunks(self, claims: Sequence[Claim]) -> list[Sequence[Claim]]:
+        return [claims[i:i + self.chunk_size] for i in range(0, len(claims), self.chunk_size)]
 
     def _claims_connection(self):
         if self._claims is None:
@@ -238,6 +239,11 @@ class RedisStateStore:
             raise StateUnavailable(f"redis unreachable at {self.address} ({operation}): {_reason(exc)}") from None
         except redis.RedisError as exc:
             raise StateUnavailable(f"redis {operation} failed at {self.address}: {exc}") from None
+
+
+def _judged(replies: list) -> list[Judgement]:
+    """The judgements in the script's replies: 1 (granted) or the emission a claim repeats."""
+    return [GRANTED if v == 1 else Judgement(decode(b"3|" + v)[0]) for reply in replies for v in reply]
 
 
 def quoted_owner(owner: str) -> str:
