@@ -12,10 +12,10 @@ from tests.scenarios import INVALID_RECORDS, SCENARIOS, Scenario
 LABEL = {Verdict.EMIT: "emit", Verdict.DUPLICATE: "dup"}
 
 
-def judged(scenario: Scenario, batch_size: int) -> tuple[list[str], dict[int, int]]:
+def judged(scenario: Scenario, batch_size: int, store=None, claim_chunk: int = 500) -> tuple[list[str], dict[int, int]]:
     """Each step's verdict, and for each duplicate the line (offset) of the first copy its report names."""
     rules = RuleSet({t: DedupRule(t, w, allowed_lateness=scenario.lateness) for t, w in scenario.windows})
-    core = Deduplicator(rules, InMemoryStateStore(), FakeClock())
+    core = Deduplicator(rules, store or InMemoryStateStore(), FakeClock(), claim_chunk=claim_chunk)
     records = [RawRecord(r, SourcePosition("in", 0, i)) for i, r in enumerate(scenario.records())]
     labels, repeats = [], {}
     for start in range(0, len(records), batch_size):
