@@ -57,6 +57,7 @@ from adapters.spark.runtime.session import (build_session, require_classes, sess
                                             state_store_conf)
 from adapters.spark.runtime.spark_log import SparkLog
 from adapters.spark.runtime.startup import require_endpoints
+from adapters.spark.stopping import QueryStopper
 from adapters.spark.stream.invalidation import with_notifications
 from adapters.spark.stream.judges import OperatorJudge
 from adapters.spark.stream.operator import state_row_counter
@@ -152,6 +153,7 @@ class SparkEngine:
     watermarks: BatchWatermarks | None = field(init=False, default=None, repr=False)
     spark_log: SparkLog | None = field(init=False, default=None, repr=False)  # where the session started here logs
     timings: BatchTimings = field(init=False, default_factory=BatchTimings, repr=False)  # foreachBatch's phases
+    stopper: QueryStopper = field(init=False, default_factory=QueryStopper, repr=False)  # ``stopping``
 
     def __post_init__(self):
         self.listener = ProgressListener(self.metrics, rules=self.rules.rules)
@@ -233,9 +235,10 @@ class SparkEngine:
             spark.streams.addListener(self.listener)
             try:
                 bounded = self.bounded(available_now)
+                self.stopper.arm()
                 query = self.start_query(bounded)
                 self.listener.query_id = str(query.id)
-                await_query(query, bounded, self.lease.or_lost(stop))
+                await_query(query, bounded, self.lease.or_lost(stop), self.stopper)
                 self._counted(str(query.runId))
             finally:
                 spark.streams.removeListener(self.listener)
@@ -289,7 +292,7 @@ class SparkEngine:
         after a failure reads the batch again: it is cached from then on and, when the plan
         observed its accounting, recounted (the failed attempt's tasks counted).
         """
-        with self.timings.batch(batch_id) as timed:
+        with self.stopper.translated(), self.timings.batch(batch_id) as timed:
             with timed.phase("lease"):
                 self.lease.confirm()  # an instance that lost its checkpoint writes nothing more
             with timed.phase("watermarks"):
@@ -318,14 +321,15 @@ class SparkEngine:
             tools.recount(judged.df)
 
 
-def await_query(query, bounded: bool, stop: threading.Event) -> None:
+def await_query(query, bounded: bool, stop: threading.Event, stopper: QueryStopper | None = None) -> None:
     """Wait for a bounded query to finish or for ``stop``. Raises ``restart.query_failure`` if it
     failed (its running micro-batch was not committed: a restart replays it); no query is left
-    running either way."""
+    running either way. ``stopper``: stops the query (``stopping``)."""
+    stopper = stopper or QueryStopper()
     try:
         while query.isActive:
             if stop.is_set():
-                stop_after_running_batch(query)
+                stop_after_running_batch(query, stopper=stopper)
                 break
             query.awaitTermination(0.2 if bounded else 0.5)
     except Exception:  # noqa: BLE001 - awaitTermination raises the query's own failure: translated below
@@ -333,24 +337,24 @@ def await_query(query, bounded: bool, stop: threading.Event) -> None:
             raise
     finally:
         if query.isActive:  # waiting failed (e.g. the gateway)
-            query.stop()
+            stopper.stop(query)
     failure = query.exception()
     if failure is not None:
         raise query_failure(failure) from failure
 
 
-def stop_after_running_batch(query, poll: float = 0.1) -> None:
+def stop_after_running_batch(query, poll: float = 0.1, stopper: QueryStopper | None = None) -> None:
     """Graceful stop: let the running micro-batch commit, then stop the query.
 
     Stops as soon as no micro-batch runs, or right after the running one reported its
     progress: behind a backlog Spark starts the next batch at once, and waiting for a gap
     would drain the whole backlog. That next batch is cancelled before it commits and is
-    processed again on restart.
+    processed again on restart (``stopping``: it ends as stopped, not failed).
     """
     seen = _last_progress(query)
     while query.isActive and query.status["isTriggerActive"] and _last_progress(query) == seen:
         time.sleep(poll)
-    query.stop()
+    (stopper or QueryStopper()).stop(query)
 
 
 def _last_progress(query) -> tuple | None:
