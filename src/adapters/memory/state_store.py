@@ -81,10 +81,11 @@ class InMemoryStateStore:
         with self._lock:
             for claim in claims:
                 key, now = claim.key, claim.now
-                expiries = expiries_of.get(_rule_part(key))
+                rule_part = key.partition(SEPARATOR)[0]  # ``_rule_part``
+                expiries = expiries_of.get(rule_part)
                 if expiries is None:
-                    expiries = self._expiries_of(_rule_part(key))
-                elif expiries.due(now):
+                    expiries = self._expiries_of(rule_part)
+                elif expiries.seconds and expiries.seconds[0] <= now:  # ``_Expiries.due``
                     self._evict(expiries, now)
                 stored = entries.get(key)
                 if stored is None:  # ``decide`` over no emission: granted, the claim's emission remembered
@@ -216,23 +217,23 @@ class _Expiries:
     """
 
     def __init__(self):
-        self._seconds: list[int] = []
+        self.seconds: list[int] = []  # a heap
         self._keys: dict[int, dict[str, None]] = {}
 
     def add(self, second: int, key: str) -> None:
         keys = self._keys.get(second)
         if keys is None:
             keys = self._keys[second] = {}
-            heapq.heappush(self._seconds, second)
+            heapq.heappush(self.seconds, second)
         keys[key] = None
 
     def due(self, now: int) -> bool:
-        return bool(self._seconds) and self._seconds[0] <= now
+        return bool(self.seconds) and self.seconds[0] <= now
 
     def pop_due(self, now: int) -> Iterable[str]:
         """The keys of every second up to ``now``, forgotten here."""
-        while self._seconds and self._seconds[0] <= now:
-            yield from self._keys.pop(heapq.heappop(self._seconds))
+        while self.seconds and self.seconds[0] <= now:
+            yield from self._keys.pop(heapq.heappop(self.seconds))
 
 
 StoredEmission = tuple[int, int, str]
