@@ -131,6 +131,24 @@ def decide(entries: tuple[Emission, ...], claim: Claim) -> Decision:
     return Decision(True, kept + (claim.emission(),), True)
 
 
+def decide_one(stored: tuple[int, int, str], claim: Claim) -> tuple[Judgement, tuple | None]:
+    """:func:`decide` over a key holding one emission given as ``(time, expires_at, owner)``,
+    without building ``Emission`` values: the usual case, for a store that keeps such tuples.
+    Returns the judgement and the key's entries after the claim, as such tuples, or None when
+    they are unchanged. ``tests/unit/test_state_decide.py`` holds it to :func:`decide`."""
+    time, expires_at, owner = stored
+    now = claim.now
+    emitted = (claim.time, claim.expires_at, claim.owner)
+    if kept_until(time, expires_at) <= now:
+        return GRANTED, (emitted,)
+    if expires_at > now:
+        if claim.owner and owner == claim.owner:
+            return GRANTED, None
+        if abs(claim.time - time) < claim.window:
+            return Judgement(Emission(time, expires_at, owner)), None
+    return GRANTED, (stored, emitted)
+
+
 class StateFormatError(ValueError):
     """A stored value no codec version can read."""
 

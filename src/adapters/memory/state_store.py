@@ -32,8 +32,8 @@ from urllib.parse import quote, unquote
 
 from domain.errors import ProcessingBug, SetupError, StateUnavailable, first_line
 from domain.keys import SEPARATOR, rule_of
-from domain.state import (GRANTED, Claim, Emission, Judgement, current_key, decide, decode, encode, kept_until,
-                          version_of)
+from domain.state import (GRANTED, Claim, Emission, Judgement, current_key, decide, decide_one, decode, encode,
+                          kept_until, version_of)
 
 SNAPSHOT_HEADER = "# streamdedup state snapshot\n"
 
@@ -169,7 +169,13 @@ class InMemoryStateStore:
         return [(key, _emissions(stored)) for key, stored in self._entries.items()]
 
     def _decide(self, claim: Claim, stored: tuple[StoredEmission, ...], expiries: "_Expiries") -> Judgement:
-        """A claim on a key that holds emissions: ``decide`` over them."""
+        """A claim on a key that holds emissions: ``decide`` over them (``decide_one`` over one)."""
+        if len(stored) == 1:
+            judgement, entries = decide_one(stored[0], claim)
+            if entries is not None:
+                self._entries[claim.key] = entries
+                expiries.add(kept_until(claim.time, claim.expires_at), claim.key)
+            return judgement
         decision = decide(_emissions(stored), claim)
         if decision.changed:
             if decision.entries:
