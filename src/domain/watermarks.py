@@ -109,12 +109,8 @@ class Watermarks:
         and its partition's ``horizon``, both bound by the clock (``clock_bound``). One call for
         the three, as an engine judges every record."""
         newest = self._observe(rule, partition, t, now)[0]
-        mark, second = self.of(rule, now), math.floor(now)
-        if mark is None:
-            return None, min(newest, second)
-        if mark > second:
-            mark = second
-        return mark, min(max(newest, mark), second)
+        mark = clock_bound(self.of(rule, now), now)
+        return mark, clock_bound(_horizon(newest, mark), now)
 
     def of(self, rule: str, now: float) -> int | None:
         """The rule's watermark at wall time ``now``; None while it has none."""

@@ -81,11 +81,11 @@ class InMemoryStateStore:
         with self._lock:
             for claim in claims:
                 key, now = claim.key, claim.now
-                rule_part = key.partition(SEPARATOR)[0]  # ``_rule_part``
+                rule_part = _rule_part(key)
                 expiries = expiries_of.get(rule_part)
                 if expiries is None:
                     expiries = self._expiries_of(rule_part)
-                elif expiries.seconds and expiries.seconds[0] <= now:  # ``_Expiries.due``
+                elif expiries.due(now):
                     self._evict(expiries, now)
                 stored = entries.get(key)
                 if stored is None:  # ``decide`` over no emission: granted, the claim's emission remembered
@@ -223,23 +223,23 @@ class _Expiries:
     """
 
     def __init__(self):
-        self.seconds: list[int] = []  # a heap
+        self._seconds: list[int] = []
         self._keys: dict[int, dict[str, None]] = {}
 
     def add(self, second: int, key: str) -> None:
         keys = self._keys.get(second)
         if keys is None:
             keys = self._keys[second] = {}
-            heapq.heappush(self.seconds, second)
+            heapq.heappush(self._seconds, second)
         keys[key] = None
 
     def due(self, now: int) -> bool:
-        return bool(self.seconds) and self.seconds[0] <= now
+        return bool(self._seconds) and self._seconds[0] <= now
 
     def pop_due(self, now: int) -> Iterable[str]:
         """The keys of every second up to ``now``, forgotten here."""
-        while self.seconds and self.seconds[0] <= now:
-            yield from self._keys.pop(heapq.heappop(self.seconds))
+        while self._seconds and self._seconds[0] <= now:
+            yield from self._keys.pop(heapq.heappop(self._seconds))
 
 
 StoredEmission = tuple[int, int, str]
