@@ -297,7 +297,7 @@ class SparkEngine:
                 self.lease.confirm()  # an instance that lost its checkpoint writes nothing more
             with timed.phase("watermarks"):
                 self.watermarks.prepare(batch_id)
-            tools = BatchTools(self.plan(), self.writer.routed, lambda work: retried(work, self.policies),
+            tools = BatchTools(self.plan(), self.writer.routed, lambda work: retried(work, self.policies, self.stopper.sleep),
                                lambda judged: self.listener.recount(batch_id, *counted(judged, self.rules.rules)))
             with timed.phase("write"), self.judge.judge(batch, batch_id, self.writer.reads, tools) as judged:
                 self._write(judged, batch_id, tools)

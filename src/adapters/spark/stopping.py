@@ -11,7 +11,9 @@ overflows its stack, and stderr gets a ``StackOverflowError`` of about a thousan
 ``QueryStopper`` stops the query and remembers it did; the ``foreachBatch`` body runs inside
 ``QueryStopper.translated()``, which replaces any failure that ends a batch after the stop
 with ``StoppedMidBatch``: a short text that Spark's pattern recognises, so the query ends
-"Stopped", without an exception and without the overflow.
+"Stopped", without an exception and without the overflow. The batch's work is retried with
+``QueryStopper.sleep`` between attempts: a stop ends the retries at once, instead of the stop
+waiting for the transient policy's retries of work it cancelled.
 """
 
 from __future__ import annotations
@@ -49,6 +51,12 @@ class QueryStopper:
         """Stop ``query``; a micro-batch it interrupts raises ``StoppedMidBatch``."""
         self._stopped.set()
         query.stop()
+
+    def sleep(self, seconds: float) -> None:
+        """A wait between retries of a micro-batch's work: cut short by the stop, which raises
+        ``StoppedMidBatch`` (an interrupted batch is not retried)."""
+        if self._stopped.wait(seconds):
+            raise StoppedMidBatch()
 
     @contextmanager
     def translated(self) -> Iterator[None]:
