@@ -361,7 +361,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--records", type=int, default=80_000, help="the backlog stream's records")
     parser.add_argument("--per-batch", type=int)
     parser.add_argument("--delivery", choices=("exactly-once", "at-least-once"), default="exactly-once")
-    parser.add_argument("--only", help="run only the kills whose description contains this (e.g. 'source-stage')")
+    parser.add_argument("--only", help="run only the kills whose description contains each of these, comma-separated "
+                                       "(e.g. 'driver,of batch 0')")
     parser.add_argument("--seed", type=int, default=20261126, help="the backlog stream's and the random kills' seed")
     args = parser.parse_args(argv)
     work = Path(tempfile.mkdtemp(prefix="phases-"))
@@ -369,7 +370,7 @@ def main(argv: list[str] | None = None) -> int:
     backlog = args.shape == "backlog"
     records = backlog_stream(args.records, args.seed) if backlog else stream(args.uniques)
     per_batch = args.per_batch or (4_000 if backlog else 1_000)
-    kills = [k for k in plan(args.runs) if args.only is None or args.only in str(k)]
+    kills = [k for k in plan(args.runs) if args.only is None or all(part in str(k) for part in args.only.split(","))]
     outcomes, cluster = [], None
     try:
         for n, kill in enumerate(kills):
