@@ -1,8 +1,9 @@
 """What a state remembers of one key: the answer to "why was my event dropped?".
 
 ``dedup state explain`` reads a key's emissions from a store (a memory snapshot, Redis, a Spark
-checkpoint) and explains each: its time, when it expires (``expires_at``: repeats are
-duplicates of it until then) and when the store may forget it (``kept_until``), whether it is
+checkpoint) and explains each: its time, when it expires (``expires_at``, its time plus the
+rule's window and lateness: until then a repeat less than the window away from its time is a
+duplicate) and when the store may forget it (``kept_until``), whether it is
 live at the moment asked about (``at``: the rule's watermark where the state records it, else
 the wall clock), and the source position of the record that made it (``None``: unknown, an
 emission an older state format kept without it).
