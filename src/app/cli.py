@@ -70,7 +70,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def add_run(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", help="settings file (YAML, JSON or TOML)")
-    parser.add_argument("--engine", choices=["memory", "kafka", "spark"])
+    parser.add_argument("--engine", choices=["memory", "kafka", "spark"],
+                        help="memory (the default: files and stdin), kafka (Kafka topics, one process) or spark")
     parser.add_argument("--source", help="file:PATH, - (stdin) or kafka://HOST:PORT/TOPIC?group=G")
     parser.add_argument("--sink", help="file:PATH, - (stdout) or kafka://HOST:PORT/TOPIC")
     parser.add_argument("--dlq", help="dead-letter output: file:PATH or kafka://HOST:PORT/TOPIC")
@@ -79,7 +80,8 @@ def add_run(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--duplicates", help="the report of every duplicate, with the first copy it repeats: "
                                              "file:PATH or kafka://HOST:PORT/TOPIC (off by default)")
     parser.add_argument("--state", help="memory, memory:SNAPSHOT_PATH (kept across runs) or redis://HOST:PORT/DB")
-    parser.add_argument("--batch-size", type=int)
+    parser.add_argument("--batch-size", type=int,
+                        help="records a batch of the memory and kafka engines holds at most (default 1000)")
     parser.add_argument("--metrics-port", type=int, help="serve /metrics (Prometheus) and /health on this port")
     parser.add_argument("--master", help="the Spark engine's master: local[N] or spark://HOST:PORT (spark.master)")
     parser.add_argument("--summary-json", type=writable_file, help="write the accounting counts here as JSON")
@@ -91,14 +93,17 @@ def add_demo(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--engine", choices=["memory", "spark"], default="spark",
                         help="spark (default: local mode, JSONL directories) or memory")
     parser.add_argument("--events", type=positive_int, default=20_000, help="unique events to generate")
-    parser.add_argument("--out", type=Path, default=Path("demo-out"))
+    parser.add_argument("--out", type=Path, default=Path("demo-out"),
+                        help="directory of the demo's stream, outputs and summary (default demo-out)")
     parser.set_defaults(handler=cmd_demo)
 
 
 def add_generate(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--events", type=positive_int, default=10_000, help="unique events")
+    parser.add_argument("--events", type=positive_int, default=10_000,
+                        help="unique events (default 10000); the stream also holds their copies and a few invalid "
+                             "and late records")
     parser.add_argument("--dup-ratio", type=fraction, default=0.3, help="copies per unique event, 0 to 1")
-    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--seed", type=int, default=7, help="the same seed writes the same stream (default 7)")
     parser.add_argument("--out", required=True, help="JSONL file to write, or kafka://HOST:PORT/TOPIC "
                                                       "(an existing topic; each record keyed by its uniqueValue)")
     parser.add_argument("--expected-json", type=writable_file, help="write the expected accounting here")

@@ -33,7 +33,7 @@ def add_state_commands(commands) -> None:
 def add_inspect(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--state", required=True,
                         help="memory:SNAPSHOT_PATH, redis://HOST:PORT/DB or spark:CHECKPOINT_DIR")
-    parser.add_argument("--samples", type=int, default=3)
+    parser.add_argument("--samples", type=int, default=3, help="keys shown per rule (default 3)")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     parser.set_defaults(handler=cmd_inspect)
 
