@@ -216,3 +216,22 @@ def test_every_option_of_every_command_says_what_it_is_for():
     assert len(options) > 30
     silent = [f"dedup {command} {option.option_strings[-1]}" for command, option in options if not option.help]
     assert silent == []
+
+
+def _readme_keys(after: str) -> set[str]:
+    """The backticked names in the parenthesis that follows ``after`` in README.md."""
+    import re
+
+    text = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    listed = text[text.index(after):].split("(", 1)[1].split(")", 1)[0]
+    return set(re.findall(r"`([a-z_]+)`", listed))
+
+
+def test_the_readme_names_every_key_of_the_summary_and_of_the_expected_counts(tmp_path):
+    records, expected = tmp_path / "in.jsonl", tmp_path / "expected.json"
+    summary = tmp_path / "summary.json"
+    assert main(["generate", "--events", "30", "--out", str(records), "--expected-json", str(expected)]) == 0
+    assert main(["run", "--source", f"file:{records}", "--sink", f"file:{tmp_path / 'out.jsonl'}",
+                 "--dlq", f"file:{tmp_path / 'dlq.jsonl'}", "--summary-json", str(summary), "--no-progress"]) == 0
+    assert _readme_keys("writes the same counts as JSON") == set(json.loads(summary.read_text()))
+    assert _readme_keys("report the counts in `expected.json`") == set(json.loads(expected.read_text()))
