@@ -140,14 +140,17 @@ def build_memory_engine(*, core: Deduplicator, metrics, source: str, sink: str, 
                         batch_size: int, poll_timeout: float, max_batch_delay: float,
                         dlq_max_bytes: int = DEFAULT_MAX_BYTES, duplicates: str | None = None) -> InMemoryEngine:
     dlq_path = file_path(dlq or MEMORY_DEAD_LETTERS, "dlq")
+    paths = {"sink": file_path(sink, "sink"), "notifications_out": notifications_out and file_path(
+        notifications_out, "notifications_out"), "duplicates": duplicates and file_path(duplicates, "duplicates")}
+    # the inputs first: a run refused because an input cannot be read creates no output file
+    source = opened("source", JsonlSource, file_path(source, "source"))
     notes_in = opened("notifications", JsonlNotificationSource, file_path(notifications, "notifications")) \
         if notifications else None
-    notes_out = opened("notifications_out", JsonlNotificationSink, file_path(notifications_out, "notifications_out")) \
+    notes_out = opened("notifications_out", JsonlNotificationSink, paths["notifications_out"]) \
         if notifications_out else None
-    reports = opened("duplicates", JsonlDuplicateSink, file_path(duplicates, "duplicates")) if duplicates else None
-    delivery = Delivery(core, opened("sink", JsonlSink, file_path(sink, "sink")),
+    reports = opened("duplicates", JsonlDuplicateSink, paths["duplicates"]) if duplicates else None
+    delivery = Delivery(core, opened("sink", JsonlSink, paths["sink"]),
                         opened("dlq", JsonlDeadLetterSink, dlq_path, dlq_max_bytes), notes_out, reports)
-    source = opened("source", JsonlSource, file_path(source, "source"))
     return InMemoryEngine(BatchPipeline(core, source, delivery, metrics, notifications=notes_in, batch_size=batch_size,
                                         poll_timeout=poll_timeout, max_batch_delay=max_batch_delay))
 

@@ -235,3 +235,13 @@ def test_the_readme_names_every_key_of_the_summary_and_of_the_expected_counts(tm
                  "--dlq", f"file:{tmp_path / 'dlq.jsonl'}", "--summary-json", str(summary), "--no-progress"]) == 0
     assert _readme_keys("writes the same counts as JSON") == set(json.loads(summary.read_text()))
     assert _readme_keys("report the counts in `expected.json`") == set(json.loads(expected.read_text()))
+
+
+@pytest.mark.parametrize("bad", [["--source", "file:{tmp}/missing.jsonl"], ["--dlq", "kafka://127.0.0.1:9/dead"]])
+def test_a_run_refused_at_start_creates_no_output_file(tmp_path, bad):
+    (tmp_path / "in.jsonl").write_text("")
+    args = {"--source": f"file:{tmp_path}/in.jsonl", "--sink": f"file:{tmp_path}/out.jsonl",
+            "--dlq": f"file:{tmp_path}/dlq.jsonl", "--duplicates": f"file:{tmp_path}/dups.jsonl"}
+    args[bad[0]] = bad[1].format(tmp=tmp_path)
+    assert main(["run", "--no-progress", *(part for pair in args.items() for part in pair)]) == 2
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.jsonl"]
