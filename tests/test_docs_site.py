@@ -70,3 +70,13 @@ def test_no_markdown_file_cites_a_file_outside_the_repository(path):
 def test_the_link_check_sees_links_and_skips_code():
     text = "[a](docs/x.md#y) ![i](img.png) [w](https://x.org) [z](#here)\n`[c](nope.md)`\n```\n[d](no.md)\n```\n"
     assert relative_links(text) == ["docs/x.md", "img.png"]
+
+
+def test_the_site_index_includes_the_readmes_top_instead_of_copying_it():
+    index = (REPO_ROOT / "docs" / "index.md").read_text()
+    readme = (REPO_ROOT / "README.md").read_text()
+    for section in ("intro", "status"):
+        assert f'--8<-- "README.md:{section}"' in index
+        shown = readme.split(f"[start:{section}] -->", 1)[1].split(f"<!-- --8<-- [end:{section}]", 1)[0]
+        copied = [line for line in shown.splitlines() if len(line) > 40 and line in index]
+        assert copied == [], f"docs/index.md copies the README's {section} section instead of including it"
