@@ -46,6 +46,16 @@ def main(argv: list[str] | None = None) -> int:
         return 130
 
 
+def installed_version() -> str:
+    """The version of the installed package (``pyproject.toml``), or ``unknown`` when run from sources alone."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("streamdedup")
+    except PackageNotFoundError:
+        return "unknown"
+
+
 def fail(message: str, code: int) -> int:
     print(f"dedup: {redact(message)}", file=sys.stderr)
     return code
@@ -60,6 +70,8 @@ class OneLineParser(argparse.ArgumentParser):
 
 def build_parser() -> argparse.ArgumentParser:
     parser = OneLineParser(prog="dedup", description="Streaming event deduplication.")
+    parser.add_argument("--version", action="version", version=f"dedup {installed_version()}",
+                        help="print the installed version and exit")
     commands = parser.add_subparsers(dest="command", required=True)
     add_run(commands.add_parser("run", help="deduplicate a stream"))
     add_demo(commands.add_parser("demo", help="generate a stream with known duplicates and deduplicate it"))

@@ -245,3 +245,16 @@ def test_a_run_refused_at_start_creates_no_output_file(tmp_path, bad):
     args[bad[0]] = bad[1].format(tmp=tmp_path)
     assert main(["run", "--no-progress", *(part for pair in args.items() for part in pair)]) == 2
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in.jsonl"]
+
+
+def test_version_prints_the_version_pyproject_declares(capsys):
+    import tomllib
+
+    declared = tomllib.loads((Path(__file__).resolve().parents[2] / "pyproject.toml").read_text())["project"]["version"]
+    with pytest.raises(SystemExit) as exited:
+        main(["--version"])
+    assert exited.value.code == 0
+    assert capsys.readouterr().out.strip() == f"dedup {declared}"
+    root = Path(__file__).resolve().parents[2]
+    assert f"Version {declared}," in (root / "README.md").read_text()
+    assert f"## {declared} " in (root / "CHANGELOG.md").read_text()
