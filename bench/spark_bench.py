@@ -4,7 +4,7 @@ Both run in the same process on the same synthetic stream (Spark's rate-micro-ba
 no Kafka, sink ``noop``), RocksDB state with changelog checkpointing, local[2]:
 
 * ``native``: key → withWatermark(600 s) → dropDuplicatesWithinWatermark(key). Not the
-  domain's semantics (see docs/spark-design.md); the reference for raw operator speed.
+  domain's semantics (see docs/design/spark.md); the reference for raw operator speed.
 * ``engine``: JSON bytes → the engine's parse + validation + DedupPlan (the JVM
   WindowDedup operator) + accounting observation — everything but the source and sinks.
 

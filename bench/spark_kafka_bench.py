@@ -11,7 +11,7 @@ warm-up: 10–15% in trials), then runs each mode over the whole backlog (``avai
 
 * ``native``: ``from_json`` of key and time → ``withWatermark(600 s)`` →
   ``dropDuplicatesWithinWatermark(key)`` → the record's bytes to a Kafka topic. Not the
-  domain's semantics (docs/spark-design.md); the reference for raw operator speed.
+  domain's semantics (docs/design/spark.md); the reference for raw operator speed.
 * ``engine``: ``SparkEngine`` as ``dedup run --engine spark`` runs it: parse, rules, the
   JVM WindowDedup operator, accounting, unique events and dead letters to Kafka topics.
   RocksDB's row count is off (the default: ``trackTotalNumberOfRows=false``, no read before

@@ -64,7 +64,7 @@ def generate_parts(spec: StreamSpec, parts: int) -> tuple[list[list[bytes]], Exp
     holding the late records, with the same expected accounting.
 
     For engines that judge lateness against the watermark of earlier micro-batches (Spark,
-    docs/spark-design.md deviation 1): read one chunk per micro-batch, every late record
+    docs/design/spark.md deviation 1): read one chunk per micro-batch, every late record
     comes after the events that make it late. Moving late records later keeps them late.
     """
     records, late, expected = _build(spec)

@@ -223,7 +223,7 @@ class FaultRun:
         return report
 
     def preload(self) -> list[bytes]:
-        # no late events: whether one is late depends on micro-batch boundaries (docs/spark-design.md,
+        # no late events: whether one is late depends on micro-batch boundaries (docs/design/spark.md,
         # deviation 1), which the verifier's reference does not model; the bad records are the invalid ones
         records, _ = generate(StreamSpec(uniques=self.plan.uniques, seed=self.plan.seed, late=0))
         create_topics(self.topics.bootstrap, self.topics.output, self.topics.dead_letters, partitions=self.plan.partitions)

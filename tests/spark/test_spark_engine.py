@@ -3,7 +3,7 @@
 The golden scenario tables of tests/scenarios.py run here as through every engine, all in one
 query, each scenario under types of its own; each scenario's events are cut into micro-batches
 before each ``late`` step (a record becomes late only against an earlier micro-batch: deviation
-1 of docs/spark-design.md). The other
+1 of docs/design/spark.md). The other
 deviations are pinned by the tests named ``test_deviation_*``, each checked against the
 in-memory core as the reference model.
 """

@@ -1,7 +1,7 @@
 """Upgrading a running Spark job: the checkpoint's manifest, migration with the old state as fallback.
 
 Each scenario runs real streaming queries over JSONL files (one file per micro-batch) and
-checks verdicts and counts stated independently of the engine. docs/spark-design.md
+checks verdicts and counts stated independently of the engine. docs/design/spark.md
 ("State evolution") states the design.
 """
 

@@ -46,7 +46,7 @@ Hook = Callable[[DataFrame], DataFrame]
 
 @dataclass(frozen=True)
 class DedupPlan:
-    """``invalid``: the ``invalid`` policy's last step, applied per micro-batch (docs/spark-design.md,
+    """``invalid``: the ``invalid`` policy's last step, applied per micro-batch (docs/design/spark.md,
     deviation 4): ``skip`` marks invalid records skipped, ``fail`` fails the micro-batch
     (``raise_error``), ``dead-letter`` and ``invalidate`` (no key to forget) dead-letter them."""
 
