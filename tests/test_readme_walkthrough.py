@@ -80,6 +80,7 @@ def test_why_was_my_event_dropped_runs_as_written_and_names_the_first_copy(tmp_p
     assert json.loads(report.record.value)["id"] == "e2"
     assert (report.first.offset, report.first_time, report.apart) == (1, 1_700_000_000, 12)
     assert report.first.source.endswith("/in.jsonl")
-    assert explanation[-1].strip().startswith("emitted at 1700000000, expires at 1700000060 (live: a repeat less "
+    assert explanation[-1].strip().startswith("emitted at 1700000000 = 2023-11-14T22:13:20Z, expires at 1700000060 = "
+                                              "2023-11-14T22:14:20Z (live: a repeat less "
                                               "than the window away is a duplicate), made by ")
     assert explanation[-1].rstrip().endswith("/in.jsonl partition 0 offset 1")

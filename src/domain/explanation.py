@@ -17,6 +17,7 @@ from __future__ import annotations
 import itertools
 import json
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from typing import Iterable
 
 from domain.events import SourcePosition
@@ -25,6 +26,16 @@ from domain.state import Emission
 
 NOTHING = ("nothing is remembered for this key: no event of it was emitted, or its emissions expired and were "
            "forgotten, or an INVALIDATE notification removed them")
+
+
+def dated(epoch_seconds: int) -> str:
+    """``1700000000 = 2023-11-14T22:13:20Z``: epoch seconds with their UTC date (the seconds alone
+    where no calendar date exists)."""
+    try:
+        when = datetime.fromtimestamp(epoch_seconds, tz=timezone.utc)
+    except (OverflowError, OSError, ValueError):
+        return str(epoch_seconds)
+    return f"{epoch_seconds} = {when.strftime('%Y-%m-%dT%H:%M:%SZ')}"
 
 
 @dataclass(frozen=True)
@@ -44,7 +55,7 @@ class ExplainedEmission:
         state = "live: a repeat less than the window away is a duplicate" if self.live else "expired"
         where = (f"{self.position.source} partition {self.position.partition} offset {self.position.offset}"
                  if self.position else "position unknown (kept by an older state format)")
-        return f"emitted at {self.time}, expires at {self.expires_at} ({state}), made by {where}"
+        return f"emitted at {dated(self.time)}, expires at {dated(self.expires_at)} ({state}), made by {where}"
 
     def as_dict(self) -> dict:
         position = None if self.position is None else {
@@ -64,7 +75,7 @@ class Explanation:
 
     def lines(self) -> list[str]:
         shown = ", ".join(f"{name}={display_value(value)}" for name, value in self.key.items())
-        head = [f"{self.store}: rule {self.rule}, key {shown}", f"judged at {self.at} ({self.at_source})"]
+        head = [f"{self.store}: rule {self.rule}, key {shown}", f"judged at {dated(self.at)} ({self.at_source})"]
         if not self.emissions:
             return [*head, NOTHING]
         return [*head, *(f"  {e.line()}" for e in self.emissions)]

@@ -9,7 +9,7 @@ import pytest
 
 from adapters.memory.state_store import InMemoryStateStore
 from app.cli import main
-from domain.explanation import key_spellings
+from domain.explanation import dated, key_spellings
 from domain.keys import encode_key
 from domain.state import Claim
 
@@ -65,7 +65,7 @@ def test_the_text_names_each_emission(capsys, snapshot):
     assert main(["state", "explain", "--state", f"memory:{snapshot}", "--rule", "APP", "--key", "uniqueValue=a",
                  "--at", str(T + 70)]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[2].strip() == (f"emitted at {T}, expires at {T + 60} (expired), made by events partition 2 offset 40")
+    assert lines[2].strip() == (f"emitted at {dated(T)}, expires at {dated(T + 60)} (expired), made by events partition 2 offset 40")
     assert "live" in lines[3] and "events partition 1 offset 7" in lines[3]
 
 
@@ -81,3 +81,9 @@ def test_a_key_naming_other_fields_than_the_rule_is_one_line(capsys, snapshot):
     assert main(["state", "explain", "--state", f"memory:{snapshot}", "--rule", "APP", "--key", "id=1"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err == ["dedup: invalid setting --key: rule APP is keyed by uniqueValue; got id"]
+
+
+@pytest.mark.parametrize("seconds, shown", [(1_700_000_000, "1700000000 = 2023-11-14T22:13:20Z"), (0, "0 = 1970-01-01T00:00:00Z"),
+                                            (10 ** 15, "1000000000000000")])
+def test_an_explanation_shows_epoch_seconds_with_their_utc_date(seconds, shown):
+    assert dated(seconds) == shown
