@@ -197,24 +197,13 @@ def test_a_file_read_again_is_replayed_line_by_line_and_a_changed_line_is_new_in
     assert out.read_bytes().splitlines() == emitted * 2 + [emitted[0]]
 
 
-def _options(parser):
-    """(command, option) of every option of ``parser`` and its subcommands, --help aside."""
-    import argparse
-
-    for action in parser._actions:  # argparse keeps no public list of a parser's actions
-        if isinstance(action, argparse._SubParsersAction):
-            for name, sub in action.choices.items():
-                yield from ((f"{name} {command}".strip(), option) for command, option in _options(sub))
-        elif action.option_strings and not isinstance(action, argparse._HelpAction):
-            yield "", action
-
-
 def test_every_option_of_every_command_says_what_it_is_for():
     from app.cli import build_parser
+    from app.reference import options
 
-    options = list(_options(build_parser()))
-    assert len(options) > 30
-    silent = [f"dedup {command} {option.option_strings[-1]}" for command, option in options if not option.help]
+    every = list(options(build_parser()))
+    assert len(every) > 30
+    silent = [f"{command} {option.option_strings[-1]}" for command, option in every if not option.help]
     assert silent == []
 
 
