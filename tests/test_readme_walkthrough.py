@@ -26,6 +26,7 @@ pytestmark = [pytest.mark.kafka, pytest.mark.redis, pytest.mark.spark, pytest.ma
 
 BLOCK = re.compile(r"<!-- walkthrough[^>]*-->\n```sh\n(.*?)\n```", re.S)
 DROPPED_BLOCK = re.compile(r"<!-- dropped-walkthrough[^>]*-->\n```sh\n(.*?)\n```", re.S)
+QUICKSTART_BLOCK = re.compile(r"<!-- quickstart[^>]*-->\n```sh\n(.*?)\n```", re.S)
 SUMMARY = re.compile(r"^dedup: in=(\d+), out=(\d+), duplicates=(\d+), dead_lettered=(\d+), skipped=0 ", re.M)
 LISTING = re.compile(r"^(\S+) +\d+ partitions +(\d+) messages$", re.M)
 
@@ -84,3 +85,13 @@ def test_why_was_my_event_dropped_runs_as_written_and_names_the_first_copy(tmp_p
                                               "2023-11-14T22:14:20Z (live: a repeat less "
                                               "than the window away is a duplicate), made by ")
     assert explanation[-1].rstrip().endswith("/in.jsonl partition 0 offset 1")
+
+
+def test_the_quickstart_runs_as_written_and_shows_what_it_says(tmp_path):
+    """The quickstart's stdin → stdout run: ids 1 and 3 out, the line that is not JSON dead-lettered."""
+    run = run_in_bash(walkthrough(QUICKSTART_BLOCK), tmp_path)
+    assert run.returncode == 0, f"exit {run.returncode}\n{run.stdout[-3000:]}\n{run.stderr[-3000:]}"
+    unique, dead = run.stdout.splitlines()[:2], run.stdout.splitlines()[2:]
+    assert [json.loads(line)["id"] for line in unique] == ["1", "3"]
+    assert [json.loads(line)["reason"] for line in dead] == ["not_json"]
+    assert "dedup: in=4, out=2, duplicates=1, dead_lettered=1, skipped=0" in run.stderr
