@@ -431,7 +431,7 @@ def test_the_operations_guide_names_only_exported_metrics(exported):
 
 REQUIRED_ALERTS = {"DedupDown", "DedupQueryStalled", "DedupDeadLettersRising", "DedupLateRecordsRising",
                    "DedupConsumerLagGrowing", "DedupBatchSlowerThanTrigger", "DedupLatencyAboveObjective",
-                   "DedupStateGrowingUnbounded"}
+                   "DedupStateGrowingUnbounded", "DedupBatchesFailing"}
 
 
 def test_alerts_name_exported_metrics_and_each_has_a_runbook_in_the_operations_guide(exported):
