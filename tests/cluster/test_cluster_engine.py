@@ -20,7 +20,10 @@ ROOT = Path(__file__).resolve().parents[2]
 WHERE_EXECUTORS_IMPORT_FROM = """
 import json, sys
 from adapters.spark.runtime.session import build_session
-spark = build_session(sys.argv[1], "where-executors-import-from")
+# both workers' executors registered before the first task (a cold executor may start after 4 tiny tasks ran)
+spark = build_session(sys.argv[1], "where-executors-import-from",
+                      conf={"spark.cores.max": "2", "spark.scheduler.minRegisteredResourcesRatio": "1.0",
+                            "spark.scheduler.maxRegisteredResourcesWaitingTime": "120s"})
 
 def origin(_):
     import os, domain, adapters.spark.stream.sources
