@@ -1,7 +1,7 @@
 """mkdocs hooks: the reference pages' generated parts (``app.reference``), made as the site builds.
 
 A page line ``<!-- generated: cli -->`` becomes every command's help, ``<!-- generated: settings -->``
-the table of every setting: read from the program itself, never kept in the repository.
+the table of every setting, ``<!-- generated: metrics -->`` the table of every metric: read from the program itself, never kept in the repository.
 """
 
 from __future__ import annotations
@@ -11,9 +11,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from app.reference import cli_reference, settings_reference  # noqa: E402 - after the path is set
+from app.reference import cli_reference, metrics_reference, settings_reference  # noqa: E402 - after the path is set
 
-GENERATED = {"<!-- generated: cli -->": cli_reference, "<!-- generated: settings -->": settings_reference}
+GENERATED = {"<!-- generated: cli -->": cli_reference, "<!-- generated: settings -->": settings_reference,
+             "<!-- generated: metrics -->": metrics_reference}
 
 
 def on_page_markdown(markdown, page, config, files):

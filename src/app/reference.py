@@ -1,9 +1,10 @@
-"""The reference pages' generated parts: the command line and every setting, read from the code.
+"""The reference pages' generated parts: the command line, every setting and every metric, read from the code.
 
 The documentation site (``scripts/mkdocs_hooks.py``) replaces a line ``<!-- generated: cli -->``
-with ``cli_reference()`` and ``<!-- generated: settings -->`` with ``settings_reference()`` as it
-builds, so these pages cannot drift from the parser (``app.cli.build_parser``) and the settings
-model (``app.settings.Settings``): nothing generated is kept in the repository.
+with ``cli_reference()``, ``<!-- generated: settings -->`` with ``settings_reference()`` and
+``<!-- generated: metrics -->`` with ``metrics_reference()`` as it builds, so these pages cannot
+drift from the parser (``app.cli.build_parser``), the settings model (``app.settings.Settings``)
+and the metric catalog (``adapters.metrics.catalog``): nothing generated is kept in the repository.
 """
 
 from __future__ import annotations
@@ -56,6 +57,17 @@ def _help_of(parser: argparse.ArgumentParser) -> str:
     with redirect_stdout(text):
         parser.print_help()
     return text.getvalue()
+
+
+def metrics_reference() -> str:
+    """Markdown: a table of every exported metric (its Prometheus name, type, labels and meaning)."""
+    from adapters.metrics.catalog import CATALOG
+
+    rows = ["| metric | type | labels | meaning |", "|---|---|---|---|"]
+    for metric in CATALOG.values():
+        labels = ", ".join(f"`{label}`" for label in metric.labels) or "–"
+        rows.append(f"| `{metric.exported}` | {metric.kind} | {labels} | {metric.help} |")
+    return "\n".join(rows) + "\n"
 
 
 def settings_reference() -> str:

@@ -118,7 +118,7 @@ class SparkSettings(_Strict):
     checkpoint: str = "checkpoints/dedup"
     trigger: str = DEFAULT_TRIGGER
     available_now: bool | None = None
-    state_provider: Literal["rocksdb", "hdfs-backed"] = "rocksdb"
+    state_provider: Literal["rocksdb"] = "rocksdb"
     shuffle_partitions: int = Field(default=2, ge=1)
     max_offsets_per_trigger: int | None = Field(default=None, ge=1)
     conf: dict[str, str] = Field(default_factory=dict)
@@ -147,12 +147,13 @@ class SparkSettings(_Strict):
 
     @field_validator("state_provider", mode="before")
     @classmethod
-    def _provider_named_memory(cls, value: Any) -> Any:
-        """``memory``, the name before ``hdfs-backed``, still works (one line of deprecation)."""
-        if value == "memory":
-            log.warning("spark.state_provider=memory is deprecated: write spark.state_provider=hdfs-backed "
-                        "(DEDUP_SPARK__STATE_PROVIDER=hdfs-backed), Spark's HDFSBackedStateStoreProvider")
-            return "hdfs-backed"
+    def _provider_without_timers(cls, value: Any) -> Any:
+        """``hdfs-backed`` (and ``memory``, its earlier name) went with state format 4: Spark runs
+        the operator's ``transformWithState`` on RocksDB only."""
+        if value in ("hdfs-backed", "memory"):
+            raise ValueError(f"{value!r} is no longer offered: since state format 4 the operator keeps its state "
+                             "and timers in RocksDB (Spark runs transformWithState on no other store); write rocksdb, "
+                             "and carry an older checkpoint over with `dedup state migrate`")
         return value
 
 

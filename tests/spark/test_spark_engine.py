@@ -16,10 +16,12 @@ import os
 import pytest
 
 from adapters.memory.state_store import InMemoryStateStore
+from adapters.spark.checkpoint.state_reader import read_state
 from adapters.spark.runtime.session import TRACK_ROWS
 from adapters.system import InMemoryMetrics, SystemClock
 from domain.dedup import Deduplicator, Verdict
 from domain.events import RawRecord, SourcePosition
+from domain.keys import decode_key
 from domain.rules import DedupRule, RuleSet, UnknownTypePolicy
 from tests.scenarios import INVALID_RECORDS, SCENARIOS, Scenario, Step
 from tests.spark.conftest import FileRun
@@ -134,14 +136,6 @@ def test_restart_continues_from_the_checkpoint(files):
     assert second.out_ids == ["r1", "r3"]
 
 
-def test_the_hdfs_backed_state_provider_gives_the_same_verdicts(files):
-    files.add(event("b1", "b", "APP", 100), event("b2", "b", "APP", 129), event("b3", "b", "APP", 130))
-    files.add(event("c1", "c", "WEB", 100), event("c2", "c", "WEB", 699), event("c3", "c", "WEB", 700))
-    files.add(event("c4", "c", "WEB", 1299), event("c5", "c", "WEB", 1300))
-    result = files.run(state_provider="hdfs-backed")
-    assert result.out_ids == ["b1", "b3", "c1", "c3", "c5"]
-
-
 def test_the_state_rows_gauge_counts_keys_with_and_without_rocksdb_row_tracking(files, tmp_path):
     """RocksDB's own count (tracked) and the operator's (the default) agree, removals included,
     and a restart goes on from the count the checkpoint kept."""
@@ -164,6 +158,24 @@ def test_the_state_rows_gauge_counts_keys_with_and_without_rocksdb_row_tracking(
     restarted = InMemoryMetrics()
     assert files.run(metrics=restarted).out_ids == ["s1", "u1", "v1", "x1"]
     assert restarted.gauges["state_rows"] == 3
+
+
+def test_a_backlog_forgets_keys_as_event_time_passes_them_not_the_wall_clock(files, spark):
+    """Issue 53: expiry followed the wall clock (a processing-time timeout of the longest
+    retention), so a backlog kept every key until 20 minutes of wall time had passed. Each key's
+    timer now wakes it once the event-time watermark passes its emissions' expiry: read or not,
+    the keys of a backlog go as its event time moves on, within one run of a few seconds."""
+    files.add(event("a1", "a", "APP", 0), event("b1", "b", "APP", 0), event("w1", "w", "WEB", 0))
+    files.add(event("c1", "c", "APP", 100))
+    files.add(event("d1", "d", "APP", 2000), event("e1", "e", "WEB", 2000))
+    files.add(event("f1", "f", "APP", 2001))
+    metrics = InMemoryMetrics()
+    result = files.run(metrics=metrics)
+    assert result.out_ids == ["a1", "b1", "c1", "d1", "e1", "f1", "w1"]
+    assert metrics.gauges["state_rows"] == 3
+    assert metrics.counters["state_keys_removed"] == 4  # a, b, c and w: expired, none of them read again
+    kept = {row["key"] for row in read_state(spark, str(files.dir / "checkpoint")).collect()}
+    assert {decode_key(k)[1] for k in kept} == {("d",), ("e",), ("f",)}
 
 
 def test_lateness_is_judged_record_by_record_inside_a_micro_batch(files):

@@ -35,6 +35,8 @@ def one_line_error(done, *named: str) -> str:
     ({"DEDUP_POLICIES__TRANSIENT": "retry(attempts=3,delay=nan)>fail"}, [], ["policies.transient", "delay", "finite"]),
     ({"DEDUP_SPARK__RESTART": "exponential-delay(attempts=3,factor=-1)"}, [], ["spark.restart", "factor"]),
     ({"DEDUP_SPARK__RESTART": "fixed-delay(delay=inf)"}, [], ["spark.restart", "delay"]),
+    ({"DEDUP_SPARK__STATE_PROVIDER": "hdfs-backed"}, [], ["spark.state_provider", "rocksdb", "dedup state migrate"]),
+    ({"DEDUP_SPARK__STATE_PROVIDER": "memory"}, [], ["spark.state_provider", "rocksdb"]),
     ({}, ["--state", "redis://:pw@h:notaport/0"], ["setting state", "port"]),
     ({}, ["--state", "redis://:pw@h:99999/0"], ["setting state", "port"]),
     ({}, ["--state", "redis://h:6379/zero"], ["setting state", "database"]),

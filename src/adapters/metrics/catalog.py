@@ -2,8 +2,8 @@
 
 The engines report through ``domain.ports.Metrics`` with the accounting's names
 (``Accounting.as_dict``) and their figures; this table is the one place that says how each is
-exported. The README's metric reference (included in docs/operations/metrics-and-alerts.md) is tested
-against it.
+exported. The site's metric reference (docs/reference/metrics.md) is generated from it
+(``app.reference.metrics_reference``).
 """
 
 from __future__ import annotations
@@ -60,6 +60,8 @@ CATALOG = {m.name: m for m in (
     Metric("event_time_lag_seconds", "gauge", "How far the rule's watermark is behind the newest event time seen",
            ("rule",)),
     Metric("state_rows", "gauge", "Keys in the dedup state (spark engine)"),
+    Metric("state_keys_removed", "counter", "Keys the operator removed from the dedup state: their emissions expired "
+           "(or an invalidation emptied them) (spark engine)"),
     Metric("state_bytes", "gauge", "Bytes of the dedup state's files in the checkpoint (spark engine)"),
     Metric("checkpoint_commit_seconds", "gauge", "Time the last micro-batch took to commit its offsets and state to "
            "the checkpoint (spark engine)"),

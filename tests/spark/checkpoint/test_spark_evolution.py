@@ -113,31 +113,6 @@ def test_v2_keeps_v1_dedup_memory_then_retires_the_old_state(stream, spark, capl
     assert migration["retired"] is True and migration["retired_at_watermark"] == T + 5000
 
 
-def test_a_migration_moves_the_memory_to_another_state_store_format(stream, spark):
-    # v1 kept its state in the HDFS-backed store (delta/snapshot files), v2 keeps it in RocksDB:
-    # the state data source reads the old format, the new one is written from scratch
-    stream.add(event("w1", "w", "WEB", 0), event("a1", "a", "APP", 0))
-    stream.run_version(V1, "v1", "out-v1", provider="hdfs-backed")
-    migrate(spark, plan_migration(spark, stream.checkpoint("v1"), stream.checkpoint("v2"), V2))
-    stream.add(event("w2", "w", "WEB", 30), event("a2", "a", "APP", 5), event("n1", "n", "WEB", 30))
-    counts, ids = stream.run_version(V2, "v2", "out-v2", provider="rocksdb")
-    assert (counts["in"], counts["duplicates"], ids) == (3, 2, ["n1"])
-    assert any(p.suffix == ".delta" for p in (Path(stream.checkpoint("v1")) / "state").rglob("*"))
-    assert any(p.suffix == ".changelog" for p in (Path(stream.checkpoint("v2")) / "state").rglob("*"))
-
-
-def test_changing_the_provider_alone_does_not_take_effect_and_says_so(stream, caplog):
-    stream.add(event("w1", "w", "WEB", 0))
-    stream.run_version(V1, "v1", "out", provider="hdfs-backed")
-    stream.add(event("w2", "w", "WEB", 30))
-    with caplog.at_level(logging.WARNING, logger="adapters.spark.checkpoint.migration"):
-        counts, _ = stream.run_version(V1, "v1", "out", provider="rocksdb")
-    assert counts["duplicates"] == 1
-    state = Path(stream.checkpoint("v1")) / "state"
-    assert not any(p.suffix in (".changelog", ".zip") for p in state.rglob("*"))  # still the HDFS-backed store
-    assert any("keeps its state in HDFSBackedStateStoreProvider" in r.getMessage() for r in caplog.records)
-
-
 def test_an_incompatible_change_is_refused_and_the_checkpoint_left_untouched(stream):
     stream.add(event("w1", "w", "WEB", 0))
     stream.run_version(V1, "ckpt", "out")
@@ -242,44 +217,71 @@ FORMAT_2 = Path(__file__).parent / "fixtures" / "format2"
 FORMAT_2_ROOT = "/tmp/streamdedup-fixture-format2"  # where the fixture was written; its text files name it
 SPARK_4_0_1 = Path(__file__).parent / "fixtures" / "spark-4.0.1"
 SPARK_4_0_1_ROOT = "/tmp/streamdedup-fixture-spark-4.0.1"
+FORMAT_3_HDFS = Path(__file__).parent / "fixtures" / "format3-hdfs"
+FORMAT_3_HDFS_ROOT = "/tmp/streamdedup-fixture-format3"
 
 
 def restore(fixture: Path, written_at: str, root: Path) -> None:
     """Copies ``fixture`` (a checkpoint and its input, written under ``written_at``) to ``root``,
-    its text files naming ``root`` instead."""
+    its text files naming ``root`` instead (the state's own files, binary, as they are)."""
     for path in fixture.rglob("*"):
         if path.is_file():
             target = root / path.relative_to(fixture)
             target.parent.mkdir(parents=True, exist_ok=True)
             data = path.read_bytes()
             target.write_bytes(data.replace(written_at.encode(), str(root).encode())
-                               if path.parent.name in ("0", "streamdedup") and b"{" in data else data)
+                               if path.parent.name in ("0", "streamdedup") and b"{" in data
+                           and "state" not in path.relative_to(fixture).parts else data)
 
 
-def test_a_checkpoint_an_older_spark_release_wrote_continues_with_its_dedup_memory(stream, tmp_path):
-    """``fixtures/spark-4.0.1``: the checkpoint Spark 4.0.1 (the release this project pinned
-    before) wrote, state format 3 in RocksDB, over ``in/0000.jsonl`` (a1 a@0, w1 w@0, b1 b@2,
-    a2 a@5: a duplicate), by ``DEDUP_SPARK__CHECKPOINT=<root>/checkpoint dedup run --engine spark
-    --source file:<root>/in --sink file:<root>/out --dlq file:<root>/dlq`` with <root>
-    ``SPARK_4_0_1_ROOT``. The release the project runs now continues it without a migration: the
-    repeats of its emissions are dropped and their reports name the records in its input."""
-    restore(SPARK_4_0_1, SPARK_4_0_1_ROOT, tmp_path)
+def refused_then_migrated(stream, tmp_path: Path, old: Path, new: Path, capsys, monkeypatch) -> None:
+    """``dedup run`` on the old checkpoint ``old`` is refused in one line naming ``dedup state
+    migrate`` (exit 2), and ``dedup state migrate`` prepares ``new`` from it."""
+    from app.cli import main
+
+    monkeypatch.setenv("DEDUP_SPARK__CHECKPOINT", str(old))
+    code = main(["run", "--engine", "spark", "--source", f"file:{stream.input}", "--sink", f"file:{tmp_path / 'out'}",
+                 "--dlq", f"file:{tmp_path / 'dlq'}", "--no-progress"])
+    refusal = [line for line in capsys.readouterr().err.splitlines() if line.startswith("dedup:")]
+    assert code == 2 and len(refusal) == 1 and "dedup state migrate" in refusal[0], refusal
+    assert main(["state", "migrate", "--from", f"spark:{old}", "--to", f"spark:{new}"]) == 0
+
+
+@pytest.mark.parametrize("fixture, written_at, store_file", [
+    (SPARK_4_0_1, SPARK_4_0_1_ROOT, ".changelog"),
+    (FORMAT_3_HDFS, FORMAT_3_HDFS_ROOT, ".delta"),
+], ids=["spark-4.0.1-rocksdb", "spark-4.2.0-hdfs-backed"])
+def test_a_state_format_3_checkpoint_is_refused_then_migrated_with_its_dedup_memory_and_positions(
+        stream, tmp_path, capsys, monkeypatch, fixture, written_at, store_file):
+    """State format 3: ``flatMapGroupsWithState`` with processing-time timeouts, the operator
+    before this version's ``transformWithState`` (format 4). ``fixtures/spark-4.0.1``: written by
+    Spark 4.0.1 (the release this project pinned before) in RocksDB; ``fixtures/format3-hdfs``:
+    by Spark 4.2.0 at commit f9644a0 in the HDFS-backed store (which format 4 no longer offers).
+    Both over ``in/0000.jsonl`` (a1 a@0, w1 w@0, b1 b@2, a2 a@5: a duplicate), by
+    ``[DEDUP_SPARK__STATE_PROVIDER=hdfs-backed] DEDUP_SPARK__CHECKPOINT=<root>/checkpoint dedup run
+    --engine spark --source file:<root>/in --sink file:<root>/out --dlq file:<root>/dlq`` with <root>
+    ``written_at``. A start on it is refused in one line naming ``dedup state migrate``; migrated,
+    the new job drops the repeats of the old emissions and their reports name the records in its input."""
+    restore(fixture, written_at, tmp_path)
+    old, new = tmp_path / "checkpoint", tmp_path / "v4"
+    assert read_manifest(old / "streamdedup").operators["window-dedup"]["state_format"] == 3
+    assert any(p.suffix == store_file for p in (old / "state").rglob("*"))
+    refused_then_migrated(stream, tmp_path, old, new, capsys, monkeypatch)
     stream.files = 1
     stream.add(event("a3", "a", "APP", 10), event("c1", "c", "APP", 11), event("w2", "w", "WEB", 100),
                event("b2", "b", "APP", 40))
-    engine = stream.engine(V1, sink="out", dead_letters="dlq", checkpoint="checkpoint",
-                           duplicates=str(tmp_path / "dups"))
+    engine = stream.engine(V1, sink="out", dead_letters="dlq", checkpoint="v4", duplicates=str(tmp_path / "dups"))
     counts = engine.run(available_now=True).as_dict()
     assert (counts["in"], counts["out"], counts["duplicates"]) == (4, 2, 2)
     reports = {json.loads(d.record.value)["id"]: d for d in stream.run_reports("dups")}
     # the state names the input as it was where the fixture was written: its copy is here now
-    firsts = {id_: json.loads(stream.line_of(d.first.source.replace(SPARK_4_0_1_ROOT, str(tmp_path)),
+    firsts = {id_: json.loads(stream.line_of(d.first.source.replace(written_at, str(tmp_path)),
                                              d.first.offset))["id"] for id_, d in reports.items()}
     assert firsts == {"a3": "a1", "w2": "w1"}
-    assert {d.first.source for d in reports.values()} == {f"file:{SPARK_4_0_1_ROOT}/in/0000.jsonl"}
+    assert {d.first.source for d in reports.values()} == {f"file:{written_at}/in/0000.jsonl"}
     assert (reports["a3"].first_time, reports["w2"].first_time) == (T, T)
-    assert sorted(p.name for p in (tmp_path / "checkpoint" / "commits").iterdir() if not p.name.startswith(".")) == [
-        "0", "1"]
+    assert read_manifest(new / "streamdedup").operators["window-dedup"]["state_format"] == STATE_FORMAT == 4
+    assert any(p.suffix == ".changelog" for p in (new / "state").rglob("*"))
 
 
 def test_a_checkpoint_of_the_previous_state_format_is_migrated_and_its_emissions_report_no_position(
@@ -293,13 +295,7 @@ def test_a_checkpoint_of_the_previous_state_format_is_migrated_and_its_emissions
     old, new = tmp_path / "checkpoint", tmp_path / "v3"
     assert read_manifest(old / "streamdedup").operators["window-dedup"]["state_format"] == 2
 
-    monkeypatch.setenv("DEDUP_SPARK__CHECKPOINT", str(old))
-    code = main(["run", "--engine", "spark", "--source", f"file:{stream.input}", "--sink", f"file:{tmp_path / 'out'}",
-                 "--dlq", f"file:{tmp_path / 'dlq'}", "--no-progress"])
-    refusal = [line for line in capsys.readouterr().err.splitlines() if line.startswith("dedup:")]
-    assert code == 2 and len(refusal) == 1 and "dedup state migrate" in refusal[0], refusal
-
-    assert main(["state", "migrate", "--from", f"spark:{old}", "--to", f"spark:{new}"]) == 0
+    refused_then_migrated(stream, tmp_path, old, new, capsys, monkeypatch)
     stream.files = 1
     stream.add(event("a3", "a", "APP", 10), event("c1", "c", "APP", 11), event("c2", "c", "APP", 12),
                event("w2", "w", "WEB", 100), event("b2", "b", "APP", 40))

@@ -25,6 +25,7 @@ from adapters.spark.checkpoint.migration import FALLBACK, FILES_READ
 from adapters.spark.checkpoint.retirement import RetirementWatch
 from adapters.spark.stream.sources import parse_uri
 from adapters.spark.checkpoint.state_reader import state_schema
+from adapters.spark.checkpoint.watermark_files import rule_watermarks
 from domain.migration import IncompatibleState
 from domain.keys import escape
 from domain.rules import RuleSet
@@ -173,7 +174,7 @@ class CheckpointGuard:
         """Whether the old state is still consulted; retires it (in ``migration``) once it has expired."""
         if not migration or migration.get("retired"):
             return False
-        watermark = self.checkpoint.watermark_ms() // 1000
+        watermark = max(rule_watermarks(self.checkpoint).values(), default=0)  # as RetirementWatch: the highest
         if self.checkpoint.last_committed() is not None and watermark >= migration["retire_at"]:
             log.warning("old state from %s retired: the watermark %d has passed its last expiry %d; "
                         "it is no longer consulted", migration["from"], watermark, migration["retire_at"])

@@ -36,8 +36,9 @@ from adapters.spark.checkpoint.hadoop_files import HadoopPath
 from domain.rules import RuleSet
 
 OPERATOR = "window-dedup"
-STATE_FORMAT = 3  # Emissions{owners: array<string>, retention: long, times: array<long>} per key (domain.keys)
-# 2: no owners (each emission's source position); 1: also the legacy key spelling
+STATE_FORMAT = 4  # transformWithState: Emissions{owners, retention, times, wake} per key (domain.keys), event-time timers
+# 3: flatMapGroupsWithState's Emissions{owners, retention, times}; 2: no owners (each emission's
+# source position); 1: also the legacy key spelling
 MANIFEST_VERSION = 1
 FLAGS = {"source": "--source", "sink": "--sink", "dlq": "--dlq", "notifications": "--notifications"}
 

@@ -8,6 +8,7 @@
   new query skips);
 * the old state, read through Spark's state data source at that batch, its still-live
   emissions exported to ``streamdedup/fallback`` (parquet: ``old_key``, ``fallback`` times,
+  ``fallback_owners``, their makers' positions (null where the old format kept none),
   ``fallback_retention``), keyed the old way, spelled as the new job spells keys (a state
   format 1 checkpoint's legacy keys respelled, ``domain.keys.from_legacy``);
 * the new manifest, with a ``migration`` section (the key translation per rule, and
@@ -39,6 +40,7 @@ from adapters.spark.checkpoint.identity import Identity, inherited_identity, wri
 from adapters.spark.stream.keys import from_legacy_column
 from adapters.spark.checkpoint.manifest import OPERATOR, Manifest, job_manifest, read_manifest, write_manifest
 from adapters.spark.checkpoint.state_reader import FALLBACK, describe_offsets, read_state, rule_of, state_schema
+from adapters.spark.checkpoint.watermark_files import rule_watermarks
 from domain.migration import IncompatibleState, KeyTranslation
 from domain.rules import RuleSet
 
@@ -103,7 +105,8 @@ def plan_migration(spark: SparkSession, old: str, new: str, rules: RuleSet,
         raise IncompatibleState(f"cannot migrate into {new}: it already has progress; give a new checkpoint")
     offsets = source.source_offsets(batch)
     stored = read_manifest(source.ours)
-    plan = MigrationPlan(old, new, batch, offsets, _files_read(source, offsets), source.watermark_ms() // 1000,
+    lowest = min(rule_watermarks(source).values(), default=0)  # no old emission a rule still keeps is left out
+    plan = MigrationPlan(old, new, batch, offsets, _files_read(source, offsets), lowest,
                          _translations(stored, rules, old_key_fields or {}), job_manifest(rules, state_schema(spark)),
                          legacy_keys=_legacy_keys(stored))
     plan.identity = inherited_identity(source, old, batch)
@@ -167,7 +170,10 @@ def _legacy_keys(manifest: Manifest | None) -> bool:
 
 def _live_old_state(spark: SparkSession, plan: MigrationPlan) -> DataFrame:
     state = read_state(spark, plan.old, plan.batch)
-    live = F.filter("times", lambda t: t + F.col("retention") > F.lit(plan.old_watermark))
+    owners = F.coalesce(F.col("owners"), F.array().cast("array<string>"))  # format 2 kept none: nulls
+    paired = F.zip_with("times", owners, lambda t, owner: F.struct(t.alias("t"), owner.alias("owner")))
+    live = F.filter(paired, lambda e: e["t"] + F.col("retention") > F.lit(plan.old_watermark))
     key = from_legacy_column(F.col("key")) if plan.legacy_keys else F.col("key")
-    return state.select(key.alias("old_key"), live.alias("fallback"),
+    return state.select(key.alias("old_key"), F.transform(live, lambda e: e["t"]).alias("fallback"),
+                        F.transform(live, lambda e: e["owner"]).alias("fallback_owners"),
                         F.col("retention").alias("fallback_retention")).filter(F.size("fallback") > 0)

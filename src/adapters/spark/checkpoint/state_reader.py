@@ -17,6 +17,7 @@ from pyspark.sql import functions as F
 from adapters.spark.checkpoint.logs import Checkpoint
 from adapters.spark.checkpoint.manifest import OPERATOR, read_manifest
 from adapters.spark.stream.keys import rule_column
+from adapters.spark.checkpoint.watermark_files import restored, rule_watermarks
 from domain.inspection import StateReport, key_sample
 from domain.keys import decode_key, encode_key
 from domain.migration import IncompatibleState
@@ -35,6 +36,9 @@ def state_schema(spark: SparkSession) -> str:
 def read_state(spark: SparkSession, location: str, batch: int | None = None) -> DataFrame:
     """The operator's state after micro-batch ``batch`` (default: the last committed one).
 
+    State format 4 is a ``transformWithState`` value state (``Emissions`` under ``WindowDedup.STATE``);
+    formats 1–3 were ``flatMapGroupsWithState``'s group state: both are read (a migration reads the old).
+
     Since Spark 4.2 loading a RocksDB snapshot reports to the driver's state store coordinator,
     which the session's streaming query manager registers when first asked for: a process that
     runs no query (``dedup state explain``, ``migrate``) asks for it here, or the read fails."""
@@ -42,14 +46,27 @@ def read_state(spark: SparkSession, location: str, batch: int | None = None) -> 
     reader = spark.read.format("statestore")
     if batch is not None:
         reader = reader.option("batchId", batch)
+    timers = _kept_by_transform_with_state(spark, location)
+    if timers:
+        reader = reader.option("stateVarName", spark._jvm.streamdedup.spark.WindowDedup.STATE)
     raw = reader.load(location)
-    stored = raw.schema["value"].dataType["groupState"].dataType.fieldNames()
+    value = raw.schema["value"].dataType
+    held = "value" if timers else "value.groupState"
+    stored = (value if timers else value["groupState"].dataType).fieldNames()
     if not {"times", "retention"} <= set(stored):
         raise IncompatibleState(f"the state in {location} has fields {', '.join(stored)}; this version reads "
                                 f"{OPERATOR} state with 'times' and 'retention' (no reader for that format)")
-    owners = F.col("value.groupState.owners") if "owners" in stored else F.lit(None).cast("array<string>")
-    return raw.select(F.col("key.key").alias("key"), F.col("value.groupState.times").alias("times"),
-                      F.col("value.groupState.retention").alias("retention"), owners.alias("owners"))
+    owners = F.col(f"{held}.owners") if "owners" in stored else F.lit(None).cast("array<string>")
+    key = F.col("key.value") if timers else F.col("key.key")
+    return raw.select(key.alias("key"), F.col(f"{held}.times").alias("times"),
+                      F.col(f"{held}.retention").alias("retention"), owners.alias("owners"))
+
+
+def _kept_by_transform_with_state(spark: SparkSession, location: str) -> bool:
+    """Whether the checkpoint's operator is a ``transformWithState`` (state format 4 on)."""
+    names = {row["operatorName"] for row in
+             spark.read.format("state-metadata").load(location).select("operatorName").collect()}
+    return any(name.startswith("transformWithState") for name in names)
 
 
 def rule_of(key: str = "key"):
@@ -79,7 +96,8 @@ def inspect_checkpoint(spark: SparkSession, location: str, sample_size: int = 3)
 def _progress(checkpoint: Checkpoint) -> dict:
     manifest = read_manifest(checkpoint.ours)
     details = {"last_committed_batch": checkpoint.last_committed(),
-               "watermark": checkpoint.watermark_ms() // 1000, "checkpoint_bytes": checkpoint.total_bytes(),
+               "watermark": min(rule_watermarks(checkpoint).values(), default=0),
+               "checkpoint_bytes": checkpoint.total_bytes(),
                "manifest": "present" if manifest else "absent (written by the first run of this version)"}
     if manifest and manifest.migration:
         # the operator judges with the old job's watermark until its own passes it
@@ -130,7 +148,7 @@ def key_emissions(spark: SparkSession, location: str, keys: list[str]) -> dict[s
 
 def _fallback_emissions(spark: SparkSession, location: str, keys: list[str]) -> dict[str, tuple[Emission, ...]]:
     """During a migration (``checkpoint.migration``), the old job's emissions the running job still
-    consults for ``keys`` (read-only, their positions unknown); none once the old state retired."""
+    consults for ``keys`` (read-only; a position where the old state kept it); none once the old state retired."""
     checkpoint = Checkpoint.at(location)
     manifest = read_manifest(checkpoint.ours)
     migration = manifest.migration if manifest else None
@@ -143,12 +161,15 @@ def _fallback_emissions(spark: SparkSession, location: str, keys: list[str]) -> 
         old_keys[key if translation is None else encode_key(rule, [
             values[translation["new"].index(name)] for name in translation["old"]])] = key
     table = spark.read.parquet(str(checkpoint.ours / FALLBACK)).where(F.col("old_key").isin(list(old_keys)))
-    return {old_keys[row["old_key"]]: tuple(Emission(t, t + row["fallback_retention"]) for t in row["fallback"])
-            for row in table.collect()}
+    found = {}
+    for row in table.collect():
+        owners = row.asDict().get("fallback_owners")
+        found[old_keys[row["old_key"]]] = tuple(
+            Emission(t, t + row["fallback_retention"], owner or "")
+            for t, owner in zip(row["fallback"], owners or [None] * len(row["fallback"])))
+    return found
 
 
 def rule_watermark(location: str, rule: str, now: float) -> int | None:
-    """``rule``'s watermark as the checkpoint's job left it (``stream.watermarks``); None while it has none."""
-    from adapters.spark.stream.watermarks import restored
-
+    """``rule``'s watermark as the checkpoint's job left it (``watermark_files``); None while it has none."""
     return restored(Checkpoint.at(location)).of(rule, now)

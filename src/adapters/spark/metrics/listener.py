@@ -101,7 +101,7 @@ class ProgressListener(JsonEventListener):
     figure is kept in the checkpoint through ``state_rows.record``. ``state_files``: the
     checkpoint's ``state_files.StateFiles``, looked at after each micro-batch with a stateful
     operator (the ``state_bytes`` gauge and the ``checkpoint_bytes_written`` counter; neither
-    without it).
+    without it). The ``state_keys_removed`` counter: the keys the operator removed, from its own count.
     """
 
     def __init__(self, metrics=None, on_batch: Callable[[Accounting], None] | None = None,
@@ -118,6 +118,7 @@ class ProgressListener(JsonEventListener):
         self._ended: set[str] = set()  # runIds whose termination arrived
         self._started: set[str] = set()  # runIds whose first micro-batch with state has been seen
         self._recounted: dict[int, tuple[Accounting, dict[str, list[int]]]] = {}
+        self._removed = 0  # the operator's count of removed keys at the last micro-batch
         self._metrics = metrics
         self._changed = threading.Condition()
 
@@ -139,8 +140,10 @@ class ProgressListener(JsonEventListener):
             return
         gauges = _gauges(progress, self.state_rows_tracked, self.state_rows)
         written = self._look_at_state(progress, gauges)
+        removed = 0
         if self.state_rows is not None and progress.stateOperators:  # kept before wait_for() sees the batch
             self.state_rows.record(int(gauges["state_rows"]) if "state_rows" in gauges else None)
+            removed, self._removed = self.state_rows.removed() - self._removed, self.state_rows.removed()
         with self._changed:
             counts, latency = self._recounted.pop(progress.batchId, (None, None))
             if counts is None:
@@ -149,7 +152,7 @@ class ProgressListener(JsonEventListener):
             self.totals.add(counts)
             self.gauges.update(gauges)
             self.batch_durations_ms.append(int(progress.durationMs.get("triggerExecution", 0)))
-        self._publish(counts, gauges, kafka_lags(progress), written)
+        self._publish(counts, gauges, kafka_lags(progress), written, removed)
         if counts.rejected_notifications:
             log.warning("micro-batch %d: %d notifications ignored: not an INVALIDATE of a valid event with a rule "
                         "(rejected_notifications)", progress.batchId, counts.rejected_notifications)
@@ -194,7 +197,7 @@ class ProgressListener(JsonEventListener):
             return self._changed.wait_for(lambda: run_id in self._ended, timeout)
 
     def _publish(self, counts: Accounting, gauges: dict[str, float], lags: dict[tuple[str, str], float],
-                 written: int = 0) -> None:
+                 written: int = 0, removed: int = 0) -> None:
         if self._metrics is None:
             return
         counts.publish(self._metrics)
@@ -205,6 +208,8 @@ class ProgressListener(JsonEventListener):
         for (topic, partition), lag in lags.items():
             self._metrics.gauge("kafka_lag", lag, topic=topic, partition=partition)
         self._metrics.increment("checkpoint_bytes_written", written)
+        if removed:
+            self._metrics.increment("state_keys_removed", removed)
 
 
 def _gauges(progress, state_rows_tracked: bool, operator_count=None) -> dict[str, float]:

@@ -60,6 +60,10 @@ class StateRowGauge:
     def rows(self) -> int | None:
         return None if self.base is None else self.base + int(self.counter.value())
 
+    def removed(self) -> int:
+        """Keys the operator removed in this run (their emissions expired, or an invalidation emptied them)."""
+        return int(self.counter.removed())
+
     def record(self, rows: int | None = None) -> None:
         """Keeps the current count (or ``rows``, e.g. Spark's own exact one) in the checkpoint."""
         rows = self.rows() if rows is None else rows

@@ -38,7 +38,6 @@ LOOPBACK = "127.0.0.1"
 LOG_CONF = Path(__file__).resolve().parent / "conf" / "log4j2.properties"
 STATE_PROVIDERS = {
     "rocksdb": "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
-    "hdfs-backed": "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider",
 }
 
 TRACK_ROWS = "spark.sql.streaming.stateStore.rocksdb.trackTotalNumberOfRows"
@@ -61,8 +60,8 @@ DEFAULT_CONF = {
     # Whole-stage code for the parse + rules pipeline exceeds HotSpot's 8,000-bytecode JIT
     # limit; interpreted, it runs at half speed (bench/spark_kafka_bench.py).
     "spark.executor.extraJavaOptions": "-XX:-DontCompileHugeMethods",
-    # A processing-time timeout makes every idle trigger run a no-data batch (and
-    # availableNow never finish); idle keys are instead checked when data arrives.
+    # No micro-batch without data: the operator's event-time timers would otherwise run one
+    # after every batch that moved the watermark; keys due to expire go in the next batch with data.
     "spark.sql.streaming.noDataMicroBatches.enabled": "false",
     # Exactly-once output is written by one task per partition, in a transaction keyed by the
     # partition: a speculative copy would fence the original (adapters.spark.output.executor_writer).

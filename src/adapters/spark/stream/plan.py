@@ -1,7 +1,7 @@
 """The deduplication plan, compiled from a ``domain.rules.RuleSet`` into Spark operations.
 
 The rules become column expressions (each event's window, lateness, time and scoped key,
-chosen by its type); the judgement itself is one JVM ``flatMapGroupsWithState`` operator
+chosen by its type); the judgement itself is one JVM ``transformWithState`` operator
 (``stream.operator``) applying the domain's decision per key in arrival order. Nothing
 here decides semantics: windows, lateness, key scoping and the unknown-type policy come
 from the RuleSet, and the operator implements ``domain.state.decide``.
@@ -68,10 +68,8 @@ class DedupPlan:
         others through (a filter-and-union split would let Spark's predicate pushdown copy
         the whole parse expression into each branch's filter).
         """
-        timeout = 1000 * max(self.rules.max_retention, 1)
         marks = self.watermarks
-        judged = apply_operator(self.state_input(records), "key", timeout, self.state_rows, marks.horizons,
-                                marks.newest)
+        judged = apply_operator(self.state_input(records), "key", self.state_rows, marks.horizons, marks.newest)
         return self.verdicts(judged)
 
     def state_input(self, records: DataFrame) -> DataFrame:

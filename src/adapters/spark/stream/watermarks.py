@@ -32,9 +32,9 @@ import time
 from dataclasses import dataclass, field
 from adapters.spark.checkpoint.logs import Checkpoint, OffsetEntry
 from adapters.spark.checkpoint.hadoop_files import HadoopPath
-from domain.watermarks import DEFAULT_IDLE_TIMEOUT, Watermarks
+from adapters.spark.checkpoint.watermark_files import DIRECTORY, restored as _restore
+from domain.watermarks import Watermarks
 
-DIRECTORY = "watermarks"
 KEPT_FILES = 10
 
 
@@ -138,23 +138,3 @@ class BatchWatermarks:
         for old in sorted(b for b in files if b < batch_id):
             self._file(old).unlink(missing_ok=True)
             files.discard(old)
-
-
-def restored(checkpoint: Checkpoint, idle_timeout: float = DEFAULT_IDLE_TIMEOUT) -> Watermarks:
-    """The watermarks the checkpoint's job left (read-only; for inspection)."""
-    return _restore(checkpoint, idle_timeout)
-
-
-def _restore(checkpoint: Checkpoint | None, idle_timeout: float) -> Watermarks:
-    """The watermarks after the newest batch the checkpoint recorded (before it, if it did not finish)."""
-    directory = None if checkpoint is None else checkpoint.ours / DIRECTORY
-    files = sorted((p for p in directory.glob("*.json") if p.stem.isdigit()), key=lambda p: int(p.stem)) \
-        if directory is not None and directory.is_dir() else []
-    for path in reversed(files):
-        try:
-            saved = json.loads(path.read_text())
-        except (OSError, ValueError):
-            continue
-        if "after" in saved:
-            return Watermarks.from_document(saved["after"], idle_timeout)
-    return Watermarks(idle_timeout)

@@ -7,16 +7,22 @@ import java.util.Iterator;
 import java.util.List;
 
 import org.apache.spark.TaskContext;
-import org.apache.spark.api.java.function.FlatMapGroupsWithStateFunction;
+import org.apache.spark.sql.Column;
 import org.apache.spark.sql.Dataset;
 import org.apache.spark.sql.Encoders;
 import org.apache.spark.sql.Row;
 import org.apache.spark.sql.RowFactory;
-import org.apache.spark.sql.streaming.GroupState;
-import org.apache.spark.sql.streaming.GroupStateTimeout;
+import org.apache.spark.sql.functions;
+import org.apache.spark.sql.streaming.ExpiredTimerInfo;
 import org.apache.spark.sql.streaming.OutputMode;
+import org.apache.spark.sql.streaming.StatefulProcessor;
+import org.apache.spark.sql.streaming.TTLConfig;
+import org.apache.spark.sql.streaming.TimeMode;
+import org.apache.spark.sql.streaming.TimerValues;
+import org.apache.spark.sql.streaming.ValueState;
 import org.apache.spark.sql.types.DataTypes;
 import org.apache.spark.sql.types.StructType;
+import scala.jdk.javaapi.CollectionConverters;
 
 /**
  * The domain's judgement (domain.state.decide under domain.rules) as one JVM stateful operator.
@@ -41,11 +47,18 @@ import org.apache.spark.sql.types.StructType;
  * {@code repeats_owner}, the position of the record that made it ({@code source:partition:offset}
  * of the row's columns {@code source}, {@code partition}, {@code offset}; null when unknown).
  * The old state of a migration is consulted first, as domain.migration.MigratingStateStore does.
- * Idle keys wake on a processing-time timeout and are removed once their rule's watermark
- * has passed all their emissions' retention; otherwise the timeout is re-armed.
+ * A {@code transformWithState} processor in event time: each key keeps one timer at the expiry of
+ * its newest live emission (its time plus the rule's retention), in Spark's timer index, so a
+ * micro-batch costs the keys it reads and the timers that fall due, never a scan of the whole
+ * state. Spark's event-time watermark ({@link #EVICTION_CLOCK}: the newest judged time, bounded
+ * by the batch's second, over every rule) only wakes a key: it is removed once its own rule's
+ * watermark (the driver's, from the batch's table) has passed all its emissions' retention;
+ * otherwise its timer is set again as far ahead as its rule's watermark lags. Whether a timer has
+ * fired never changes a verdict: a key's expired emissions are dropped whenever it is read.
  *
  * During a migration (adapters.spark.checkpoint.migration) rows may carry {@code fallback} (array of
- * long: the old state's emission times for the key's old key) and {@code fallback_retention}:
+ * long: the old state's emission times for the key's old key), {@code fallback_owners} (their
+ * makers' positions, null where the old state kept none) and {@code fallback_retention}:
  * those emissions make repeats duplicates while live, but are only read, never stored; and
  * {@code watermark_floor} (s): the old job's watermark, below which the new query's own
  * (which starts afresh) does not go, so lateness is judged as the old job would have.
@@ -57,22 +70,29 @@ import org.apache.spark.sql.types.StructType;
  *
  * Every key it creates or removes is counted in a {@link StateRowCount}.
  */
-public final class WindowDedup implements FlatMapGroupsWithStateFunction<String, Row, Emissions, Row> {
+public final class WindowDedup extends StatefulProcessor<String, Row, Row> {
+    private static final long serialVersionUID = 1L;
+    /** The name of the key's state variable (a value state of {@link Emissions}). */
+    public static final String STATE = "emissions";
+    /** The column Spark's event-time watermark is taken from ({@link #judge}); dropped before the operator. */
+    public static final String EVICTION_CLOCK = "eviction_clock";
+    private static final long NO_TIMER = Long.MIN_VALUE;
     public static final String EMIT = "emit";
     public static final String DUPLICATE = "duplicate";
     public static final String LATE = "late";
     public static final String PASS = "pass";
     public static final String INVALIDATED = "invalidated";
 
-    private final int tIdx, ordIdx, fileTimeIdx, windowIdx, latenessIdx, judgedIdx, fallbackIdx, fallbackRetentionIdx, invalidateIdx;
+    private final int tIdx, ordIdx, fileTimeIdx, windowIdx, latenessIdx, judgedIdx, fallbackIdx, fallbackOwnersIdx, fallbackRetentionIdx,
+        invalidateIdx;
     private final int watermarkFloorIdx, ruleIdx, laneIdx, seenIdx, sourceIdx, partitionIdx, offsetIdx;
-    private final long idleTimeoutMs;
     private final StateRowCount stateRows;
     private final RuleHorizons horizons;
     private final NewestTimes newest;
 
-    private WindowDedup(StructType schema, long idleTimeoutMs, StateRowCount stateRows, RuleHorizons horizons,
-                        NewestTimes newest) {
+    private transient ValueState<Emissions> state;
+
+    private WindowDedup(StructType schema, StateRowCount stateRows, RuleHorizons horizons, NewestTimes newest) {
         this.tIdx = schema.fieldIndex("t");
         this.ordIdx = schema.fieldIndex("ord");
         this.fileTimeIdx = schema.fieldIndex("file_time");
@@ -90,39 +110,60 @@ public final class WindowDedup implements FlatMapGroupsWithStateFunction<String,
         List<String> names = Arrays.asList(schema.fieldNames());
         this.fallbackIdx = names.indexOf("fallback");
         this.fallbackRetentionIdx = names.indexOf("fallback_retention");
+        this.fallbackOwnersIdx = names.indexOf("fallback_owners");
         this.watermarkFloorIdx = names.indexOf("watermark_floor");
         this.invalidateIdx = names.indexOf("invalidate");
-        this.idleTimeoutMs = idleTimeoutMs;
         this.stateRows = stateRows;
     }
 
     /** Judge every row of {@code in}, grouped by {@code keyColumn}; adds a {@code verdict} column.
      *  {@code stateRows} (registered with the SparkContext) counts the keys in the state;
-     *  {@code horizons} holds what the next batch is judged against, {@code newest} collects its times. */
-    public static Dataset<Row> judge(Dataset<Row> in, String keyColumn, long idleTimeoutMs, StateRowCount stateRows,
+     *  {@code horizons} holds what the next batch is judged against, {@code newest} collects its times.
+     *  {@code clock} (long, s): the row's time for Spark's event-time watermark, which wakes keys
+     *  whose emissions may have expired (the judged rows' time bounded by the batch's second; null
+     *  for the others). It is dropped before the operator, so Spark filters no row as late: lateness
+     *  is the operator's verdict. */
+    public static Dataset<Row> judge(Dataset<Row> in, String keyColumn, Column clock, StateRowCount stateRows,
                                      RuleHorizons horizons, NewestTimes newest) {
         StructType schema = in.schema();
         StructType out = schema.add("verdict", DataTypes.StringType, false)
                 .add("repeats_time", DataTypes.LongType, true).add("repeats_owner", DataTypes.StringType, true);
-        return in.groupBy(keyColumn)
+        Dataset<Row> clocked = in.withColumn(EVICTION_CLOCK, functions.timestamp_seconds(functions.coalesce(clock, functions.lit(0L))))
+                .withWatermark(EVICTION_CLOCK, "0 seconds").drop(EVICTION_CLOCK);
+        return clocked.groupBy(keyColumn)
                  .as(Encoders.STRING(), Encoders.row(schema))
-                 .flatMapGroupsWithState(new WindowDedup(schema, idleTimeoutMs, stateRows, horizons, newest),
-                         OutputMode.Append(),
-                         Encoders.bean(Emissions.class), Encoders.row(out),
-                         GroupStateTimeout.ProcessingTimeTimeout());
+                 .transformWithState(new WindowDedup(schema, stateRows, horizons, newest), TimeMode.EventTime(),
+                         OutputMode.Append(), Encoders.row(out));
     }
 
     @Override
-    public Iterator<Row> call(String key, Iterator<Row> rows, GroupState<Emissions> state) {
-        RuleHorizons.Table horizons = this.horizons.of(state.getCurrentProcessingTimeMs());
-        if (state.hasTimedOut()) {
-            long watermark = horizons.watermark(ruleOf(key));
+    public void init(OutputMode outputMode, TimeMode timeMode) {
+        state = getHandle().getValueState(STATE, Encoders.bean(Emissions.class), TTLConfig.NONE());
+    }
+
+    @Override
+    public scala.collection.Iterator<Row> handleExpiredTimer(String key, TimerValues timers, ExpiredTimerInfo expired) {
+        RuleHorizons.Table horizons = this.horizons.of(timers.getCurrentProcessingTimeInMs());
+        if (state.exists()) {
             Emissions stored = state.get();
-            if (!keepLive(state, stored.getTimes(), stored.getOwners(), stored.getRetention(), watermark)) {
-                counted(state, -1);
+            long watermark = horizons.watermark(ruleOf(key));
+            // Spark deletes the timer that fired: the key has none now
+            if (!keepLive(stored.getTimes(), stored.getOwners(), stored.getRetention(), watermark, timers, NO_TIMER)) {
+                counted(timers, -1);
             }
-            return Collections.emptyIterator();
         }
+        return CollectionConverters.asScala(Collections.<Row>emptyIterator());
+    }
+
+    @Override
+    public scala.collection.Iterator<Row> handleInputRows(String key, scala.collection.Iterator<Row> rows,
+                                                          TimerValues timers) {
+        return CollectionConverters.asScala(judged(key, CollectionConverters.asJava(rows), timers));
+    }
+
+    /** The verdicts of a key's rows of one micro-batch (its timer may fall due in the same batch, after). */
+    private Iterator<Row> judged(String key, Iterator<Row> rows, TimerValues timers) {
+        RuleHorizons.Table horizons = this.horizons.of(timers.getCurrentProcessingTimeInMs());
         List<Row> batch = new ArrayList<>();
         List<Row> out = new ArrayList<>();
         rows.forEachRemaining(row -> {
@@ -138,13 +179,20 @@ public final class WindowDedup implements FlatMapGroupsWithStateFunction<String,
         boolean existed = state.exists();
         long[] live = new long[0];
         String[] owners = new String[0];
+        long wake = NO_TIMER;
         if (existed) {
             Emissions stored = state.get();
+            wake = stored.getWake();
             int[] kept = live(stored.getTimes(), window + lateness, watermark);
             live = select(stored.getTimes(), kept);
             owners = select(stored.getOwners(), kept);
         }
-        long[] old = fallback(batch.get(0), watermark);
+        long[] old = fallbackTimes(batch.get(0));
+        String[] oldOwners = fallbackOwners(batch.get(0), old.length);
+        int[] oldLive = fallbackIdx < 0 || batch.get(0).isNullAt(fallbackRetentionIdx) ? new int[0]
+                : live(old, batch.get(0).getLong(fallbackRetentionIdx), watermark);
+        old = select(old, oldLive);
+        oldOwners = select(oldOwners, oldLive);
         for (Row row : batch) {
             if (invalidates(row)) {
                 live = new long[0];
@@ -162,7 +210,7 @@ public final class WindowDedup implements FlatMapGroupsWithStateFunction<String,
             if (late(t, horizon, lateness)) {
                 out.add(withVerdict(row, LATE, null, null));
             } else if (fromOld >= 0) {
-                out.add(withVerdict(row, DUPLICATE, old[fromOld], null));
+                out.add(withVerdict(row, DUPLICATE, old[fromOld], oldOwners[fromOld]));
             } else if (fromLive >= 0) {
                 out.add(withVerdict(row, DUPLICATE, live[fromLive], owners[fromLive]));
             } else {
@@ -171,20 +219,33 @@ public final class WindowDedup implements FlatMapGroupsWithStateFunction<String,
                 out.add(withVerdict(row, EMIT, null, null));
             }
         }
-        boolean kept = keepLive(state, live, owners, window + lateness, watermark);
-        if (kept != existed) counted(state, kept ? 1 : -1);
+        boolean kept = keepLive(live, owners, window + lateness, watermark, timers, wake);
+        if (kept != existed) counted(timers, kept ? 1 : -1);
         return out.iterator();
     }
 
-    /** Stores the live ones of {@code times} with their owners, or removes the key if none is; true if the key is kept. */
-    private boolean keepLive(GroupState<Emissions> state, long[] times, String[] owners, long retention, long watermark) {
+    /** Stores the live ones of {@code times} with their owners, or removes the key if none is; true if the key is kept.
+     *  A kept key's one timer is set at its newest live emission's expiry, moved ahead by as much as
+     *  Spark's watermark runs ahead of the rule's (a rule behind the others wakes its keys later,
+     *  not again and again); never at or before Spark's current watermark. */
+    private boolean keepLive(long[] times, String[] owners, long retention, long watermark, TimerValues timers,
+                             long timer) {
         int[] live = live(times, retention, watermark);
         if (live.length == 0) {
-            state.remove();
+            if (timer != NO_TIMER) getHandle().deleteTimer(timer);
+            state.clear();
             return false;
         }
-        state.update(new Emissions(select(times, live), select(owners, live), retention));
-        state.setTimeoutDuration(idleTimeoutMs);
+        long[] kept = select(times, live);
+        long expiry = Arrays.stream(kept).max().getAsLong() + retention;
+        long now = timers.getCurrentWatermarkInMs();
+        long ahead = watermark == Long.MIN_VALUE ? 0 : Math.max(0, now - watermark * 1000L);
+        long wake = Math.max(now + 1, expiry * 1000L + ahead);
+        if (timer != wake) {
+            if (timer != NO_TIMER) getHandle().deleteTimer(timer);
+            getHandle().registerTimer(wake);
+        }
+        state.update(new Emissions(kept, select(owners, live), retention, wake));
         return true;
     }
 
@@ -203,8 +264,8 @@ public final class WindowDedup implements FlatMapGroupsWithStateFunction<String,
         return end < 0 ? key : key.substring(0, end);
     }
 
-    private void counted(GroupState<Emissions> state, long change) {
-        stateRows.add(state.getCurrentProcessingTimeMs(), TaskContext.getPartitionId(), change);
+    private void counted(TimerValues timers, long change) {
+        stateRows.add(timers.getCurrentProcessingTimeInMs(), TaskContext.getPartitionId(), change);
     }
 
     /** An INVALIDATE notification row (adapters.spark.stream.invalidation): the key forgets its emissions. */
@@ -212,12 +273,20 @@ public final class WindowDedup implements FlatMapGroupsWithStateFunction<String,
         return invalidateIdx >= 0 && !row.isNullAt(invalidateIdx) && row.getBoolean(invalidateIdx);
     }
 
-    /** The old state's live emissions for this key (read-only), or none. */
-    private long[] fallback(Row row, long watermark) {
+    /** The old state's emission times for this key (read-only; the live ones are chosen by the caller), or none. */
+    private long[] fallbackTimes(Row row) {
         if (fallbackIdx < 0 || row.isNullAt(fallbackIdx) || row.isNullAt(fallbackRetentionIdx)) return new long[0];
         List<Long> times = row.getList(fallbackIdx);
-        long[] old = times.stream().mapToLong(Long::longValue).toArray();
-        return select(old, live(old, row.getLong(fallbackRetentionIdx), watermark));
+        return times.stream().mapToLong(Long::longValue).toArray();
+    }
+
+    /** The positions of the old state's emissions (null each where unknown: a fallback exported without them). */
+    private String[] fallbackOwners(Row row, int count) {
+        String[] owners = new String[count];
+        if (fallbackOwnersIdx < 0 || row.isNullAt(fallbackOwnersIdx)) return owners;
+        List<String> known = row.getList(fallbackOwnersIdx);
+        for (int i = 0; i < count && i < known.size(); i++) owners[i] = known.get(i);
+        return owners;
     }
 
     /** Arrival order: file_time, then source (nulls first), then ord. */

@@ -1,0 +1,281 @@
+"""The Spark engine at a large, steady state: keys expiring continuously as event time moves on.
+
+    .venv/bin/python bench/large_state_bench.py --live-keys 30000000 [--retentions 2] [--json FILE]
+
+Writes a keyed stream whose event time advances with the data: every record a new WEB key
+(retention 1,200 s: the default window 600 s plus lateness 600 s), ``--live-keys / 1,200``
+records per second of event time, so once one retention has passed the state holds
+``--live-keys`` keys and as many expire as arrive; one record in ``--repeat-every`` repeats
+the key of the record 300 s of event time before it (a duplicate). The stream covers
+``1 + --retentions`` retentions, as JSONL files of ``--batch`` records, and every
+``--probe-every`` files ``--probes`` small files of ``--probe`` records (live-sized
+micro-batches). All files are written before the engine starts, so the generator takes no
+CPU from it.
+
+The engine runs as ``dedup run --engine spark`` builds it (``build_spark_engine``, ``local[2]``,
+two state partitions, RocksDB with changelog checkpointing, the engine's defaults; JSONL
+source and sinks), one file a micro-batch, in a process of its own. Per micro-batch it prints
+the records, the live keys (the operator's ``state_rows`` gauge), the batch's duration and
+rate, the bytes written to the checkpoint's state, and the PSS of the driver (the JVM, which is
+also the executor in local mode, RocksDB's native memory included, and Python). At
+``--kill-at`` of the files the process is killed (``kill -9``, the whole process group) and a
+new one resumes on the checkpoint: the time from its start to its first committed micro-batch
+is the restart at full state. At the end it checks the sinks against the stream: as many
+unique events as keys, the same ids (their numbers' sum), no dead letter and prints the summary: the probe batches' and
+the large batches' time and rate at about 1 M live keys against the steady state.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT), str(ROOT / "src"), str(ROOT / "bench")]
+
+T0 = 1_700_000_000
+RETENTION = 1200  # the default WEB rule: window 600 s + lateness 600 s
+REPEAT_BACK = 300  # s of event time between a repeat and the record it repeats (inside the 600 s window)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--live-keys", type=int, default=30_000_000)
+    p.add_argument("--retentions", type=float, default=2.0, help="retentions of steady expiry after the first")
+    p.add_argument("--batch", type=int, default=500_000, help="records per large micro-batch")
+    p.add_argument("--probe", type=int, default=5_000, help="records per probe (live-sized) micro-batch")
+    p.add_argument("--probes", type=int, default=3, help="probe micro-batches in a row")
+    p.add_argument("--probe-every", type=int, default=10, help="large micro-batches between probe groups")
+    p.add_argument("--repeat-every", type=int, default=100)
+    p.add_argument("--kill-at", type=float, default=0.9, help="fraction of the files after which the driver is "
+                                                              "killed and restarted (0: never)")
+    p.add_argument("--driver-memory", default="6g")
+    p.add_argument("--work", type=Path, help="where the stream and the checkpoint go (default: a temporary "
+                                             "directory, removed at the end)")
+    p.add_argument("--json", type=Path, help="also write the figures here")
+    p.add_argument("--phase", help=argparse.SUPPRESS)
+    args = p.parse_args()
+    if args.phase:
+        run_engine(args)
+        return
+    if args.work:
+        args.work.mkdir(parents=True, exist_ok=True)
+        bench(args, args.work)
+    else:
+        with tempfile.TemporaryDirectory(prefix="large-state-") as work:
+            bench(args, Path(work))
+
+
+def bench(args, work: Path) -> None:
+    started = time.perf_counter()
+    files, expected = write_stream(args, work / "in")
+    print(f"stream: {expected['records']:,} records in {len(files)} files "
+          f"({expected['out']:,} keys), {args.live_keys // RETENTION:,} records per second of event time, "
+          f"written in {time.perf_counter() - started:.0f} s", flush=True)
+    print(f"{'batch':>5} {'records':>9} {'live keys':>12} {'batch s':>8} {'rec/s':>9} {'written MB':>10} "
+          f"{'driver MB':>9}", flush=True)
+    kill_after = int(len(files) * args.kill_at) if args.kill_at else None
+    first = child(args, work, kill_after)
+    batches = first["batches"]
+    restart = None
+    if first["killed"]:
+        begun = time.perf_counter()
+        second = child(args, work, None)
+        resumed = second["batches"][0] if second["batches"] else None
+        restart = {"after_batch": batches[-1]["batch"] if batches else None,
+                   "first_commit_s": round(second["first_commit_at"] - begun, 1) if second["first_commit_at"] else None,
+                   "first_batch_s": resumed["seconds"] if resumed else None,
+                   "live_keys": resumed["live_keys"] if resumed else None}
+        batches += second["batches"]
+    counts = read_output(work)
+    report(args, batches, restart, counts, expected)
+
+
+def write_stream(args, directory: Path) -> tuple[list[Path], dict]:
+    """The stream's files, in the order the engine reads them, and the counts it must give."""
+    directory.mkdir(parents=True, exist_ok=True)
+    per_second = max(args.live_keys // RETENTION, 1)
+    total = int(per_second * RETENTION * (1 + args.retentions))
+    sizes, written = [], 0
+    while written < total:
+        if sizes and len([s for s in sizes if s == args.batch]) % args.probe_every == 0 and sizes[-1] == args.batch:
+            sizes += [args.probe] * args.probes
+        else:
+            sizes.append(args.batch)
+        written += sizes[-1]
+    files, index, repeats, id_sum = [], 0, 0, 0
+    for number, size in enumerate(sizes):
+        path = directory / f"{number:06d}.jsonl"
+        lines = []
+        for i in range(index, index + size):
+            t = T0 + i // per_second
+            if i % args.repeat_every == args.repeat_every - 1 and i >= REPEAT_BACK * per_second:
+                key = i - REPEAT_BACK * per_second
+                repeats += 1
+            else:
+                key = i
+                id_sum += i
+            lines.append(f'{{"id":"e{i}","uniqueValue":"k{key:012d}","type":"WEB","timestamp":{t}}}\n')
+        path.write_text("".join(lines))
+        os.utime(path, (1_000_000 + number, 1_000_000 + number))  # the file source reads them in this order
+        files.append(path)
+        index += size
+    return files, {"records": index, "out": index - repeats, "out_id_sum": id_sum, "dead_letters": 0}
+
+
+def read_output(work: Path) -> dict:
+    """What the sinks hold at the end, over every run (a micro-batch run again after the kill is
+    written once): the unique events, the sum of their ids' numbers (a lost event and a doubled
+    one do not cancel out unless their ids are equal), and the dead letters."""
+    import re
+
+    number = re.compile(rb'"id":"e(\d+)"')
+    out, id_sum = 0, 0
+    for path in sorted((work / "out").glob("batch=*/part-*")):
+        with open(path, "rb") as lines:
+            for line in lines:
+                if line.strip():
+                    out += 1
+                    id_sum += int(number.search(line).group(1))
+    dead = sum(1 for path in (work / "dlq").glob("batch=*/part-*") for line in open(path, "rb") if line.strip())
+    return {"out": out, "out_id_sum": id_sum, "dead_letters": dead}
+
+
+def child(args, work: Path, kill_after: int | None) -> dict:
+    """Runs the engine in a process of its own until its input is done or ``kill_after`` files
+    were committed (then ``kill -9`` of its process group); returns its micro-batches."""
+    command = [sys.executable, __file__, "--phase", "run", "--work", str(work), "--driver-memory", args.driver_memory]
+    began = time.perf_counter()
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True, start_new_session=True)
+    batches, counts, killed, first_commit_at = [], None, False, None
+    for line in process.stdout:
+        message = json.loads(line)
+        if "counts" in message:
+            counts = message["counts"]
+            continue
+        first_commit_at = first_commit_at or time.perf_counter()
+        batches.append(message)
+        print(f"{message['batch']:>5} {message['records']:>9,} {int(message['live_keys']):>12,} "
+              f"{message['seconds']:>8.2f} {message['rate']:>9,.0f} {message['written'] / 2**20:>10.1f} "
+              f"{message['driver_mb']:>9,}", flush=True)
+        if kill_after is not None and message["files_done"] >= kill_after:
+            time.sleep(message["seconds"] / 2)  # into the next micro-batch
+            os.killpg(process.pid, signal.SIGKILL)
+            killed = True
+            print(f"killed the driver (kill -9) {time.perf_counter() - began:.0f} s after its start, in the "
+                  f"micro-batch after {message['batch']}", flush=True)
+            break
+    process.wait()
+    if not killed and process.returncode != 0:
+        raise SystemExit(f"the engine's process failed ({process.returncode})")
+    return {"batches": batches, "counts": counts, "killed": killed, "first_commit_at": first_commit_at}
+
+
+def run_engine(args) -> None:
+    """In the child: the engine over the stream, one file a micro-batch; a JSON line per batch."""
+    import contextlib
+
+    from adapters.spark.engine import build_spark_engine
+    from adapters.spark.runtime.session import build_session
+    from checkpoint_cost_bench import CheckpointBytes
+    from domain.policies import Policies
+    from domain.rules import RuleSet
+    from spark_bench_report import children, pss_mb
+
+    work = args.work
+    spark = build_session("local[2]", "large-state-bench", {
+        "spark.driver.memory": args.driver_memory, "spark.sql.streaming.numRecentProgressUpdates": "100000"})
+    spark.sparkContext.setLogLevel("ERROR")
+    jvm = int(spark._jvm.java.lang.ProcessHandle.current().pid())
+    looks = CheckpointBytes()
+    engine = build_spark_engine(RuleSet(), Policies(), source=f"jsonl:{work / 'in'}?maxFilesPerTrigger=1",
+                                sink=str(work / "out"), dead_letters=str(work / "dlq"),
+                                checkpoint=str(work / "checkpoint"), spark=spark, metrics=looks, available_now=True)
+    out = sys.stdout
+    done = threading.Event()
+
+    def watch() -> None:
+        seen = set()
+        while not done.wait(0.5):
+            for query in spark.streams.active:
+                for progress in query.recentProgress:
+                    if progress.batchId in seen or progress.numInputRows == 0:
+                        continue
+                    seen.add(progress.batchId)
+                    ms = progress.durationMs.get("triggerExecution", 0)
+                    written, _, rows = looks.per_batch[-1] if looks.per_batch else (0, 0, 0)
+                    line = {"batch": progress.batchId, "records": progress.numInputRows, "seconds": ms / 1000,
+                            "rate": progress.numInputRows / max(ms / 1000, 1e-3), "live_keys": rows,
+                            "written": written, "files_done": files_done(progress),
+                            "driver_mb": round(sum(map(pss_mb, [jvm, os.getpid(), *children(jvm)])))}
+                    out.write(json.dumps(line) + "\n")
+                    out.flush()
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    with contextlib.redirect_stdout(sys.stderr):
+        counts = engine.run().as_dict()
+    time.sleep(1.0)
+    done.set()
+    watcher.join()
+    out.write(json.dumps({"counts": counts}) + "\n")
+    out.flush()
+
+
+def files_done(progress) -> int:
+    """How many files the query has read once this micro-batch is done (the file source's log offset + 1)."""
+    end = progress.sources[0].endOffset
+    return int(json.loads(end)["logOffset"]) + 1 if end else 0
+
+
+def report(args, batches: list[dict], restart: dict | None, counts: dict | None, expected: dict) -> None:
+    large = [b for b in batches if b["records"] == args.batch]
+    probes = [b for b in batches if b["records"] == args.probe]
+    peak = max((b["live_keys"] for b in batches), default=0)
+
+    def near(rows: list[dict], low: float, high: float) -> list[dict]:
+        return [b for b in rows if low <= b["live_keys"] <= high]
+
+    def median(values: list[float]) -> float | None:
+        values = sorted(values)
+        return values[len(values) // 2] if values else None
+
+    steady = [b for b in batches if b["live_keys"] >= 0.9 * peak]
+    small = {"at ~1M keys": median([b["seconds"] for b in near(probes, 0.5e6, 2e6)]),
+             "at the steady state": median([b["seconds"] for b in near(probes, 0.9 * peak, peak)])}
+    rates = {"at ~1M keys": median([b["rate"] for b in near(large, 0.5e6, 2e6)]),
+             "at the steady state": median([b["rate"] for b in near(large, 0.9 * peak, peak)])}
+    keys = [b["live_keys"] for b in steady]
+    summary = {
+        "peak_live_keys": peak,
+        "steady_batches": len(steady),
+        "steady_live_keys_range": [min(keys), max(keys)] if keys else None,
+        "probe_batch_s": small, "large_batch_rate": rates,
+        "probe_ratio": small["at the steady state"] / small["at ~1M keys"]
+        if small["at ~1M keys"] and small["at the steady state"] else None,
+        "rate_ratio": rates["at the steady state"] / rates["at ~1M keys"]
+        if rates["at ~1M keys"] and rates["at the steady state"] else None,
+        "driver_mb_steady": [min(b["driver_mb"] for b in steady), max(b["driver_mb"] for b in steady)]
+        if steady else None,
+        "written_mb_per_large_batch_steady": median([b["written"] / 2**20 for b in steady if b in large]),
+        "restart": restart, "counts": counts, "expected": expected,
+        "accounting_holds": all(counts.get(k) == expected[k] for k in counts),
+    }
+    print(json.dumps(summary, indent=2))
+    if args.json:
+        args.json.write_text(json.dumps({"args": {k: str(v) for k, v in vars(args).items()}, "summary": summary,
+                                         "batches": batches}, indent=2))
+    if not summary["accounting_holds"]:
+        raise SystemExit("the accounting does not hold: see counts against expected")
+
+
+if __name__ == "__main__":
+    main()
