@@ -6,10 +6,10 @@ Writes a keyed stream whose event time advances with the data: every record a ne
 (retention 1,200 s: the default window 600 s plus lateness 600 s), ``--live-keys / 1,200``
 records per second of event time, so once one retention has passed the state holds
 ``--live-keys`` keys and as many expire as arrive; one record in ``--repeat-every`` repeats
-the key of the record 300 s of event time before it (a duplicate). The stream covers
-``1 + --retentions`` retentions, as JSONL files of ``--batch`` records, and every
-``--probe-every`` files ``--probes`` small files of ``--probe`` records (live-sized
-micro-batches). All files are written before the engine starts, so the generator takes no
+the key of a record ~300 s of event time before it (itself no repeat: a duplicate). The stream covers
+``1 + --retentions`` retentions, as JSONL files of ``--batch`` records, and after the
+second and then every ``--probe-every`` of them ``--probes`` small files of ``--probe`` records
+(live-sized micro-batches). All files are written before the engine starts, so the generator takes no
 CPU from it.
 
 The engine runs as ``dedup run --engine spark`` builds it (``build_spark_engine``, ``local[2]``,
@@ -18,7 +18,7 @@ source and sinks), one file a micro-batch, in a process of its own. Per micro-ba
 the records, the live keys (the operator's ``state_rows`` gauge), the batch's duration and
 rate, the bytes written to the checkpoint's state, and the PSS of the driver (the JVM, which is
 also the executor in local mode, RocksDB's native memory included, and Python). At
-``--kill-at`` of the files the process is killed (``kill -9``, the whole process group) and a
+``--kill-at`` of the files the process is killed (``kill -9`` of it and its JVM) and a
 new one resumes on the checkpoint: the time from its start to its first committed micro-batch
 is the restart at full state. At the end it checks the sinks against the stream: as many
 unique events as keys, the same ids (their numbers' sum), no dead letter and prints the summary: the probe batches' and
@@ -28,6 +28,7 @@ the large batches' time and rate at about 1 M live keys against the steady state
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import signal
@@ -58,6 +59,9 @@ def main() -> None:
     p.add_argument("--kill-at", type=float, default=0.9, help="fraction of the files after which the driver is "
                                                               "killed and restarted (0: never)")
     p.add_argument("--driver-memory", default="6g")
+    p.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
+                   help="a Spark setting over the engine's defaults (repeatable), e.g. "
+                        "spark.sql.streaming.stateStore.rocksdb.maxMemoryUsageMB=2048")
     p.add_argument("--work", type=Path, help="where the stream and the checkpoint go (default: a temporary "
                                              "directory, removed at the end)")
     p.add_argument("--json", type=Path, help="also write the figures here")
@@ -106,7 +110,8 @@ def write_stream(args, directory: Path) -> tuple[list[Path], dict]:
     total = int(per_second * RETENTION * (1 + args.retentions))
     sizes, written = [], 0
     while written < total:
-        if sizes and len([s for s in sizes if s == args.batch]) % args.probe_every == 0 and sizes[-1] == args.batch:
+        large = len([s for s in sizes if s == args.batch])
+        if sizes and sizes[-1] == args.batch and (large == 2 or large % args.probe_every == 0):
             sizes += [args.probe] * args.probes
         else:
             sizes.append(args.batch)
@@ -117,8 +122,8 @@ def write_stream(args, directory: Path) -> tuple[list[Path], dict]:
         lines = []
         for i in range(index, index + size):
             t = T0 + i // per_second
-            if i % args.repeat_every == args.repeat_every - 1 and i >= REPEAT_BACK * per_second:
-                key = i - REPEAT_BACK * per_second
+            if i % args.repeat_every == args.repeat_every - 1 and i > REPEAT_BACK * per_second:
+                key = i - REPEAT_BACK * per_second - 1  # a record that is not itself a repeat
                 repeats += 1
             else:
                 key = i
@@ -152,7 +157,8 @@ def read_output(work: Path) -> dict:
 def child(args, work: Path, kill_after: int | None) -> dict:
     """Runs the engine in a process of its own until its input is done or ``kill_after`` files
     were committed (then ``kill -9`` of its process group); returns its micro-batches."""
-    command = [sys.executable, __file__, "--phase", "run", "--work", str(work), "--driver-memory", args.driver_memory]
+    command = [sys.executable, __file__, "--phase", "run", "--work", str(work), "--driver-memory", args.driver_memory,
+               *(f"--conf={setting}" for setting in args.conf)]
     began = time.perf_counter()
     process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True, start_new_session=True)
     batches, counts, killed, first_commit_at = [], None, False, None
@@ -168,7 +174,9 @@ def child(args, work: Path, kill_after: int | None) -> dict:
               f"{message['driver_mb']:>9,}", flush=True)
         if kill_after is not None and message["files_done"] >= kill_after:
             time.sleep(message["seconds"] / 2)  # into the next micro-batch
-            os.killpg(process.pid, signal.SIGKILL)
+            for pid in [process.pid, *descendants(process.pid)]:  # Python and its JVM (another process group)
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
             killed = True
             print(f"killed the driver (kill -9) {time.perf_counter() - began:.0f} s after its start, in the "
                   f"micro-batch after {message['batch']}", flush=True)
@@ -179,10 +187,18 @@ def child(args, work: Path, kill_after: int | None) -> dict:
     return {"batches": batches, "counts": counts, "killed": killed, "first_commit_at": first_commit_at}
 
 
+def descendants(pid: int) -> list[int]:
+    """Every process below ``pid`` (pyspark starts the driver's JVM in a process group of its own)."""
+    from spark_bench_report import children
+
+    found = []
+    for child_pid in children(pid):
+        found += [child_pid, *descendants(child_pid)]
+    return found
+
+
 def run_engine(args) -> None:
     """In the child: the engine over the stream, one file a micro-batch; a JSON line per batch."""
-    import contextlib
-
     from adapters.spark.engine import build_spark_engine
     from adapters.spark.runtime.session import build_session
     from checkpoint_cost_bench import CheckpointBytes
@@ -192,7 +208,8 @@ def run_engine(args) -> None:
 
     work = args.work
     spark = build_session("local[2]", "large-state-bench", {
-        "spark.driver.memory": args.driver_memory, "spark.sql.streaming.numRecentProgressUpdates": "100000"})
+        "spark.driver.memory": args.driver_memory, "spark.sql.streaming.numRecentProgressUpdates": "100000",
+        **dict(setting.split("=", 1) for setting in args.conf)})
     spark.sparkContext.setLogLevel("ERROR")
     jvm = int(spark._jvm.java.lang.ProcessHandle.current().pid())
     looks = CheckpointBytes()

@@ -49,9 +49,12 @@ DEFAULT_CONF = {
     "spark.sql.session.timeZone": "UTC",
     "spark.sql.variant.allowDuplicateKeys": "false",  # a member name twice is not_json (domain.events.parse_json)
     "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
-    # RocksDB memory is bounded for the whole executor, not per state store instance.
+    # RocksDB memory is bounded for the whole executor, not per state store instance. At 512 MB
+    # the memtables of 500,000-record micro-batches took the whole cache at ~4.5 M keys and every
+    # lookup read its SST's filter block from disk again (a batch went from 14 s to over 6 min;
+    # bench/large_state_bench.py, 2026-12-02); 2048 MB held 10 M keys at ~10 s a batch.
     "spark.sql.streaming.stateStore.rocksdb.boundedMemoryUsage": "true",
-    "spark.sql.streaming.stateStore.rocksdb.maxMemoryUsageMB": "512",
+    "spark.sql.streaming.stateStore.rocksdb.maxMemoryUsageMB": "2048",
     "spark.sql.streaming.stateStore.rocksdb.writeBufferCacheRatio": "0.5",
     "spark.sql.streaming.stateStore.rocksdb.highPriorityPoolRatio": "0.1",
     # RocksDB's row count reads every key before writing it (14–24% of the Kafka rate at 10 M
