@@ -116,8 +116,9 @@ def _redis_store(uri: str, settings: RedisSettings | None):
     store = RedisStateStore(uri)
     if settings is None:
         return store
-    from adapters.redis.eviction import refuse_eviction
+    from adapters.redis.eviction import refuse_eviction, refuse_old_server
     try:
+        refuse_old_server(store)
         refuse_eviction(store, allowed=settings.allow_eviction)
     except BaseException:
         store.close()

@@ -20,7 +20,7 @@ from domain.policies import Policies, Resolved, Succeeded, Terminal, run_with_po
 from domain.ports import Clock, DeadLetter, JsonDecoder, Notification, PipelinedStateStore, StateStore
 from domain.rules import DedupRule, RuleSet, TimeBasis
 from domain.state import NO_WATERMARK, Claim, Judgement
-from domain.watermarks import Watermarks
+from domain.watermarks import Watermarks, clock_bound
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +58,7 @@ class Deduplicator:
     watermarks: Watermarks = field(default_factory=Watermarks)
     decode: JsonDecoder | None = None  # ``domain.events.parse_json`` unless an adapter gives a faster one
     claim_chunk: int = 500  # records judged between two sends to a store that decides while the batch goes on
+    _settled: dict[str, int] = field(default_factory=dict, init=False, repr=False)
 
     def expect(self, partitions: Iterable[str]) -> None:
         """The partitions the source reads now; each holds the watermarks back (``domain.watermarks``)."""
@@ -76,6 +77,7 @@ class Deduplicator:
         counts = Accounting(records_in=len(records))
         outcomes, pending, sent = [], defaultdict(list), []
         admit, place, now = self._admit, self._place, self.clock.now()
+        self._settled.clear()  # per rule, its watermark before this batch's first record of it (Claim.settled)
         send = self.state.send_many if isinstance(self.state, PipelinedStateStore) else None
         chunk = self.claim_chunk if send is not None else len(records) + 1
         for index, record in enumerate(records, 1):
@@ -129,6 +131,9 @@ class Deduplicator:
             counts.passed_through += 1
             return self._counted(Outcome(record, Verdict.EMIT, event), counts), None
         position = record.position
+        settled = self._settled.get(rule.event_type)
+        if settled is None:
+            settled = self._settled[rule.event_type] = self._watermark_before(rule.event_type, now)
         watermark, horizon = self.watermarks.judge(rule.event_type, position.partition_name(), t, now)
         if t < horizon - rule.lateness:
             counts.tally("late", 1, rule.event_type)
@@ -137,9 +142,14 @@ class Deduplicator:
             outcome = Outcome(record, Verdict.DEAD_LETTER, event, dead_letter=self.dead_letter(record, late, 1))
             return self._counted(outcome, counts), None
         claim = Claim(key, t, rule.window, t + rule.retention, NO_WATERMARK if watermark is None else watermark,
-                      position.token())
+                      position.token(), settled)
         outcome = Outcome(record, Verdict.EMIT, event, key)
         return outcome, (outcome, rule, claim)
+
+    def _watermark_before(self, rule: str, now: float) -> int:
+        """The rule's watermark before this batch's records of it are observed (as ``judge`` bounds it)."""
+        mark = clock_bound(self.watermarks.of(rule, now), now)
+        return NO_WATERMARK if mark is None else mark
 
     def _admit(self, record: RawRecord, now: float) -> tuple[Event, DedupRule | None, str | None, int]:
         """Parse and place one record: its event, rule, state key and time (or raise ``InvalidEvent``)."""

@@ -109,7 +109,13 @@ def decode_key(key: str) -> tuple[str, tuple[KeyValue, ...]]:
 
 def rule_of(key: str) -> str:
     """The rule's name in ``key`` (its values are not decoded)."""
-    return unescape(key.partition(SEPARATOR)[0])
+    return unescape(rule_part(key))
+
+
+def rule_part(key: str) -> str:
+    """The rule's part of ``key``: its name as escaped, everything before the first ``SEPARATOR``
+    (what stores index a rule's keys by)."""
+    return key.partition(SEPARATOR)[0]
 
 
 def from_legacy(key: str) -> str:

@@ -66,6 +66,15 @@ class Claim:
     expires_at: int
     now: int
     owner: str = ""
+    settled: int | None = None
+    """The rule's watermark when the claim's batch began (None: ``now``). A durable store may
+    forget, out of any claim's sight, only what was dead by then: a batch replayed from its
+    start after a crash (its offsets not committed) then finds every emission it found the
+    first time, however far the batch's own records moved the watermark."""
+
+    def sweeps_until(self) -> int:
+        """Up to which second a store may forget keys this claim does not touch (``settled``, or ``now``)."""
+        return self.now if self.settled is None else min(self.settled, self.now)
 
     def emission(self) -> Emission:
         return Emission(self.time, self.expires_at, self.owner)

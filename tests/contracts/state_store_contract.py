@@ -29,6 +29,10 @@ class StateStoreContract:
         """A new instance over ``self.store``'s storage, as a process restarted after a crash builds it."""
         raise NotImplementedError
 
+    def stored_keys(self) -> int:
+        """How many keys ``self.store`` holds, expired ones it has not forgotten yet included."""
+        raise NotImplementedError
+
     def setup_method(self):
         self.store = self.make_store()
 
@@ -39,6 +43,19 @@ class StateStoreContract:
         assert self.store.check_and_set(claim("APP\x1fa", 100)) is True
         after_crash = self.reopen()  # the first instance is never closed: nothing is saved on the way out
         assert after_crash.check_and_set(claim("APP\x1fa", 101)) is (not self.store.durable)
+
+    def test_keys_are_forgotten_as_their_rule_s_watermark_passes_them_not_the_wall_clock(self):
+        """A backlog read in a second of wall-clock time: event time decides what is kept."""
+        base = 1_600_000_000
+        self.store.check_and_set_many([claim(f"APP\x1fold{i}", base + i, now=base) for i in range(100)])
+        self.store.check_and_set_many([claim(f"WEB\x1fold{i}", base + i, now=base) for i in range(10)])
+        assert self.stored_keys() == 110
+        # APP's watermark reaches base+170: keys at base+0…50 were kept until base+120…170, no longer;
+        # WEB's keys stay whatever APP's watermark does
+        fresh = self.store.check_and_set_many([claim(f"APP\x1fnew{i}", base + 170) for i in range(60)])
+        assert granted(fresh) == [True] * 60
+        assert self.stored_keys() == 110 - 51 + 60
+        assert self.store.check_and_set(claim("WEB\x1fold0", base + 10, now=base)) is False
 
     def test_first_claim_is_granted_and_repeat_inside_window_refused(self):
         assert self.store.check_and_set(claim("APP\x1fa", 100)) is True

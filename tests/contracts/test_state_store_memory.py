@@ -17,7 +17,10 @@ class TestInMemoryStateStore(StateStoreContract):
     def reopen(self):
         return InMemoryStateStore()
 
-    def test_expired_keys_are_evicted_not_just_ignored(self):
+    def stored_keys(self):
+        return len(self.store)
+
+    def test_every_expired_key_is_evicted_by_the_first_claim_past_it(self):
         for i in range(1000):
             self.store.check_and_set(claim(f"APP\x1fk{i}", 100 + i, now=100))
         assert len(self.store) == 1000
@@ -27,10 +30,14 @@ class TestInMemoryStateStore(StateStoreContract):
 
 class TestMigratingStateStoreOverEmptyOld(StateStoreContract):
     def make_store(self):
-        return MigratingStateStore(InMemoryStateStore(), InMemoryStateStore(), retention=600)
+        self.new = InMemoryStateStore()
+        return MigratingStateStore(self.new, InMemoryStateStore(), retention=600)
 
     def reopen(self):
         return self.make_store()
+
+    def stored_keys(self):
+        return len(self.new)
 
 
 @contextmanager
@@ -65,6 +72,9 @@ class TestInMemoryStateStoreWithSnapshot(StateStoreContract):
 
     def make_store(self):
         return InMemoryStateStore(snapshot=self.path)
+
+    def stored_keys(self):
+        return len(self.store)
 
     def reopen(self):
         self.store.abandon()  # a crash: nothing was saved since the last close, and the lock went with it

@@ -4,6 +4,7 @@ errors), and a property test against ``decide``."""
 
 from __future__ import annotations
 
+import time
 import uuid
 
 import pytest
@@ -47,17 +48,63 @@ class TestRedisStateStore(StateStoreContract):
     def reopen(self):
         return RedisStateStore(self.url, key_prefix=self.store.key_prefix)
 
-    def test_values_are_v3_with_the_owner_and_are_kept_one_retention_after_expiry(self):
+    def stored_keys(self):
+        return self.store.key_count()
+
+    def test_values_are_v3_with_the_owner_and_no_wall_clock_ttl(self):
         self.store.check_and_set(claim("APP\x1fa", 100, owner="in:0:7"))
         key = self.store.key_prefix + "APP\x1fa"
         assert self.raw.get(key) == b"3|100,160,in%3A0%3A7"
-        assert 119_000 < self.raw.pttl(key) <= 120_000  # kept until 160 + 60
+        assert self.raw.pttl(key) == -1  # a stopped job forgets nothing: only the watermark does
 
-    def test_ttl_follows_the_latest_expiry_and_the_grace(self):
-        store = fresh_store(self.url, ttl_grace=3600)
-        store.check_and_set(claim("APP\x1fa", 100))
-        store.check_and_set(claim("APP\x1fa", 140, now=140))
-        assert 3_719_000 < self.raw.pttl(store.key_prefix + "APP\x1fa") <= 3_720_000  # 260 - 140 + 3600
+    def test_a_batch_forgets_at_most_two_expired_keys_per_claim_and_later_batches_the_rest(self):
+        self.store.check_and_set_many([claim(f"APP\x1fold{i}", 100 + i % 50, now=100) for i in range(1000)])
+        self.store.check_and_set_many([claim(f"APP\x1fnew{i}", 10_000) for i in range(10)])
+        assert self.stored_keys() == 1000 - 20 + 10
+        counts = []
+        for batch in range(6):
+            self.store.check_and_set_many([claim(f"APP\x1fnew{batch}-{i}", 10_000) for i in range(100)])
+            counts.append(self.stored_keys())
+        assert counts == [890, 790, 690, 590, 510, 610]  # 200 old keys gone per batch of 100, until none is left
+
+    def test_a_lagging_reader_of_other_partitions_holds_the_sweeps_back_until_it_goes_silent(self):
+        """Instances of a group share the store, each with its own partitions' watermark."""
+        lagging = RedisStateStore(self.url, key_prefix=self.store.key_prefix, idle_timeout=0.5)
+        ahead = RedisStateStore(self.url, key_prefix=self.store.key_prefix, idle_timeout=0.5)
+        try:
+            lagging.check_and_set_many([claim(f"APP\x1fa{i}", 100, owner=f"t:0:{i}") for i in range(10)])
+            ahead.check_and_set_many([claim(f"APP\x1fb{i}", 1000, owner=f"t:1:{i}") for i in range(10)])
+            assert self.stored_keys() == 20  # partition 0 is read at 100: nothing it may meet is forgotten
+            assert lagging.check_and_set(claim("APP\x1fa0", 120, owner="t:0:99")) is False
+            time.sleep(0.6)  # partition 0's reader goes silent: it holds nothing back any more
+            ahead.check_and_set_many([claim(f"APP\x1fc{i}", 1000, owner=f"t:1:{100 + i}") for i in range(10)])
+            assert self.stored_keys() == 20  # a0…a9 forgotten (kept until 220), b and c kept
+            assert not self.raw.exists(self.store.key_prefix + "APP\x1fa0")
+        finally:
+            lagging.close()
+            ahead.close()
+
+    def test_a_key_claimed_again_later_is_kept_until_its_newest_emission(self):
+        assert self.store.check_and_set(claim("APP\x1fa", 100)) is True   # kept until 220
+        assert self.store.check_and_set(claim("APP\x1fa", 150)) is True   # kept until 270
+        self.store.check_and_set(claim("APP\x1fother", 230))  # the watermark passes the second it was first filed at
+        assert self.raw.get(self.store.key_prefix + "APP\x1fa") == b"3|100,160,;150,210,"
+        self.store.check_and_set(claim("APP\x1fother2", 270))
+        assert not self.raw.exists(self.store.key_prefix + "APP\x1fa")
+
+    def test_an_invalidated_key_leaves_nothing_for_the_sweep_to_trip_on(self):
+        self.store.check_and_set_many([claim(f"APP\x1fk{i}", 100) for i in range(5)])
+        assert self.store.invalidate("APP\x1fk0") is True
+        again = [claim("APP\x1fk1", 400), claim("APP\x1fy", 400), claim("APP\x1fz", 400)]
+        assert granted(self.store.check_and_set_many(again)) == [True] * 3
+        assert self.stored_keys() == 3
+
+    def test_the_expiry_index_is_not_counted_or_listed_as_state(self):
+        self.store.check_and_set_many([claim("APP\x1fa", 100), claim("WEB\x1fb", 100)])
+        assert any(key.startswith((self.store.key_prefix + "\x1f").encode())
+                   for key in self.raw.scan_iter(match=self.store.key_prefix + "*"))
+        assert self.stored_keys() == 2
+        assert sorted(key for key, _ in self.store.scan_items()) == ["APP\x1fa", "WEB\x1fb"]
 
     def test_a_v1_value_is_read_and_upgraded_on_the_next_write(self):
         key = self.store.key_prefix + "APP\x1fa"
@@ -88,7 +135,7 @@ class TestRedisStateStore(StateStoreContract):
         before = self._command_calls()
         judged = self.store.check_and_set_many(claims)
         after = self._command_calls()
-        assert after["evalsha"] - before["evalsha"] == 3  # chunks of 2000, sent in one pipeline
+        assert after["evalsha"] - before["evalsha"] == 6  # chunks of 2000, a sweep and the claims each, one pipeline
         assert after["script"] == before["script"] and after["eval"] == before["eval"]
         assert judged == reference(claims)
 

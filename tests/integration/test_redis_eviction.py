@@ -1,6 +1,6 @@
 """A Redis that may evict the state is refused at start, unless a setting accepts it.
 
-Every state key has a TTL, so any ``maxmemory-policy`` but ``noeviction`` can drop live
+Any ``maxmemory-policy`` but ``noeviction`` can drop live
 state under memory pressure and let duplicates through. Each test has a redis-server of
 its own (the policy is the whole server's), set as managed services set it.
 """

@@ -14,6 +14,7 @@ import pytest
 import redis
 import yaml
 
+from adapters.redis.expiry import is_index
 from app.cli import main
 from domain.keys import encode_key
 from domain.state import Emission, decode, encode, encode_v1, encode_v2, version_of
@@ -22,6 +23,11 @@ pytestmark = pytest.mark.redis
 
 T = 1_700_000_000
 PREFIX = "dedup:"
+
+
+def state_keys(client) -> list[bytes]:
+    """The state keys of a store under the default prefix, without its expiry index."""
+    return [k for k in client.keys("*") if not is_index(PREFIX, k)]
 
 
 def key(rule: str, *values: str) -> str:
@@ -85,8 +91,8 @@ def test_new_job_consults_the_old_store_read_only_until_it_retires(tmp_path, dbs
     assert (counts["in"], counts["out"], counts["duplicates"]) == (6, 4, 2)
     assert any("old state retired for rule WEB" in r.getMessage() for r in caplog.records)
     # new entries are written in the new layout and format only; the old store is untouched
-    assert {k.decode() for k in new.keys("*")} == {key("WEB", v, "WEB") for v in ("n", "x", "z", "w")}
-    assert all(version_of(new.get(k)) == 3 for k in new.keys("*"))
+    assert {k.decode() for k in state_keys(new)} == {key("WEB", v, "WEB") for v in ("n", "x", "z", "w")}
+    assert all(version_of(new.get(k)) == 3 for k in state_keys(new))
     assert {k: old.get(k) for k in old.keys("*")} == old_values
 
 
@@ -108,6 +114,23 @@ def test_migrate_dry_run_reports_and_writes_nothing_then_migrates(tmp_path, dbs,
     # the new job, on the migrated store alone, still drops the old job's duplicates
     code, counts, ids = run(tmp_path, v2_config, new_url, [event("w2", "w", "WEB", 300), event("n1", "n", "WEB", 5)])
     assert (code, counts["duplicates"], ids) == (0, 1, ["n1"])
+
+
+def test_a_copied_key_without_a_ttl_expires_in_the_target_as_event_time_passes_it(tmp_path, dbs, v2_config, capsys,
+                                                                                  monkeypatch):
+    old_url, new_url, old, new = dbs
+    for name in ("WEB\x1fw", "WEB\x1fx", "APP\x1fa"):
+        old.persist(PREFIX + name)  # as the store writes keys now: filed in its index, no TTL
+    assert main(["state", "migrate", "--from", old_url, "--to", new_url, "--config", str(v2_config),
+                 "--old-key-fields", "WEB=uniqueValue"]) == 0
+    assert "wrote 3 keys" in capsys.readouterr().out
+    assert new.ttl(key("WEB", "w", "WEB")) == -1
+    # a job on the target whose WEB watermark passes T+1210's retention forgets the copied keys: from its
+    # second batch on (a batch sweeps up to the watermark it began with; the first began with none)
+    monkeypatch.setenv("DEDUP_BATCH_SIZE", "1")
+    code, _, ids = run(tmp_path, v2_config, new_url, [event(f"l{i}", f"l{i}", "WEB", 4000) for i in range(3)])
+    assert (code, ids) == (0, ["l0", "l1", "l2"])
+    assert {k.decode() for k in state_keys(new)} == {key("APP", "a")} | {key("WEB", f"l{i}", "WEB") for i in range(3)}
 
 
 def test_inspect_reports_the_counts_of_a_redis_store(tmp_path, dbs, capsys):

@@ -296,3 +296,30 @@ def test_judge_answers_as_observe_then_the_clock_bound_watermark_and_horizon(ste
         if ask_between:
             assert one_call.of("APP", now) == three.of("APP", now)
     assert one_call.table(now) == three.table(now)
+
+
+class _Recording(SharedStateStore):
+    """A shared store that keeps every claim it was given."""
+
+    def __init__(self):
+        super().__init__()
+        self.claims = []
+
+    def check_and_set_many(self, claims):
+        self.claims += claims
+        return super().check_and_set_many(claims)
+
+
+def test_a_batch_s_claims_carry_the_watermark_it_began_with_however_far_its_records_move_it():
+    state = _Recording()
+    core = Deduplicator(RuleSet(), state, FakeClock(1_800_000_000))
+
+    def batch(times: list[int], first: int) -> list[RawRecord]:
+        return [RawRecord(json.dumps({"id": str(first + i), "uniqueValue": f"u{first + i}", "type": "APP",
+                                      "timestamp": t}).encode(), SourcePosition("t", 0, first + i))
+                for i, t in enumerate(times)]
+
+    core.process(batch([1000, 1100, 1200], 0))
+    core.process(batch([1300, 1400], 3))
+    assert [(c.now, c.settled, c.sweeps_until()) for c in state.claims] == [
+        (1000, 0, 0), (1100, 0, 0), (1200, 0, 0), (1300, 1200, 1200), (1400, 1200, 1200)]

@@ -31,7 +31,7 @@ from typing import Iterable, Sequence
 from urllib.parse import quote, unquote
 
 from domain.errors import ProcessingBug, SetupError, StateUnavailable, first_line
-from domain.keys import SEPARATOR, rule_of
+from domain.keys import rule_of, rule_part
 from domain.state import (GRANTED, Claim, Emission, Judgement, current_key, decide, decide_one, decode, encode,
                           kept_until, version_of)
 
@@ -81,10 +81,10 @@ class InMemoryStateStore:
         with self._lock:
             for claim in claims:
                 key, now = claim.key, claim.now
-                rule_part = _rule_part(key)
-                expiries = expiries_of.get(rule_part)
+                rule = rule_part(key)
+                expiries = expiries_of.get(rule)
                 if expiries is None:
-                    expiries = self._expiries_of(rule_part)
+                    expiries = self._expiries_of(rule)
                 elif expiries.due(now):
                     self._evict(expiries, now)
                 stored = entries.get(key)
@@ -157,7 +157,7 @@ class InMemoryStateStore:
                 entries, key = decode(value), current_key(stored, version_of(value))  # an older snapshot's key respelled
                 self._entries[key] = _stored(entries)
                 for e in entries:
-                    self._expiries_of(_rule_part(key)).add(e.kept_until, key)
+                    self._expiries_of(rule_part(key)).add(e.kept_until, key)
         except (ValueError, OSError) as exc:  # UnicodeDecodeError and StateFormatError are ValueErrors
             raise unreadable(path, exc) from None
 
@@ -208,11 +208,6 @@ class InMemoryStateStore:
                 entries[key] = kept
             else:
                 del entries[key]
-
-
-def _rule_part(key: str) -> str:
-    """The rule's part of a state key (its escaped name): what the store's expiries go by."""
-    return key.partition(SEPARATOR)[0]
 
 
 class _Expiries:

@@ -1,12 +1,11 @@
-"""Refusing a Redis that may evict the deduplication state.
+"""Refusing a Redis that may evict the deduplication state, or cannot run the store's scripts.
 
-Every state key carries a TTL (the script sets ``PX``: one retention after its last
-emission expires), so every ``maxmemory-policy`` but ``noeviction`` can remove live keys
-when the server reaches ``maxmemory``: the ``volatile-*`` policies (``volatile-lru``, a
-common managed-Redis default, ``volatile-lfu``, ``volatile-random``, ``volatile-ttl``) evict
-exactly the keys that have a TTL, which is all of ours, and the ``allkeys-*`` policies any
-key. An evicted key is a forgotten emission: its next duplicate passes, and nothing says so.
-A policy this module does not know is treated as evicting.
+Every ``maxmemory-policy`` but ``noeviction`` can remove live keys when the server reaches
+``maxmemory``: the ``allkeys-*`` policies any key, the ``volatile-*`` policies
+(``volatile-lru``, a common managed-Redis default, ``volatile-lfu``, ``volatile-random``,
+``volatile-ttl``) the keys with a TTL, which state keys written before the expiry index
+still have. An evicted key is a forgotten emission: its next duplicate passes, and nothing
+says so. A policy this module does not know is treated as evicting.
 
 The check reads the policy, not ``maxmemory``: a server without a limit today can be given
 one at runtime (``CONFIG SET``), and managed services always set one.
@@ -22,6 +21,7 @@ from domain.migration import IncompatibleState
 log = logging.getLogger(__name__)
 
 SAFE_POLICY = "noeviction"
+OLDEST_VERSION = (7, 0)
 ACCEPT_SETTING = "redis.allow_eviction=true (DEDUP_REDIS__ALLOW_EVICTION=true)"
 
 
@@ -49,5 +49,16 @@ def _risk(address: str, policy: str | None) -> str:
     if policy is None:
         return (f"cannot tell whether redis at {address} evicts keys: it answers neither CONFIG GET nor INFO memory "
                 f"with its maxmemory-policy, and an evicted state key lets that key's duplicates through")
-    return (f"redis at {address} has maxmemory-policy {policy}: under memory pressure it evicts deduplication state "
-            f"(every state key has a TTL), and an evicted key lets that key's duplicates through")
+    return (f"redis at {address} has maxmemory-policy {policy}: under memory pressure it evicts deduplication state, "
+            f"and an evicted key lets that key's duplicates through")
+
+
+def refuse_old_server(store: RedisStateStore) -> None:
+    """Raise ``IncompatibleState`` (one line) when the server is older than Redis 7.0, whose script
+    flags the store relies on (a full server refusing a batch whole, the sweep running anyway).
+    A server that does not tell its version is let through: its first batch says what it lacks."""
+    version = store.server_version()
+    if version is not None and version < OLDEST_VERSION:
+        shown = ".".join(map(str, version))
+        raise IncompatibleState(f"redis at {store.address} is version {shown}: the state store needs Redis 7.0 or "
+                                "later (script flags)")

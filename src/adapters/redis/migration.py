@@ -1,7 +1,8 @@
 """The offline step of a Redis state migration (``dedup state migrate --from redis://… --to redis://…``).
 
 Every stored value is read with any codec version and written in the current one
-(``domain.state.encode``), under the new job's key layout, with the key's remaining TTL:
+(``domain.state.encode``), under the new job's key layout, with the key's remaining TTL (a key
+written before the expiry index) or filed in the target's index (``adapters.redis.expiry``):
 
 * into another store (or DB): ``SET NX`` — a key the new job already wrote is never
   overwritten;
@@ -27,6 +28,7 @@ from dataclasses import dataclass, field
 
 import redis
 
+from adapters.redis.expiry import file_key
 from adapters.redis.state_store import DEFAULT_PREFIX, RedisStateStore, redacted_url, redis_key
 from domain.errors import StateUnavailable
 from domain.keys import SEPARATOR, decode_key, encode_key, part_count, rule_of
@@ -142,6 +144,8 @@ def _move(source, target, plan: RedisMigrationPlan, key: str, value: bytes) -> i
                                                                         keepttl=True)))
     ttl = source.pttl(old)
     written = target.set(redis_key(DEFAULT_PREFIX, new_key), encode(entries), nx=True, px=ttl if ttl > 0 else None)
+    if written and ttl <= 0:  # a key without a TTL expires through the index (adapters.redis.expiry)
+        file_key(target, DEFAULT_PREFIX, new_key, entries)
     if plan.in_place:
         target.delete(old)  # respelled: under its old spelling it would read as another key's
     return int(bool(written))

@@ -1,10 +1,11 @@
-"""The Lua script that runs :func:`domain.state.decide` inside Redis, atomically per batch.
+"""The Lua scripts that run :func:`domain.state.decide` inside Redis, and forget what expired.
 
-``KEYS[i]`` is the state key of claim ``i`` (a key may repeat: later claims see the effect
-of earlier ones). ``ARGV[1]`` is a grace in seconds added to every key's TTL, then one value
-per claim (``claim_argument``): ``window,now,time,expires_at,owner``, the owner
-percent-encoded (so it holds no comma; ``''`` for none). One argument per claim, not five:
-redis-py's packing of the arguments was the largest cost of a batch with Redis state.
+**CHECK_AND_SET** decides a chunk of claims atomically. ``KEYS[i]`` is the state key of claim
+``i`` (a key may repeat: later claims see the effect of earlier ones). ``ARGV[1]`` is the
+store's key prefix, then one value per claim (``claim_argument``): ``window,now,time,
+expires_at,owner``, the owner percent-encoded (so it holds no comma; ``''`` for none). One
+argument per claim, not five: redis-py's packing of the arguments was the largest cost of a
+batch with Redis state.
 
 Values use the domain's encoding: v3 ``3|time,expires_at,owner;...`` (owners stay
 percent-encoded, so they are compared and written back as they are); v2 (the same body) and
@@ -12,16 +13,38 @@ v1 ``1|time,expires_at`` are read and upgraded to v3 when the key is next writte
 value under a key holding ``\x1e`` was stored under the legacy spelling of another key
 (``domain.state.current_key``): it is taken as no entries, and overwritten. Every key is
 read before anything is written, so an unreadable value fails the whole batch with nothing
-applied. A written key expires ``max(kept_until) - now (+ grace)`` seconds later. Returns
-per claim 1 (emit), or for a duplicate the emission it repeats as the state stores it
-(``time,expires_at,owner``, the first live one within the window, as ``decide`` picks it).
+applied. Returns per claim 1 (emit), or for a duplicate the emission it repeats as the state
+stores it (``time,expires_at,owner``, the first live one within the window, as ``decide``
+picks it).
+
+**Expiry follows event time**, as in the in-memory store: a written key has no TTL; it is
+filed in its rule's *expiry index* (:mod:`adapters.redis.expiry`) under the second it may be
+forgotten, ``max(kept_until)``, and **SWEEP** deletes it once the rule's *shared watermark*
+reaches that second. Instances of a consumer group share the store, each with the watermark
+of its own partitions, and one may lag far behind another (a backlog read unevenly): so each
+sweep first records, per source partition it claims from (its *lane*), the watermark its
+batch began with (``Claim.sweeps_until``) and the time (Redis's clock), and sweeps up to the
+lowest watermark among the lanes that claimed within the idle time (``domain.watermarks``: a
+partition silent that long holds nothing back). A backlog's keys go as its event time passes
+them, however fast it is read, and a key stays while the watermark stands still, however long
+the wall clock runs (a stopped job forgets nothing). A key rewritten later is filed again under
+its new second; finding it under an old one, the sweep leaves it. (Keys written before this
+index carry a wall-clock TTL and expire by it, or are filed when next written.)
+
+SWEEP takes ``ARGV``: the prefix, a budget (at most that many filed keys are looked at), the
+idle time in milliseconds, then triples ``rule,lane,watermark`` (the rule's escaped name, a
+source partition, and its claims' lowest ``sweeps_until``). It deletes only what the claims'
+own ``decide`` would drop (``kept_until <= now``), so its verdicts cannot differ, and
+it may run under ``maxmemory`` (flag ``allow-oom``: it only frees), while CHECK_AND_SET is
+refused whole when Redis is full (a script with a shebang is checked before it runs): a full
+server stops a batch before anything of it is applied. Both need Redis 7.0 or later.
 """
 
 import hashlib
 
 BAD_STATE = "DEDUP_BAD_STATE"
 
-CHECK_AND_SET = r"""
+PARSE = r"""
 local function parse(value, key)
   local entries = {}
   if not value then return entries end
@@ -44,6 +67,24 @@ local function parse(value, key)
   return entries
 end
 
+
+-- the second a value may be forgotten: max(kept_until) over its entries (nil for none)
+local function last_kept(entries)
+  local last
+  for _, e in ipairs(entries) do
+    local until_ = 2 * e[2] - e[1]
+    if not last or until_ > last then last = until_ end
+  end
+  return last
+end
+
+-- adapters.redis.expiry.rule_index: a rule's index (its seconds), under the prefix, '\31expiry\31' and the rule
+local function rule_index(prefix, rule)
+  return prefix .. '\31expiry\31' .. rule
+end
+"""
+
+CHECK_AND_SET = "#!lua\n" + PARSE + r"""
 -- domain.state.decide, line for line: e = {time, expires_at, owner, text}; kept_until = 2 * expires_at - time
 -- (the claim: its time, window, expiry, now, owner, and its entry's text as stored)
 local function decide(entries, time, window, expires, now, owner, text)
@@ -66,14 +107,10 @@ local function decide(entries, time, window, expires, now, owner, text)
   return 1, kept, true
 end
 
--- entries no longer kept (kept_until <= now) are as good as none
-local function store(key, entries, now, grace)
-  local last = now
-  for _, e in ipairs(entries) do
-    local until_ = 2 * e[2] - e[1]
-    if until_ > last then last = until_ end
-  end
-  if last <= now then
+-- entries no longer kept (kept_until <= now) are as good as none; a kept value is filed under its last second
+local function store(key, entries, now, prefix, filed)
+  local last = last_kept(entries)
+  if not last or last <= now then
     redis.call('DEL', key)
     return
   end
@@ -85,10 +122,18 @@ local function store(key, entries, now, grace)
     for i, e in ipairs(entries) do parts[i] = e[4] end
     value = '3|' .. table.concat(parts, ';')
   end
-  redis.call('SET', key, value, 'PX', string.format('%d', (last - now + grace) * 1000))
+  redis.call('SET', key, value)
+  local member = string.sub(key, #prefix + 1)
+  local index = rule_index(prefix, string.match(member, '^[^\31]*'))
+  local second = string.format('%d', last)
+  redis.call('SADD', index .. '\31' .. second, member)
+  if not filed[index .. second] then
+    redis.call('ZADD', index, last, second)
+    filed[index .. second] = true
+  end
 end
 
-local grace = tonumber(ARGV[1])
+local prefix = ARGV[1]
 local state, dirty = {}, {}
 for _, key in ipairs(KEYS) do
   if state[key] == nil then
@@ -106,18 +151,65 @@ for i, key in ipairs(KEYS) do
   local granted, entries, changed = decide(state[key], time, tonumber(window), tonumber(expires), now, owner, text)
   if changed then
     state[key] = entries
-    -- without a watermark yet (now = 0, domain.state.NO_WATERMARK) the TTL counts from the claim's time
+    -- without a watermark yet (now = 0, domain.state.NO_WATERMARK) nothing is forgotten before the claim's time
     dirty[key] = now > 0 and now or time
   end
   verdicts[i] = granted
 end
+local filed = {}
 for key, now in pairs(dirty) do
-  store(key, state[key], now, grace)
+  store(key, state[key], now, prefix, filed)
 end
 return verdicts
 """
 
+SWEEP = "#!lua flags=allow-oom\n" + PARSE + r"""
+local prefix, budget, idle, removed = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), 0
+local clock = redis.call('TIME')
+local wall = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
+local rules, order = {}, {}
+for i = 4, #ARGV - 2, 3 do
+  redis.call('HSET', rule_index(prefix, ARGV[i]) .. '\31watermarks', ARGV[i + 1], ARGV[i + 2] .. ',' .. wall)
+  if not rules[ARGV[i]] then rules[ARGV[i]] = true; order[#order + 1] = ARGV[i] end
+end
+for _, rule in ipairs(order) do
+  -- the rule's watermark over every partition read, by whichever instance, that claimed within the idle time
+  local now
+  local marks = redis.call('HGETALL', rule_index(prefix, rule) .. '\31watermarks')
+  for j = 2, #marks, 2 do
+    local mark, at = string.match(marks[j], '^(%-?%d+),(%d+)$')
+    if mark and tonumber(at) >= wall - idle and (not now or tonumber(mark) < now) then now = tonumber(mark) end
+  end
+  local index = rule_index(prefix, rule)
+  while now and now > 0 and budget > 0 do
+    local due = redis.call('ZRANGEBYSCORE', index, '-inf', now, 'LIMIT', 0, 1)
+    if #due == 0 then break end
+    local seconds = index .. '\31' .. due[1]
+    local members = redis.call('SPOP', seconds, budget)
+    budget = budget - #members
+    for _, member in ipairs(members) do
+      local key = prefix .. member
+      local value = redis.call('GET', key)
+      if value then
+        local entries = parse(value, key)
+        -- an unreadable value is left for the claim that meets it to report
+        if entries then
+          local last = last_kept(entries)
+          if not last or last <= now then
+            redis.call('DEL', key)
+            removed = removed + 1
+          end
+        end
+      end
+    end
+    if redis.call('EXISTS', seconds) == 0 then redis.call('ZREM', index, due[1]) end
+  end
+end
+return removed
+"""
+
 SCRIPT_SHA = hashlib.sha1(CHECK_AND_SET.encode()).hexdigest()
+SWEEP_SHA = hashlib.sha1(SWEEP.encode()).hexdigest()
 
 
 def claim_argument(time: int, window: int, expires_at: int, now: int, quoted_owner: str) -> str:

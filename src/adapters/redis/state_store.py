@@ -3,12 +3,19 @@
 Each key holds the domain's v2 value (``domain.state.encode``; v1 values are read and
 upgraded). ``check_and_set_many`` sends the whole batch in one round trip: claims are
 split into chunks of ``chunk_size`` (so Redis is never blocked for long), each chunk one
-``EVALSHA``, all chunks in one pipeline, executed in order (the script is loaded, with one
-more round trip, only when the server does not have it yet). A key expires
-``max(kept_until) - now`` seconds after its last change (plus ``ttl_grace``), in wall-clock
-time: when the engine is down longer than a key's remaining retention, that key is
-forgotten early, so a deployment that must survive long outages sets ``ttl_grace`` to the
-longest outage it tolerates.
+``EVALSHA``, all chunks in one pipeline, executed in order (the scripts are loaded, with one
+more round trip, only when the server does not have them yet).
+
+Expiry follows event time (:mod:`adapters.redis.script`): before each chunk, a sweep forgets
+up to two keys per claim of the chunk among those its rules' shared watermarks have passed
+(the lowest over the source partitions every instance claimed from within ``idle_timeout``), so a
+batch costs what it claims and what expires, never what is stored, and the state follows
+the window in event time, during a backlog too. A key has no TTL: a job stopped for hours
+forgets nothing. Needs Redis 7.0 or later (:meth:`RedisStateStore.server_version`).
+
+A full Redis (``maxmemory`` reached under ``noeviction``) refuses a chunk's claims whole; the
+sweep still runs, as it only frees memory. The refusal is a ``StateUnavailable`` that says so,
+and the retry policy waits for the sweeps, or for an operator, to make room.
 
 Failure behaviour: every redis-py error becomes ``StateUnavailable`` (transient; the retry
 policy decides), with the server's address and never its password. A batch that fails may
@@ -33,15 +40,18 @@ from urllib.parse import quote, urlsplit, urlunsplit
 
 import redis
 from redis.backoff import NoBackoff
-from redis.exceptions import NoScriptError
+from redis.exceptions import NoScriptError, OutOfMemoryError
 from redis.retry import Retry
 
 from domain.errors import StateUnavailable, first_line
 from domain.redaction import redact_uri
+from domain.keys import rule_part
 from domain.rules import KEY_SEPARATOR
 from domain.state import GRANTED, Claim, Emission, Judgement, StateFormatError, decode
+from domain.watermarks import DEFAULT_IDLE_TIMEOUT
 
-from adapters.redis.script import BAD_STATE, CHECK_AND_SET, SCRIPT_SHA, claim_argument
+from adapters.redis.expiry import is_index, lane_of
+from adapters.redis.script import BAD_STATE, CHECK_AND_SET, SCRIPT_SHA, SWEEP, SWEEP_SHA, claim_argument
 
 DEFAULT_PREFIX = "dedup:"
 
@@ -57,12 +67,12 @@ class RedisStateStore:
 
     durable = True
 
-    def __init__(self, url: str, key_prefix: str = DEFAULT_PREFIX, *, ttl_grace: int = 0,
+    def __init__(self, url: str, key_prefix: str = DEFAULT_PREFIX, *, idle_timeout: float = DEFAULT_IDLE_TIMEOUT,
                  socket_timeout: float = 5.0, connect_timeout: float = 2.0, chunk_size: int = 2000,
                  **options):
         self.address = redacted_url(url)
         self.key_prefix = key_prefix
-        self.ttl_grace = ttl_grace
+        self.idle_timeout = idle_timeout  # s without a claim after which a lane's watermark holds nothing back
         self.chunk_size = chunk_size
         try:
             self._redis = redis.Redis.from_url(
@@ -92,8 +102,7 @@ class RedisStateStore:
             return list
         with self._translated("check-and-set"):
             connection = self._claims_connection()
-            commands = [("EVALSHA", SCRIPT_SHA, len(keys), *keys, *args)
-                        for keys, args in map(self._script_input, self._chunks(claims))]
+            commands = [command for chunk in self._chunks(claims) for command in self._commands(chunk)]
             try:
                 connection.send_packed_command(connection.pack_commands(commands), check_health=not self._unread)
             except BaseException:
@@ -120,7 +129,7 @@ class RedisStateStore:
                 self._drop_claims_connection()
                 raise
             if isinstance(failure, NoScriptError):
-                self._redis.script_load(CHECK_AND_SET)
+                self._load_scripts()
                 return self.check_and_set_many(claims)
             if failure is not None:
                 raise failure
@@ -155,7 +164,7 @@ class RedisStateStore:
     def scan_items(self, chunk: int = 1000) -> Iterator[tuple[str, bytes]]:
         """Every ``(key, stored value)`` under this store's prefix (SCAN + MGET; for inspection)."""
         with self._translated("scan"):
-            keys = self._redis.scan_iter(match=_glob_escape(self.key_prefix) + "*", count=chunk)
+            keys = self._state_keys(chunk)
             while batch := list(islice(keys, chunk)):
                 for key, value in zip(batch, self._redis.mget(batch)):
                     if value is not None:
@@ -178,7 +187,22 @@ class RedisStateStore:
     def key_count(self) -> int:
         """How many state keys exist under this store's prefix."""
         with self._translated("scan"):
-            return sum(1 for _ in self._redis.scan_iter(match=_glob_escape(self.key_prefix) + "*", count=1000))
+            return sum(1 for _ in self._state_keys(1000))
+
+    def _state_keys(self, chunk: int) -> Iterator[bytes]:
+        """The state keys under this store's prefix (SCAN), without the expiry index's."""
+        keys = self._redis.scan_iter(match=_glob_escape(self.key_prefix) + "*", count=chunk)
+        return (key for key in keys if not is_index(self.key_prefix, key))
+
+    def server_version(self) -> tuple[int, ...] | None:
+        """The server's version (``INFO server``) as numbers, None where INFO is disabled or renamed
+        (managed Redis): the scripts need 7.0 or later."""
+        with self._translated("info"):
+            try:
+                text = str(self._redis.info("server")["redis_version"])
+            except (redis.ResponseError, KeyError):
+                return None
+        return tuple(int(part) for part in text.split(".") if part.isdigit())
 
     def eviction_policy(self) -> str | None:
         """The server's ``maxmemory-policy``: from ``CONFIG GET``, or from ``INFO memory`` where
@@ -203,32 +227,50 @@ class RedisStateStore:
         self._redis.close()
 
     def _evaluate(self, chunks: list[Sequence[Claim]]) -> list:
-        """One pipelined EVALSHA per chunk; when Redis lacks the script (none ran), load it and resend."""
+        """Pipelined EVALSHAs, a sweep and the claims per chunk; when Redis lacks a script, load both and resend
+        (a sweep that ran before is harmless: it forgets only what the claims would drop)."""
         for _ in range(2):
             pipe = self._redis.pipeline(transaction=False)
             for chunk in chunks:
-                keys, args = self._script_input(chunk)
-                pipe.evalsha(SCRIPT_SHA, len(keys), *keys, *args)
+                for command in self._commands(chunk):
+                    pipe.execute_command(*command)
             replies = pipe.execute(raise_on_error=False)
             if not any(isinstance(r, NoScriptError) for r in replies):
                 break
-            self._redis.script_load(CHECK_AND_SET)
+            self._load_scripts()
         for reply in replies:
             if isinstance(reply, Exception):
                 raise reply
         return replies
 
-    def _script_input(self, claims: Sequence[Claim]) -> tuple[list[bytes], list[str | int]]:
+    def _load_scripts(self) -> None:
+        self._redis.script_load(SWEEP)
+        self._redis.script_load(CHECK_AND_SET)
+
+    def _commands(self, claims: Sequence[Claim]) -> list[tuple]:
+        """A chunk's commands: a sweep, budgeted at two keys per claim, that records the watermark of each
+        lane (rule and source partition) the chunk claims from (its claims' lowest ``Claim.sweeps_until``:
+        the watermark their batch began with) and forgets what the lowest lane's has passed; then the claims."""
         keys = [redis_key(self.key_prefix, c.key) for c in claims]
-        args: list[str | int] = [self.ttl_grace]
-        args += [claim_argument(c.time, c.window, c.expires_at, c.now, quoted_owner(c.owner)) for c in claims]
-        return keys, args
+        args = [claim_argument(c.time, c.window, c.expires_at, c.now, quoted_owner(c.owner)) for c in claims]
+        claimed = ("EVALSHA", SCRIPT_SHA, len(keys), *keys, self.key_prefix, *args)
+        lanes: dict[tuple[str, str], int] = {}  # per rule and source partition, its claims' lowest sweeps_until
+        for c, argument in zip(claims, args):
+            lane, until = (rule_part(c.key), lane_of(argument.rpartition(",")[2])), c.sweeps_until()
+            lanes[lane] = min(lanes.get(lane, until), until)
+        swept = [part for (rule, lane), until in lanes.items() for part in (rule, lane, until)]
+        return [("EVALSHA", SWEEP_SHA, 0, self.key_prefix, 2 * len(claims), round(self.idle_timeout * 1000), *swept),
+                claimed]
 
     @contextmanager
     def _translated(self, operation: str) -> Iterator[None]:
         """Turn redis-py errors into domain errors at this edge."""
         try:
             yield
+        except OutOfMemoryError:
+            raise StateUnavailable(f"redis at {self.address} is full (maxmemory reached under noeviction): {operation} "
+                                   "refused, the refused claims not applied; retried as sweeps forget expired keys, "
+                                   "or raise maxmemory") from None
         except redis.ResponseError as exc:
             if str(exc).startswith(BAD_STATE):
                 raise StateFormatError(str(exc).removeprefix(BAD_STATE).strip()) from None
@@ -242,8 +284,10 @@ class RedisStateStore:
 
 
 def _judged(replies: list) -> list[Judgement]:
-    """The judgements in the script's replies: 1 (granted) or the emission a claim repeats."""
-    return [GRANTED if v == 1 else Judgement(decode(b"3|" + v)[0]) for reply in replies for v in reply]
+    """The judgements in the claims' replies (lists: 1, granted, or the emission a claim repeats);
+    the sweeps' replies (counts) are skipped."""
+    return [GRANTED if v == 1 else Judgement(decode(b"3|" + v)[0])
+            for reply in replies if isinstance(reply, list) for v in reply]
 
 
 def quoted_owner(owner: str) -> str:
