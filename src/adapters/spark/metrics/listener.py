@@ -143,7 +143,8 @@ class ProgressListener(JsonEventListener):
         removed = 0
         if self.state_rows is not None and progress.stateOperators:  # kept before wait_for() sees the batch
             self.state_rows.record(int(gauges["state_rows"]) if "state_rows" in gauges else None)
-            removed, self._removed = self.state_rows.removed() - self._removed, self.state_rows.removed()
+            total_removed = self.state_rows.removed()  # read once: the next batch's tasks may be counting already
+            removed, self._removed = total_removed - self._removed, total_removed
         with self._changed:
             counts, latency = self._recounted.pop(progress.batchId, (None, None))
             if counts is None:

@@ -144,8 +144,8 @@ public final class WindowDedup extends StatefulProcessor<String, Row, Row> {
     @Override
     public scala.collection.Iterator<Row> handleExpiredTimer(String key, TimerValues timers, ExpiredTimerInfo expired) {
         RuleHorizons.Table horizons = this.horizons.of(timers.getCurrentProcessingTimeInMs());
-        if (state.exists()) {
-            Emissions stored = state.get();
+        Emissions stored = state.get();  // null when the key holds none
+        if (stored != null) {
             long watermark = horizons.watermark(ruleOf(key));
             // Spark deletes the timer that fired: the key has none now
             if (!keepLive(stored.getTimes(), stored.getOwners(), stored.getRetention(), watermark, timers, NO_TIMER)) {
@@ -176,12 +176,12 @@ public final class WindowDedup extends StatefulProcessor<String, Row, Row> {
         long floor = watermarkFloorIdx >= 0 && !batch.get(0).isNullAt(watermarkFloorIdx)
                 ? batch.get(0).getLong(watermarkFloorIdx) : Long.MIN_VALUE;
         long watermark = horizons.bounded(Math.max(horizons.watermark(rule), floor));
-        boolean existed = state.exists();
+        Emissions stored = state.get();  // one read of the store: null when the key holds none
+        boolean existed = stored != null;
         long[] live = new long[0];
         String[] owners = new String[0];
         long wake = NO_TIMER;
         if (existed) {
-            Emissions stored = state.get();
             wake = stored.getWake();
             int[] kept = live(stored.getTimes(), window + lateness, watermark);
             live = select(stored.getTimes(), kept);
@@ -227,7 +227,9 @@ public final class WindowDedup extends StatefulProcessor<String, Row, Row> {
     /** Stores the live ones of {@code times} with their owners, or removes the key if none is; true if the key is kept.
      *  A kept key's one timer is set at its newest live emission's expiry, moved ahead by as much as
      *  Spark's watermark runs ahead of the rule's (a rule behind the others wakes its keys later,
-     *  not again and again); never at or before Spark's current watermark. */
+     *  not again and again); never at or before Spark's current watermark. A timer already set at or
+     *  after that expiry, and still ahead of Spark's watermark, is kept (a duplicate, which changes
+     *  no expiry, moves no timer). */
     private boolean keepLive(long[] times, String[] owners, long retention, long watermark, TimerValues timers,
                              long timer) {
         int[] live = live(times, retention, watermark);
@@ -240,7 +242,8 @@ public final class WindowDedup extends StatefulProcessor<String, Row, Row> {
         long expiry = Arrays.stream(kept).max().getAsLong() + retention;
         long now = timers.getCurrentWatermarkInMs();
         long ahead = watermark == Long.MIN_VALUE ? 0 : Math.max(0, now - watermark * 1000L);
-        long wake = Math.max(now + 1, expiry * 1000L + ahead);
+        long wake = timer != NO_TIMER && timer >= expiry * 1000L && timer > now
+                ? timer : Math.max(now + 1, expiry * 1000L + ahead);
         if (timer != wake) {
             if (timer != NO_TIMER) getHandle().deleteTimer(timer);
             getHandle().registerTimer(wake);
