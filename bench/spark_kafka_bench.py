@@ -288,7 +288,7 @@ def measure(spark, mode: str, run, broker: "Broker", topic: str, args, workdir: 
     if per_batch and len(per_batch) == len(result["batches"]):
         for batch, rows in zip(result["batches"], per_batch):
             batch["state_rows"] = rows
-    if mode == "engine":
+    if mode != "native":  # every engine mode, either delivery: the keys its checkpoint holds
         from adapters.spark.checkpoint.state_reader import read_state
 
         result["state_rows"] = read_state(spark, str(checkpoint)).count()
