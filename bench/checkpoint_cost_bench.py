@@ -56,9 +56,11 @@ sys.path[:0] = [str(ROOT), str(ROOT / "src"), str(ROOT / "bench")]
 T0 = 1_700_000_000
 # the delay a closing HDFS client waits before asking the NameNode again (docs/operations/checkpoints.md,
 # "Checkpoints on HDFS"): 400 ms by default, which would dominate every small file's commit
-HDFS_CLIENT = {"spark.hadoop.dfs.replication": "1",
-               "spark.hadoop.dfs.client.block.write.locateFollowingBlock.initial.delay.ms": "50",
-               "spark.hadoop.dfs.client.block.write.locateFollowingBlock.retries": "10"}
+HDFS_CLIENT = {
+    "spark.hadoop.dfs.replication": "1",
+    "spark.hadoop.dfs.client.block.write.locateFollowingBlock.initial.delay.ms": "50",
+    "spark.hadoop.dfs.client.block.write.locateFollowingBlock.retries": "10",
+}
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -68,8 +70,13 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--providers", default="rocksdb")
     p.add_argument("--restart-records", type=int, default=10)
     p.add_argument("--driver-memory", default="8g")
-    p.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
-                   help="a Spark setting over the engine's defaults, for every provider (repeatable)")
+    p.add_argument(
+        "--conf",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a Spark setting over the engine's defaults, for every provider (repeatable)",
+    )
     p.add_argument("--hdfs", help="a running HDFS's hdfs://HOST:PORT (default: start one)")
     p.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "checkpoint_cost.json")
     p.add_argument("--plot", type=Path, default=ROOT / "docs" / "checkpoint-cost.png")
@@ -110,17 +117,23 @@ def measure(provider: str, hdfs: str, work: Path, args) -> dict:
     print(f"{provider}: growing the state to {args.batch * args.steps:,} keys ...", flush=True)
     grown = child("grow", provider, grow_input, checkpoint, work / provider, args)
     for b in grown["batches"]:
-        print(f"  batch {b['batch']:>2}: {int(b['state_rows']):>12,} keys  written {b['written'] / 2**20:8.1f} MB  "
-              f"state {b['state_bytes'] / 2**20:8.1f} MB  batch {b['ms'] / 1000:6.1f} s  "
-              f"walCommit {b['walCommit']} ms  commitOffsets {b['commitOffsets']} ms  "
-              f"state commit {b['commitTimeMs']} ms", flush=True)
+        print(
+            f"  batch {b['batch']:>2}: {int(b['state_rows']):>12,} keys  written {b['written'] / 2**20:8.1f} MB  "
+            f"state {b['state_bytes'] / 2**20:8.1f} MB  batch {b['ms'] / 1000:6.1f} s  "
+            f"walCommit {b['walCommit']} ms  commitOffsets {b['commitOffsets']} ms  "
+            f"state commit {b['commitTimeMs']} ms",
+            flush=True,
+        )
     restart_file = write_restart_file(grow_input, args)
     try:  # the same source, sink and checkpoint: the engine's guard refuses another source
         restarted = child("restart", provider, grow_input, checkpoint, work / provider, args)
     finally:
         restart_file.unlink()
-    print(f"  restart: first micro-batch {restarted['ms']:,} ms, addBatch {restarted['addBatch']:,} ms, "
-          f"driver up in {restarted['session_s']} s", flush=True)
+    print(
+        f"  restart: first micro-batch {restarted['ms']:,} ms, addBatch {restarted['addBatch']:,} ms, "
+        f"driver up in {restarted['session_s']} s",
+        flush=True,
+    )
     return {"provider": provider, **grown, "restart": restarted}
 
 
@@ -133,8 +146,10 @@ def write_inputs(work: Path, args) -> Path:
     grow.mkdir()
     for step in range(args.steps):
         first = step * args.batch
-        lines = (f'{{"id":"e{i}","uniqueValue":"k{i}","type":"WEB","timestamp":{T0}}}\n'
-                 for i in range(first, first + args.batch))
+        lines = (
+            f'{{"id":"e{i}","uniqueValue":"k{i}","type":"WEB","timestamp":{T0}}}\n'
+            for i in range(first, first + args.batch)
+        )
         write_file(grow / f"{step:04d}.jsonl", "".join(lines), step)
     return grow
 
@@ -144,8 +159,11 @@ def write_restart_file(grow: Path, args) -> Path:
     half, total = args.restart_records // 2, args.batch * args.steps
     keys = [*range(half), *range(total, total + args.restart_records - half)]
     path = grow / f"{args.steps:04d}.jsonl"
-    write_file(path, "".join(f'{{"id":"r{i}","uniqueValue":"k{i}","type":"WEB","timestamp":{T0 + 1}}}\n'
-                             for i in keys), args.steps)
+    write_file(
+        path,
+        "".join(f'{{"id":"r{i}","uniqueValue":"k{i}","type":"WEB","timestamp":{T0 + 1}}}\n' for i in keys),
+        args.steps,
+    )
     return path
 
 
@@ -157,9 +175,23 @@ def write_file(path: Path, text: str, order: int) -> None:
 def child(phase: str, provider: str, input_dir: Path, checkpoint: str, work: Path, args) -> dict:
     """Runs one phase in a process of its own (a fresh JVM); returns its figures."""
     work.mkdir(parents=True, exist_ok=True)
-    command = [sys.executable, __file__, "--phase", phase, "--provider", provider, "--input", str(input_dir),
-               "--checkpoint", checkpoint, "--driver-memory", args.driver_memory, "--out", str(work / "unused"),
-               *(f"--conf={setting}" for setting in args.conf)]
+    command = [
+        sys.executable,
+        __file__,
+        "--phase",
+        phase,
+        "--provider",
+        provider,
+        "--input",
+        str(input_dir),
+        "--checkpoint",
+        checkpoint,
+        "--driver-memory",
+        args.driver_memory,
+        "--out",
+        str(work / "unused"),
+        *(f"--conf={setting}" for setting in args.conf),
+    ]
     done = subprocess.run(command, cwd=work, stdout=subprocess.PIPE, check=True, text=True)
     return json.loads(done.stdout.strip().splitlines()[-1])
 
@@ -175,16 +207,31 @@ def run_phase(args) -> dict:
     from spark_bench_report import Sampler
 
     started = time.perf_counter()
-    spark = build_session("local[2]", f"checkpoint-cost-{args.provider}", {
-        "spark.driver.memory": args.driver_memory, "spark.sql.streaming.numRecentProgressUpdates": "1000",
-        **HDFS_CLIENT, **dict(setting.split("=", 1) for setting in args.conf)})
+    spark = build_session(
+        "local[2]",
+        f"checkpoint-cost-{args.provider}",
+        {
+            "spark.driver.memory": args.driver_memory,
+            "spark.sql.streaming.numRecentProgressUpdates": "1000",
+            **HDFS_CLIENT,
+            **dict(setting.split("=", 1) for setting in args.conf),
+        },
+    )
     spark.sparkContext.setLogLevel("ERROR")
     session_s = round(time.perf_counter() - started, 1)
     written = CheckpointBytes()
-    engine = build_spark_engine(RuleSet(), Policies(), source=f"jsonl:{args.input}?maxFilesPerTrigger=1",
-                                sink=str(Path.cwd() / "out"), dead_letters=str(Path.cwd() / "dlq"),
-                                checkpoint=args.checkpoint, spark=spark, metrics=written,
-                                state_provider=args.provider, available_now=True)
+    engine = build_spark_engine(
+        RuleSet(),
+        Policies(),
+        source=f"jsonl:{args.input}?maxFilesPerTrigger=1",
+        sink=str(Path.cwd() / "out"),
+        dead_letters=str(Path.cwd() / "dlq"),
+        checkpoint=args.checkpoint,
+        spark=spark,
+        metrics=written,
+        state_provider=args.provider,
+        available_now=True,
+    )
     with contextlib.redirect_stdout(sys.stderr), Sampler(spark) as sampler:
         engine.run()
     batches = [batch_figures(p, w) for p, w in zip(sampler.progress(), written.per_batch)]
@@ -197,10 +244,16 @@ def run_phase(args) -> dict:
 def batch_figures(progress: dict, look: tuple[int, float]) -> dict:
     state = (progress.get("stateOperators") or [{}])[0]
     durations = progress["durationMs"]
-    return {"batch": progress["batchId"], "rows": progress["numInputRows"], "written": look[0],
-            "state_bytes": look[1], "state_rows": look[2], "ms": durations.get("triggerExecution", 0),
-            **{k: durations.get(k, 0) for k in ("addBatch", "walCommit", "commitOffsets", "latestOffset")},
-            "commitTimeMs": state.get("commitTimeMs", 0)}
+    return {
+        "batch": progress["batchId"],
+        "rows": progress["numInputRows"],
+        "written": look[0],
+        "state_bytes": look[1],
+        "state_rows": look[2],
+        "ms": durations.get("triggerExecution", 0),
+        **{k: durations.get(k, 0) for k in ("addBatch", "walCommit", "commitOffsets", "latestOffset")},
+        "commitTimeMs": state.get("commitTimeMs", 0),
+    }
 
 
 class CheckpointBytes:
@@ -213,8 +266,9 @@ class CheckpointBytes:
 
     def increment(self, name: str, amount: int = 1, **labels: str) -> None:
         if name == "checkpoint_bytes_written":
-            self.per_batch.append((int(amount), self.gauges.get("state_bytes", 0.0),
-                                   self.gauges.get("state_rows", 0.0)))
+            self.per_batch.append(
+                (int(amount), self.gauges.get("state_bytes", 0.0), self.gauges.get("state_rows", 0.0))
+            )
 
     def gauge(self, name: str, value: float, **labels: str) -> None:
         self.gauges[name] = value
@@ -225,17 +279,22 @@ class CheckpointBytes:
 
 def report(results: list[dict], args) -> None:
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({"args": {k: str(v) for k, v in vars(args).items()}, "results": results},
-                                   indent=2))
-    print(f"\n{'provider':>8} {'keys':>11} {'written MB':>10} {'state MB':>9} {'batch s':>8} "
-          f"{'walCommit':>9} {'commitOffsets':>13} {'state commit':>12}")
+    args.out.write_text(json.dumps({"args": {k: str(v) for k, v in vars(args).items()}, "results": results}, indent=2))
+    print(
+        f"\n{'provider':>8} {'keys':>11} {'written MB':>10} {'state MB':>9} {'batch s':>8} "
+        f"{'walCommit':>9} {'commitOffsets':>13} {'state commit':>12}"
+    )
     for r in results:
         for b in r["batches"]:
-            print(f"{r['provider']:>8} {int(b['state_rows']):>11,} {b['written'] / 2**20:>10.1f} "
-                  f"{b['state_bytes'] / 2**20:>9.1f} {b['ms'] / 1000:>8.1f} {b['walCommit']:>9} "
-                  f"{b['commitOffsets']:>13} {b['commitTimeMs']:>12}")
-        print(f"{r['provider']:>8} restart at {int(r['batches'][-1]['state_rows']):,} keys: addBatch "
-              f"{r['restart']['addBatch']:,} ms, peak memory {r['peak_memory_mb']:,} MB")
+            print(
+                f"{r['provider']:>8} {int(b['state_rows']):>11,} {b['written'] / 2**20:>10.1f} "
+                f"{b['state_bytes'] / 2**20:>9.1f} {b['ms'] / 1000:>8.1f} {b['walCommit']:>9} "
+                f"{b['commitOffsets']:>13} {b['commitTimeMs']:>12}"
+            )
+        print(
+            f"{r['provider']:>8} restart at {int(r['batches'][-1]['state_rows']):,} keys: addBatch "
+            f"{r['restart']['addBatch']:,} ms, peak memory {r['peak_memory_mb']:,} MB"
+        )
     plot(results, args.plot)
     print(f"figures: {args.out}\nplot:    {args.plot}")
 
@@ -244,27 +303,43 @@ def plot(results: list[dict], path: Path) -> None:
     """Per micro-batch against the state's keys: bytes written, the state's size in the
     checkpoint, the commit time; and the restart."""
     import matplotlib
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(2, 2, figsize=(10, 6.4))
-    panels = [(axes[0][0], "MB written to the checkpoint per micro-batch", lambda b: b["written"] / 2**20),
-              (axes[0][1], "MB of state in the checkpoint", lambda b: b["state_bytes"] / 2**20),
-              (axes[1][0], "commit ms per micro-batch\n(walCommit + commitOffsets + state commitTimeMs)",
-               lambda b: b["walCommit"] + b["commitOffsets"] + b["commitTimeMs"])]
+    panels = [
+        (axes[0][0], "MB written to the checkpoint per micro-batch", lambda b: b["written"] / 2**20),
+        (axes[0][1], "MB of state in the checkpoint", lambda b: b["state_bytes"] / 2**20),
+        (
+            axes[1][0],
+            "commit ms per micro-batch\n(walCommit + commitOffsets + state commitTimeMs)",
+            lambda b: b["walCommit"] + b["commitOffsets"] + b["commitTimeMs"],
+        ),
+    ]
     for ax, title, figure in panels:
         for r in results:
-            ax.plot([b["state_rows"] / 1e6 for b in r["batches"]], [figure(b) for b in r["batches"]], "o-",
-                    label=r["provider"])
+            ax.plot(
+                [b["state_rows"] / 1e6 for b in r["batches"]],
+                [figure(b) for b in r["batches"]],
+                "o-",
+                label=r["provider"],
+            )
         ax.set_title(title, fontsize=9)
         ax.set_xlabel("keys in the state (millions)", fontsize=8)
         ax.legend(fontsize=8)
         ax.grid(alpha=0.3)
     ax = axes[1][1]
-    ax.bar([r["provider"] for r in results], [r["restart"]["addBatch"] / 1000 for r in results],
-           color=[f"C{i}" for i in range(len(results))])
-    ax.set_title(f"restart at {int(results[0]['batches'][-1]['state_rows']) / 1e6:g} M keys: "
-                 "the first micro-batch's addBatch (s)", fontsize=9)
+    ax.bar(
+        [r["provider"] for r in results],
+        [r["restart"]["addBatch"] / 1000 for r in results],
+        color=[f"C{i}" for i in range(len(results))],
+    )
+    ax.set_title(
+        f"restart at {int(results[0]['batches'][-1]['state_rows']) / 1e6:g} M keys: "
+        "the first micro-batch's addBatch (s)",
+        fontsize=9,
+    )
     ax.grid(alpha=0.3)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -27,8 +27,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "src")]
 
-from tests.faults.harness import FaultPlan, FaultRun, Topics, timed_run  # noqa: E402
 from deploy.local import services  # noqa: E402
+from tests.faults.harness import FaultPlan, FaultRun, Topics, timed_run  # noqa: E402
 
 
 def main() -> int:
@@ -53,8 +53,14 @@ def main() -> int:
 
 
 def run(args, broker, workdir: Path, redis=None) -> dict:
-    plan = FaultPlan(uniques=args.uniques, per_batch=args.per_batch, kills=args.kills, seed=args.seed,
-                     timeout=args.timeout, restart_redis=redis is not None)
+    plan = FaultPlan(
+        uniques=args.uniques,
+        per_batch=args.per_batch,
+        kills=args.kills,
+        seed=args.seed,
+        timeout=args.timeout,
+        restart_redis=redis is not None,
+    )
     fault_run = FaultRun(plan, broker, workdir / "faults", redis=redis, say=lambda line: print(line, flush=True))
     (workdir / "faults").mkdir()
     report = fault_run.run()
@@ -62,11 +68,21 @@ def run(args, broker, workdir: Path, redis=None) -> dict:
     summary = {"state": args.state, "fault_run": {**report.__dict__, "ok": report.ok, "balanced": report.balanced}}
     if args.no_throughput:
         return summary
-    throughput = [timed_run(Topics(broker.bootstrap, output=f"{mode}-out", dead_letters=f"{mode}-dead"),
-                            workdir / mode, args.per_batch, mode) for mode in ("at-least-once", "exactly-once")]
+    throughput = [
+        timed_run(
+            Topics(broker.bootstrap, output=f"{mode}-out", dead_letters=f"{mode}-dead"),
+            workdir / mode,
+            args.per_batch,
+            mode,
+        )
+        for mode in ("at-least-once", "exactly-once")
+    ]
     for result in throughput:
-        print(f"{result['delivery']:>14}: {result['summary'].get('in', 0):,} records in {result['seconds']:.1f}s "
-              f"= {result['events_per_second']:,} records/s (exit {result['exit']})", flush=True)
+        print(
+            f"{result['delivery']:>14}: {result['summary'].get('in', 0):,} records in {result['seconds']:.1f}s "
+            f"= {result['events_per_second']:,} records/s (exit {result['exit']})",
+            flush=True,
+        )
     return {**summary, "throughput": throughput}
 
 

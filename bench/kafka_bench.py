@@ -62,13 +62,20 @@ def main() -> None:
         topic = f"bench-in-{uuid.uuid4().hex[:6]}"
         services.create_topics(topic, partitions=args.partitions)
         seconds = preload(services.bootstrap, topic, records)
-        print(f"preloaded {len(records):,} records into {topic} in {seconds:.1f}s "
-              f"({expected.duplicates:,} duplicates, {expected.dead_lettered:,} dead letters expected)", file=sys.stderr)
+        print(
+            f"preloaded {len(records):,} records into {topic} in {seconds:.1f}s "
+            f"({expected.duplicates:,} duplicates, {expected.dead_lettered:,} dead letters expected)",
+            file=sys.stderr,
+        )
         del records
-        ceilings = [] if args.no_passthrough else [
-            run_passthrough(args, services, topic, parse) for parse in (False, True)]
-        results = [run_child(args, services, topic, state, expected.as_accounting(), reports)
-                   for state in args.states for reports in ((False, True) if args.duplicates else (False,))]
+        ceilings = (
+            [] if args.no_passthrough else [run_passthrough(args, services, topic, parse) for parse in (False, True)]
+        )
+        results = [
+            run_child(args, services, topic, state, expected.as_accounting(), reports)
+            for state in args.states
+            for reports in ((False, True) if args.duplicates else (False,))
+        ]
         if args.instances > 1:
             results.append(run_group(args, services, topic, expected.as_accounting()))
     report(ceilings, results, args.json)
@@ -111,8 +118,16 @@ def stream(events: int, dup_ratio: float):
 
 def preload(bootstrap: str, topic: str, records: list[bytes]) -> float:
     from confluent_kafka import Producer
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 50, "batch.size": 1_000_000,
-                         "queue.buffering.max.messages": 1_000_000, "compression.type": "lz4"})
+
+    producer = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "linger.ms": 50,
+            "batch.size": 1_000_000,
+            "queue.buffering.max.messages": 1_000_000,
+            "compression.type": "lz4",
+        }
+    )
     started = time.perf_counter()
     for value in records:
         key = unique_value(value)
@@ -144,7 +159,7 @@ class Services:
         self.broker = self.redis = None
         self.bootstrap, self.redis_url = args.bootstrap, args.redis
 
-    def __enter__(self) -> "Services":
+    def __enter__(self) -> Services:
         if not self.bootstrap:
             self.broker = local_services.KafkaBroker(self.workdir / "kafka", heap="1g").start()
             self.bootstrap = self.broker.bootstrap
@@ -165,27 +180,46 @@ class Services:
 def run_passthrough(args, services: Services, topic: str, parse: bool) -> dict:
     kind = "json" if parse else "plain"
     services.create_topics(f"{topic}-pass-{kind}")
-    command = [sys.executable, __file__, "--child", f"--bootstrap={services.bootstrap}", f"--topic={topic}",
-               f"--passthrough={kind}", f"--batch-size={args.batch_size}", f"--partitions={args.partitions}"]
+    command = [
+        sys.executable,
+        __file__,
+        "--child",
+        f"--bootstrap={services.bootstrap}",
+        f"--topic={topic}",
+        f"--passthrough={kind}",
+        f"--batch-size={args.batch_size}",
+        f"--partitions={args.partitions}",
+    ]
     print(f"running the passthrough ({kind}) ...", file=sys.stderr)
     done = subprocess.run(command, stdout=subprocess.PIPE, text=True, check=True)
-    return {"state": "-", "delivery": "passthrough" + ("+json" if parse else ""),
-            **json.loads(done.stdout.strip().splitlines()[-1])}
+    return {
+        "state": "-",
+        "delivery": "passthrough" + ("+json" if parse else ""),
+        **json.loads(done.stdout.strip().splitlines()[-1]),
+    }
 
 
 def passthrough(args: argparse.Namespace) -> dict:
     """The child: consume the whole topic in batches and produce every record to ``TOPIC-pass-KIND``
     with the engine's producer settings; offsets committed per batch, as the engine does."""
     from confluent_kafka import Consumer, KafkaError, Producer
+
     from adapters.kafka.config import parse_kafka_uri, producer_config
 
     parse = args.passthrough == "json"
     out = f"{args.topic}-pass-{args.passthrough}"
     endpoint = parse_kafka_uri(f"kafka://{args.bootstrap}/{out}", "sink")
     producer = Producer({k: v for k, v in producer_config(endpoint, {}).items() if k != "logger"})
-    consumer = Consumer({"bootstrap.servers": args.bootstrap, "group.id": f"bench-pass-{uuid.uuid4().hex[:6]}",
-                         "auto.offset.reset": "earliest", "enable.auto.commit": False,
-                         "enable.partition.eof": True, "isolation.level": "read_committed"})
+    consumer = Consumer(
+        {
+            "bootstrap.servers": args.bootstrap,
+            "group.id": f"bench-pass-{uuid.uuid4().hex[:6]}",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+            "enable.partition.eof": True,
+            "isolation.level": "read_committed",
+        }
+    )
     consumer.subscribe([args.topic])
     cpu = CpuMeter()
     started, count, at_end = time.perf_counter(), 0, set()
@@ -216,22 +250,37 @@ def passthrough(args: argparse.Namespace) -> dict:
             consumer.commit(asynchronous=False)
     elapsed = time.perf_counter() - started
     consumer.close()
-    return {"records": count, "seconds": round(elapsed, 2), "events_per_s": round(count / elapsed),
-            **cpu.per_record(count), "peak_rss_mb": peak_rss_mb(), "state_keys": 0, "counts_match": None}
+    return {
+        "records": count,
+        "seconds": round(elapsed, 2),
+        "events_per_s": round(count / elapsed),
+        **cpu.per_record(count),
+        "peak_rss_mb": peak_rss_mb(),
+        "state_keys": 0,
+        "counts_match": None,
+    }
 
 
 def run_child(args, services: Services, topic: str, state: str, expected: dict, reports: bool = False) -> dict:
     outputs = [f"{topic}-{state}-{kind}" for kind in ("out", "dlq", "dups")]
     services.create_topics(*outputs)
     state_uri = services.redis_url if state == "redis" else "memory"
-    command = [sys.executable, __file__, "--child", f"--bootstrap={services.bootstrap}", f"--topic={topic}",
-               f"--state={state_uri}", f"--batch-size={args.batch_size}"] + (["--exactly-once"] * args.exactly_once)
+    command = [
+        sys.executable,
+        __file__,
+        "--child",
+        f"--bootstrap={services.bootstrap}",
+        f"--topic={topic}",
+        f"--state={state_uri}",
+        f"--batch-size={args.batch_size}",
+    ] + (["--exactly-once"] * args.exactly_once)
     command += ["--report-duplicates"] * reports
     if args.profile:
         args.profile.mkdir(parents=True, exist_ok=True)
         command.append(f"--profile={args.profile / f'{state}.prof'}")
-    print(f"running the kafka engine with {state} state{' and duplicate reports' if reports else ''} ...",
-          file=sys.stderr)
+    print(
+        f"running the kafka engine with {state} state{' and duplicate reports' if reports else ''} ...", file=sys.stderr
+    )
     done = subprocess.run(command, stdout=subprocess.PIPE, text=True, check=True)
     result = json.loads(done.stdout.strip().splitlines()[-1])
     counts = result.pop("counts")
@@ -247,8 +296,17 @@ def run_group(args, services: Services, topic: str, expected: dict) -> dict:
     label = f"redis x{args.instances}"
     services.create_topics(f"{topic}-group-out", f"{topic}-group-dlq")
     group = f"bench-group-{uuid.uuid4().hex[:6]}"
-    command = [sys.executable, __file__, "--child", f"--bootstrap={services.bootstrap}", f"--topic={topic}",
-               f"--state={services.redis_url}", f"--batch-size={args.batch_size}", f"--group={group}", "--follow"]
+    command = [
+        sys.executable,
+        __file__,
+        "--child",
+        f"--bootstrap={services.bootstrap}",
+        f"--topic={topic}",
+        f"--state={services.redis_url}",
+        f"--batch-size={args.batch_size}",
+        f"--group={group}",
+        "--follow",
+    ]
     command += ["--exactly-once"] * args.exactly_once
     print(f"running {args.instances} kafka engines in one group with redis state ...", file=sys.stderr)
     reader = Consumer({"bootstrap.servers": services.bootstrap, "group.id": group, "enable.auto.commit": False})
@@ -269,9 +327,16 @@ def run_group(args, services: Services, topic: str, expected: dict) -> dict:
         for name, value in out["counts"].items():
             totals[name] = totals.get(name, 0) + value
     records = sum(ends)
-    return {"state": label, "delivery": "exactly-once" if args.exactly_once else "at-least-once",
-            "records": records, "seconds": round(elapsed, 2), "events_per_s": round(records / elapsed),
-            "peak_rss_mb": 0, "state_keys": 0, "counts_match": {k: totals[k] for k in expected} == expected}
+    return {
+        "state": label,
+        "delivery": "exactly-once" if args.exactly_once else "at-least-once",
+        "records": records,
+        "seconds": round(elapsed, 2),
+        "events_per_s": round(records / elapsed),
+        "peak_rss_mb": 0,
+        "state_keys": 0,
+        "counts_match": {k: totals[k] for k in expected} == expected,
+    }
 
 
 def run_engine(args: argparse.Namespace) -> dict:
@@ -288,7 +353,10 @@ def run_engine(args: argparse.Namespace) -> dict:
         store = InMemoryStateStore()
     else:
         from adapters.redis.state_store import RedisStateStore
-        store = RedisStateStore(args.state, key_prefix=f"{args.group or f'bench-{uuid.uuid4().hex[:6]}'}:")  # a group shares it
+
+        store = RedisStateStore(
+            args.state, key_prefix=f"{args.group or f'bench-{uuid.uuid4().hex[:6]}'}:"
+        )  # a group shares it
     state = "memory" if args.state == "memory" else "redis"
     core = Deduplicator(RuleSet(), store, SystemClock(), decode=decode_json)  # as the container builds it
     bootstrap, topic = args.bootstrap, args.topic
@@ -297,20 +365,27 @@ def run_engine(args: argparse.Namespace) -> dict:
     started = time.perf_counter()
     outputs = "group" if args.follow else state
     group = args.group or f"bench-{state}{'-dups' if args.report_duplicates else ''}"
-    engine = build_kafka_engine(core, f"kafka://{bootstrap}/{topic}?group={group}",
-                                f"kafka://{bootstrap}/{topic}-{outputs}-out", f"kafka://{bootstrap}/{topic}-{outputs}-dlq",
-                                exactly_once=args.exactly_once, batch_size=args.batch_size,
-                                stop_at_end=not args.follow, duplicates_uri=f"kafka://{bootstrap}/{topic}-{outputs}-dups"
-                                if args.report_duplicates else None)
+    engine = build_kafka_engine(
+        core,
+        f"kafka://{bootstrap}/{topic}?group={group}",
+        f"kafka://{bootstrap}/{topic}-{outputs}-out",
+        f"kafka://{bootstrap}/{topic}-{outputs}-dlq",
+        exactly_once=args.exactly_once,
+        batch_size=args.batch_size,
+        stop_at_end=not args.follow,
+        duplicates_uri=f"kafka://{bootstrap}/{topic}-{outputs}-dups" if args.report_duplicates else None,
+    )
     if args.follow:  # one of a group: until SIGTERM
         import signal
         import threading
+
         stop = threading.Event()
         signal.signal(signal.SIGTERM, lambda *_: stop.set())
         with long_lived_frozen():  # as ``dedup run`` runs an engine
             totals = engine.run(stop)
     elif args.profile:
         import cProfile
+
         with cProfile.Profile() as profile, long_lived_frozen():
             totals = engine.run()
         profile.dump_stats(args.profile)
@@ -320,9 +395,17 @@ def run_engine(args: argparse.Namespace) -> dict:
     elapsed = time.perf_counter() - started
     keys = len(store) if state == "memory" else store.key_count()
     extra = {} if state == "memory" else {"redis_used_memory_mb": round(store.memory_bytes() / 2**20, 1)}
-    return {"records": totals.records_in, "seconds": round(elapsed, 2),
-            "events_per_s": round(totals.records_in / elapsed), **cpu.per_record(totals.records_in),
-            "peak_rss_mb": peak_rss_mb(), "rss_at_start_mb": rss_before, "state_keys": keys, **extra, "counts": totals.as_dict()}
+    return {
+        "records": totals.records_in,
+        "seconds": round(elapsed, 2),
+        "events_per_s": round(totals.records_in / elapsed),
+        **cpu.per_record(totals.records_in),
+        "peak_rss_mb": peak_rss_mb(),
+        "rss_at_start_mb": rss_before,
+        "state_keys": keys,
+        **extra,
+        "counts": totals.as_dict(),
+    }
 
 
 class CpuMeter:
@@ -334,6 +417,7 @@ class CpuMeter:
         self.redis = None
         if redis_url:
             import redis
+
             self.redis = redis.Redis.from_url(redis_url)
         self.start = self._now()
 
@@ -347,8 +431,11 @@ class CpuMeter:
     def per_record(self, records: int) -> dict:
         spent = [end - start for start, end in zip(self.start, self._now())]
         per = [round(s / max(records, 1) * 1e6, 2) for s in spent]
-        return {"process_cpu_us": per[0], "main_thread_cpu_us": per[1],
-                "redis_cpu_us": per[2] if self.redis is not None else None}
+        return {
+            "process_cpu_us": per[0],
+            "main_thread_cpu_us": per[1],
+            "redis_cpu_us": per[2] if self.redis is not None else None,
+        }
 
 
 def peak_rss_mb() -> int:
@@ -362,14 +449,18 @@ def peak_rss_mb() -> int:
 
 def report(ceilings: list[dict], results: list[dict], path: Path | None) -> None:
     ceiling = next((c["events_per_s"] for c in ceilings if c["delivery"] == "passthrough"), None)
-    print(f"{'state':<10}{'delivery':<18}{'records':>11}{'seconds':>9}{'events/s':>10}{'of ceiling':>12}"
-          f"{'CPU µs/rec':>12}{'main':>7}{'redis':>7}{'peak RSS MB':>13}{'state keys':>12}  counts match")
+    print(
+        f"{'state':<10}{'delivery':<18}{'records':>11}{'seconds':>9}{'events/s':>10}{'of ceiling':>12}"
+        f"{'CPU µs/rec':>12}{'main':>7}{'redis':>7}{'peak RSS MB':>13}{'state keys':>12}  counts match"
+    )
     for r in ceilings + results:
         share = f"{r['events_per_s'] / ceiling:.0%}" if ceiling else "-"
         r["share_of_passthrough"] = round(r["events_per_s"] / ceiling, 3) if ceiling else None
-        print(f"{r['state']:<10}{r['delivery']:<18}{r['records']:>11,}{r['seconds']:>9}{r['events_per_s']:>10,}"
-              f"{share:>12}{_figure(r, 'process_cpu_us'):>12}{_figure(r, 'main_thread_cpu_us'):>7}"
-              f"{_figure(r, 'redis_cpu_us'):>7}{r['peak_rss_mb']:>13}{r['state_keys']:>12,}  {r['counts_match']}")
+        print(
+            f"{r['state']:<10}{r['delivery']:<18}{r['records']:>11,}{r['seconds']:>9}{r['events_per_s']:>10,}"
+            f"{share:>12}{_figure(r, 'process_cpu_us'):>12}{_figure(r, 'main_thread_cpu_us'):>7}"
+            f"{_figure(r, 'redis_cpu_us'):>7}{r['peak_rss_mb']:>13}{r['state_keys']:>12,}  {r['counts_match']}"
+        )
     if path:
         path.write_text(json.dumps(ceilings + results, indent=2) + "\n")
 

@@ -61,9 +61,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "src"), str(ROOT / "bench")]
 
-from spark_kafka_bench import Broker  # noqa: E402
-
 from adapters.spark.output.executor_writer import BATCHING, PRODUCER_DEFAULTS  # noqa: E402
+from spark_kafka_bench import Broker  # noqa: E402
 
 T0 = 1_689_019_717
 EVENTS, LETTERS = "events", "dead-letters"  # the cached batch's topics, renamed per write
@@ -159,9 +158,12 @@ class WriteBench:
         print(f"{'round ' + str(number) if measured else 'warm-up'}: {', '.join(m.name for m in modes)}", flush=True)
         for mode in modes:
             result = self.write_once(mode, number)
-            print(f"  {mode.name:>22}: {result['seconds']:6.2f} s  JVM CPU {result['jvm_cpu_s']:6.1f} s  "
-                  f"Python CPU {result['python_cpu_s']:5.1f} s  broker CPU {result['broker_cpu_s'] or 0:5.1f} s  "
-                  f"{(result['bytes'] or 0) / 1e6:6.1f} MB", flush=True)
+            print(
+                f"  {mode.name:>22}: {result['seconds']:6.2f} s  JVM CPU {result['jvm_cpu_s']:6.1f} s  "
+                f"Python CPU {result['python_cpu_s']:5.1f} s  broker CPU {result['broker_cpu_s'] or 0:5.1f} s  "
+                f"{(result['bytes'] or 0) / 1e6:6.1f} MB",
+                flush=True,
+            )
             if measured:
                 self.results[mode.name].append(result)
 
@@ -174,9 +176,13 @@ class WriteBench:
         seconds = time.perf_counter() - started
         jvm_cpu, python_cpu, broker_cpu = (after - before for after, before in zip(self.cpu(), (jvm, python, broker)))
         self.check(mode, events, letters)
-        return {"seconds": round(seconds, 3), "jvm_cpu_s": round(jvm_cpu, 2), "python_cpu_s": round(python_cpu, 2),
-                "broker_cpu_s": round(broker_cpu, 2) if self.broker_pid() else None,
-                "bytes": self.log_bytes(events, letters)}
+        return {
+            "seconds": round(seconds, 3),
+            "jvm_cpu_s": round(jvm_cpu, 2),
+            "python_cpu_s": round(python_cpu, 2),
+            "broker_cpu_s": round(broker_cpu, 2) if self.broker_pid() else None,
+            "bytes": self.log_bytes(events, letters),
+        }
 
     def cpu(self) -> tuple[float, float, float]:
         """CPU seconds so far of the Spark JVM, of its Python workers, and of the broker."""
@@ -189,8 +195,12 @@ class WriteBench:
 
         bootstrap = self.broker.bootstrap
         if mode.writer == "spark":  # Spark's Kafka writer with a topic per row (the engine writes one topic per write)
-            writer = rows.filter(F.col("topic").isNotNull()).select("topic", "key", "value", "headers") \
-                .write.format("kafka").option("kafka.bootstrap.servers", bootstrap)
+            writer = (
+                rows.filter(F.col("topic").isNotNull())
+                .select("topic", "key", "value", "headers")
+                .write.format("kafka")
+                .option("kafka.bootstrap.servers", bootstrap)
+            )
             for key, value in mode.settings.items():
                 writer = writer.option(f"kafka.{key}", value)
             writer.save()
@@ -198,22 +208,26 @@ class WriteBench:
         if mode.writer == "python":
             self.write_python(mode, rows, {EVENTS: events, LETTERS: letters})
             return
-        writer = ExecutorWriter({**mode.settings, "bootstrap.servers": bootstrap}, {"bootstrap.servers": bootstrap},
-                                self.markers)
+        writer = ExecutorWriter(
+            {**mode.settings, "bootstrap.servers": bootstrap}, {"bootstrap.servers": bootstrap}, self.markers
+        )
         writer.write(rows, number, self.run if mode.transactional else None, self.run)
 
     def write_python(self, mode: Mode, rows, topics: dict[str, str]) -> None:
         """``ArrowPartitionWriter`` in the Python workers; the driver collects one line of counts per
         task and stops the run unless they add up to the batch's records per topic."""
-        writer = ArrowPartitionWriter(self.broker.bootstrap, mode.settings,
-                                      f"{self.run}-py" if mode.transactional else None)
+        writer = ArrowPartitionWriter(
+            self.broker.bootstrap, mode.settings, f"{self.run}-py" if mode.transactional else None
+        )
         counts = Counter()
         for line in rows.mapInArrow(writer, ArrowPartitionWriter.SCHEMA).collect():
             counts.update(json.loads(line["counts"]))
         for name, topic in topics.items():
             if counts[f"sent:{topic}"] != self.expected.get(name, 0):
-                raise RuntimeError(f"{mode.name}: sent {counts[f'sent:{topic}']:,} records to {topic}, expected "
-                                   f"{self.expected.get(name, 0):,}")
+                raise RuntimeError(
+                    f"{mode.name}: sent {counts[f'sent:{topic}']:,} records to {topic}, expected "
+                    f"{self.expected.get(name, 0):,}"
+                )
 
     def check(self, mode: Mode, events: str, letters: str) -> None:
         """The topics hold what was written: offsets are records, plus one commit marker per
@@ -268,8 +282,9 @@ class ArrowPartitionWriter:
             counts = self.write(channel, batches)
         finally:
             channel.close()
-        yield pa.RecordBatch.from_pydict({"partition": pa.array([partition], pa.int32()),
-                                          "counts": pa.array([json.dumps(counts)], pa.string())})
+        yield pa.RecordBatch.from_pydict(
+            {"partition": pa.array([partition], pa.int32()), "counts": pa.array([json.dumps(counts)], pa.string())}
+        )
 
     def channel(self, partition: int):
         from adapters.kafka.config import KafkaEndpoint, producer_config
@@ -335,22 +350,37 @@ def accounted_batch(spark, args):
     ``--dead-share``), its topics ``EVENTS`` and ``LETTERS``, counted (materialized)."""
     from pyspark.sql import functions as F
 
-    from adapters.spark.stream.plan import DEAD_LETTER, DUPLICATE, EMIT
     from adapters.spark.output.spark_writer import accounted_records
+    from adapters.spark.stream.plan import DEAD_LETTER, DUPLICATE, EMIT
 
     i = F.col("id")
     share = F.pmod(F.xxhash64(i), F.lit(10_000))
-    verdict = F.when(share < int(args.dup_share * 10_000), DUPLICATE) \
-        .when(share < int((args.dup_share + args.dead_share) * 10_000), DEAD_LETTER).otherwise(EMIT)
+    verdict = (
+        F.when(share < int(args.dup_share * 10_000), DUPLICATE)
+        .when(share < int((args.dup_share + args.dead_share) * 10_000), DEAD_LETTER)
+        .otherwise(EMIT)
+    )
     event_id = uuid_text(F.md5(i.cast("string")))
     unique = F.concat_ws("-", uuid_text(F.md5(F.pmod(i, F.lit(1_000_003)).cast("string"))), i.cast("string"))
     type_ = F.when(F.pmod(F.xxhash64(i, F.lit(3)), F.lit(10)) < 3, "APP").otherwise("WEB")
-    value = F.to_json(F.struct(event_id.alias("id"), unique.alias("uniqueValue"), type_.alias("type"),
-                               (F.lit(T0) + F.pmod(i, F.lit(600))).alias("timestamp")))
+    value = F.to_json(
+        F.struct(
+            event_id.alias("id"),
+            unique.alias("uniqueValue"),
+            type_.alias("type"),
+            (F.lit(T0) + F.pmod(i, F.lit(600))).alias("timestamp"),
+        )
+    )
     judged = spark.range(args.records, numPartitions=args.partitions).select(
-        verdict.alias("verdict"), event_id.cast("binary").alias("kafka_key"), value.cast("binary").alias("value"),
-        F.lit("wrong_type").alias("reason"), F.lit("timestamp: expected an integer").alias("detail"),
-        F.lit("bench-input").alias("source"), F.pmod(i, F.lit(2)).alias("partition"), i.alias("offset"))
+        verdict.alias("verdict"),
+        event_id.cast("binary").alias("kafka_key"),
+        value.cast("binary").alias("value"),
+        F.lit("wrong_type").alias("reason"),
+        F.lit("timestamp: expected an integer").alias("detail"),
+        F.lit("bench-input").alias("source"),
+        F.pmod(i, F.lit(2)).alias("partition"),
+        i.alias("offset"),
+    )
     return accounted_records(judged, EVENTS, LETTERS)
 
 
@@ -358,8 +388,9 @@ def uuid_text(hex32):
     """32 hex digits as a UUID's text (8-4-4-4-12)."""
     from pyspark.sql import functions as F
 
-    return F.concat_ws("-", *(hex32.substr(start, length) for start, length in ((1, 8), (9, 4), (13, 4), (17, 4),
-                                                                                 (21, 12))))
+    return F.concat_ws(
+        "-", *(hex32.substr(start, length) for start, length in ((1, 8), (9, 4), (13, 4), (17, 4), (21, 12)))
+    )
 
 
 def addressed(records, events: str, letters: str):
@@ -391,7 +422,7 @@ def cpu_seconds(pid: int | None, reaped: bool = False) -> float:
         fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     except OSError:
         return 0.0
-    ticks = sum(int(f) for f in fields[11:15 if reaped else 13])
+    ticks = sum(int(f) for f in fields[11 : 15 if reaped else 13])
     return ticks / os.sysconf("SC_CLK_TCK")
 
 
@@ -431,19 +462,24 @@ def report(results: dict[str, list[dict]], written: int, args) -> None:
     settings = {k: (str(v) if k != "modes" else [m.name for m in v]) for k, v in vars(args).items()}
     args.out.write_text(json.dumps({"args": settings, "load_average": os.getloadavg(), "modes": rows}, indent=2))
     print(f"figures: {args.out}")
-    print(f"| mode | median s | records/s | × {args.baseline} | JVM CPU s | Python CPU s | broker CPU s | "
-          "MB on topics |")
+    print(
+        f"| mode | median s | records/s | × {args.baseline} | JVM CPU s | Python CPU s | broker CPU s | MB on topics |"
+    )
     print("|---|---|---|---|---|---|---|---|")
     for r in rows:
         mb = "–" if r["bytes"] is None else f"{r['bytes'] / 1e6:,.0f}"
-        print(f"| {r['mode']} | {r['seconds']:.2f} | {r['records_per_s']:,} | {r['to_baseline'] or '–'} | "
-              f"{r['jvm_cpu_s']:.1f} | {r['python_cpu_s']:.1f} | {r['broker_cpu_s'] or 0:.1f} | {mb} |")
+        print(
+            f"| {r['mode']} | {r['seconds']:.2f} | {r['records_per_s']:,} | {r['to_baseline'] or '–'} | "
+            f"{r['jvm_cpu_s']:.1f} | {r['python_cpu_s']:.1f} | {r['broker_cpu_s'] or 0:.1f} | {mb} |"
+        )
 
 
 def summary(mode: str, runs: list[dict], written: int) -> dict:
     """Medians over the rounds; records/s counts the ``written`` records."""
-    median = {key: statistics.median(r[key] for r in runs) if runs[0][key] is not None else None
-              for key in ("seconds", "jvm_cpu_s", "python_cpu_s", "broker_cpu_s", "bytes")}
+    median = {
+        key: statistics.median(r[key] for r in runs) if runs[0][key] is not None else None
+        for key in ("seconds", "jvm_cpu_s", "python_cpu_s", "broker_cpu_s", "bytes")
+    }
     return {"mode": mode, **median, "records_per_s": round(written / median["seconds"]), "runs": runs}
 
 

@@ -56,14 +56,26 @@ def main() -> None:
     p.add_argument("--probes", type=int, default=3, help="probe micro-batches in a row")
     p.add_argument("--probe-every", type=int, default=10, help="large micro-batches between probe groups")
     p.add_argument("--repeat-every", type=int, default=100)
-    p.add_argument("--kill-at", type=float, default=0.9, help="fraction of the files after which the driver is "
-                                                              "killed and restarted (0: never)")
+    p.add_argument(
+        "--kill-at",
+        type=float,
+        default=0.9,
+        help="fraction of the files after which the driver is killed and restarted (0: never)",
+    )
     p.add_argument("--driver-memory", default="6g")
-    p.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
-                   help="a Spark setting over the engine's defaults (repeatable), e.g. "
-                        "spark.sql.streaming.stateStore.rocksdb.maxMemoryUsageMB=2048")
-    p.add_argument("--work", type=Path, help="where the stream and the checkpoint go (default: a temporary "
-                                             "directory, removed at the end)")
+    p.add_argument(
+        "--conf",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a Spark setting over the engine's defaults (repeatable), e.g. "
+        "spark.sql.streaming.stateStore.rocksdb.maxMemoryUsageMB=2048",
+    )
+    p.add_argument(
+        "--work",
+        type=Path,
+        help="where the stream and the checkpoint go (default: a temporary directory, removed at the end)",
+    )
     p.add_argument("--json", type=Path, help="also write the figures here")
     p.add_argument("--phase", help=argparse.SUPPRESS)
     args = p.parse_args()
@@ -81,11 +93,17 @@ def main() -> None:
 def bench(args, work: Path) -> None:
     started = time.perf_counter()
     files, expected = write_stream(args, work / "in")
-    print(f"stream: {expected['records']:,} records in {len(files)} files "
-          f"({expected['out']:,} keys), {args.live_keys // RETENTION:,} records per second of event time, "
-          f"written in {time.perf_counter() - started:.0f} s", flush=True)
-    print(f"{'batch':>5} {'records':>9} {'live keys':>12} {'batch s':>8} {'rec/s':>9} {'written MB':>10} "
-          f"{'driver MB':>9}", flush=True)
+    print(
+        f"stream: {expected['records']:,} records in {len(files)} files "
+        f"({expected['out']:,} keys), {args.live_keys // RETENTION:,} records per second of event time, "
+        f"written in {time.perf_counter() - started:.0f} s",
+        flush=True,
+    )
+    print(
+        f"{'batch':>5} {'records':>9} {'live keys':>12} {'batch s':>8} {'rec/s':>9} {'written MB':>10} "
+        f"{'driver MB':>9}",
+        flush=True,
+    )
     kill_after = int(len(files) * args.kill_at) if args.kill_at else None
     first = child(args, work, kill_after)
     batches = first["batches"]
@@ -94,10 +112,12 @@ def bench(args, work: Path) -> None:
         begun = time.perf_counter()
         second = child(args, work, None)
         resumed = second["batches"][0] if second["batches"] else None
-        restart = {"after_batch": batches[-1]["batch"] if batches else None,
-                   "first_commit_s": round(second["first_commit_at"] - begun, 1) if second["first_commit_at"] else None,
-                   "first_batch_s": resumed["seconds"] if resumed else None,
-                   "live_keys": resumed["live_keys"] if resumed else None}
+        restart = {
+            "after_batch": batches[-1]["batch"] if batches else None,
+            "first_commit_s": round(second["first_commit_at"] - begun, 1) if second["first_commit_at"] else None,
+            "first_batch_s": resumed["seconds"] if resumed else None,
+            "live_keys": resumed["live_keys"] if resumed else None,
+        }
         batches += second["batches"]
     counts = read_output(work)
     report(args, batches, restart, counts, expected)
@@ -157,8 +177,17 @@ def read_output(work: Path) -> dict:
 def child(args, work: Path, kill_after: int | None) -> dict:
     """Runs the engine in a process of its own until its input is done or ``kill_after`` files
     were committed (then ``kill -9`` of its process group); returns its micro-batches."""
-    command = [sys.executable, __file__, "--phase", "run", "--work", str(work), "--driver-memory", args.driver_memory,
-               *(f"--conf={setting}" for setting in args.conf)]
+    command = [
+        sys.executable,
+        __file__,
+        "--phase",
+        "run",
+        "--work",
+        str(work),
+        "--driver-memory",
+        args.driver_memory,
+        *(f"--conf={setting}" for setting in args.conf),
+    ]
     began = time.perf_counter()
     process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True, start_new_session=True)
     batches, counts, killed, first_commit_at = [], None, False, None
@@ -169,17 +198,23 @@ def child(args, work: Path, kill_after: int | None) -> dict:
             continue
         first_commit_at = first_commit_at or time.perf_counter()
         batches.append(message)
-        print(f"{message['batch']:>5} {message['records']:>9,} {int(message['live_keys']):>12,} "
-              f"{message['seconds']:>8.2f} {message['rate']:>9,.0f} {message['written'] / 2**20:>10.1f} "
-              f"{message['driver_mb']:>9,}", flush=True)
+        print(
+            f"{message['batch']:>5} {message['records']:>9,} {int(message['live_keys']):>12,} "
+            f"{message['seconds']:>8.2f} {message['rate']:>9,.0f} {message['written'] / 2**20:>10.1f} "
+            f"{message['driver_mb']:>9,}",
+            flush=True,
+        )
         if kill_after is not None and message["files_done"] >= kill_after:
             time.sleep(message["seconds"] / 2)  # into the next micro-batch
             for pid in [process.pid, *descendants(process.pid)]:  # Python and its JVM (another process group)
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGKILL)
             killed = True
-            print(f"killed the driver (kill -9) {time.perf_counter() - began:.0f} s after its start, in the "
-                  f"micro-batch after {message['batch']}", flush=True)
+            print(
+                f"killed the driver (kill -9) {time.perf_counter() - began:.0f} s after its start, in the "
+                f"micro-batch after {message['batch']}",
+                flush=True,
+            )
             break
     process.wait()
     if not killed and process.returncode != 0:
@@ -207,15 +242,29 @@ def run_engine(args) -> None:
     from spark_bench_report import children, pss_mb
 
     work = args.work
-    spark = build_session("local[2]", "large-state-bench", {
-        "spark.driver.memory": args.driver_memory, "spark.sql.streaming.numRecentProgressUpdates": "100000",
-        **dict(setting.split("=", 1) for setting in args.conf)})
+    spark = build_session(
+        "local[2]",
+        "large-state-bench",
+        {
+            "spark.driver.memory": args.driver_memory,
+            "spark.sql.streaming.numRecentProgressUpdates": "100000",
+            **dict(setting.split("=", 1) for setting in args.conf),
+        },
+    )
     spark.sparkContext.setLogLevel("ERROR")
     jvm = int(spark._jvm.java.lang.ProcessHandle.current().pid())
     looks = CheckpointBytes()
-    engine = build_spark_engine(RuleSet(), Policies(), source=f"jsonl:{work / 'in'}?maxFilesPerTrigger=1",
-                                sink=str(work / "out"), dead_letters=str(work / "dlq"),
-                                checkpoint=str(work / "checkpoint"), spark=spark, metrics=looks, available_now=True)
+    engine = build_spark_engine(
+        RuleSet(),
+        Policies(),
+        source=f"jsonl:{work / 'in'}?maxFilesPerTrigger=1",
+        sink=str(work / "out"),
+        dead_letters=str(work / "dlq"),
+        checkpoint=str(work / "checkpoint"),
+        spark=spark,
+        metrics=looks,
+        available_now=True,
+    )
     out = sys.stdout
     done = threading.Event()
 
@@ -229,10 +278,16 @@ def run_engine(args) -> None:
                     seen.add(progress.batchId)
                     ms = progress.durationMs.get("triggerExecution", 0)
                     written, _, rows = looks.per_batch[-1] if looks.per_batch else (0, 0, 0)
-                    line = {"batch": progress.batchId, "records": progress.numInputRows, "seconds": ms / 1000,
-                            "rate": progress.numInputRows / max(ms / 1000, 1e-3), "live_keys": rows,
-                            "written": written, "files_done": files_done(progress),
-                            "driver_mb": round(sum(map(pss_mb, [jvm, os.getpid(), *children(jvm)])))}
+                    line = {
+                        "batch": progress.batchId,
+                        "records": progress.numInputRows,
+                        "seconds": ms / 1000,
+                        "rate": progress.numInputRows / max(ms / 1000, 1e-3),
+                        "live_keys": rows,
+                        "written": written,
+                        "files_done": files_done(progress),
+                        "driver_mb": round(sum(map(pss_mb, [jvm, os.getpid(), *children(jvm)]))),
+                    }
                     out.write(json.dumps(line) + "\n")
                     out.flush()
 
@@ -266,30 +321,43 @@ def report(args, batches: list[dict], restart: dict | None, counts: dict | None,
         return values[len(values) // 2] if values else None
 
     steady = [b for b in batches if b["live_keys"] >= 0.9 * peak]
-    small = {"at ~1M keys": median([b["seconds"] for b in near(probes, 0.5e6, 2e6)]),
-             "at the steady state": median([b["seconds"] for b in near(probes, 0.9 * peak, peak)])}
-    rates = {"at ~1M keys": median([b["rate"] for b in near(large, 0.5e6, 2e6)]),
-             "at the steady state": median([b["rate"] for b in near(large, 0.9 * peak, peak)])}
+    small = {
+        "at ~1M keys": median([b["seconds"] for b in near(probes, 0.5e6, 2e6)]),
+        "at the steady state": median([b["seconds"] for b in near(probes, 0.9 * peak, peak)]),
+    }
+    rates = {
+        "at ~1M keys": median([b["rate"] for b in near(large, 0.5e6, 2e6)]),
+        "at the steady state": median([b["rate"] for b in near(large, 0.9 * peak, peak)]),
+    }
     keys = [b["live_keys"] for b in steady]
     summary = {
         "peak_live_keys": peak,
         "steady_batches": len(steady),
         "steady_live_keys_range": [min(keys), max(keys)] if keys else None,
-        "probe_batch_s": small, "large_batch_rate": rates,
+        "probe_batch_s": small,
+        "large_batch_rate": rates,
         "probe_ratio": small["at the steady state"] / small["at ~1M keys"]
-        if small["at ~1M keys"] and small["at the steady state"] else None,
+        if small["at ~1M keys"] and small["at the steady state"]
+        else None,
         "rate_ratio": rates["at the steady state"] / rates["at ~1M keys"]
-        if rates["at ~1M keys"] and rates["at the steady state"] else None,
+        if rates["at ~1M keys"] and rates["at the steady state"]
+        else None,
         "driver_mb_steady": [min(b["driver_mb"] for b in steady), max(b["driver_mb"] for b in steady)]
-        if steady else None,
+        if steady
+        else None,
         "written_mb_per_large_batch_steady": median([b["written"] / 2**20 for b in steady if b in large]),
-        "restart": restart, "counts": counts, "expected": expected,
+        "restart": restart,
+        "counts": counts,
+        "expected": expected,
         "accounting_holds": all(counts.get(k) == expected[k] for k in counts),
     }
     print(json.dumps(summary, indent=2))
     if args.json:
-        args.json.write_text(json.dumps({"args": {k: str(v) for k, v in vars(args).items()}, "summary": summary,
-                                         "batches": batches}, indent=2))
+        args.json.write_text(
+            json.dumps(
+                {"args": {k: str(v) for k, v in vars(args).items()}, "summary": summary, "batches": batches}, indent=2
+            )
+        )
     if not summary["accounting_holds"]:
         raise SystemExit("the accounting does not hold: see counts against expected")
 

@@ -64,8 +64,19 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "src")]
 
-from bench.latency_model import (TYPES, Drain, GeneratorBehind, LoadStream, Mix, account,  # noqa: E402
-                                 latencies, pace, phase_of, summarize, timeline)
+from bench.latency_model import (  # noqa: E402
+    TYPES,
+    Drain,
+    GeneratorBehind,
+    LoadStream,
+    Mix,
+    account,
+    latencies,
+    pace,
+    phase_of,
+    summarize,
+    timeline,
+)
 from deploy.local import services as local_services  # noqa: E402
 
 STATES = {"kafka": ("memory", "redis"), "spark": ("checkpoint", "redis")}
@@ -90,14 +101,18 @@ class Config:
 
 # --- arguments -----------------------------------------------------------------------------
 
+
 def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--engine", type=names("kafka", "spark"), default=["kafka"],
-                   help="kafka, spark or both: kafka,spark")
+    p.add_argument(
+        "--engine", type=names("kafka", "spark"), default=["kafka"], help="kafka, spark or both: kafka,spark"
+    )
     p.add_argument("--delivery", type=names("at-least-once", "exactly-once"), default=["at-least-once"])
-    p.add_argument("--state", type=names("memory", "redis", "checkpoint"),
-                   help="memory or redis (kafka engine), checkpoint or redis (spark engine); "
-                        "default memory / checkpoint")
+    p.add_argument(
+        "--state",
+        type=names("memory", "redis", "checkpoint"),
+        help="memory or redis (kafka engine), checkpoint or redis (spark engine); default memory / checkpoint",
+    )
     p.add_argument("--rate", type=rates, action="extend", help="events/s, repeatable or comma-separated (default 200)")
     p.add_argument("--duration", type=float, default=30, help="seconds measured per configuration")
     p.add_argument("--warmup", type=float, default=5, help="seconds at the rate before the measured phase")
@@ -105,8 +120,15 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--start-timeout", type=float, default=180, help="for the engine to emit its first events")
     p.add_argument("--partitions", type=int, default=4)
     p.add_argument("--master", default="local[2]", help="the Spark engine's master")
-    p.add_argument("--set", dest="settings", action="append", default=[], type=setting, metavar="KEY=VALUE",
-                   help="an engine setting, given as DEDUP_KEY (dots as __), repeatable")
+    p.add_argument(
+        "--set",
+        dest="settings",
+        action="append",
+        default=[],
+        type=setting,
+        metavar="KEY=VALUE",
+        help="an engine setting, given as DEDUP_KEY (dots as __), repeatable",
+    )
     p.add_argument("--config", type=Path, help="a settings file for the engine (dedup run --config)")
     load = p.add_argument_group("load")
     load.add_argument("--repeat-share", type=float, default=Mix.repeat_share)
@@ -134,6 +156,7 @@ def names(*allowed: str):
         if wrong or not given:
             raise argparse.ArgumentTypeError(f"expected {' or '.join(allowed)} (comma-separated), got {text!r}")
         return given
+
     return parse
 
 
@@ -163,11 +186,15 @@ def configs(parser: argparse.ArgumentParser, args: argparse.Namespace) -> list[C
     for engine, delivery, rate in itertools.product(args.engine, args.delivery, args.rate):
         for state in args.state or STATES[engine][:1]:
             if state not in STATES[engine]:
-                parser.error(f"--state {state} is not a state of the {engine} engine "
-                             f"(choose from {', '.join(STATES[engine])})")
+                parser.error(
+                    f"--state {state} is not a state of the {engine} engine (choose from {', '.join(STATES[engine])})"
+                )
             if delivery == "exactly-once" and state in VOLATILE_STATES:
-                print(f"latency_bench: skipping {engine} {delivery} {state}: exactly-once needs a state that "
-                      "survives a crash (the engine refuses it)", file=sys.stderr)
+                print(
+                    f"latency_bench: skipping {engine} {delivery} {state}: exactly-once needs a state that "
+                    "survives a crash (the engine refuses it)",
+                    file=sys.stderr,
+                )
                 continue
             out.append(Config(engine, delivery, state, rate))
     if not out:
@@ -177,6 +204,7 @@ def configs(parser: argparse.ArgumentParser, args: argparse.Namespace) -> list[C
 
 # --- services, the engine, the reader --------------------------------------------------------
 
+
 class Services:
     """The broker and redis-server named on the command line, or local ones started here."""
 
@@ -184,7 +212,7 @@ class Services:
         self.args, self.workdir, self.started = args, workdir, []
         self.bootstrap, self.redis_url = args.bootstrap, args.redis
 
-    def __enter__(self) -> "Services":
+    def __enter__(self) -> Services:
         if not self.bootstrap:
             broker = local_services.KafkaBroker(self.workdir / "kafka", heap="1g").start()
             self.started.append(broker)
@@ -212,10 +240,16 @@ class EngineProcess:
     def __init__(self, command: list[str], env: dict[str, str], log: Path):
         self.command, self.env, self.log = command, env, log
 
-    def start(self) -> "EngineProcess":
+    def start(self) -> EngineProcess:
         with self.log.open("wb") as out:
-            self.process = subprocess.Popen(self.command, env=self.env, stdout=out, stderr=subprocess.STDOUT,
-                                            cwd=self.log.parent, start_new_session=True)
+            self.process = subprocess.Popen(
+                self.command,
+                env=self.env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                cwd=self.log.parent,
+                start_new_session=True,
+            )
         return self
 
     def check(self) -> None:
@@ -237,22 +271,40 @@ class EngineProcess:
     def tail(self, lines: int = 20, width: int = 400) -> str:
         """The log's last ``lines`` lines, each cut to ``width`` characters (Spark's plans are long)."""
         text = self.log.read_text(errors="replace").splitlines() if self.log.exists() else []
-        return "\n".join("    " + (line if len(line) <= width else line[:width] + " …") for line in text[-lines:]) \
+        return (
+            "\n".join("    " + (line if len(line) <= width else line[:width] + " …") for line in text[-lines:])
             + f"\n    (the whole log: {self.log}, kept with --logs DIR)"
+        )
 
 
-def engine_process(config: Config, args, services: Services, topics: tuple[str, str, str], run: str,
-                   workdir: Path) -> EngineProcess:
+def engine_process(
+    config: Config, args, services: Services, topics: tuple[str, str, str], run: str, workdir: Path
+) -> EngineProcess:
     source, sink, dead = (f"kafka://{services.bootstrap}/{topic}" for topic in topics)
     state = services.redis_url if config.state == "redis" else config.state
-    command = [str(dedup_command()), "run", "--engine", config.engine, "--source", f"{source}?group=latency-{run}",
-               "--sink", sink, "--dlq", dead, "--state", state, "--no-progress"]
+    command = [
+        str(dedup_command()),
+        "run",
+        "--engine",
+        config.engine,
+        "--source",
+        f"{source}?group=latency-{run}",
+        "--sink",
+        sink,
+        "--dlq",
+        dead,
+        "--state",
+        state,
+        "--no-progress",
+    ]
     env = {k: v for k, v in os.environ.items() if not k.upper().startswith("DEDUP_")}
     env["DEDUP_KAFKA__DELIVERY"] = config.delivery
     if config.engine == "spark":
         command += ["--master", args.master]
-        env.update(DEDUP_SPARK__CHECKPOINT=str(workdir / f"checkpoint-{run}"),
-                   DEDUP_SPARK__LOG_FILE=str(workdir / f"spark-{run}.log"))
+        env.update(
+            DEDUP_SPARK__CHECKPOINT=str(workdir / f"checkpoint-{run}"),
+            DEDUP_SPARK__LOG_FILE=str(workdir / f"spark-{run}.log"),
+        )
     if args.config:
         command += ["--config", str(args.config.resolve())]
     env.update(dict(args.settings))
@@ -271,9 +323,15 @@ def read_outputs(bootstrap: str, topics: tuple[str, str], partitions: int, contr
     ``(arrivals, dead letters by reason)`` to ``results``."""
     from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"latency-reader-{uuid.uuid4().hex[:8]}",
-                         "enable.auto.commit": False, "isolation.level": "read_committed",
-                         "fetch.wait.max.ms": 10})
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"latency-reader-{uuid.uuid4().hex[:8]}",
+            "enable.auto.commit": False,
+            "isolation.level": "read_committed",
+            "fetch.wait.max.ms": 10,
+        }
+    )
     consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for topic in topics for p in range(partitions)])
     arrivals, dead, drain = defaultdict(list), Counter(), None
     while drain is None or not drain.over(sum(dead.values()), time.time()):
@@ -320,10 +378,13 @@ class OutputReader:
     def __init__(self, bootstrap: str, topics: tuple[str, str], partitions: int):
         context = multiprocessing.get_context("spawn")
         self.control, self.probes, self.results = context.Queue(), context.Queue(), context.Queue()
-        self.process = context.Process(target=read_outputs, daemon=True,
-                                       args=(bootstrap, topics, partitions, self.control, self.probes, self.results))
+        self.process = context.Process(
+            target=read_outputs,
+            daemon=True,
+            args=(bootstrap, topics, partitions, self.control, self.probes, self.results),
+        )
 
-    def start(self) -> "OutputReader":
+    def start(self) -> OutputReader:
         self.process.start()
         return self
 
@@ -352,6 +413,7 @@ class OutputReader:
 
 # --- the load --------------------------------------------------------------------------------
 
+
 class Load:
     """Sends ``LoadStream`` records to the input topic, keyed and on their partition; ``sent``:
     id -> wall time of the send (the record's CreateTime)."""
@@ -362,9 +424,15 @@ class Load:
         self.topic, self.stream, self.sent = topic, stream, {}
         self.probe_partition: dict[str, int] = {}
         failures = self.failures = []  # the callback holds the list, not the Load: no cycle keeps the producer
-        self.producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 1, "acks": "all",
-                                  "enable.idempotence": True,
-                                  "on_delivery": lambda error, _message: error and failures.append(error.str())})
+        self.producer = Producer(
+            {
+                "bootstrap.servers": bootstrap,
+                "linger.ms": 1,
+                "acks": "all",
+                "enable.idempotence": True,
+                "on_delivery": lambda error, _message: error and failures.append(error.str()),
+            }
+        )
 
     def send(self, phase: str) -> None:
         now = time.time()
@@ -390,8 +458,10 @@ class Load:
         would count as missing)."""
         left = self.producer.flush(30)
         if left or self.failures:
-            raise RuntimeError(f"the load was not all written: {left} unacknowledged, {len(self.failures)} refused "
-                               f"({self.failures[:1]})")
+            raise RuntimeError(
+                f"the load was not all written: {left} unacknowledged, {len(self.failures)} refused "
+                f"({self.failures[:1]})"
+            )
 
 
 def start_up(load: Load, reader: OutputReader, engine: EngineProcess, partitions: int, timeout: float) -> float:
@@ -415,8 +485,16 @@ def start_up(load: Load, reader: OutputReader, engine: EngineProcess, partitions
 def paced(load: Load, phase: str, rate: float, seconds: float, args):
     """``seconds`` of ``phase`` at ``rate``; ``GeneratorBehind`` (naming the phase) when it cannot."""
     try:
-        sent = pace(rate, seconds, lambda: load.send(phase), time.monotonic, time.sleep, tick=args.tick,
-                    max_behind=args.max_behind, on_tick=lambda: load.producer.poll(0))
+        sent = pace(
+            rate,
+            seconds,
+            lambda: load.send(phase),
+            time.monotonic,
+            time.sleep,
+            tick=args.tick,
+            max_behind=args.max_behind,
+            on_tick=lambda: load.producer.poll(0),
+        )
         return sent.check(args.min_share)
     except GeneratorBehind as exc:
         raise GeneratorBehind(f"{phase}: {exc}") from None
@@ -424,19 +502,24 @@ def paced(load: Load, phase: str, rate: float, seconds: float, args):
 
 # --- one configuration -----------------------------------------------------------------------
 
+
 def run_config(config: Config, args, services: Services, workdir: Path) -> dict:
     run = uuid.uuid4().hex[:8]
     topics = services.topics(f"latency-{run}", args.partitions)
-    stream = LoadStream(run, args.partitions, Mix(args.repeat_share, args.late_share, args.invalid_share),
-                        seed=args.seed)
+    stream = LoadStream(
+        run, args.partitions, Mix(args.repeat_share, args.late_share, args.invalid_share), seed=args.seed
+    )
     reader = OutputReader(services.bootstrap, topics[1:], args.partitions).start()
     engine = engine_process(config, args, services, topics, run, workdir).start()
     print(f"{config.label}: engine started (topics latency-{run}-*)", file=sys.stderr, flush=True)
     try:
         load = Load(services.bootstrap, topics[0], stream)
         startup = start_up(load, reader, engine, args.partitions, args.start_timeout)
-        print(f"{config.label}: emitting after {startup:.1f} s; warm-up {args.warmup:g} s, measuring "
-              f"{args.duration:g} s", file=sys.stderr, flush=True)
+        print(
+            f"{config.label}: emitting after {startup:.1f} s; warm-up {args.warmup:g} s, measuring {args.duration:g} s",
+            file=sys.stderr,
+            flush=True,
+        )
         warm = paced(load, "warm", config.rate, args.warmup, args) if args.warmup > 0 else None
         measured = paced(load, "measure", config.rate, args.duration, args)
         load.flush()
@@ -448,27 +531,42 @@ def run_config(config: Config, args, services: Services, workdir: Path) -> dict:
     return figures(config, args, stream, load, arrivals, dead, startup, warm, measured, code)
 
 
-def figures(config: Config, args, stream: LoadStream, load: Load, arrivals, dead, startup: float, warm,
-            measured, code: int) -> dict:
+def figures(
+    config: Config, args, stream: LoadStream, load: Load, arrivals, dead, startup: float, warm, measured, code: int
+) -> dict:
     outcome = account(stream.expected, arrivals)
     measured_ids = [id_ for id_ in stream.expected if phase_of(id_) == "measure"]
     summary = summarize(latencies(load.sent, arrivals, measured_ids))
     dead_ok = dict(stream.dead) == dead
     label = " ".join([config.label, *(f"{k.removeprefix('DEDUP_').lower()}={v}" for k, v in args.settings)])
-    return {**asdict(config), "label": label, "partitions": args.partitions, "duration_s": args.duration,
-            "settings": dict(args.settings), "reached_rate": round(measured.reached, 1),
-            "worst_behind_ms": round(measured.worst_behind * 1000, 1),
-            "warmup_reached_rate": round(warm.reached, 1) if warm else None, "startup_s": round(startup, 2),
-            "records_sent": dict(stream.verdicts), "measured_sent": measured.sent,
-            "expected_out": len(stream.expected), "measured_expected": len(measured_ids),
-            "latency_ms": in_ms(summary),
-            "latency_ms_per_5s": [{"from_s": b["from_s"], **in_ms(b)}
-                                  for b in timeline(load.sent, arrivals, measured_ids)],
-            "missing": len(outcome.missing), "doubled": len(outcome.doubled), "unexpected": len(outcome.unexpected),
-            "examples": {"missing": outcome.missing[:10], "doubled": dict(list(outcome.doubled.items())[:10]),
-                         "unexpected": outcome.unexpected[:10]},
-            "dead_letters": {"expected": dict(stream.dead), "seen": dead, "match": dead_ok},
-            "exact": outcome.exact and dead_ok, "engine_exit_code": code}
+    return {
+        **asdict(config),
+        "label": label,
+        "partitions": args.partitions,
+        "duration_s": args.duration,
+        "settings": dict(args.settings),
+        "reached_rate": round(measured.reached, 1),
+        "worst_behind_ms": round(measured.worst_behind * 1000, 1),
+        "warmup_reached_rate": round(warm.reached, 1) if warm else None,
+        "startup_s": round(startup, 2),
+        "records_sent": dict(stream.verdicts),
+        "measured_sent": measured.sent,
+        "expected_out": len(stream.expected),
+        "measured_expected": len(measured_ids),
+        "latency_ms": in_ms(summary),
+        "latency_ms_per_5s": [{"from_s": b["from_s"], **in_ms(b)} for b in timeline(load.sent, arrivals, measured_ids)],
+        "missing": len(outcome.missing),
+        "doubled": len(outcome.doubled),
+        "unexpected": len(outcome.unexpected),
+        "examples": {
+            "missing": outcome.missing[:10],
+            "doubled": dict(list(outcome.doubled.items())[:10]),
+            "unexpected": outcome.unexpected[:10],
+        },
+        "dead_letters": {"expected": dict(stream.dead), "seen": dead, "match": dead_ok},
+        "exact": outcome.exact and dead_ok,
+        "engine_exit_code": code,
+    }
 
 
 def in_ms(summary: dict) -> dict:
@@ -478,9 +576,21 @@ def in_ms(summary: dict) -> dict:
 
 # --- report ----------------------------------------------------------------------------------
 
-COLUMNS = (("config", 38), ("reached/s", 10), ("events", 8), ("p50 ms", 8), ("p90 ms", 8), ("p99 ms", 8),
-           ("p99.9 ms", 9), ("max ms", 8), ("missing", 8), ("doubled", 8), ("unexpected", 11), ("dead letters", 13),
-           ("exit", 5))
+COLUMNS = (
+    ("config", 38),
+    ("reached/s", 10),
+    ("events", 8),
+    ("p50 ms", 8),
+    ("p90 ms", 8),
+    ("p99 ms", 8),
+    ("p99.9 ms", 9),
+    ("max ms", 8),
+    ("missing", 8),
+    ("doubled", 8),
+    ("unexpected", 11),
+    ("dead letters", 13),
+    ("exit", 5),
+)
 
 
 def table(results: list[dict]) -> str:
@@ -488,12 +598,20 @@ def table(results: list[dict]) -> str:
     lines = ["".join(f"{name:<{width}}" if i == 0 else f"{name:>{width}}" for i, (name, width) in enumerate(columns))]
     for r in results:
         ms = r["latency_ms"]
-        cells = [r["label"], f"{r['reached_rate']:,.1f}", f"{ms['count']:,}",
-                 *(fmt(ms[k]) for k in ("p50", "p90", "p99", "p99.9", "max")),
-                 str(r["missing"]), str(r["doubled"]), str(r["unexpected"]),
-                 "as expected" if r["dead_letters"]["match"] else "OFF", str(r["engine_exit_code"])]
-        lines.append("".join(f"{c:<{w}}" if i == 0 else f"{c:>{w}}"
-                             for i, (c, (_, w)) in enumerate(zip(cells, columns))))
+        cells = [
+            r["label"],
+            f"{r['reached_rate']:,.1f}",
+            f"{ms['count']:,}",
+            *(fmt(ms[k]) for k in ("p50", "p90", "p99", "p99.9", "max")),
+            str(r["missing"]),
+            str(r["doubled"]),
+            str(r["unexpected"]),
+            "as expected" if r["dead_letters"]["match"] else "OFF",
+            str(r["engine_exit_code"]),
+        ]
+        lines.append(
+            "".join(f"{c:<{w}}" if i == 0 else f"{c:>{w}}" for i, (c, (_, w)) in enumerate(zip(cells, columns)))
+        )
     return "\n".join(lines)
 
 
@@ -504,6 +622,7 @@ def fmt(value) -> str:
 def plot(results: list[dict], path: Path) -> None:
     """One line per configuration over p50, p90, p99, p99.9 and max, log-scaled milliseconds."""
     import matplotlib
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
@@ -526,8 +645,17 @@ def plot(results: list[dict], path: Path) -> None:
 def report(results: list[dict], args) -> None:
     print(table(results))
     if args.json:
-        args.json.write_text(json.dumps({"args": {k: str(v) for k, v in vars(args).items() if k != "configs"},
-                                         "load_average": os.getloadavg(), "results": results}, indent=2) + "\n")
+        args.json.write_text(
+            json.dumps(
+                {
+                    "args": {k: str(v) for k, v in vars(args).items() if k != "configs"},
+                    "load_average": os.getloadavg(),
+                    "results": results,
+                },
+                indent=2,
+            )
+            + "\n"
+        )
     if args.plot and results:
         plot(results, args.plot)
 
@@ -550,8 +678,11 @@ def main(argv=None) -> int:
     report(results, args)
     for r in results:
         if r["engine_exit_code"] != 0:
-            print(f"latency_bench: {r['label']}: the engine exited with {r['engine_exit_code']} after SIGTERM "
-                  "(0 expected: a clean stop)", file=sys.stderr)
+            print(
+                f"latency_bench: {r['label']}: the engine exited with {r['engine_exit_code']} after SIGTERM "
+                "(0 expected: a clean stop)",
+                file=sys.stderr,
+            )
     inexact = [r["label"] for r in results if not r["exact"]]
     if inexact:
         print(f"latency_bench: not exact: {', '.join(inexact)}", file=sys.stderr)

@@ -29,8 +29,8 @@ import math
 import random
 import zlib
 from collections import Counter
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Mapping, Sequence
 
 PERCENTILES = (("p50", 50.0), ("p90", 90.0), ("p99", 99.0), ("p99.9", 99.9))
 TYPES = ("APP", "WEB")
@@ -43,6 +43,7 @@ class GeneratorBehind(Exception):
 
 
 # --- the schedule -------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class Schedule:
@@ -81,17 +82,27 @@ class Pace:
         span = self.last_send - self.start + 1 / self.rate
         return self.sent / span if span > 0 else 0.0
 
-    def check(self, min_share: float = 0.97) -> "Pace":
+    def check(self, min_share: float = 0.97) -> Pace:
         """Raises ``GeneratorBehind`` when less than ``min_share`` of the rate was reached."""
         if self.reached < min_share * self.rate:
-            raise GeneratorBehind(f"the load generator reached {self.reached:,.0f} events/s of the {self.rate:,.0f} "
-                                  f"requested ({self.reached / self.rate:.1%} < {min_share:.0%}): it measures nothing")
+            raise GeneratorBehind(
+                f"the load generator reached {self.reached:,.0f} events/s of the {self.rate:,.0f} "
+                f"requested ({self.reached / self.rate:.1%} < {min_share:.0%}): it measures nothing"
+            )
         return self
 
 
-def pace(rate: float, seconds: float, send: Callable[[], None], clock: Callable[[], float],
-         sleep: Callable[[float], None], *, tick: float = 0.005, max_behind: float = 1.0,
-         on_tick: Callable[[], None] = lambda: None) -> Pace:
+def pace(
+    rate: float,
+    seconds: float,
+    send: Callable[[], None],
+    clock: Callable[[], float],
+    sleep: Callable[[float], None],
+    *,
+    tick: float = 0.005,
+    max_behind: float = 1.0,
+    on_tick: Callable[[], None] = lambda: None,
+) -> Pace:
     """Calls ``send`` ``round(rate * seconds)`` times on the absolute schedule, a tick's worth
     at a time, sleeping to the next tick boundary when nothing is due (no drift). ``on_tick`` runs once a tick
     (the producer's poll). Raises ``GeneratorBehind`` as soon as a record is more than
@@ -103,8 +114,10 @@ def pace(rate: float, seconds: float, send: Callable[[], None], clock: Callable[
         now = clock()
         worst = max(worst, schedule.behind(now, sent))
         if worst > max_behind:
-            raise GeneratorBehind(f"the load generator fell {worst:.2f} s behind its schedule of {rate:,.0f} "
-                                  f"events/s at record {sent:,} of {schedule.total:,}: it measures nothing")
+            raise GeneratorBehind(
+                f"the load generator fell {worst:.2f} s behind its schedule of {rate:,.0f} "
+                f"events/s at record {sent:,} of {schedule.total:,}: it measures nothing"
+            )
         for _ in range(min(most, schedule.due(now) - sent)):
             last = clock()
             send()
@@ -121,6 +134,7 @@ def next_tick(start: float, now: float, tick: float) -> float:
 
 
 # --- the stream -----------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class Mix:
@@ -206,7 +220,7 @@ class LoadStream:
         while self._head < len(self._recent) and self._recent[self._head][0] < now - self.mix.repeat_within:
             self._head += 1
         if self._head > 100_000:
-            del self._recent[:self._head]
+            del self._recent[: self._head]
             self._head = 0
         if self._head == len(self._recent):
             return None
@@ -255,6 +269,7 @@ def phase_of(id_: str) -> str:
 
 # --- figures --------------------------------------------------------------------------------
 
+
 def percentile(ordered: Sequence[float], p: float) -> float:
     """Nearest rank: the smallest value with at least ``p`` % of ``ordered`` (sorted) at or below it."""
     if not ordered:
@@ -268,8 +283,12 @@ def summarize(latencies: Iterable[float]) -> dict:
     ordered = sorted(latencies)
     if not ordered:
         return {"count": 0, "mean": None, **{name: None for name, _ in PERCENTILES}, "max": None}
-    return {"count": len(ordered), "mean": sum(ordered) / len(ordered),
-            **{name: percentile(ordered, p) for name, p in PERCENTILES}, "max": ordered[-1]}
+    return {
+        "count": len(ordered),
+        "mean": sum(ordered) / len(ordered),
+        **{name: percentile(ordered, p) for name, p in PERCENTILES},
+        "max": ordered[-1],
+    }
 
 
 @dataclass(frozen=True)
@@ -287,9 +306,11 @@ class Outcome:
 
 def account(expected: set[str], arrivals: Mapping[str, Sequence[float]]) -> Outcome:
     """``arrivals``: id -> the times it was seen on the output."""
-    return Outcome(missing=sorted(expected - arrivals.keys()),
-                   doubled={id_: len(times) for id_, times in sorted(arrivals.items()) if len(times) > 1},
-                   unexpected=sorted(arrivals.keys() - expected))
+    return Outcome(
+        missing=sorted(expected - arrivals.keys()),
+        doubled={id_: len(times) for id_, times in sorted(arrivals.items()) if len(times) > 1},
+        unexpected=sorted(arrivals.keys() - expected),
+    )
 
 
 def latencies(sent: Mapping[str, float], arrivals: Mapping[str, Sequence[float]], ids: Iterable[str]) -> list[float]:
@@ -315,8 +336,9 @@ class Drain:
         return now >= self.deadline or (self.complete_at is not None and now >= self.complete_at + self.grace)
 
 
-def timeline(sent: Mapping[str, float], arrivals: Mapping[str, Sequence[float]], ids: Iterable[str],
-             bucket: float = 5.0) -> list[dict]:
+def timeline(
+    sent: Mapping[str, float], arrivals: Mapping[str, Sequence[float]], ids: Iterable[str], bucket: float = 5.0
+) -> list[dict]:
     """``summarize`` per ``bucket`` seconds of send time (from the first of ``ids`` sent), for the
     ids that arrived: a steady latency against one that grows (an engine falling behind)."""
     ids = [id_ for id_ in ids if id_ in arrivals]
@@ -326,5 +348,7 @@ def timeline(sent: Mapping[str, float], arrivals: Mapping[str, Sequence[float]],
     buckets: dict[int, list[str]] = {}
     for id_ in ids:
         buckets.setdefault(int((sent[id_] - start) // bucket), []).append(id_)
-    return [{"from_s": index * bucket, **summarize(latencies(sent, arrivals, members))}
-            for index, members in sorted(buckets.items())]
+    return [
+        {"from_s": index * bucket, **summarize(latencies(sent, arrivals, members))}
+        for index, members in sorted(buckets.items())
+    ]

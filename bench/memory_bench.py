@@ -19,9 +19,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from app.cli import run_engine  # noqa: E402
-from app.generator import StreamSpec, generate  # noqa: E402
-from app.settings import load_settings  # noqa: E402
+from app.cli import run_engine
+from app.generator import StreamSpec, generate
+from app.settings import load_settings
 
 
 def main() -> None:
@@ -40,20 +40,31 @@ def main() -> None:
         for reports in (False, True) if args.duplicates else (False,):
             name = "with duplicates output" if reports else "without duplicates output"
             extra = {"duplicates": f"file:{tmp}/dups-{len(runs)}.jsonl"} if reports else {}
-            settings = load_settings(source=f"file:{source}", sink=f"file:{tmp}/out-{len(runs)}.jsonl",
-                                     dlq=f"file:{tmp}/dlq-{len(runs)}.jsonl", batch_size=args.batch_size, **extra)
+            settings = load_settings(
+                source=f"file:{source}",
+                sink=f"file:{tmp}/out-{len(runs)}.jsonl",
+                dlq=f"file:{tmp}/dlq-{len(runs)}.jsonl",
+                batch_size=args.batch_size,
+                **extra,
+            )
             started = time.perf_counter()
             totals = run_engine(settings)
             elapsed = time.perf_counter() - started
-            runs[name] = {"records": totals.records_in, "seconds": round(elapsed, 2),
-                          "events_per_s": round(totals.records_in / elapsed),
-                          "counts_match": totals.as_dict() | expected.as_accounting() == totals.as_dict()}
+            runs[name] = {
+                "records": totals.records_in,
+                "seconds": round(elapsed, 2),
+                "events_per_s": round(totals.records_in / elapsed),
+                "counts_match": totals.as_dict() | expected.as_accounting() == totals.as_dict(),
+            }
             if reports:
                 written = sum(1 for _ in open(extra["duplicates"].removeprefix("file:"), "rb"))
                 runs[name]["reports"] = written
                 runs[name]["reports_match"] = written == totals.duplicates
-    figures = {"runs": runs, "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
-               "rss_before_run_mb": round(rss_before / 1024)}
+    figures = {
+        "runs": runs,
+        "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
+        "rss_before_run_mb": round(rss_before / 1024),
+    }
     if len(runs) == 2:
         off, on = (r["events_per_s"] for r in runs.values())
         figures["cost_of_duplicates_output"] = f"{1 - on / off:.0%}"

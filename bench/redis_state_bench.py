@@ -73,8 +73,10 @@ def main() -> None:
             reports, wrong = [], 0
             mark = _mark(redis_pid)
             done = batches = 0
-            print(f"{total:,} claims, {per_second:,.0f} new keys per second of event time, batches of "
-                  f"{args.batch:,}", flush=True)
+            print(
+                f"{total:,} claims, {per_second:,.0f} new keys per second of event time, batches of {args.batch:,}",
+                flush=True,
+            )
             while done < total:
                 claims, repeats = [], []
                 for i in range(done, min(done + args.batch, total)):
@@ -101,15 +103,24 @@ def main() -> None:
                     used = int(raw.info("memory")["used_memory"])
                     seconds, redis_cpu, own_cpu = _since(mark, redis_pid)
                     mark = _mark(redis_pid)
-                    report = {"claims": done, "event_time": now - T0, "stored_keys": stored, "used_memory": used,
-                              "bytes_per_key": used / max(stored, 1),
-                              "claims_per_s": args.report_every * args.batch / seconds if seconds else 0,
-                              "redis_cpu": redis_cpu, "client_cpu": own_cpu, "wrong_verdicts": wrong}
+                    report = {
+                        "claims": done,
+                        "event_time": now - T0,
+                        "stored_keys": stored,
+                        "used_memory": used,
+                        "bytes_per_key": used / max(stored, 1),
+                        "claims_per_s": args.report_every * args.batch / seconds if seconds else 0,
+                        "redis_cpu": redis_cpu,
+                        "client_cpu": own_cpu,
+                        "wrong_verdicts": wrong,
+                    }
                     reports.append(report)
-                    print(f"claims {done:>12,}  event time {now - T0:>6,} s  stored {stored:>11,}  "
-                          f"memory {used / 2**20:>8,.0f} MiB ({report['bytes_per_key']:.0f} B/key)  "
-                          f"{report['claims_per_s']:>8,.0f} claims/s  cpu redis {redis_cpu:.0%} client {own_cpu:.0%}",
-                          flush=True)
+                    print(
+                        f"claims {done:>12,}  event time {now - T0:>6,} s  stored {stored:>11,}  "
+                        f"memory {used / 2**20:>8,.0f} MiB ({report['bytes_per_key']:.0f} B/key)  "
+                        f"{report['claims_per_s']:>8,.0f} claims/s  cpu redis {redis_cpu:.0%} client {own_cpu:.0%}",
+                        flush=True,
+                    )
             store.close()
             raw.close()
         finally:
@@ -117,8 +128,11 @@ def main() -> None:
     summary = _summary(reports, args.stored_keys)
     print(json.dumps(summary, indent=2))
     if args.json:
-        args.json.write_text(json.dumps({"args": vars(args) | {"json": str(args.json)}, "reports": reports,
-                                         "summary": summary}, indent=2))
+        args.json.write_text(
+            json.dumps(
+                {"args": vars(args) | {"json": str(args.json)}, "reports": reports, "summary": summary}, indent=2
+            )
+        )
 
 
 def _key(i: int) -> str:
@@ -149,19 +163,23 @@ def _cpu_seconds(pid: int) -> float:
 def _summary(reports: list[dict], stored_keys: int) -> dict:
     steady = [r for r in reports if r["event_time"] >= KEPT + RETENTION // 4]
     near_million = min(reports, key=lambda r: abs(r["stored_keys"] - 1_000_000))
-    summary = {"wrong_verdicts": reports[-1]["wrong_verdicts"] if reports else None,
-               "near_1M": {k: near_million[k] for k in ("stored_keys", "claims_per_s", "bytes_per_key")}}
+    summary = {
+        "wrong_verdicts": reports[-1]["wrong_verdicts"] if reports else None,
+        "near_1M": {k: near_million[k] for k in ("stored_keys", "claims_per_s", "bytes_per_key")},
+    }
     if steady:
         keys = [r["stored_keys"] for r in steady]
         memory = [r["used_memory"] for r in steady]
         rates = sorted(r["claims_per_s"] for r in steady)
-        summary["steady"] = {"reports": len(steady), "stored_keys": [min(keys), max(keys)],
-                             "stored_vs_target": [min(keys) / stored_keys, max(keys) / stored_keys],
-                             "used_memory_mib": [min(memory) / 2**20, max(memory) / 2**20],
-                             "bytes_per_key": [min(r["bytes_per_key"] for r in steady),
-                                               max(r["bytes_per_key"] for r in steady)],
-                             "claims_per_s_median": rates[len(rates) // 2],
-                             "rate_vs_1M": rates[len(rates) // 2] / near_million["claims_per_s"]}
+        summary["steady"] = {
+            "reports": len(steady),
+            "stored_keys": [min(keys), max(keys)],
+            "stored_vs_target": [min(keys) / stored_keys, max(keys) / stored_keys],
+            "used_memory_mib": [min(memory) / 2**20, max(memory) / 2**20],
+            "bytes_per_key": [min(r["bytes_per_key"] for r in steady), max(r["bytes_per_key"] for r in steady)],
+            "claims_per_s_median": rates[len(rates) // 2],
+            "rate_vs_1M": rates[len(rates) // 2] / near_million["claims_per_s"],
+        }
     return summary
 
 

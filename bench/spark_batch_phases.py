@@ -46,8 +46,15 @@ sys.path[:0] = [str(ROOT), str(ROOT / "src")]
 
 from deploy.local import services as local_services  # noqa: E402
 
-SPARK_PHASES = ("latestOffset", "queryPlanning", "getBatch", "walCommit", "addBatch", "commitOffsets",
-                "triggerExecution")
+SPARK_PHASES = (
+    "latestOffset",
+    "queryPlanning",
+    "getBatch",
+    "walCommit",
+    "addBatch",
+    "commitOffsets",
+    "triggerExecution",
+)
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -60,8 +67,13 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--seconds", type=float, default=20.0)
     p.add_argument("--dup-share", type=float, default=0.2)
     p.add_argument("--partitions", type=int, default=2)
-    p.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
-                   help="a Spark setting over the engine's defaults (repeatable)")
+    p.add_argument(
+        "--conf",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a Spark setting over the engine's defaults (repeatable)",
+    )
     p.add_argument("--bootstrap", default=os.environ.get("DEDUP_TEST_KAFKA"))
     p.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "spark_batch_phases.json")
     return p.parse_args(argv)
@@ -77,27 +89,41 @@ def main(argv=None) -> None:
         try:
             from adapters.spark.runtime.session import build_session
 
-            spark = build_session("local[2]", "streamdedup-batch-phases",
-                                  dict(item.split("=", 1) for item in args.conf))
+            spark = build_session(
+                "local[2]", "streamdedup-batch-phases", dict(item.split("=", 1) for item in args.conf)
+            )
             spark.sparkContext.setLogLevel("ERROR")
             calls = count_py4j_calls()
             time_callbacks()
             if args.prime:  # the JVM's first batches (JIT, RocksDB, Kafka clients) are not measured
-                measure(spark, argparse.Namespace(**{**vars(args), "warmup": args.prime, "seconds": 1}),
-                        args.deliveries.split(",")[0], 200, Path(workdir), calls)
-            results = [measure(spark, args, delivery, int(rate), Path(workdir), calls)
-                       for delivery in args.deliveries.split(",") for rate in args.rates.split(",")]
+                measure(
+                    spark,
+                    argparse.Namespace(**{**vars(args), "warmup": args.prime, "seconds": 1}),
+                    args.deliveries.split(",")[0],
+                    200,
+                    Path(workdir),
+                    calls,
+                )
+            results = [
+                measure(spark, args, delivery, int(rate), Path(workdir), calls)
+                for delivery in args.deliveries.split(",")
+                for rate in args.rates.split(",")
+            ]
             spark.stop()
         finally:
             if broker is not None:
                 broker.stop()
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({"args": {k: str(v) for k, v in vars(args).items()},
-                                    "load_average": os.getloadavg(), "results": results}, indent=2))
+    args.out.write_text(
+        json.dumps(
+            {"args": {k: str(v) for k, v in vars(args).items()}, "load_average": os.getloadavg(), "results": results},
+            indent=2,
+        )
+    )
     print(f"figures: {args.out}")
 
 
-def measure(spark, args, delivery: str, rate: int, workdir: Path, calls: "Py4jCalls") -> dict:
+def measure(spark, args, delivery: str, rate: int, workdir: Path, calls: Py4jCalls) -> dict:
     from adapters.spark.engine import build_spark_engine
     from domain.policies import Policies
     from domain.rules import RuleSet
@@ -107,10 +133,19 @@ def measure(spark, args, delivery: str, rate: int, workdir: Path, calls: "Py4jCa
     local_services.create_topics(args.bootstrap, *topics.values(), partitions=args.partitions, timeout=60)
     kafka = f"kafka://{args.bootstrap}"
     query = {"trigger": args.trigger} if args.trigger else {}
-    engine = build_spark_engine(RuleSet(), Policies(), source=f"{kafka}/{topics['in']}",
-                                sink=f"{kafka}/{topics['out']}", dead_letters=f"{kafka}/{topics['dlq']}",
-                                checkpoint=str(workdir / f"checkpoint-{name}"), available_now=False, spark=spark,
-                                delivery=delivery, shuffle_partitions=2, **query)
+    engine = build_spark_engine(
+        RuleSet(),
+        Policies(),
+        source=f"{kafka}/{topics['in']}",
+        sink=f"{kafka}/{topics['out']}",
+        dead_letters=f"{kafka}/{topics['dlq']}",
+        checkpoint=str(workdir / f"checkpoint-{name}"),
+        available_now=False,
+        spark=spark,
+        delivery=delivery,
+        shuffle_partitions=2,
+        **query,
+    )
     engine.timings.counters = lambda: {"py4j": calls.on_this_thread()}
     stop, done = threading.Event(), threading.Event()
     latencies = Latencies(args.bootstrap, topics["out"])
@@ -128,18 +163,24 @@ def measure(spark, args, delivery: str, rate: int, workdir: Path, calls: "Py4jCa
     compiles = [after - before for before, after in zip(compiles, codegen_compiles(spark))]
     ended_ms = time.time() * 1000
     active = [q for q in spark.streams.active if q.name and q.name.startswith("streamdedup-")]
-    progress = [p for q in active for p in q.recentProgress if p["numInputRows"] > 0
-                and started_ms <= iso_ms(p["timestamp"]) <= ended_ms]
+    progress = [
+        p
+        for q in active
+        for p in q.recentProgress
+        if p["numInputRows"] > 0 and started_ms <= iso_ms(p["timestamp"]) <= ended_ms
+    ]
     jobs = len(spark.sparkContext.statusTracker().getJobIdsForGroup(str(active[0].runId))) if active else 0
     batches_run = len([p for q in active for p in q.recentProgress if p["numInputRows"] > 0])
     stop.set()
     runner.join(60)
     done.set()
     latencies.stop()
-    timed = [b for b in engine.timings.batches if b.batch_id >= first_batch][:len(progress)]
+    timed = [b for b in engine.timings.batches if b.batch_id >= first_batch][: len(progress)]
     result = summarize(delivery, rate, progress, timed, latencies.values, jobs / max(1, batches_run), args)
-    result["codegen_per_batch"] = {"compilations": round(compiles[0] / max(1, len(progress)), 1),
-                                   "ms": round(compiles[1] / max(1, len(progress)))}
+    result["codegen_per_batch"] = {
+        "compilations": round(compiles[0] / max(1, len(progress)), 1),
+        "ms": round(compiles[1] / max(1, len(progress))),
+    }
     print_result(result)
     return result
 
@@ -154,8 +195,9 @@ def summarize(delivery, rate, progress, timed, latencies, jobs_per_batch, args) 
             spark_phases["state commit"].append(state.get("commitTimeMs", 0))
             for name, value in (state.get("customMetrics") or {}).items():
                 if name.startswith("rocksdbCommit"):  # the commit's own phases, in ms
-                    spark_phases["state " + name[len("rocksdbCommit"):].removesuffix("Ms").removesuffix("Latency")
-                                 .lower()].append(value)
+                    spark_phases[
+                        "state " + name[len("rocksdbCommit") :].removesuffix("Ms").removesuffix("Latency").lower()
+                    ].append(value)
     ours = defaultdict(list)
     add_batch = {p["batchId"]: p["durationMs"].get("addBatch", 0) for p in progress}
     for batch in timed:
@@ -168,17 +210,24 @@ def summarize(delivery, rate, progress, timed, latencies, jobs_per_batch, args) 
         for counter, count in batch.counted.items():
             ours[counter].append(count)
     starts = sorted(iso_ms(p["timestamp"]) for p in progress)
-    gaps = [b - a - p["durationMs"].get("triggerExecution", 0)
-            for a, b, p in zip(starts, starts[1:], sorted(progress, key=lambda p: iso_ms(p["timestamp"])))]
+    gaps = [
+        b - a - p["durationMs"].get("triggerExecution", 0)
+        for a, b, p in zip(starts, starts[1:], sorted(progress, key=lambda p: iso_ms(p["timestamp"])))
+    ]
     rows = sum(p["numInputRows"] for p in progress)
-    return {"delivery": delivery, "rate": rate, "trigger": args.trigger or "engine default", "batches": len(progress),
-            "rows_per_batch": round(rows / max(1, len(progress))),
-            "spark_ms": {k: stats(v) for k, v in spark_phases.items()},
-            "engine_ms": {k: stats(v) for k, v in ours.items()},
-            "jobs_per_batch": round(jobs_per_batch, 2),
-            "idle_between_batches_ms": stats(gaps),
-            "latency_ms": stats(latencies, (50, 90, 99, 100)),
-            "output_per_s": round(len(latencies) / args.seconds)}
+    return {
+        "delivery": delivery,
+        "rate": rate,
+        "trigger": args.trigger or "engine default",
+        "batches": len(progress),
+        "rows_per_batch": round(rows / max(1, len(progress))),
+        "spark_ms": {k: stats(v) for k, v in spark_phases.items()},
+        "engine_ms": {k: stats(v) for k, v in ours.items()},
+        "jobs_per_batch": round(jobs_per_batch, 2),
+        "idle_between_batches_ms": stats(gaps),
+        "latency_ms": stats(latencies, (50, 90, 99, 100)),
+        "output_per_s": round(len(latencies) / args.seconds),
+    }
 
 
 def codegen_compiles(spark) -> tuple[int, float]:
@@ -199,21 +248,28 @@ def stats(values, percentiles=(50, 90)) -> dict:
 
 
 def print_result(r: dict) -> None:
-    print(f"\n== {r['delivery']} at {r['rate']:,} events/s, trigger {r['trigger']}: {r['batches']} batches of "
-          f"~{r['rows_per_batch']:,} records, {r['jobs_per_batch']} Spark jobs per batch ==")
+    print(
+        f"\n== {r['delivery']} at {r['rate']:,} events/s, trigger {r['trigger']}: {r['batches']} batches of "
+        f"~{r['rows_per_batch']:,} records, {r['jobs_per_batch']} Spark jobs per batch =="
+    )
     print(f"{'phase':<28}{'mean ms':>10}{'p50':>10}{'p90':>10}")
     for group, figures in (("spark", r["spark_ms"]), ("engine", r["engine_ms"])):
         for phase, s in figures.items():
             print(f"{group + ' ' + phase:<28}{s['mean']:>10}{s['p50']:>10}{s['p90']:>10}")
-    print(f"{'codegen classes compiled':<28}{r['codegen_per_batch']['compilations']:>10} per batch, "
-          f"~{r['codegen_per_batch']['ms']} ms")
+    print(
+        f"{'codegen classes compiled':<28}{r['codegen_per_batch']['compilations']:>10} per batch, "
+        f"~{r['codegen_per_batch']['ms']} ms"
+    )
     idle = r["idle_between_batches_ms"]
     if idle:
         print(f"{'idle between batches':<28}{idle['mean']:>10}{idle['p50']:>10}{idle['p90']:>10}")
     lat = r["latency_ms"]
     if lat:
-        print(f"latency ms: p50 {lat['p50']}, p90 {lat['p90']}, p99 {lat['p99']}, max {lat['p100']} "
-              f"({r['output_per_s']:,} unique events/s out)", flush=True)
+        print(
+            f"latency ms: p50 {lat['p50']}, p90 {lat['p90']}, p99 {lat['p99']}, max {lat['p100']} "
+            f"({r['output_per_s']:,} unique events/s out)",
+            flush=True,
+        )
 
 
 def iso_ms(text: str) -> float:
@@ -238,8 +294,13 @@ def feed(bootstrap: str, topic: str, rate: int, dup_share: float, done: threadin
             else:
                 unique = uuid.uuid4().hex
                 recent = (recent + [unique])[-1000:]
-            event = {"id": uuid.uuid4().hex, "uniqueValue": unique, "type": "WEB", "timestamp": int(time.time()),
-                     "sent_ms": time.time() * 1000}  # the output carries the event's bytes, not its timestamp
+            event = {
+                "id": uuid.uuid4().hex,
+                "uniqueValue": unique,
+                "type": "WEB",
+                "timestamp": int(time.time()),
+                "sent_ms": time.time() * 1000,
+            }  # the output carries the event's bytes, not its timestamp
             producer.produce(topic, json.dumps(event).encode(), unique.encode())
             sent += 1
         producer.poll(0)
@@ -253,9 +314,16 @@ class Latencies:
     def __init__(self, bootstrap: str, topic: str):
         from confluent_kafka import Consumer
 
-        self.consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"phases-{uuid.uuid4().hex}",
-                                  "isolation.level": "read_committed", "auto.offset.reset": "earliest",
-                                  "enable.auto.commit": False, "fetch.wait.max.ms": 10})
+        self.consumer = Consumer(
+            {
+                "bootstrap.servers": bootstrap,
+                "group.id": f"phases-{uuid.uuid4().hex}",
+                "isolation.level": "read_committed",
+                "auto.offset.reset": "earliest",
+                "enable.auto.commit": False,
+                "fetch.wait.max.ms": 10,
+            }
+        )
         self.consumer.subscribe([topic])
         self.values: list[float] = []
         self.since = float("inf")
@@ -325,7 +393,7 @@ def count_py4j_calls() -> Py4jCalls:
             calls.counts[threading.get_ident()] += 1
             return __original(self, *a, **kw)
 
-        setattr(cls, "send_command", counted)
+        cls.send_command = counted
     return calls
 
 

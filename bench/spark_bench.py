@@ -34,18 +34,23 @@ from pyspark.sql import functions as F  # noqa: E402
 
 from adapters.spark.engine import stop_after_running_batch  # noqa: E402
 from adapters.spark.metrics.listener import accounting_metrics  # noqa: E402
+from adapters.spark.runtime.session import build_session, state_store_conf  # noqa: E402
 from adapters.spark.stream.operator import state_row_counter  # noqa: E402
 from adapters.spark.stream.plan import DedupPlan  # noqa: E402
-from adapters.spark.runtime.session import build_session, state_store_conf  # noqa: E402
 from domain.rules import RuleSet  # noqa: E402
 
 T0 = 1_700_000_000
 
 
 def rate(spark, args) -> DataFrame:
-    src = spark.readStream.format("rate-micro-batch").option("rowsPerBatch", args.rows_per_batch) \
-        .option("numPartitions", 2).option("startTimestamp", T0 * 1000) \
-        .option("advanceMillisPerBatch", args.advance_s * 1000).load()
+    src = (
+        spark.readStream.format("rate-micro-batch")
+        .option("rowsPerBatch", args.rows_per_batch)
+        .option("numPartitions", 2)
+        .option("startTimestamp", T0 * 1000)
+        .option("advanceMillisPerBatch", args.advance_s * 1000)
+        .load()
+    )
     key = F.pmod(F.col("value"), F.lit(args.keys))
     type_ = F.when(F.pmod(F.xxhash64(key), F.lit(10)) < 3, "APP").otherwise("WEB")
     return src.select(key.cast("string").alias("k"), type_.alias("type"), "timestamp", "value")
@@ -58,12 +63,22 @@ def native_plan(spark, args) -> DataFrame:
 
 def engine_plan(spark, args) -> DataFrame:
     rows = rate(spark, args)
-    doc = F.to_json(F.struct(F.concat(F.lit("e"), F.col("value").cast("string")).alias("id"),
-                             F.col("k").alias("uniqueValue"), "type",
-                             F.unix_seconds("timestamp").alias("timestamp")))
-    records = rows.select(doc.cast("binary").alias("value"), F.lit(None).cast("binary").alias("kafka_key"),
-                          F.lit("rate").alias("source"), F.lit(0).alias("partition"),
-                          F.col("value").alias("offset"), F.col("value").alias("ord"))
+    doc = F.to_json(
+        F.struct(
+            F.concat(F.lit("e"), F.col("value").cast("string")).alias("id"),
+            F.col("k").alias("uniqueValue"),
+            "type",
+            F.unix_seconds("timestamp").alias("timestamp"),
+        )
+    )
+    records = rows.select(
+        doc.cast("binary").alias("value"),
+        F.lit(None).cast("binary").alias("kafka_key"),
+        F.lit("rate").alias("source"),
+        F.lit(0).alias("partition"),
+        F.col("value").alias("offset"),
+        F.col("value").alias("ord"),
+    )
     return accounting_metrics(operator_plan(spark).with_verdicts(records))
 
 
@@ -78,8 +93,12 @@ def operator_plan(spark) -> DedupPlan:
 
 def measure(spark, name: str, plan: DataFrame, args) -> dict:
     checkpoint = tempfile.mkdtemp(prefix=f"bench-{name}-")
-    query = plan.writeStream.format("noop").option("checkpointLocation", checkpoint) \
-        .trigger(processingTime="0 seconds").start()
+    query = (
+        plan.writeStream.format("noop")
+        .option("checkpointLocation", checkpoint)
+        .trigger(processingTime="0 seconds")
+        .start()
+    )
     progress = []
     while len(progress) < args.batches:
         time.sleep(0.5)
@@ -87,19 +106,32 @@ def measure(spark, name: str, plan: DataFrame, args) -> dict:
     stop_after_running_batch(query)
     batches = [_batch(p) for p in progress[: args.batches]]
     for b in batches:
-        print(f"  {name} batch {b['batch']}: {b['rows']} rows in {b['ms']} ms, state rows {b['state_rows']}", flush=True)
-    steady = batches[args.warmup:]
+        print(
+            f"  {name} batch {b['batch']}: {b['rows']} rows in {b['ms']} ms, state rows {b['state_rows']}", flush=True
+        )
+    steady = batches[args.warmup :]
     durations = sorted(b["ms"] for b in steady)
-    return {"mode": name, "events_per_s": round(sum(b["rows"] for b in steady) / (sum(durations) / 1000)),
-            "batch_ms_p50": statistics.median(durations), "batch_ms_p99": durations[min(len(durations) - 1, int(0.99 * len(durations)))],
-            "state_rows": batches[-1]["state_rows"], "state_memory_bytes": batches[-1]["state_bytes"], "batches": batches}
+    return {
+        "mode": name,
+        "events_per_s": round(sum(b["rows"] for b in steady) / (sum(durations) / 1000)),
+        "batch_ms_p50": statistics.median(durations),
+        "batch_ms_p99": durations[min(len(durations) - 1, int(0.99 * len(durations)))],
+        "state_rows": batches[-1]["state_rows"],
+        "state_memory_bytes": batches[-1]["state_bytes"],
+        "batches": batches,
+    }
 
 
 def _batch(p) -> dict:
     state = p["stateOperators"][0] if p["stateOperators"] else {}
-    return {"batch": p["batchId"], "rows": p["numInputRows"], "ms": p["durationMs"].get("triggerExecution", 0),
-            "state_rows": state.get("numRowsTotal", 0), "state_bytes": state.get("memoryUsedBytes", 0),
-            "observed": _observed(p)}
+    return {
+        "batch": p["batchId"],
+        "rows": p["numInputRows"],
+        "ms": p["durationMs"].get("triggerExecution", 0),
+        "state_rows": state.get("numRowsTotal", 0),
+        "state_bytes": state.get("memoryUsedBytes", 0),
+        "observed": _observed(p),
+    }
 
 
 def _observed(p) -> dict:
@@ -124,8 +156,10 @@ def main(argv=None) -> None:
     plans = {"native": native_plan, "engine": engine_plan}
     results = [measure(spark, mode, plans[mode](spark, args), args) for mode in args.modes.split(",")]
     for r in results:
-        print(f"{r['mode']:>7}: {r['events_per_s']:>9,} events/s  batch p50 {r['batch_ms_p50']} ms  "
-              f"p99 {r['batch_ms_p99']} ms  state rows {r['state_rows']:,}")
+        print(
+            f"{r['mode']:>7}: {r['events_per_s']:>9,} events/s  batch p50 {r['batch_ms_p50']} ms  "
+            f"p99 {r['batch_ms_p99']} ms  state rows {r['state_rows']:,}"
+        )
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps({"args": vars(args), "results": results}, indent=2))
 

@@ -12,13 +12,15 @@ streaming query it sees, so their progress (``recentProgress``) can be read afte
 
 from __future__ import annotations
 
+import functools
 import json
+import operator
 import os
 import statistics
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 
 class Sampler:
@@ -30,7 +32,7 @@ class Sampler:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
-    def __enter__(self) -> "Sampler":
+    def __enter__(self) -> Sampler:
         self._thread.start()
         return self
 
@@ -48,11 +50,18 @@ class Sampler:
             self.queries.setdefault(str(query.id), query)
         runtime = self.spark._jvm.java.lang.Runtime.getRuntime()
         pids = [self.jvm_pid, os.getpid(), *children(self.jvm_pid)]
-        self.samples.append({"t": time.time(), "memory_mb": round(sum(map(pss_mb, pids))),
-                             "heap_used_mb": round((runtime.totalMemory() - runtime.freeMemory()) / 2**20),
-                             "heap_committed_mb": round(runtime.totalMemory() / 2**20),
-                             "executors_mb": {pid: round(sum(map(pss_mb, [pid, *children(pid)])))
-                                              for pid in (self.executors() if self.executors else [])}})
+        self.samples.append(
+            {
+                "t": time.time(),
+                "memory_mb": round(sum(map(pss_mb, pids))),
+                "heap_used_mb": round((runtime.totalMemory() - runtime.freeMemory()) / 2**20),
+                "heap_committed_mb": round(runtime.totalMemory() / 2**20),
+                "executors_mb": {
+                    pid: round(sum(map(pss_mb, [pid, *children(pid)])))
+                    for pid in (self.executors() if self.executors else [])
+                },
+            }
+        )
 
     def progress(self) -> list[dict]:
         events = [json.loads(p.json) for q in self.queries.values() for p in q.recentProgress]
@@ -89,16 +98,22 @@ def summarize(mode: str, sampler: Sampler, started: float, ended: float, warmup:
     rows = sum(b["rows"] for b in batches)
     last = batches[-1] if batches else {"state_rows": 0, "state_bytes": 0}
     return {
-        "mode": mode, "events": rows, "seconds": round(ended - started, 1), "batches_count": len(batches),
+        "mode": mode,
+        "events": rows,
+        "seconds": round(ended - started, 1),
+        "batches_count": len(batches),
         "events_per_s": round(sum(b["rows"] for b in steady) / max(sum(durations), 1) * 1000),
         "events_per_s_overall": round(rows / max(ended - started, 1e-9)),
         "batch_ms_p50": statistics.median(durations),
         "batch_ms_p99": durations[min(len(durations) - 1, int(0.99 * len(durations)))],
-        "state_rows": last["state_rows"], "state_bytes": last["state_bytes"],
+        "state_rows": last["state_rows"],
+        "state_bytes": last["state_bytes"],
         "peak_memory_mb": max((s["memory_mb"] for s in samples), default=0),
         "peak_heap_used_mb": max((s["heap_used_mb"] for s in samples), default=0),
         "peak_executor_mb": peak_per_executor(samples),
-        "started": started, "batches": batches, "samples": samples,
+        "started": started,
+        "batches": batches,
+        "samples": samples,
     }
 
 
@@ -114,26 +129,35 @@ def peak_per_executor(samples: list[dict]) -> dict[str, int]:
 def _batch(p: dict) -> dict:
     state = p["stateOperators"][0] if p.get("stateOperators") else {}
     custom = state.get("customMetrics", {})
-    return {"batch": p["batchId"], "start": p["timestamp"], "rows": p["numInputRows"],
-            "ms": p["durationMs"].get("triggerExecution", 0), "durations": p["durationMs"],
-            "state_rows": state.get("numRowsTotal", 0),
-            "state_bytes": max(state.get("memoryUsedBytes", 0), custom.get("rocksdbPinnedBlocksMemoryUsage", 0)),
-            "state_ms": {k: state[k] for k in ("allUpdatesTimeMs", "allRemovalsTimeMs", "commitTimeMs") if k in state},
-            "rocksdb": {k: v for k, v in custom.items() if k.startswith("rocksdb")},
-            "observed": p.get("observedMetrics", {})}
+    return {
+        "batch": p["batchId"],
+        "start": p["timestamp"],
+        "rows": p["numInputRows"],
+        "ms": p["durationMs"].get("triggerExecution", 0),
+        "durations": p["durationMs"],
+        "state_rows": state.get("numRowsTotal", 0),
+        "state_bytes": max(state.get("memoryUsedBytes", 0), custom.get("rocksdbPinnedBlocksMemoryUsage", 0)),
+        "state_ms": {k: state[k] for k in ("allUpdatesTimeMs", "allRemovalsTimeMs", "commitTimeMs") if k in state},
+        "rocksdb": {k: v for k, v in custom.items() if k.startswith("rocksdb")},
+        "observed": p.get("observedMetrics", {}),
+    }
 
 
 def plot(results: list[dict], path: Path) -> None:
     """Rate, batch duration, state rows and memory over each mode's run time."""
     import matplotlib
+
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
     from datetime import datetime
+
+    import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(2, 2, figsize=(13, 8))
     for r in results:
-        ends = [datetime.fromisoformat(b["start"].replace("Z", "+00:00")).timestamp() - r["started"] + b["ms"] / 1000
-                for b in r["batches"]]
+        ends = [
+            datetime.fromisoformat(b["start"].replace("Z", "+00:00")).timestamp() - r["started"] + b["ms"] / 1000
+            for b in r["batches"]
+        ]
         axes[0][0].plot(ends, [b["rows"] / max(b["ms"], 1) * 1000 for b in r["batches"]], "o-", label=r["mode"])
         axes[0][1].plot(ends, [b["ms"] / 1000 for b in r["batches"]], "o-", label=r["mode"])
         axes[1][0].plot(ends, [b["state_rows"] / 1e6 for b in r["batches"]], "o-", label=r["mode"])
@@ -141,7 +165,7 @@ def plot(results: list[dict], path: Path) -> None:
         axes[1][1].plot(times, [s["memory_mb"] for s in r["samples"]], label=f"{r['mode']} memory (PSS, JVM + Python)")
         axes[1][1].plot(times, [s["heap_used_mb"] for s in r["samples"]], ":", label=f"{r['mode']} JVM heap used")
     titles = ["events/s per micro-batch", "micro-batch duration (s)", "state rows (millions)", "memory (MB)"]
-    for ax, title in zip(sum(axes.tolist(), []), titles):
+    for ax, title in zip(functools.reduce(operator.iadd, axes.tolist(), []), titles):
         ax.set_title(title)
         ax.set_xlabel("seconds since the mode started")
         ax.grid(alpha=0.3)

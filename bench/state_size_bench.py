@@ -49,22 +49,38 @@ def main() -> None:
         for f in range(args.files):
             with open(root / "in" / f"{f:04d}.jsonl", "w") as out:
                 for i in range(f * per_file, (f + 1) * per_file):
-                    out.write(json.dumps({"id": f"e{i}", "uniqueValue": f"{i:016x}-key", "type": "WEB",
-                                          "timestamp": T0 + i // 1000}) + "\n")
+                    out.write(
+                        json.dumps(
+                            {"id": f"e{i}", "uniqueValue": f"{i:016x}-key", "type": "WEB", "timestamp": T0 + i // 1000}
+                        )
+                        + "\n"
+                    )
         spark = build_session("local[2]", "state-size-bench")
         spark.sparkContext.setLogLevel("ERROR")
-        engine = build_spark_engine(RuleSet(), Policies(), source=f"jsonl:{root / 'in'}?maxFilesPerTrigger=1",
-                                    sink=str(root / "out"), dead_letters=str(root / "dlq"),
-                                    checkpoint=str(root / "checkpoint"), master="local[2]", spark=spark,
-                                    shuffle_partitions=2)
+        engine = build_spark_engine(
+            RuleSet(),
+            Policies(),
+            source=f"jsonl:{root / 'in'}?maxFilesPerTrigger=1",
+            sink=str(root / "out"),
+            dead_letters=str(root / "dlq"),
+            checkpoint=str(root / "checkpoint"),
+            master="local[2]",
+            spark=spark,
+            shuffle_partitions=2,
+        )
         started = time.perf_counter()
         counts = engine.run(available_now=True).as_dict()
         seconds = time.perf_counter() - started
         checkpoint = Checkpoint.at(str(root / "checkpoint"))
         state, total = checkpoint.state_bytes(), checkpoint.total_bytes()
-        figures = {"keys": counts["out"], "seconds": round(seconds, 1), "state_bytes": state,
-                   "checkpoint_bytes": total, "state_bytes_per_million_keys": round(state / counts["out"] * 1e6),
-                   "checkpoint_bytes_per_million_keys": round(total / counts["out"] * 1e6)}
+        figures = {
+            "keys": counts["out"],
+            "seconds": round(seconds, 1),
+            "state_bytes": state,
+            "checkpoint_bytes": total,
+            "state_bytes_per_million_keys": round(state / counts["out"] * 1e6),
+            "checkpoint_bytes_per_million_keys": round(total / counts["out"] * 1e6),
+        }
         spark.stop()
     print(json.dumps(figures, indent=2))
     if args.json:

@@ -11,10 +11,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from app.reference import cli_reference, metrics_reference, settings_reference  # noqa: E402 - after the path is set
+from app.reference import cli_reference, metrics_reference, settings_reference
 
-GENERATED = {"<!-- generated: cli -->": cli_reference, "<!-- generated: settings -->": settings_reference,
-             "<!-- generated: metrics -->": metrics_reference}
+GENERATED = {
+    "<!-- generated: cli -->": cli_reference,
+    "<!-- generated: settings -->": settings_reference,
+    "<!-- generated: metrics -->": metrics_reference,
+}
 
 
 def on_page_markdown(markdown, page, config, files):

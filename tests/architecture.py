@@ -76,16 +76,18 @@ class ImportGraph:
     def within(self, prefix: str) -> ImportGraph:
         """The modules named ``prefix`` or under it, and only the arrows among them."""
         kept = {name: path for name, path in self.paths.items() if is_under(name, prefix)}
-        arrows = {name: {target: line for target, line in self.arrows[name].items() if target in kept}
-                  for name in kept}
+        arrows = {name: {target: line for target, line in self.arrows[name].items() if target in kept} for name in kept}
         return ImportGraph(kept, arrows)
 
     def cycles(self) -> list[Cycle]:
         """Every group of modules that import each other, with one concrete cycle through its
         first module: through every module of the group when such a cycle exists (and the
         search finds it within ``CYCLE_SEARCH_STEPS``), else the longest one found."""
-        return sorted(Cycle(tuple(component), tuple(cycle_path(self.arrows, component)))
-                      for component in components(self.arrows) if len(component) > 1)
+        return sorted(
+            Cycle(tuple(component), tuple(cycle_path(self.arrows, component)))
+            for component in components(self.arrows)
+            if len(component) > 1
+        )
 
     def floors(self) -> dict[str, int]:
         """Each module's floor: 0 when it imports no module of the graph, else one more than
@@ -100,9 +102,12 @@ class ImportGraph:
 
     def violations(self) -> list[Violation]:
         """Every arrow that breaks a layering rule, in importer order."""
-        return [violation for importer in sorted(self.arrows)
-                for imported, line in sorted(self.arrows[importer].items())
-                if (violation := broken_rule(importer, imported, line)) is not None]
+        return [
+            violation
+            for importer in sorted(self.arrows)
+            for imported, line in sorted(self.arrows[importer].items())
+            if (violation := broken_rule(importer, imported, line)) is not None
+        ]
 
 
 def read_graph(src: Path = SRC) -> ImportGraph:
@@ -155,7 +160,7 @@ def absolute_name(node: ast.ImportFrom, importer: str, is_package: bool) -> str 
     package = importer.split(".") if is_package else importer.split(".")[:-1]
     if node.level - 1 >= len(package):
         return None
-    base = package[:len(package) - (node.level - 1)]
+    base = package[: len(package) - (node.level - 1)]
     return ".".join(base + ([node.module] if node.module else []))
 
 
@@ -186,8 +191,8 @@ def components(arrows: dict[str, dict[str, int]]) -> list[list[str]]:
             elif target in stack:
                 low[name] = min(low[name], index[target])
         if low[name] == index[name]:
-            component = stack[stack.index(name):]
-            del stack[stack.index(name):]
+            component = stack[stack.index(name) :]
+            del stack[stack.index(name) :]
             found.append(sorted(component))
 
     for name in sorted(arrows):

@@ -84,6 +84,7 @@ class SendingStateStore(FlakyStateStore):
                 self.lost = False  # the next send connects again
                 raise StateUnavailable("state store down")
             return judged
+
         return answer
 
 
@@ -124,10 +125,10 @@ class SharedStateStore:
 class ListSink:
     """Collects written events; ``fail_values`` are rejected with ``error``; flushes go to ``journal``."""
 
-    def __init__(self, fail_values=(), error=SinkUnavailable("broker refused the write"), journal=None):
+    def __init__(self, fail_values=(), error=None, journal=None):
         self.written: list[bytes] = []
         self.fail_values = set(fail_values)
-        self.error = error
+        self.error = error or SinkUnavailable("broker refused the write")
         self.flushes = 0
         self.journal = [] if journal is None else journal
 

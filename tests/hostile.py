@@ -28,8 +28,16 @@ ENV = {"DEDUP_RULES__APP__KEY_FIELDS": "uniqueValue,session"}
 
 
 def event(id_: str, unique_value: str, type_: str = "APP", t: int = T, **extra) -> bytes:
-    return json.dumps({"id": id_, "uniqueValue": unique_value, "type": type_, "timestamp": t,
-                       **({"session": "s"} if type_ == "APP" else {}), **extra}).encode()
+    return json.dumps(
+        {
+            "id": id_,
+            "uniqueValue": unique_value,
+            "type": type_,
+            "timestamp": t,
+            **({"session": "s"} if type_ == "APP" else {}),
+            **extra,
+        }
+    ).encode()
 
 
 STATIC = (  # (original bytes, reason; None: an honest record, judged)
@@ -41,8 +49,13 @@ STATIC = (  # (original bytes, reason; None: an honest record, judged)
     (b'{"id":"s1","uniqueValue":"\\ud800","type":"APP","session":"s","timestamp":1700000000}', "not_utf8"),
     (b'{"id":"s2","uniqueValue":"x","type":"APP","session":"\\udfff","timestamp":1700000000}', "not_utf8"),
     (b'{"id":"s3","uniqueValue":"\\ud83d\\ude00","type":"APP","session":"s","timestamp":1700000000}', None),
-    (b'{"id":"n1","uniqueValue":"n","type":"APP","session":"s","timestamp":1700000000,"x":'
-     + b"[" * 5000 + b"]" * 5000 + b"}", "not_json"),
+    (
+        b'{"id":"n1","uniqueValue":"n","type":"APP","session":"s","timestamp":1700000000,"x":'
+        + b"[" * 5000
+        + b"]" * 5000
+        + b"}",
+        "not_json",
+    ),
     (b"[" * 20_000, "not_json"),
     (event("c1", "a\u001fb", session="c"), None),  # composite keys that a plain separator confuses
     (event("c2", "a", session="b\u001fc"), None),
@@ -71,8 +84,10 @@ STATIC = (  # (original bytes, reason; None: an honest record, judged)
     (event("w1", "web"), None),
     (event("w2", "web", "WEB", T + 5), None),
     (event("h4", "u1", t=T + 31), None),  # a window later: emitted again
-    (b'{"id":"d1","uniqueValue":"dup","uniqueValue":"dup2","type":"APP","session":"s","timestamp":1700000000}',
-     "not_json"),  # first-wins and last-wins readers would key it differently
+    (
+        b'{"id":"d1","uniqueValue":"dup","uniqueValue":"dup2","type":"APP","session":"s","timestamp":1700000000}',
+        "not_json",
+    ),  # first-wins and last-wins readers would key it differently
     (b'{"id":"d2","uniqueValue":"d","type":"APP","session":"s","session":"t","timestamp":1700000000}', "not_json"),
     (b'{"id":"d3","uniqueValue":"d","type":"APP","session":"s","timestamp":1700000000,"n":Infinity}', "not_json"),
     (b'{"id":"d4","uniqueValue":"d","type":"APP","session":NaN,"timestamp":1700000000}', "not_json"),

@@ -22,8 +22,7 @@ class Step:
     repeats: int | tuple[int, int] | None = None  # a ``dup``'s: the step whose emission it repeats
 
     def record(self, index: int) -> bytes:
-        return json.dumps({"id": f"e{index}", "uniqueValue": self.key, "type": self.type,
-                           "timestamp": self.t}).encode()
+        return json.dumps({"id": f"e{index}", "uniqueValue": self.key, "type": self.type, "timestamp": self.t}).encode()
 
 
 @dataclass(frozen=True)
@@ -51,67 +50,92 @@ def s(*steps: tuple) -> tuple[Step, ...]:
 T = 1_689_019_596
 
 SCENARIOS = (
-    Scenario("in-order duplicate is dropped", s(
-        ("APP", "a", T, "emit"),
-        ("APP", "a", T + 5, "dup", 0),
-        ("APP", "b", T + 6, "emit"))),
-    Scenario("window boundary: W-1 dropped, W emitted", s(
-        ("APP", "a", T, "emit"),
-        ("APP", "a", T + 29, "dup", 0),
-        ("APP", "a", T + 30, "emit"),
-        ("APP", "a", T + 59, "dup", 2),
-        ("APP", "a", T + 60, "emit"))),
-    Scenario("the window is measured from the emitted event, not the last duplicate", s(
-        ("APP", "a", T, "emit"),
-        ("APP", "a", T + 20, "dup", 0),
-        ("APP", "a", T + 40, "emit"))),
-    Scenario("per-type windows are independent", s(
-        ("APP", "k", T, "emit"),
-        ("WEB", "k", T, "emit"),
-        ("APP", "k", T + 31, "emit"),
-        ("WEB", "k", T + 31, "dup", 1),
-        ("WEB", "k", T + 599, "dup", 1),
-        ("WEB", "k", T + 600, "emit"))),
-    Scenario("out-of-order duplicate inside the window is dropped", s(
-        ("WEB", "a", T + 100, "emit"),
-        ("WEB", "a", T + 10, "dup", 0),
-        ("WEB", "b", T + 50, "emit"),
-        ("WEB", "b", T + 49, "dup", 2))),
-    Scenario("out-of-order event a full window older is emitted", s(
-        ("APP", "a", T + 40, "emit"),
-        ("APP", "a", T + 10, "emit"),
-        ("APP", "a", T + 11, "dup", 0))),  # the first emission that lies within the window
-    Scenario("late events are dead-lettered, not dropped", s(
-        ("APP", "a", T + 100, "emit"),
-        ("APP", "b", T + 69, "late"),
-        ("APP", "c", T + 70, "emit"),
-        ("WEB", "d", T + 69, "emit"))),
-    Scenario("explicit lateness of zero", s(
-        ("APP", "a", T + 100, "emit"),
-        ("APP", "b", T + 99, "late"),
-        ("APP", "a", T + 100, "dup", 0)), lateness=0),
-    Scenario("a backlog: far-apart repeats are judged by event time", s(
-        ("APP", "k", T, "emit"),
-        ("APP", "k", T + 10, "dup", 0),
-        ("APP", "k", T + 10_000, "emit"),
-        ("APP", "k", T + 10_005, "dup", 2))),
-    Scenario("the same uniqueValue under two types is two keys", s(
-        ("APP", "d", T, "emit"),
-        ("WEB", "d", T, "emit"),
-        ("APP", "d", T + 1, "dup", 0))),
-    Scenario("out-of-order window boundary: W-1 earlier dropped, W earlier emitted", s(
-        ("APP", "f", T + 500, "emit"),
-        ("APP", "f", T + 471, "dup", 0),
-        ("APP", "f", T + 470, "emit"))),
-    Scenario("types without a rule pass through", s(
-        ("MOBILE", "a", T, "emit"),
-        ("MOBILE", "a", T, "emit"),
-        ("APP", "a", T, "emit"))),
-    Scenario("a long steady stream forgets old keys but still drops recent repeats", s(
-        ("APP", "x", T, "emit"),
-        *[("APP", f"k{i}", T + i, "emit") for i in range(1, 200)],
-        ("APP", "x", T + 200, "emit"),
-        ("APP", "k199", T + 210, "dup", 199))),
+    Scenario(
+        "in-order duplicate is dropped",
+        s(("APP", "a", T, "emit"), ("APP", "a", T + 5, "dup", 0), ("APP", "b", T + 6, "emit")),
+    ),
+    Scenario(
+        "window boundary: W-1 dropped, W emitted",
+        s(
+            ("APP", "a", T, "emit"),
+            ("APP", "a", T + 29, "dup", 0),
+            ("APP", "a", T + 30, "emit"),
+            ("APP", "a", T + 59, "dup", 2),
+            ("APP", "a", T + 60, "emit"),
+        ),
+    ),
+    Scenario(
+        "the window is measured from the emitted event, not the last duplicate",
+        s(("APP", "a", T, "emit"), ("APP", "a", T + 20, "dup", 0), ("APP", "a", T + 40, "emit")),
+    ),
+    Scenario(
+        "per-type windows are independent",
+        s(
+            ("APP", "k", T, "emit"),
+            ("WEB", "k", T, "emit"),
+            ("APP", "k", T + 31, "emit"),
+            ("WEB", "k", T + 31, "dup", 1),
+            ("WEB", "k", T + 599, "dup", 1),
+            ("WEB", "k", T + 600, "emit"),
+        ),
+    ),
+    Scenario(
+        "out-of-order duplicate inside the window is dropped",
+        s(
+            ("WEB", "a", T + 100, "emit"),
+            ("WEB", "a", T + 10, "dup", 0),
+            ("WEB", "b", T + 50, "emit"),
+            ("WEB", "b", T + 49, "dup", 2),
+        ),
+    ),
+    Scenario(
+        "out-of-order event a full window older is emitted",
+        s(("APP", "a", T + 40, "emit"), ("APP", "a", T + 10, "emit"), ("APP", "a", T + 11, "dup", 0)),
+    ),  # the first emission that lies within the window
+    Scenario(
+        "late events are dead-lettered, not dropped",
+        s(
+            ("APP", "a", T + 100, "emit"),
+            ("APP", "b", T + 69, "late"),
+            ("APP", "c", T + 70, "emit"),
+            ("WEB", "d", T + 69, "emit"),
+        ),
+    ),
+    Scenario(
+        "explicit lateness of zero",
+        s(("APP", "a", T + 100, "emit"), ("APP", "b", T + 99, "late"), ("APP", "a", T + 100, "dup", 0)),
+        lateness=0,
+    ),
+    Scenario(
+        "a backlog: far-apart repeats are judged by event time",
+        s(
+            ("APP", "k", T, "emit"),
+            ("APP", "k", T + 10, "dup", 0),
+            ("APP", "k", T + 10_000, "emit"),
+            ("APP", "k", T + 10_005, "dup", 2),
+        ),
+    ),
+    Scenario(
+        "the same uniqueValue under two types is two keys",
+        s(("APP", "d", T, "emit"), ("WEB", "d", T, "emit"), ("APP", "d", T + 1, "dup", 0)),
+    ),
+    Scenario(
+        "out-of-order window boundary: W-1 earlier dropped, W earlier emitted",
+        s(("APP", "f", T + 500, "emit"), ("APP", "f", T + 471, "dup", 0), ("APP", "f", T + 470, "emit")),
+    ),
+    Scenario(
+        "types without a rule pass through",
+        s(("MOBILE", "a", T, "emit"), ("MOBILE", "a", T, "emit"), ("APP", "a", T, "emit")),
+    ),
+    Scenario(
+        "a long steady stream forgets old keys but still drops recent repeats",
+        s(
+            ("APP", "x", T, "emit"),
+            *[("APP", f"k{i}", T + i, "emit") for i in range(1, 200)],
+            ("APP", "x", T + 200, "emit"),
+            ("APP", "k199", T + 210, "dup", 199),
+        ),
+    ),
 )
 
 INVALID_RECORDS = (  # (original bytes, the reason every engine dead-letters them with)
@@ -162,22 +186,37 @@ class InvalidationScenario:
 
     def notification(self, note: tuple[str, str, int]) -> bytes:
         event_type, key, t = note
-        return json.dumps({"notification": "INVALIDATE", "exception": "downstream lost it",
-                           "event": {"id": "n", "uniqueValue": key, "type": event_type, "timestamp": t}}).encode()
+        return json.dumps(
+            {
+                "notification": "INVALIDATE",
+                "exception": "downstream lost it",
+                "event": {"id": "n", "uniqueValue": key, "type": event_type, "timestamp": t},
+            }
+        ).encode()
 
     def records(self) -> list[list[bytes]]:
         """Each batch's events, with ids unique across the scenario."""
-        return [[json.dumps({"id": f"b{b}e{i}", "uniqueValue": step.key, "type": step.type,
-                             "timestamp": step.t}).encode() for i, step in enumerate(batch.steps)]
-                for b, batch in enumerate(self.batches)]
+        return [
+            [
+                json.dumps(
+                    {"id": f"b{b}e{i}", "uniqueValue": step.key, "type": step.type, "timestamp": step.t}
+                ).encode()
+                for i, step in enumerate(batch.steps)
+            ]
+            for b, batch in enumerate(self.batches)
+        ]
 
     def expected(self) -> list[list[str]]:
         return [[step.verdict for step in batch.steps] for batch in self.batches]
 
     def expected_repeats(self) -> dict[tuple[int, int], tuple[int, int]]:
         """For each ``dup`` step ``(batch, index)``, the step whose emission it repeats."""
-        return {(b, i): step.repeats for b, batch in enumerate(self.batches) for i, step in enumerate(batch.steps)
-                if step.verdict == "dup"}
+        return {
+            (b, i): step.repeats
+            for b, batch in enumerate(self.batches)
+            for i, step in enumerate(batch.steps)
+            if step.verdict == "dup"
+        }
 
 
 def b(notes: tuple = (), *steps: tuple) -> Batch:
@@ -185,19 +224,36 @@ def b(notes: tuple = (), *steps: tuple) -> Batch:
 
 
 INVALIDATION_SCENARIOS = (
-    InvalidationScenario("an invalidated event passes again when re-sent inside its window", (
-        b((), ("APP", "a", T, "emit"), ("APP", "a", T + 5, "dup", (0, 0))),
-        b((("APP", "a", T),), ("APP", "a", T + 6, "emit"), ("APP", "a", T + 10, "dup", (1, 0))))),
-    InvalidationScenario("invalidation is scoped to the rule's type", (
-        b((), ("WEB", "a", T, "emit"), ("APP", "a", T, "emit")),
-        b((("APP", "a", T),), ("WEB", "a", T + 5, "dup", (0, 0)), ("APP", "a", T + 5, "emit")))),
-    InvalidationScenario("every live emission of the key is forgotten", (
-        b((), ("APP", "a", T, "emit"), ("APP", "a", T + 30, "emit")),
-        b((("APP", "a", T + 30),), ("APP", "a", T + 31, "emit"), ("APP", "a", T + 40, "dup", (1, 0))))),
-    InvalidationScenario("invalidating a key never emitted changes nothing else", (
-        b((), ("APP", "b", T, "emit")),
-        b((("APP", "z", T),), ("APP", "b", T + 1, "dup", (0, 0)), ("APP", "z", T + 2, "emit")))),
-    InvalidationScenario("a notification for a type without a rule changes nothing", (
-        b((), ("APP", "a", T, "emit")),
-        b((("MOBILE", "a", T),), ("APP", "a", T + 1, "dup", (0, 0))))),
+    InvalidationScenario(
+        "an invalidated event passes again when re-sent inside its window",
+        (
+            b((), ("APP", "a", T, "emit"), ("APP", "a", T + 5, "dup", (0, 0))),
+            b((("APP", "a", T),), ("APP", "a", T + 6, "emit"), ("APP", "a", T + 10, "dup", (1, 0))),
+        ),
+    ),
+    InvalidationScenario(
+        "invalidation is scoped to the rule's type",
+        (
+            b((), ("WEB", "a", T, "emit"), ("APP", "a", T, "emit")),
+            b((("APP", "a", T),), ("WEB", "a", T + 5, "dup", (0, 0)), ("APP", "a", T + 5, "emit")),
+        ),
+    ),
+    InvalidationScenario(
+        "every live emission of the key is forgotten",
+        (
+            b((), ("APP", "a", T, "emit"), ("APP", "a", T + 30, "emit")),
+            b((("APP", "a", T + 30),), ("APP", "a", T + 31, "emit"), ("APP", "a", T + 40, "dup", (1, 0))),
+        ),
+    ),
+    InvalidationScenario(
+        "invalidating a key never emitted changes nothing else",
+        (
+            b((), ("APP", "b", T, "emit")),
+            b((("APP", "z", T),), ("APP", "b", T + 1, "dup", (0, 0)), ("APP", "z", T + 2, "emit")),
+        ),
+    ),
+    InvalidationScenario(
+        "a notification for a type without a rule changes nothing",
+        (b((), ("APP", "a", T, "emit")), b((("MOBILE", "a", T),), ("APP", "a", T + 1, "dup", (0, 0)))),
+    ),
 )

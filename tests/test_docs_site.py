@@ -45,8 +45,12 @@ def relative_links(text: str) -> list[str]:
 def test_the_docs_site_builds_in_strict_mode(tmp_path):
     build = subprocess.run(
         [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(tmp_path / "site")],
-        cwd=REPO_ROOT, capture_output=True, text=True, timeout=300,
-        env={**os.environ, "NO_MKDOCS_2_WARNING": "1"})
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
+    )
     assert build.returncode == 0, f"mkdocs build --strict exited {build.returncode}\n{build.stdout}\n{build.stderr}"
     assert (tmp_path / "site" / "index.html").exists()
 

@@ -132,8 +132,13 @@ def test_a_taken_port_is_re_picked_unless_it_was_given(tmp_path):
 
 def test_the_command_line_starts_reports_and_stops_the_services(tmp_path):
     def cli(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "deploy.local.services", *args, "--dir", str(tmp_path)],
-                              cwd=REPO_ROOT, capture_output=True, text=True, timeout=180)
+        return subprocess.run(
+            [sys.executable, "-m", "deploy.local.services", *args, "--dir", str(tmp_path)],
+            cwd=REPO_ROOT,
+            capture_output=True,
+            text=True,
+            timeout=180,
+        )
 
     up = cli("up", "--hdfs", "--spark-workers", "1")
     try:
@@ -144,14 +149,28 @@ def test_the_command_line_starts_reports_and_stops_the_services(tmp_path):
         assert f"export KAFKA={env['DEDUP_TEST_KAFKA']}\nexport REDIS={env['DEDUP_TEST_REDIS']}\n" in up.stdout
         assert f"export HDFS={env['DEDUP_TEST_HDFS']}\n" in up.stdout and env["HDFS"].startswith("hdfs://127.0.0.1:")
         assert f"export SPARK_MASTER={env['DEDUP_TEST_SPARK_MASTER']}\n" in up.stdout
-        assert env["SPARK_MASTER"].startswith("spark://127.0.0.1:") and len(env["DEDUP_TEST_SPARK_PIDS"].split(",")) == 2
+        assert (
+            env["SPARK_MASTER"].startswith("spark://127.0.0.1:") and len(env["DEDUP_TEST_SPARK_PIDS"].split(",")) == 2
+        )
         assert "export DEDUP_" not in up.stdout
         assert redis.Redis.from_url(env["REDIS"]).ping()
-        assert cli("status").stdout == (f"kafka: up {env['DEDUP_TEST_KAFKA']}\nredis: up {env['DEDUP_TEST_REDIS']}\n"
-                                        f"hdfs:  up {env['DEDUP_TEST_HDFS']}\n"
-                                        f"spark: up {env['DEDUP_TEST_SPARK_MASTER']}\n")
+        assert cli("status").stdout == (
+            f"kafka: up {env['DEDUP_TEST_KAFKA']}\nredis: up {env['DEDUP_TEST_REDIS']}\n"
+            f"hdfs:  up {env['DEDUP_TEST_HDFS']}\n"
+            f"spark: up {env['DEDUP_TEST_SPARK_MASTER']}\n"
+        )
         assert cli("topics", "in", "out", "--partitions", "3").stdout.split() == [
-            "in", "3", "partitions", "0", "messages", "out", "3", "partitions", "0", "messages"]
+            "in",
+            "3",
+            "partitions",
+            "0",
+            "messages",
+            "out",
+            "3",
+            "partitions",
+            "0",
+            "messages",
+        ]
     finally:
         assert cli("down").returncode == 0
     assert cli("status").returncode == 1

@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 
 from deploy.local.services.cli import main as services_cli
-from domain.duplicates import from_document
 from deploy.local.services.prerequisites import REPO_ROOT
+from domain.duplicates import from_document
 
 pytestmark = [pytest.mark.kafka, pytest.mark.redis, pytest.mark.spark, pytest.mark.slow]
 
@@ -42,8 +42,14 @@ def run_in_bash(script: str, tmp_path: Path) -> subprocess.CompletedProcess:
     """``script`` as a newcomer's shell runs it; services it left running are stopped afterwards."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("DEDUP_")} | {"TMPDIR": str(tmp_path)}
     try:
-        return subprocess.run(["bash", "-euo", "pipefail", "-c", script], cwd=REPO_ROOT, env=env,
-                              capture_output=True, text=True, timeout=480)
+        return subprocess.run(
+            ["bash", "-euo", "pipefail", "-c", script],
+            cwd=REPO_ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=480,
+        )
     finally:
         for leftover in tmp_path.glob("*/services/services.env"):
             services_cli(["down", "--dir", str(leftover.parent)])
@@ -81,9 +87,15 @@ def test_why_was_my_event_dropped_runs_as_written_and_names_the_first_copy(tmp_p
     assert json.loads(report.record.value)["id"] == "e2"
     assert (report.first.offset, report.first_time, report.apart) == (1, 1_700_000_000, 12)
     assert report.first.source.endswith("/in.jsonl")
-    assert explanation[-1].strip().startswith("emitted at 1700000000 = 2023-11-14T22:13:20Z, expires at 1700000060 = "
-                                              "2023-11-14T22:14:20Z (live: a repeat less "
-                                              "than the window away is a duplicate), made by ")
+    assert (
+        explanation[-1]
+        .strip()
+        .startswith(
+            "emitted at 1700000000 = 2023-11-14T22:13:20Z, expires at 1700000060 = "
+            "2023-11-14T22:14:20Z (live: a repeat less "
+            "than the window away is a duplicate), made by "
+        )
+    )
     assert explanation[-1].rstrip().endswith("/in.jsonl partition 0 offset 1")
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import defaultdict
-from typing import Sequence
+from collections.abc import Sequence
 
 
 class SystemClock:

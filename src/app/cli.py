@@ -14,15 +14,15 @@ from pathlib import Path
 
 from app.collector import long_lived_frozen
 from app.container import UsageError, container_for
-from app.uris import check_stream_uri
-from app.logs import configure_logging
 from app.demo import prepare as prepare_demo
 from app.demo import report as report_demo
 from app.generator import StreamSpec, generate
+from app.logs import configure_logging
 from app.metrics_server import MetricsServer
 from app.progress import ProgressLine
 from app.settings import Settings, SettingsError, load_settings
 from app.state_cli import add_state_commands
+from app.uris import check_stream_uri
 from domain.accounting import Accounting
 from domain.errors import DedupError, PolicyExhausted, SetupError
 from domain.ports import Engine
@@ -38,8 +38,10 @@ def main(argv: list[str] | None = None) -> int:
     except (SettingsError, UsageError, SetupError) as exc:
         return fail(str(exc), EXIT_USAGE)
     except PolicyExhausted as exc:
-        return fail(f"stopped by policy: {exc}. The failing batch was not acknowledged; "
-                    "a restart processes it again.", EXIT_STOPPED)
+        return fail(
+            f"stopped by policy: {exc}. The failing batch was not acknowledged; a restart processes it again.",
+            EXIT_STOPPED,
+        )
     except DedupError as exc:
         return fail(str(exc), EXIT_STOPPED)
     except KeyboardInterrupt:
@@ -70,8 +72,12 @@ class OneLineParser(argparse.ArgumentParser):
 
 def build_parser() -> argparse.ArgumentParser:
     parser = OneLineParser(prog="dedup", description="Streaming event deduplication.")
-    parser.add_argument("--version", action="version", version=f"dedup {installed_version()}",
-                        help="print the installed version and exit")
+    parser.add_argument(
+        "--version",
+        action="version",
+        version=f"dedup {installed_version()}",
+        help="print the installed version and exit",
+    )
     commands = parser.add_subparsers(dest="command", required=True)
     add_run(commands.add_parser("run", help="deduplicate a stream"))
     add_demo(commands.add_parser("demo", help="generate a stream with known duplicates and deduplicate it"))
@@ -82,18 +88,25 @@ def build_parser() -> argparse.ArgumentParser:
 
 def add_run(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", help="settings file (YAML, JSON or TOML)")
-    parser.add_argument("--engine", choices=["memory", "kafka", "spark"],
-                        help="memory (the default: files and stdin), kafka (Kafka topics, one process) or spark")
+    parser.add_argument(
+        "--engine",
+        choices=["memory", "kafka", "spark"],
+        help="memory (the default: files and stdin), kafka (Kafka topics, one process) or spark",
+    )
     parser.add_argument("--source", help="file:PATH, - (stdin) or kafka://HOST:PORT/TOPIC?group=G")
     parser.add_argument("--sink", help="file:PATH, - (stdout) or kafka://HOST:PORT/TOPIC")
     parser.add_argument("--dlq", help="dead-letter output: file:PATH or kafka://HOST:PORT/TOPIC")
     parser.add_argument("--notifications", help="INVALIDATE notifications input, e.g. kafka://HOST:PORT/TOPIC")
     parser.add_argument("--notifications-out", help="where the invalidate policy publishes INVALIDATE notifications")
-    parser.add_argument("--duplicates", help="the report of every duplicate, with the first copy it repeats: "
-                                             "file:PATH or kafka://HOST:PORT/TOPIC (off by default)")
+    parser.add_argument(
+        "--duplicates",
+        help="the report of every duplicate, with the first copy it repeats: "
+        "file:PATH or kafka://HOST:PORT/TOPIC (off by default)",
+    )
     parser.add_argument("--state", help="memory, memory:SNAPSHOT_PATH (kept across runs) or redis://HOST:PORT/DB")
-    parser.add_argument("--batch-size", type=int,
-                        help="records a batch of the memory and kafka engines holds at most (default 1000)")
+    parser.add_argument(
+        "--batch-size", type=int, help="records a batch of the memory and kafka engines holds at most (default 1000)"
+    )
     parser.add_argument("--metrics-port", type=int, help="serve /metrics (Prometheus) and /health on this port")
     parser.add_argument("--master", help="the Spark engine's master: local[N] or spark://HOST:PORT (spark.master)")
     parser.add_argument("--summary-json", type=writable_file, help="write the accounting counts here as JSON")
@@ -102,22 +115,37 @@ def add_run(parser: argparse.ArgumentParser) -> None:
 
 
 def add_demo(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--engine", choices=["memory", "spark"], default="spark",
-                        help="spark (default: local mode, JSONL directories) or memory")
+    parser.add_argument(
+        "--engine",
+        choices=["memory", "spark"],
+        default="spark",
+        help="spark (default: local mode, JSONL directories) or memory",
+    )
     parser.add_argument("--events", type=positive_int, default=20_000, help="unique events to generate")
-    parser.add_argument("--out", type=Path, default=Path("demo-out"),
-                        help="directory of the demo's stream, outputs and summary (default demo-out)")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=Path("demo-out"),
+        help="directory of the demo's stream, outputs and summary (default demo-out)",
+    )
     parser.set_defaults(handler=cmd_demo)
 
 
 def add_generate(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--events", type=positive_int, default=10_000,
-                        help="unique events (default 10000); the stream also holds their copies and a few invalid "
-                             "and late records")
+    parser.add_argument(
+        "--events",
+        type=positive_int,
+        default=10_000,
+        help="unique events (default 10000); the stream also holds their copies and a few invalid and late records",
+    )
     parser.add_argument("--dup-ratio", type=fraction, default=0.3, help="copies per unique event, 0 to 1")
     parser.add_argument("--seed", type=int, default=7, help="the same seed writes the same stream (default 7)")
-    parser.add_argument("--out", required=True, help="JSONL file to write, or kafka://HOST:PORT/TOPIC "
-                                                      "(an existing topic; each record keyed by its uniqueValue)")
+    parser.add_argument(
+        "--out",
+        required=True,
+        help="JSONL file to write, or kafka://HOST:PORT/TOPIC "
+        "(an existing topic; each record keyed by its uniqueValue)",
+    )
     parser.add_argument("--expected-json", type=writable_file, help="write the expected accounting here")
     parser.set_defaults(handler=cmd_generate)
 
@@ -149,10 +177,20 @@ def writable_file(text: str) -> Path:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    settings = load_settings(args.config, engine=args.engine, source=args.source, sink=args.sink, dlq=args.dlq,
-                             notifications=args.notifications, notifications_out=args.notifications_out,
-                             duplicates=args.duplicates, state=args.state, batch_size=args.batch_size,
-                             metrics_port=args.metrics_port, spark={"master": args.master} if args.master else None)
+    settings = load_settings(
+        args.config,
+        engine=args.engine,
+        source=args.source,
+        sink=args.sink,
+        dlq=args.dlq,
+        notifications=args.notifications,
+        notifications_out=args.notifications_out,
+        duplicates=args.duplicates,
+        state=args.state,
+        batch_size=args.batch_size,
+        metrics_port=args.metrics_port,
+        spark={"master": args.master} if args.master else None,
+    )
     progress = None if args.no_progress or not sys.stderr.isatty() else ProgressLine()
     totals = run_engine(settings, progress, settings_file(args.config))
     if settings.log_format == "json":
@@ -179,8 +217,9 @@ def run_engine(settings: Settings, progress: ProgressLine | None = None, config_
     engine: Engine = container.engine()
     server = None
     if settings.metrics_port is not None:
-        server = MetricsServer(container.metrics(), settings.metrics_port, settings.metrics_host,
-                               settings.stall_timeout).start()
+        server = MetricsServer(
+            container.metrics(), settings.metrics_port, settings.metrics_host, settings.stall_timeout
+        ).start()
     engine.on_batch = batch_listener(progress, server)
     stop = stop_on_signals()
     try:
@@ -201,6 +240,7 @@ def batch_listener(progress: ProgressLine | None, server: MetricsServer | None):
             server.progressed(totals.records_in)
         if progress:
             progress(totals)
+
     return on_batch
 
 

@@ -11,8 +11,8 @@ are given back (``gc.unfreeze``), for a program that runs an engine in its own p
 from __future__ import annotations
 
 import gc
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Iterator
 
 __all__ = ["long_lived_frozen"]
 

@@ -31,8 +31,10 @@ class Demo:
 
     def describe(self, where: Path) -> str:
         e = self.expected
-        return (f"dedup demo: {e.records:,} records generated in {where} "
-                f"({e.duplicates:,} duplicates, {e.invalid} invalid, {e.late} late)")
+        return (
+            f"dedup demo: {e.records:,} records generated in {where} "
+            f"({e.duplicates:,} duplicates, {e.invalid} invalid, {e.late} late)"
+        )
 
 
 def prepare(engine: str, out: Path, spec: StreamSpec) -> tuple[Demo, Path]:
@@ -49,8 +51,12 @@ def _prepare_memory(out: Path, spec: StreamSpec) -> tuple[Demo, Path]:
     outputs = {name: out / f"{name}.jsonl" for name in ("output", "dead-letters")}
     for path in outputs.values():
         path.unlink(missing_ok=True)
-    settings = dict(engine="memory", source=f"file:{source}", sink=f"file:{outputs['output']}",
-                    dlq=f"file:{outputs['dead-letters']}")
+    settings = {
+        "engine": "memory",
+        "source": f"file:{source}",
+        "sink": f"file:{outputs['output']}",
+        "dlq": f"file:{outputs['dead-letters']}",
+    }
     return Demo(settings, expected, outputs), source
 
 
@@ -61,10 +67,14 @@ def _prepare_spark(out: Path, spec: StreamSpec) -> tuple[Demo, Path]:
     for directory in (source, checkpoint, *outputs.values()):
         shutil.rmtree(directory, ignore_errors=True)
     write_parts(source, parts)
-    settings = dict(engine="spark", source=f"file:{source}?maxFilesPerTrigger=1", sink=f"file:{outputs['output']}",
-                    dlq=f"file:{outputs['dead-letters']}",
-                    spark={"checkpoint": str(checkpoint), "available_now": True, "log_file": str(out / "spark.log")},
-                    log_level="ERROR")  # the demo's checkpoint is new on purpose: no "empty state" warning
+    settings = {
+        "engine": "spark",
+        "source": f"file:{source}?maxFilesPerTrigger=1",
+        "sink": f"file:{outputs['output']}",
+        "dlq": f"file:{outputs['dead-letters']}",
+        "spark": {"checkpoint": str(checkpoint), "available_now": True, "log_file": str(out / "spark.log")},
+        "log_level": "ERROR",
+    }  # the demo's checkpoint is new on purpose: no "empty state" warning
     return Demo(settings, expected, outputs), source
 
 
@@ -88,6 +98,9 @@ def report(totals: Accounting, expected: dict[str, int], outputs: dict[str, Path
         mark = "" if got[name] == want else "   <-- MISMATCH"
         print(f"{name:<16}{want:>10,}{got[name]:>10,}{mark}", file=sys.stderr)
     ok = all(got[name] == want for name, want in expected.items()) and totals.balanced
-    print(f"dedup demo: {'OK' if ok else 'FAILED'}: unique events in {outputs['output']}, "
-          f"dead letters in {outputs['dead-letters']}", file=sys.stderr)
+    print(
+        f"dedup demo: {'OK' if ok else 'FAILED'}: unique events in {outputs['output']}, "
+        f"dead letters in {outputs['dead-letters']}",
+        file=sys.stderr,
+    )
     return 0 if ok else 1

@@ -70,7 +70,7 @@ def generate_parts(spec: StreamSpec, parts: int) -> tuple[list[list[bytes]], Exp
     records, late, expected = _build(spec)
     ordinary = [r for r in records if r not in late]
     size = -(-len(ordinary) // parts)
-    chunks = [ordinary[i:i + size] for i in range(0, len(ordinary), size)]
+    chunks = [ordinary[i : i + size] for i in range(0, len(ordinary), size)]
     return chunks + [[r for r in records if r in late]], expected
 
 
@@ -85,15 +85,21 @@ def _build(spec: StreamSpec) -> tuple[list[bytes], set[bytes], Expected]:
     timed.sort(key=lambda item: (item[0], item[1]))
     records = [value for _, _, value in timed]
     _insert_late(spec, rng, records, expected, t)
-    late = set(records[len(records) - spec.late:]) if spec.late else set()
+    late = set(records[len(records) - spec.late :]) if spec.late else set()
     _insert_invalid(spec, rng, records, expected)
     expected.records = len(records)
     return records, late, expected
 
 
 def _event(rng: random.Random, unique_value: str, event_type: str, t: int) -> bytes:
-    return json.dumps({"id": str(uuid.UUID(int=rng.getrandbits(128))), "uniqueValue": unique_value,
-                       "type": event_type, "timestamp": t}).encode()
+    return json.dumps(
+        {
+            "id": str(uuid.UUID(int=rng.getrandbits(128))),
+            "uniqueValue": unique_value,
+            "type": event_type,
+            "timestamp": t,
+        }
+    ).encode()
 
 
 def _add_unique(spec: StreamSpec, rng: random.Random, t: int, timed: list, expected: Expected) -> None:

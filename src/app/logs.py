@@ -29,9 +29,11 @@ class RedactingJsonFormatter(JsonFormatter):
     """One JSON object per record; every string in it redacted."""
 
     def __init__(self):
-        super().__init__("%(asctime)s %(levelname)s %(name)s %(message)s",
-                         rename_fields={"asctime": "time", "levelname": "level", "name": "logger"},
-                         json_default=str)
+        super().__init__(
+            "%(asctime)s %(levelname)s %(name)s %(message)s",
+            rename_fields={"asctime": "time", "levelname": "level", "name": "logger"},
+            json_default=str,
+        )
 
     def process_log_record(self, log_record: dict) -> dict:
         return {key: redact(value) if isinstance(value, str) else _redacted(value) for key, value in log_record.items()}

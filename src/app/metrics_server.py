@@ -83,13 +83,20 @@ class _BoundedServer(ThreadingHTTPServer):
 
     def handle_error(self, request, client_address):
         error = sys.exc_info()[1]
-        log.info("metrics endpoint: %s from %s: %s", type(error).__name__, client_address[0],
-                 redact(first_line(error)))
+        log.info("metrics endpoint: %s from %s: %s", type(error).__name__, client_address[0], redact(first_line(error)))
 
 
 class MetricsServer:
-    def __init__(self, metrics: PrometheusMetrics, port: int, host: str = "127.0.0.1", stall_after: float = 120, *,
-                 request_timeout: float = REQUEST_TIMEOUT, max_connections: int = MAX_CONNECTIONS):
+    def __init__(
+        self,
+        metrics: PrometheusMetrics,
+        port: int,
+        host: str = "127.0.0.1",
+        stall_after: float = 120,
+        *,
+        request_timeout: float = REQUEST_TIMEOUT,
+        max_connections: int = MAX_CONNECTIONS,
+    ):
         self.metrics = metrics
         self.stall_after = stall_after
         self.request_timeout = request_timeout
@@ -99,22 +106,27 @@ class MetricsServer:
         try:
             self._server = _BoundedServer((host, port), self._handler(), max_connections)
         except OSError as exc:
-            setting = "metrics_port (DEDUP_METRICS_PORT, --metrics-port)" if exc.errno in _PORT_ERRORS \
+            setting = (
+                "metrics_port (DEDUP_METRICS_PORT, --metrics-port)"
+                if exc.errno in _PORT_ERRORS
                 else "metrics_host (DEDUP_METRICS_HOST)"
-            raise SetupError(f"invalid setting {setting}: cannot serve metrics on {host}:{port}: "
-                             f"{exc.strerror or exc}") from None
+            )
+            raise SetupError(
+                f"invalid setting {setting}: cannot serve metrics on {host}:{port}: {exc.strerror or exc}"
+            ) from None
         self.port = self._server.server_address[1]
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True, name="metrics-http")
 
-    def start(self) -> "MetricsServer":
+    def start(self) -> MetricsServer:
         self._thread.start()
         return self
 
     def progressed(self, records_in: int) -> None:
         """The engine polled (or finished a micro-batch); ``records_in``: its count of records read so far."""
         now = time.monotonic()
-        self._moved = self._records_in is None and records_in > 0 or (
-            self._records_in is not None and records_in > self._records_in)
+        self._moved = (self._records_in is None and records_in > 0) or (
+            self._records_in is not None and records_in > self._records_in
+        )
         if self._moved:
             self.last_record = now
         self.last_progress, self._records_in = now, records_in
@@ -124,8 +136,11 @@ class MetricsServer:
         now = time.monotonic()
         age = now - self.last_progress
         status = "stalled" if age > self.stall_after else "ok" if self._moved else "idle"
-        return status != "stalled", {"status": status, "last_progress_seconds_ago": round(age, 1),
-                                     "last_record_seconds_ago": round(now - self.last_record, 1)}
+        return status != "stalled", {
+            "status": status,
+            "last_progress_seconds_ago": round(age, 1),
+            "last_record_seconds_ago": round(now - self.last_record, 1),
+        }
 
     def stop(self) -> None:
         self._server.shutdown()

@@ -25,8 +25,10 @@ class ProgressLine:
             return
         rate = (totals.records_in - self._last_in) / (now - self._last_time)
         self._last_time, self._last_in = now, totals.records_in
-        self.stream.write(f"\r{rate:>10,.0f} ev/s  in={totals.records_in:,} out={totals.out:,} "
-                          f"dup={totals.duplicates:,} dlq={totals.dead_lettered:,} late={totals.late:,}   ")
+        self.stream.write(
+            f"\r{rate:>10,.0f} ev/s  in={totals.records_in:,} out={totals.out:,} "
+            f"dup={totals.duplicates:,} dlq={totals.dead_lettered:,} late={totals.late:,}   "
+        )
         self.stream.flush()
         self._shown = True
 

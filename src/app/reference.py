@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import argparse
 import io
+from collections.abc import Iterator
 from contextlib import redirect_stdout
 from enum import Enum
 from types import UnionType
-from typing import Annotated, Any, Iterator, Literal, Union, get_args, get_origin
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 from pydantic import BaseModel
 from pydantic_core import PydanticUndefined
@@ -76,17 +77,25 @@ def settings_reference() -> str:
 
     rows = ["| setting | environment variable | type | default |", "|---|---|---|---|"]
     for path, annotation, default, duration in setting_leaves(Settings):
-        kind = "duration (e.g. `30`, `30s`, `10m`, `2h`, `1d`; a number is seconds)" if duration \
+        kind = (
+            "duration (e.g. `30`, `30s`, `10m`, `2h`, `1d`; a number is seconds)"
+            if duration
             else _type_name(annotation)
-        rows.append(f"| `{'.'.join(path)}` | `{env_name([p.replace(RULE_TYPE, 'WEB') for p in path])}` | "
-                    f"{kind} | {_shown(default)} |")
+        )
+        rows.append(
+            f"| `{'.'.join(path)}` | `{env_name([p.replace(RULE_TYPE, 'WEB') for p in path])}` | "
+            f"{kind} | {_shown(default)} |"
+        )
     defaults = ", ".join(f"`{r.event_type}` window `{r.window}`" for r in DEFAULT_RULES)
-    return "\n".join(rows) + (f"\n\nRules given are laid over the default rules ({defaults}); a rule's "
-                              f"`allowed_lateness` defaults to its window, and a new type needs its `window`.\n")
+    return "\n".join(rows) + (
+        f"\n\nRules given are laid over the default rules ({defaults}); a rule's "
+        f"`allowed_lateness` defaults to its window, and a new type needs its `window`.\n"
+    )
 
 
-def setting_leaves(model: type[BaseModel],
-                   prefix: tuple[str, ...] = ()) -> Iterator[tuple[tuple[str, ...], Any, Any, bool]]:
+def setting_leaves(
+    model: type[BaseModel], prefix: tuple[str, ...] = ()
+) -> Iterator[tuple[tuple[str, ...], Any, Any, bool]]:
     """(path, annotation, default, takes a duration) of every setting of ``model``; a mapping to a
     model (``rules``) is walked under ``<TYPE>``."""
     for name, field in model.model_fields.items():

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import difflib
 import os
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence, get_args, get_origin
+from typing import Any, get_args, get_origin
 
 from pydantic import BaseModel
 
@@ -51,7 +52,7 @@ def misspelt(model: type[BaseModel], path: Sequence[str], *, case_sensitive: boo
         part = path[index] if case_sensitive else path[index].lower()
         if part not in fields:
             match = difflib.get_close_matches(part.lower(), list(fields), n=1, cutoff=0.6)
-            closest = (*path[:index], match[0], *path[index + 1:]) if match else None
+            closest = (*path[:index], match[0], *path[index + 1 :]) if match else None
             return Misspelt(path, index, closest)
         annotation = _unwrapped(fields[part].annotation)
         index += 1

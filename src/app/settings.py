@@ -19,8 +19,7 @@ from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
-from pydantic_settings import (BaseSettings, EnvSettingsSource, NoDecode, PydanticBaseSettingsSource,
-                               SettingsConfigDict)
+from pydantic_settings import BaseSettings, EnvSettingsSource, NoDecode, PydanticBaseSettingsSource, SettingsConfigDict
 from pydantic_settings import SettingsError as _SourceError
 
 from adapters.spark.trigger import DEFAULT_TRIGGER
@@ -151,9 +150,11 @@ class SparkSettings(_Strict):
         """``hdfs-backed`` (and ``memory``, its earlier name) went with state format 4: Spark runs
         the operator's ``transformWithState`` on RocksDB only."""
         if value in ("hdfs-backed", "memory"):
-            raise ValueError(f"{value!r} is no longer offered: since state format 4 the operator keeps its state "
-                             "and timers in RocksDB (Spark runs transformWithState on no other store); write rocksdb, "
-                             "and carry an older checkpoint over with `dedup state migrate`")
+            raise ValueError(
+                f"{value!r} is no longer offered: since state format 4 the operator keeps its state "
+                "and timers in RocksDB (Spark runs transformWithState on no other store); write rocksdb, "
+                "and carry an older checkpoint over with `dedup state migrate`"
+            )
         return value
 
 
@@ -208,8 +209,9 @@ class Settings(BaseSettings):
     redis: RedisSettings = Field(default_factory=RedisSettings)
 
     @classmethod
-    def settings_customise_sources(cls, settings_cls, init_settings, env_settings, dotenv_settings,
-                                   file_secret_settings):
+    def settings_customise_sources(
+        cls, settings_cls, init_settings, env_settings, dotenv_settings, file_secret_settings
+    ):
         return init_settings, _EnvSource(settings_cls), _ConfigFileSource(settings_cls)
 
     @field_validator("idle_partition_timeout", mode="before")
@@ -240,33 +242,46 @@ class Settings(BaseSettings):
         return check_state_uri(value)
 
     @model_validator(mode="after")
-    def _state_of_the_engine(self) -> "Settings":
+    def _state_of_the_engine(self) -> Settings:
         """``memory`` (the default) means the Spark engine's own state, in its checkpoint: ``checkpoint``."""
         if self.engine == "spark" and self.state == "memory":
             if "state" in self.model_fields_set:
-                log.warning("state=memory with the spark engine is deprecated: its state is kept in the checkpoint, "
-                            "write state=checkpoint (DEDUP_STATE=checkpoint)")
+                log.warning(
+                    "state=memory with the spark engine is deprecated: its state is kept in the checkpoint, "
+                    "write state=checkpoint (DEDUP_STATE=checkpoint)"
+                )
             self.state = CHECKPOINT
         elif self.engine != "spark" and self.state == CHECKPOINT:
-            raise ValueError("state (DEDUP_STATE): 'checkpoint' is the spark engine's state; the memory and kafka "
-                             "engines keep theirs in memory, memory:SNAPSHOT_PATH or redis://HOST:PORT/DB")
+            raise ValueError(
+                "state (DEDUP_STATE): 'checkpoint' is the spark engine's state; the memory and kafka "
+                "engines keep theirs in memory, memory:SNAPSHOT_PATH or redis://HOST:PORT/DB"
+            )
         return self
 
     @model_validator(mode="after")
-    def _files_distinct(self) -> "Settings":
+    def _files_distinct(self) -> Settings:
         if self.engine == "memory":
-            distinct_files({"source": self.source, "sink": self.sink, "dlq": self.dlq,
-                            "notifications": self.notifications, "notifications_out": self.notifications_out,
-                            "duplicates": self.duplicates},
-                           self.state)
+            distinct_files(
+                {
+                    "source": self.source,
+                    "sink": self.sink,
+                    "dlq": self.dlq,
+                    "notifications": self.notifications,
+                    "notifications_out": self.notifications_out,
+                    "duplicates": self.duplicates,
+                },
+                self.state,
+            )
         return self
 
     @model_validator(mode="after")
-    def _rules_have_windows(self) -> "Settings":
+    def _rules_have_windows(self) -> Settings:
         for name, rule in self.effective_rules().items():
             if rule.window is None:
-                raise ValueError(f"rules.{name}.window (DEDUP_RULES__{name.upper()}__WINDOW): required for "
-                                 f"type {name}, which has no default window")
+                raise ValueError(
+                    f"rules.{name}.window (DEDUP_RULES__{name.upper()}__WINDOW): required for "
+                    f"type {name}, which has no default window"
+                )
         return self
 
     def effective_rules(self) -> dict[str, RuleSettings]:
@@ -314,8 +329,9 @@ class _StrictYamlLoader(yaml.SafeLoader):
     def compose_node(self, parent, index):
         if self.check_event(yaml.AliasEvent):
             event = self.peek_event()
-            raise yaml.constructor.ConstructorError(None, None, "aliases (*name) are not accepted in a settings file",
-                                                    event.start_mark)
+            raise yaml.constructor.ConstructorError(
+                None, None, "aliases (*name) are not accepted in a settings file", event.start_mark
+            )
         return super().compose_node(parent, index)
 
     def construct_mapping(self, node, deep=False):
@@ -323,8 +339,9 @@ class _StrictYamlLoader(yaml.SafeLoader):
         for key_node, _ in node.value:
             key = self.construct_object(key_node, deep=deep)
             if key in seen:
-                raise yaml.constructor.ConstructorError(None, None, f"the key {key!r} is given twice",
-                                                        key_node.start_mark)
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"the key {key!r} is given twice", key_node.start_mark
+                )
             seen.add(key)
         return super().construct_mapping(node, deep)
 
@@ -342,8 +359,9 @@ def read_config_file(path: Path) -> dict[str, Any]:
         else:
             data = json.loads(text)
     except (yaml.YAMLError, tomllib.TOMLDecodeError, ValueError) as exc:
-        raise SettingsError(f"config file {path}: not valid {path.suffix.lstrip('.') or 'JSON'}: "
-                            f"{first_line(exc)}") from None
+        raise SettingsError(
+            f"config file {path}: not valid {path.suffix.lstrip('.') or 'JSON'}: {first_line(exc)}"
+        ) from None
     if not isinstance(data, dict):
         raise SettingsError(f"config file {path}: must hold a mapping of settings")
     remember(secrets_of_settings(data))
@@ -362,8 +380,9 @@ def load_settings(config_file: str | None = None, **overrides: Any) -> Settings:
     except _SourceError as exc:
         field = re.search(r'field "([^"]+)"', str(exc))
         name = field.group(1) if field else "settings"
-        raise SettingsError(f"invalid setting {name} (DEDUP_{name.upper()}__*): "
-                            "a nested value from the environment is not valid JSON") from None
+        raise SettingsError(
+            f"invalid setting {name} (DEDUP_{name.upper()}__*): a nested value from the environment is not valid JSON"
+        ) from None
     finally:
         _CONFIG_FILE.reset(token)
 

@@ -16,7 +16,7 @@ from pathlib import Path
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from app.cli import main  # noqa: E402
+from app.cli import main
 
 
 def submit(argv: list[str] | None = None) -> int:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import json
 import time
-
 from pathlib import Path
 
 from app.container import UsageError, build_state_store, container_for
@@ -24,15 +23,17 @@ from domain.state import NO_WATERMARK, Emission, current_key, decode, version_of
 
 def add_state_commands(commands) -> None:
     state = commands.add_parser("state", help="look into a deduplication state, or migrate it").add_subparsers(
-        dest="state_command", required=True)
+        dest="state_command", required=True
+    )
     add_inspect(state.add_parser("inspect", help="keys per rule, samples, expiries, format version, size"))
     add_explain(state.add_parser("explain", help="what the state remembers of one key, and who made it"))
     add_migrate(state.add_parser("migrate", help="prepare a new job version's state from the old one's"))
 
 
 def add_inspect(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--state", required=True,
-                        help="memory:SNAPSHOT_PATH, redis://HOST:PORT/DB or spark:CHECKPOINT_DIR")
+    parser.add_argument(
+        "--state", required=True, help="memory:SNAPSHOT_PATH, redis://HOST:PORT/DB or spark:CHECKPOINT_DIR"
+    )
     parser.add_argument("--samples", type=int, default=3, help="keys shown per rule (default 3)")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     parser.set_defaults(handler=cmd_inspect)
@@ -59,14 +60,24 @@ def show(text: str) -> None:
 
 
 def add_explain(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--state", required=True,
-                        help="memory:SNAPSHOT_PATH, redis://HOST:PORT/DB or spark:CHECKPOINT_DIR")
+    parser.add_argument(
+        "--state", required=True, help="memory:SNAPSHOT_PATH, redis://HOST:PORT/DB or spark:CHECKPOINT_DIR"
+    )
     parser.add_argument("--rule", required=True, help="the rule (event type), e.g. APP")
-    parser.add_argument("--key", action="append", required=True, metavar="FIELD=VALUE[,FIELD=VALUE]",
-                        help="the key's values by field (repeat it, or separate with commas)")
+    parser.add_argument(
+        "--key",
+        action="append",
+        required=True,
+        metavar="FIELD=VALUE[,FIELD=VALUE]",
+        help="the key's values by field (repeat it, or separate with commas)",
+    )
     parser.add_argument("--config", help="the job's settings file (its rules' key fields)")
-    parser.add_argument("--at", type=int, help="judge liveness at this time (epoch s; default: the rule's "
-                                               "watermark where the state records it, else now)")
+    parser.add_argument(
+        "--at",
+        type=int,
+        help="judge liveness at this time (epoch s; default: the rule's "
+        "watermark where the state records it, else now)",
+    )
     parser.add_argument("--json", action="store_true", help="print the explanation as JSON")
     parser.set_defaults(handler=cmd_explain)
 
@@ -95,7 +106,7 @@ def key_values(values: list[str]) -> dict[str, str]:
             pairs[-1][1] += "," + piece
         else:
             raise UsageError(f"invalid setting --key: expected FIELD=VALUE, got {piece!r}")
-    return {name: text for name, text in pairs}
+    return dict(pairs)
 
 
 def explain_key(uri: str, rule: str, given: dict[str, str], config: str | None, at: int | None) -> list[Explanation]:
@@ -104,6 +115,7 @@ def explain_key(uri: str, rule: str, given: dict[str, str], config: str | None, 
     else the string spelling's (nothing remembered)."""
     if uri.startswith("spark:"):  # a checkpoint is read through the session's Hadoop file systems
         from adapters.spark.runtime.session import build_session
+
         build_session()
     fields = _key_fields(uri, rule, config)
     try:
@@ -122,6 +134,7 @@ def _key_fields(uri: str, rule: str, config: str | None) -> tuple[str, ...]:
     if uri.startswith("spark:"):
         from adapters.spark.checkpoint.logs import Checkpoint
         from adapters.spark.checkpoint.manifest import read_manifest
+
         manifest = read_manifest(Checkpoint.at(uri.removeprefix("spark:")).ours)
         recorded = manifest.key_fields(rule) if manifest else None
         if recorded:
@@ -140,15 +153,20 @@ def _key_reader(uri: str, rule: str):
         from adapters.spark.checkpoint.logs import Checkpoint
         from adapters.spark.checkpoint.state_reader import key_emissions, rule_watermark
         from adapters.spark.runtime.session import build_session
+
         location = uri.removeprefix("spark:")
         if not Checkpoint.at(location).path.exists():
             raise UsageError(f"invalid setting state: no checkpoint at {location}")
         watermark = rule_watermark(location, rule, now)
-        clock = (watermark, f"rule {rule}'s watermark in the checkpoint") if watermark is not None else \
-            (0, f"rule {rule} has no watermark in the checkpoint yet: nothing has expired")
+        clock = (
+            (watermark, f"rule {rule}'s watermark in the checkpoint")
+            if watermark is not None
+            else (0, f"rule {rule} has no watermark in the checkpoint yet: nothing has expired")
+        )
         return f"spark checkpoint {location}", lambda keys: key_emissions(build_session(), location, keys), clock
     if uri.startswith("memory:"):
         from adapters.memory.state_store import read_snapshot, unreadable
+
         path = Path(uri.removeprefix("memory:"))
         if not path.is_file():
             raise UsageError(f"invalid setting state: no snapshot at {path}")
@@ -163,6 +181,7 @@ def _key_reader(uri: str, rule: str):
             except (ValueError, OSError) as exc:
                 raise UsageError(f"invalid setting state: {unreadable(path, exc)}") from None
             return found
+
         return f"snapshot {path}", read_memory, wall
     store = build_state_store(uri)
     if not store.durable:
@@ -174,17 +193,28 @@ def _key_reader(uri: str, rule: str):
             return {key: store.entries(key, NO_WATERMARK) for key in keys}
         finally:
             store.close()
+
     return f"redis {store.address}", read_store, wall
 
 
 def add_migrate(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--from", dest="source", required=True,
-                        help="the old job's state: spark:CHECKPOINT_DIR or redis://HOST:PORT/DB")
-    parser.add_argument("--to", dest="target", required=True,
-                        help="the new job's state: a new spark:CHECKPOINT_DIR, or redis://HOST:PORT/DB")
+    parser.add_argument(
+        "--from", dest="source", required=True, help="the old job's state: spark:CHECKPOINT_DIR or redis://HOST:PORT/DB"
+    )
+    parser.add_argument(
+        "--to",
+        dest="target",
+        required=True,
+        help="the new job's state: a new spark:CHECKPOINT_DIR, or redis://HOST:PORT/DB",
+    )
     parser.add_argument("--config", help="the NEW job's settings file (its rules and key fields)")
-    parser.add_argument("--old-key-fields", action="append", default=[], metavar="RULE=FIELD,FIELD",
-                        help="the old job's key fields for RULE, when its state does not record them")
+    parser.add_argument(
+        "--old-key-fields",
+        action="append",
+        default=[],
+        metavar="RULE=FIELD,FIELD",
+        help="the old job's key fields for RULE, when its state does not record them",
+    )
     parser.add_argument("--dry-run", action="store_true", help="report what would be done; write nothing")
     parser.set_defaults(handler=cmd_migrate)
 
@@ -195,8 +225,11 @@ def cmd_migrate(args: argparse.Namespace) -> int:
     steps = migrate_state(args.source, args.target, rules, old_key_fields(args.old_key_fields), args.dry_run)
     for step in steps:
         show(f"{'would ' if args.dry_run else ''}{step}")
-    show("dedup state migrate: dry run, nothing was written" if args.dry_run else
-          f"dedup state migrate: done; start the new job on {args.target}")
+    show(
+        "dedup state migrate: dry run, nothing was written"
+        if args.dry_run
+        else f"dedup state migrate: done; start the new job on {args.target}"
+    )
     return 0
 
 
@@ -204,18 +237,22 @@ def inspect_state_store(uri: str, sample_size: int = 3) -> StateReport:
     """A ``StateReport`` for a saved in-memory snapshot, a durable store (Redis) or a Spark checkpoint."""
     if uri.startswith("spark:"):
         from adapters.spark.checkpoint.logs import Checkpoint
-        from adapters.spark.runtime.session import build_session
         from adapters.spark.checkpoint.state_reader import inspect_checkpoint
+        from adapters.spark.runtime.session import build_session
+
         location, spark = uri.removeprefix("spark:"), build_session()
         if not Checkpoint.at(location, spark).path.exists():
             raise UsageError(f"invalid setting state: no checkpoint at {location}")
         return inspect_checkpoint(spark, location, sample_size)
     if uri.startswith("memory:"):
         from adapters.memory.state_store import read_snapshot, unreadable
+
         path = Path(uri.removeprefix("memory:"))
         if not path.is_file():
-            raise UsageError(f"invalid setting state: no snapshot at {path}"
-                             f"{' (a directory; a snapshot is a file)' if path.is_dir() else ''}")
+            raise UsageError(
+                f"invalid setting state: no snapshot at {path}"
+                f"{' (a directory; a snapshot is a file)' if path.is_dir() else ''}"
+            )
         try:
             return inspect_state(f"snapshot {path}", read_snapshot(path), sample_size, path.stat().st_size)
         except (ValueError, OSError) as exc:
@@ -229,25 +266,31 @@ def inspect_state_store(uri: str, sample_size: int = 3) -> StateReport:
         store.close()
 
 
-def migrate_state(source: str, target: str, rules: RuleSet, old_key_fields: dict[str, tuple[str, ...]],
-                  dry_run: bool) -> list[str]:
+def migrate_state(
+    source: str, target: str, rules: RuleSet, old_key_fields: dict[str, tuple[str, ...]], dry_run: bool
+) -> list[str]:
     """Plan the offline step of a state migration and, unless ``dry_run``, do it; returns the steps."""
     if source.startswith("spark:") and target.startswith("spark:"):
         from adapters.spark.checkpoint.migration import migrate, plan_migration
         from adapters.spark.runtime.session import build_session
+
         spark = build_session()
-        plan = plan_migration(spark, source.removeprefix("spark:"), target.removeprefix("spark:"), rules,
-                              old_key_fields)
+        plan = plan_migration(
+            spark, source.removeprefix("spark:"), target.removeprefix("spark:"), rules, old_key_fields
+        )
         if not dry_run:
             migrate(spark, plan)
         return plan.describe()
     if source.startswith(("redis://", "rediss://")) and target.startswith(("redis://", "rediss://")):
         from adapters.redis.migration import apply_redis_migration, plan_redis_migration
+
         redis_plan = plan_redis_migration(source, target, rules, old_key_fields)
         steps = redis_plan.describe()
         return steps if dry_run else [*steps, f"wrote {apply_redis_migration(redis_plan)} keys"]
-    raise UsageError(f"invalid setting --from/--to: migrate spark:CHECKPOINT to spark:NEW_CHECKPOINT or redis:// "
-                     f"to redis://, got {redact(source)!r} and {redact(target)!r}")
+    raise UsageError(
+        f"invalid setting --from/--to: migrate spark:CHECKPOINT to spark:NEW_CHECKPOINT or redis:// "
+        f"to redis://, got {redact(source)!r} and {redact(target)!r}"
+    )
 
 
 def old_key_fields(values: list[str]) -> dict[str, tuple[str, ...]]:

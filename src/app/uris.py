@@ -25,13 +25,16 @@ from domain.redaction import redact_uri
 STREAM_FORMS = {"kafka://": "kafka://HOST:PORT/TOPIC", "file:": "file:PATH", "jsonl:": "jsonl:DIRECTORY"}
 REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
 CHECKPOINT = "checkpoint"  # the Spark engine's state, kept in its checkpoint
-STATE_FORMS = {"memory:": "memory:SNAPSHOT_PATH", **{s: f"{s}HOST:PORT/DB" for s in REDIS_SCHEMES[:2]},
-               "unix://": "unix://SOCKET_PATH?db=N"}
+STATE_FORMS = {
+    "memory:": "memory:SNAPSHOT_PATH",
+    **{s: f"{s}HOST:PORT/DB" for s in REDIS_SCHEMES[:2]},
+    "unix://": "unix://SOCKET_PATH?db=N",
+}
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*):(//)?")
 
 
 def check_stream_uri(value: str, setting: str) -> str:
-    if value == "-" or value.startswith(("file:", "jsonl:")) and len(value.split(":", 1)[1]) > 0:
+    if value == "-" or (value.startswith(("file:", "jsonl:")) and len(value.split(":", 1)[1]) > 0):
         return value
     if value.startswith("kafka://"):
         try:
@@ -49,6 +52,7 @@ def distinct_files(uris: dict[str, str | None], state: str) -> None:
     """The memory engine's files, each named by one setting only: a sink writing over the input,
     the state snapshot or another output would destroy it; ``-`` is stdin for the inputs and
     stdout for the outputs, one of each at most. Raises ValueError naming the setting."""
+
     def path(uri: str | None) -> str | None:
         if uri == "-" or uri == "file:-":
             return "-"
@@ -56,23 +60,31 @@ def distinct_files(uris: dict[str, str | None], state: str) -> None:
 
     snapshot = state.removeprefix("memory:") if state.startswith("memory:") else None
     inputs = {"source": path(uris.get("source")), "notifications": path(uris.get("notifications"))}
-    outputs = {"sink": path(uris.get("sink")), "dlq": path(uris.get("dlq") or MEMORY_DEAD_LETTERS),
-               "notifications_out": path(uris.get("notifications_out")), "state": snapshot}
+    outputs = {
+        "sink": path(uris.get("sink")),
+        "dlq": path(uris.get("dlq") or MEMORY_DEAD_LETTERS),
+        "notifications_out": path(uris.get("notifications_out")),
+        "state": snapshot,
+    }
     for group, stream in ((inputs, "stdin"), (outputs, "stdout")):
         seen: dict[str, str] = {}
         for setting, where in group.items():
             if where:
                 place = stream if where == "-" else str(Path(where).resolve())
                 if place in seen:
-                    raise ValueError(f"{setting} ({env_name([setting])}): {stream if where == '-' else where} is "
-                                     f"also {seen[place]}'s; each needs its own file")
+                    raise ValueError(
+                        f"{setting} ({env_name([setting])}): {stream if where == '-' else where} is "
+                        f"also {seen[place]}'s; each needs its own file"
+                    )
                 seen[place] = setting
     written = {str(Path(p).resolve()): s for s, p in outputs.items() if p and p != "-"}
     for setting, where in inputs.items():
         writer = written.get(str(Path(where).resolve())) if where and where != "-" else None
         if writer:
-            raise ValueError(f"{writer} ({env_name([writer])}): {where} is also {setting}'s, which it would "
-                             f"overwrite; each needs its own file")
+            raise ValueError(
+                f"{writer} ({env_name([writer])}): {where} is also {setting}'s, which it would "
+                f"overwrite; each needs its own file"
+            )
 
 
 def check_state_uri(value: str) -> str:
@@ -96,7 +108,7 @@ def check_state_uri(value: str) -> str:
 def _check_redis_url(value: str) -> None:
     parts = urlsplit(value)
     try:
-        parts.port
+        _ = parts.port  # reading the port validates it
     except ValueError:
         raise ValueError(f"{redact_uri(value)!r} has an invalid port: a port is a number from 1 to 65535") from None
     if parts.scheme != "unix" and not parts.hostname:

@@ -45,7 +45,7 @@ class Accounting:
         if name in LABEL_OF:
             self.detail[name, label or UNKNOWN] += amount
 
-    def add(self, other: "Accounting") -> None:
+    def add(self, other: Accounting) -> None:
         for name, value in other.counts().items():
             setattr(self, name, getattr(self, name) + value)
         self.detail.update(other.detail)
@@ -79,7 +79,12 @@ class Accounting:
     def summary_line(self) -> str:
         d = self.as_dict()
         main = ", ".join(f"{k}={d[k]}" for k in ("in", *BUCKETS))
-        shown = ("late", "invalid", "passed_through", "invalidations",
-                 *(("rejected_notifications",) if d["rejected_notifications"] else ()))
+        shown = (
+            "late",
+            "invalid",
+            "passed_through",
+            "invalidations",
+            *(("rejected_notifications",) if d["rejected_notifications"] else ()),
+        )
         detail = ", ".join(f"{k}={d[k]}" for k in shown)
         return f"{main} ({detail}){'' if self.balanced else ' UNBALANCED'}"

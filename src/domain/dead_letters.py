@@ -30,14 +30,15 @@ by a parity test.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
-from typing import Iterable
 
 from domain.events import RawRecord, SourcePosition
-from domain.metadata import HEADER_PREFIX, INTEGER, TEXT, TIME, Field, Original, millis, nest  # noqa: F401 - re-exported
-from domain.metadata import cut_to
-from domain.metadata import from_document as metadata_from_document, from_headers as metadata_from_headers
-from domain.metadata import to_document as metadata_document, to_headers as metadata_headers
+from domain.metadata import HEADER_PREFIX, INTEGER, TEXT, TIME, Field, Original, cut_to, millis, nest  # noqa: F401 - re-exported
+from domain.metadata import from_document as metadata_from_document
+from domain.metadata import from_headers as metadata_from_headers
+from domain.metadata import to_document as metadata_document
+from domain.metadata import to_headers as metadata_headers
 
 MAX_ERROR_CHARS = 1000
 DEFAULT_MAX_BYTES = 64 * 1024  # a dead letter's key plus value at most: far below the 1 MB Kafka takes by default
@@ -76,21 +77,34 @@ def bounded(dead_letter: DeadLetter, max_bytes: int = DEFAULT_MAX_BYTES) -> Dead
 
 
 FIELDS = (
-    Field("reason", TEXT), Field("error", TEXT), Field("error_class", TEXT),
-    Field("source.topic", TEXT), Field("source.partition", INTEGER), Field("source.offset", INTEGER),
-    Field("attempts", INTEGER), Field("time", TIME),
-    Field("original.size", INTEGER, required=False), Field("original.sha256", TEXT, required=False),
+    Field("reason", TEXT),
+    Field("error", TEXT),
+    Field("error_class", TEXT),
+    Field("source.topic", TEXT),
+    Field("source.partition", INTEGER),
+    Field("source.offset", INTEGER),
+    Field("attempts", INTEGER),
+    Field("time", TIME),
+    Field("original.size", INTEGER, required=False),
+    Field("original.sha256", TEXT, required=False),
 )
 
 
 def metadata(dead_letter: DeadLetter) -> dict[str, str | int]:
     """Each field's value by name (``time`` in milliseconds, ``error`` bounded)."""
     position, original = dead_letter.record.position, dead_letter.original_value
-    return {"reason": dead_letter.reason, "error": dead_letter.error[:MAX_ERROR_CHARS],
-            "error_class": dead_letter.error_class, "source.topic": position.source,
-            "source.partition": position.partition, "source.offset": position.offset,
-            "attempts": dead_letter.attempts, "time": millis(dead_letter.time),
-            "original.size": original.size, "original.sha256": original.sha256}
+    return {
+        "reason": dead_letter.reason,
+        "error": dead_letter.error[:MAX_ERROR_CHARS],
+        "error_class": dead_letter.error_class,
+        "source.topic": position.source,
+        "source.partition": position.partition,
+        "source.offset": position.offset,
+        "attempts": dead_letter.attempts,
+        "time": millis(dead_letter.time),
+        "original.size": original.size,
+        "original.sha256": original.sha256,
+    }
 
 
 def to_headers(dead_letter: DeadLetter) -> list[tuple[str, bytes]]:
@@ -98,8 +112,9 @@ def to_headers(dead_letter: DeadLetter) -> list[tuple[str, bytes]]:
     return metadata_headers(FIELDS, metadata(dead_letter))
 
 
-def to_message(dead_letter: DeadLetter, max_bytes: int = DEFAULT_MAX_BYTES) \
-        -> tuple[bytes, bytes | None, list[tuple[str, bytes]]]:
+def to_message(
+    dead_letter: DeadLetter, max_bytes: int = DEFAULT_MAX_BYTES
+) -> tuple[bytes, bytes | None, list[tuple[str, bytes]]]:
     """The Kafka message of ``dead_letter``, :func:`bounded` by ``max_bytes``: ``(value, key, headers)``."""
     letter = bounded(dead_letter, max_bytes)
     return letter.record.value, letter.record.key, to_headers(letter)
@@ -125,8 +140,15 @@ def from_document(document: dict) -> DeadLetter:
 
 def _dead_letter(value: bytes, key: bytes | None, values: dict) -> DeadLetter:
     position = SourcePosition(values["source.topic"], values["source.partition"], values["source.offset"])
-    return DeadLetter(RawRecord(value, position, key), values["reason"], values["error"], values["error_class"],
-                      values["attempts"], values["time"] / 1000, _original(value, values))
+    return DeadLetter(
+        RawRecord(value, position, key),
+        values["reason"],
+        values["error"],
+        values["error_class"],
+        values["attempts"],
+        values["time"] / 1000,
+        _original(value, values),
+    )
 
 
 def _original(value: bytes, values: dict) -> Original | None:

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import logging
 from collections import defaultdict
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Callable, Iterable, Sequence
 
 from domain.accounting import NO_RULE, Accounting
 from domain.duplicates import Duplicate
@@ -83,7 +83,7 @@ class Deduplicator:
         for index, record in enumerate(records, 1):
             try:
                 admitted = admit(record, now)
-            except Exception as failed:  # noqa: BLE001 - the policies classify it
+            except Exception as failed:
                 outcome, item = self._prepare(record, counts, now, failed)
             else:
                 outcome, item = place(record, admitted, counts, now)
@@ -113,8 +113,9 @@ class Deduplicator:
     def dead_letter(self, record: RawRecord, error: DedupError, attempts: int, reason: str | None = None) -> DeadLetter:
         return DeadLetter(record, reason or error.reason, str(error), error.error_class, attempts, self.clock.now())
 
-    def _prepare(self, record: RawRecord, counts: Accounting, now: float,
-                 failed: Exception) -> tuple[Outcome, _Pending | None]:
+    def _prepare(
+        self, record: RawRecord, counts: Accounting, now: float, failed: Exception
+    ) -> tuple[Outcome, _Pending | None]:
         """A record whose admission ``failed``: retried or resolved (a dead letter, a skip, a
         stop) as the policies say."""
         result = run_with_policy(lambda: self._admit(record, now), self.policies, self.clock.sleep, failed)
@@ -123,8 +124,13 @@ class Deduplicator:
             return self._counted(self._resolve(record, result), counts), None
         return self._place(record, result.value, counts, now)
 
-    def _place(self, record: RawRecord, admitted: tuple[Event, DedupRule | None, str | None, int],
-               counts: Accounting, now: float) -> tuple[Outcome, _Pending | None]:
+    def _place(
+        self,
+        record: RawRecord,
+        admitted: tuple[Event, DedupRule | None, str | None, int],
+        counts: Accounting,
+        now: float,
+    ) -> tuple[Outcome, _Pending | None]:
         """An admitted record: passed through, late, or a claim on its key (counted once judged)."""
         event, rule, key, t = admitted
         if rule is None:
@@ -137,12 +143,20 @@ class Deduplicator:
         watermark, horizon = self.watermarks.judge(rule.event_type, position.partition_name(), t, now)
         if t < horizon - rule.lateness:
             counts.tally("late", 1, rule.event_type)
-            late = InvalidEvent("late", f"time {t} is older than its partition's time {horizon} minus lateness "
-                                        f"{rule.lateness}")
+            late = InvalidEvent(
+                "late", f"time {t} is older than its partition's time {horizon} minus lateness {rule.lateness}"
+            )
             outcome = Outcome(record, Verdict.DEAD_LETTER, event, dead_letter=self.dead_letter(record, late, 1))
             return self._counted(outcome, counts), None
-        claim = Claim(key, t, rule.window, t + rule.retention, NO_WATERMARK if watermark is None else watermark,
-                      position.token(), settled)
+        claim = Claim(
+            key,
+            t,
+            rule.window,
+            t + rule.retention,
+            NO_WATERMARK if watermark is None else watermark,
+            position.token(),
+            settled,
+        )
         outcome = Outcome(record, Verdict.EMIT, event, key)
         return outcome, (outcome, rule, claim)
 
@@ -164,8 +178,11 @@ class Deduplicator:
         return event, rule, key, event.timestamp
 
     @staticmethod
-    def _send(send: Callable[[Sequence[Claim]], Answer] | None, pending: dict[str, list[_Pending]],
-              sent: list[tuple[list[_Pending], Answer | None]]) -> Callable[[Sequence[Claim]], Answer] | None:
+    def _send(
+        send: Callable[[Sequence[Claim]], Answer] | None,
+        pending: dict[str, list[_Pending]],
+        sent: list[tuple[list[_Pending], Answer | None]],
+    ) -> Callable[[Sequence[Claim]], Answer] | None:
         """Add each rule's ``pending`` claims to ``sent``: sent to a store that decides them while
         the batch goes on (``send``: its ``send_many``), else to be claimed when their turn comes.
         Returns ``send``, or None once a send failed: the claims after it wait for their turn
@@ -175,13 +192,14 @@ class Deduplicator:
             if send is not None:
                 try:
                     answer = send([claim for _, _, claim in rule_items])
-                except Exception:  # noqa: BLE001 - claimed again in its turn, under the policies
+                except Exception:
                     send = None
             sent.append((rule_items, answer))
         return send
 
-    def _claim(self, rule: DedupRule, items: list[_Pending], counts: Accounting, now: float,
-               answer: Answer | None = None) -> None:
+    def _claim(
+        self, rule: DedupRule, items: list[_Pending], counts: Accounting, now: float, answer: Answer | None = None
+    ) -> None:
         """Claim the keys of ``rule``'s admitted records in one call to the state (or read the
         answer of one already sent: when it fails, they are claimed again under the policies,
         a replayed claim being granted as before); count them."""
@@ -190,11 +208,12 @@ class Deduplicator:
         if answer is not None:
             try:
                 result = Succeeded(answer(), 1)
-            except Exception as exc:  # noqa: BLE001 - the policies classify it
+            except Exception as exc:
                 failed = exc
         if result is None:
-            result = run_with_policy(lambda: self.state.check_and_set_many(claims), self.policies, self.clock.sleep,
-                                     failed)
+            result = run_with_policy(
+                lambda: self.state.check_and_set_many(claims), self.policies, self.clock.sleep, failed
+            )
         if isinstance(result, Resolved):
             for outcome, _, _ in items:
                 self._replace(outcome, self._resolve(outcome.record, result))
@@ -205,8 +224,9 @@ class Deduplicator:
             if not judgement.granted:
                 refused += 1
                 outcome.verdict = Verdict.DUPLICATE
-                outcome.duplicate = Duplicate.of(outcome.record, rule.event_type, rule.window, claim.time,
-                                                 judgement.repeats, now)
+                outcome.duplicate = Duplicate.of(
+                    outcome.record, rule.event_type, rule.window, claim.time, judgement.repeats, now
+                )
         if refused < len(items):
             counts.tally("out", len(items) - refused, rule.event_type)
         if refused:
@@ -217,7 +237,9 @@ class Deduplicator:
             raise PolicyExhausted(resolved.error, resolved.attempts)
         if resolved.action is Terminal.SKIP:
             return Outcome(record, Verdict.SKIP)
-        return Outcome(record, Verdict.DEAD_LETTER, dead_letter=self.dead_letter(record, resolved.error, resolved.attempts))
+        return Outcome(
+            record, Verdict.DEAD_LETTER, dead_letter=self.dead_letter(record, resolved.error, resolved.attempts)
+        )
 
     @staticmethod
     def _replace(target: Outcome, source: Outcome) -> None:
@@ -238,5 +260,9 @@ class Deduplicator:
         return outcome.event.type if outcome.event.type in self.rules.rules else NO_RULE
 
 
-BUCKET_OF = {Verdict.EMIT: "out", Verdict.DUPLICATE: "duplicates",
-             Verdict.DEAD_LETTER: "dead_lettered", Verdict.SKIP: "skipped"}
+BUCKET_OF = {
+    Verdict.EMIT: "out",
+    Verdict.DUPLICATE: "duplicates",
+    Verdict.DEAD_LETTER: "dead_lettered",
+    Verdict.SKIP: "skipped",
+}

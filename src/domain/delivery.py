@@ -11,8 +11,8 @@ where it really went. ``flush`` failures that outlast their retries raise
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 from domain.accounting import Accounting
 from domain.dedup import Deduplicator, Outcome, Verdict
@@ -40,7 +40,7 @@ class Delivery:
             if outcome.verdict is Verdict.EMIT:
                 try:
                     write(outcome.record, outcome.event)
-                except Exception as failed:  # noqa: BLE001 - the policies classify it
+                except Exception as failed:
                     if self._emit(outcome, counts, failed=failed):
                         delivered.append(outcome)
                 else:
@@ -72,11 +72,13 @@ class Delivery:
                 self._emit(outcome, counts, refusal=error)
         return kept
 
-    def _emit(self, outcome: Outcome, counts: Accounting, refusal: Exception | None = None,
-              failed: Exception | None = None) -> bool:
+    def _emit(
+        self, outcome: Outcome, counts: Accounting, refusal: Exception | None = None, failed: Exception | None = None
+    ) -> bool:
         """True when the sink took the event; False when a policy sent it elsewhere. ``refusal``:
         the sink refused it for good once flushed (it is not written again); ``failed``: the
         first write raised it (the policies go on from there)."""
+
         def write() -> None:
             if refusal is not None:
                 raise refusal

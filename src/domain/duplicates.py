@@ -21,21 +21,31 @@ Encoded like a dead letter (``domain.metadata``): on Kafka the original value an
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
-from typing import Iterable
 
 from domain.events import RawRecord, SourcePosition
 from domain.metadata import INTEGER, TEXT, TIME, Field, Original, cut_to, millis
-from domain.metadata import from_document as metadata_from_document, from_headers as metadata_from_headers
-from domain.metadata import to_document as metadata_document, to_headers as metadata_headers
+from domain.metadata import from_document as metadata_from_document
+from domain.metadata import from_headers as metadata_from_headers
+from domain.metadata import to_document as metadata_document
+from domain.metadata import to_headers as metadata_headers
 from domain.state import Emission
 
 FIELDS = (
-    Field("rule", TEXT), Field("window", INTEGER), Field("event_time", INTEGER),
-    Field("source.topic", TEXT), Field("source.partition", INTEGER), Field("source.offset", INTEGER),
-    Field("repeats.topic", TEXT, required=False), Field("repeats.partition", INTEGER, required=False),
-    Field("repeats.offset", INTEGER, required=False), Field("repeats.time", INTEGER), Field("apart", INTEGER),
-    Field("time", TIME), Field("original.size", INTEGER, required=False),
+    Field("rule", TEXT),
+    Field("window", INTEGER),
+    Field("event_time", INTEGER),
+    Field("source.topic", TEXT),
+    Field("source.partition", INTEGER),
+    Field("source.offset", INTEGER),
+    Field("repeats.topic", TEXT, required=False),
+    Field("repeats.partition", INTEGER, required=False),
+    Field("repeats.offset", INTEGER, required=False),
+    Field("repeats.time", INTEGER),
+    Field("apart", INTEGER),
+    Field("time", TIME),
+    Field("original.size", INTEGER, required=False),
     Field("original.sha256", TEXT, required=False),
 )
 WHAT = "duplicate report"
@@ -59,8 +69,9 @@ class Duplicate:
     original: Original | None = None  # set when ``record`` holds only the first bytes (:func:`bounded`)
 
     @classmethod
-    def of(cls, record: RawRecord, rule: str, window: int, event_time: int, repeats: Emission,
-           time: float) -> "Duplicate":
+    def of(
+        cls, record: RawRecord, rule: str, window: int, event_time: int, repeats: Emission, time: float
+    ) -> Duplicate:
         """The report of ``record``, a duplicate of the emission ``repeats`` (its owner is a position token)."""
         return cls(record, rule, window, event_time, repeats.time, SourcePosition.from_token(repeats.owner), time)
 
@@ -76,21 +87,33 @@ def bounded(duplicate: Duplicate, max_bytes: int) -> Duplicate:
     if record is duplicate.record:
         return duplicate
     cut = len(record.value) < len(duplicate.record.value)
-    return replace(duplicate, record=record,
-                   original=(duplicate.original or Original.of(duplicate.record.value)) if cut else duplicate.original)
+    return replace(
+        duplicate,
+        record=record,
+        original=(duplicate.original or Original.of(duplicate.record.value)) if cut else duplicate.original,
+    )
 
 
 def metadata(duplicate: Duplicate) -> dict[str, str | int | None]:
     """Each field's value by name (``time`` in milliseconds; ``repeats.*`` None when unknown,
     ``original.*`` None unless the record is carried cut)."""
     position, first, original = duplicate.record.position, duplicate.first, duplicate.original
-    return {"rule": duplicate.rule, "window": duplicate.window, "event_time": duplicate.event_time,
-            "source.topic": position.source, "source.partition": position.partition,
-            "source.offset": position.offset,
-            "repeats.topic": first and first.source, "repeats.partition": first and first.partition,
-            "repeats.offset": first and first.offset, "repeats.time": duplicate.first_time,
-            "apart": duplicate.apart, "time": millis(duplicate.time),
-            "original.size": original and original.size, "original.sha256": original and original.sha256}
+    return {
+        "rule": duplicate.rule,
+        "window": duplicate.window,
+        "event_time": duplicate.event_time,
+        "source.topic": position.source,
+        "source.partition": position.partition,
+        "source.offset": position.offset,
+        "repeats.topic": first and first.source,
+        "repeats.partition": first and first.partition,
+        "repeats.offset": first and first.offset,
+        "repeats.time": duplicate.first_time,
+        "apart": duplicate.apart,
+        "time": millis(duplicate.time),
+        "original.size": original and original.size,
+        "original.sha256": original and original.sha256,
+    }
 
 
 def to_headers(duplicate: Duplicate) -> list[tuple[str, bytes]]:
@@ -98,7 +121,9 @@ def to_headers(duplicate: Duplicate) -> list[tuple[str, bytes]]:
     return metadata_headers(FIELDS, metadata(duplicate))
 
 
-def to_message(duplicate: Duplicate, max_bytes: int | None = None) -> tuple[bytes, bytes | None, list[tuple[str, bytes]]]:
+def to_message(
+    duplicate: Duplicate, max_bytes: int | None = None
+) -> tuple[bytes, bytes | None, list[tuple[str, bytes]]]:
     """The Kafka message of ``duplicate``, :func:`bounded` by ``max_bytes`` when given: ``(value, key, headers)``."""
     if max_bytes is not None:
         duplicate = bounded(duplicate, max_bytes)
@@ -130,5 +155,13 @@ def _duplicate(value: bytes, key: bytes | None, values: dict) -> Duplicate:
     original = None
     if "original.size" in values and "original.sha256" in values:
         original = Original(values["original.size"], values["original.sha256"])
-    return Duplicate(RawRecord(value, position, key), values["rule"], values["window"], values["event_time"],
-                     values["repeats.time"], first, values["time"] / 1000, original)
+    return Duplicate(
+        RawRecord(value, position, key),
+        values["rule"],
+        values["window"],
+        values["event_time"],
+        values["repeats.time"],
+        first,
+        values["time"] / 1000,
+        original,
+    )

@@ -71,8 +71,18 @@ class UnknownEventType(InvalidEvent):
 
 
 OVERSIZE = "oversize"  # the reason of a record too large for an output
-INVALID_CODES = ("not_utf8", "not_json", "not_object", "missing_field", "null_field", "wrong_type", "empty_field",
-                 "out_of_range", "unknown_type", "future")
+INVALID_CODES = (
+    "not_utf8",
+    "not_json",
+    "not_object",
+    "missing_field",
+    "null_field",
+    "wrong_type",
+    "empty_field",
+    "out_of_range",
+    "unknown_type",
+    "future",
+)
 DEAD_LETTER_REASONS = (*INVALID_CODES, "late", OVERSIZE, "bug", "transient")
 """Every reason a dead letter can give: the codes of ``InvalidEvent`` (``domain.events``), a late
 record, a record too large for its output, and the error classes a policy dead-letters."""
@@ -108,7 +118,7 @@ class ProcessingBug(PermanentError):
     error_class = "bug"
 
     @classmethod
-    def wrap(cls, exc: BaseException) -> "ProcessingBug":
+    def wrap(cls, exc: BaseException) -> ProcessingBug:
         bug = cls(f"{type(exc).__name__}: {exc}")
         bug.__cause__ = exc
         return bug

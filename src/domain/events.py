@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from domain.errors import InvalidEvent
 from domain.keys import KeyValue
@@ -36,7 +36,7 @@ class SourcePosition:
         return f"{self.source}:{self.partition}:{self.offset}"
 
     @classmethod
-    def from_token(cls, token: str) -> "SourcePosition | None":
+    def from_token(cls, token: str) -> SourcePosition | None:
         """The position a :meth:`token` names (a token may add ``#…`` after the offset, as a
         file's lines do); None for one that names none (an emission whose owner is unknown:
         made by an old state format, or with no position)."""
@@ -94,12 +94,18 @@ class Event:
         if isinstance(value, (str, bool)) or (type(value) is int and KEY_INTEGERS[0] <= value <= KEY_INTEGERS[1]):
             return value
         kind = "an integer beyond 64 bits" if type(value) is int else _json_type(value)
-        raise InvalidEvent("wrong_type", f"key field {name!r} must be a string, an integer or a boolean, got {kind}",
-                           name)
+        raise InvalidEvent(
+            "wrong_type", f"key field {name!r} must be a string, an integer or a boolean, got {kind}", name
+        )
 
     def to_wire(self) -> dict:
-        return {**self.fields, "id": self.id, "uniqueValue": self.unique_value,
-                "type": self.type, "timestamp": self.timestamp}
+        return {
+            **self.fields,
+            "id": self.id,
+            "uniqueValue": self.unique_value,
+            "type": self.type,
+            "timestamp": self.timestamp,
+        }
 
 
 KEY_INTEGERS = (-(2**63), 2**63 - 1)
@@ -189,16 +195,26 @@ def _refuse_lone_surrogates(value: object) -> None:
         try:
             value.encode("utf-8")
         except UnicodeEncodeError as exc:
-            raise InvalidEvent("not_utf8", f"record holds a lone UTF-16 surrogate {value[exc.start]!r} "
-                                          "(a JSON escape \\ud800-\\udfff without its pair)") from None
+            raise InvalidEvent(
+                "not_utf8",
+                f"record holds a lone UTF-16 surrogate {value[exc.start]!r} "
+                "(a JSON escape \\ud800-\\udfff without its pair)",
+            ) from None
 
 
 def event_from_object(obj: dict) -> Event:
     """The event an object holds, or ``InvalidEvent`` (see ``parse_event`` for the codes)."""
-    id_, unique_value, type_, timestamp = (obj.get("id"), obj.get("uniqueValue"), obj.get("type"),
-                                          obj.get("timestamp"))
-    if not (type(id_) is str and type(unique_value) is str and type(type_) is str and type(timestamp) is int
-            and id_.strip() and unique_value.strip() and type_.strip() and 0 <= timestamp <= MAX_TIMESTAMP):
+    id_, unique_value, type_, timestamp = (obj.get("id"), obj.get("uniqueValue"), obj.get("type"), obj.get("timestamp"))
+    if not (
+        type(id_) is str
+        and type(unique_value) is str
+        and type(type_) is str
+        and type(timestamp) is int
+        and id_.strip()
+        and unique_value.strip()
+        and type_.strip()
+        and 0 <= timestamp <= MAX_TIMESTAMP
+    ):
         for name in REQUIRED_STRING_FIELDS:
             _require_string(obj, name)
         timestamp = _require_timestamp(obj)
@@ -231,12 +247,13 @@ def _require_string(obj: dict, name: str) -> str:
 def _require_timestamp(obj: dict) -> int:
     value = _require_present(obj, "timestamp")
     if isinstance(value, bool) or not isinstance(value, int):
-        raise InvalidEvent("wrong_type",
-                           f"field 'timestamp' must be an integer (epoch seconds), got {_json_type(value)}",
-                           "timestamp")
+        raise InvalidEvent(
+            "wrong_type", f"field 'timestamp' must be an integer (epoch seconds), got {_json_type(value)}", "timestamp"
+        )
     if not 0 <= value <= MAX_TIMESTAMP:
-        raise InvalidEvent("out_of_range",
-                           f"field 'timestamp' {value} is not epoch seconds in 0..{MAX_TIMESTAMP}", "timestamp")
+        raise InvalidEvent(
+            "out_of_range", f"field 'timestamp' {value} is not epoch seconds in 0..{MAX_TIMESTAMP}", "timestamp"
+        )
     return value
 
 

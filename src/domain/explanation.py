@@ -16,23 +16,25 @@ from __future__ import annotations
 
 import itertools
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
-from typing import Iterable
+from datetime import UTC, datetime
 
 from domain.events import SourcePosition
 from domain.keys import KeyValue, display_value, encode_key
 from domain.state import Emission
 
-NOTHING = ("nothing is remembered for this key: no event of it was emitted, or its emissions expired and were "
-           "forgotten, or an INVALIDATE notification removed them")
+NOTHING = (
+    "nothing is remembered for this key: no event of it was emitted, or its emissions expired and were "
+    "forgotten, or an INVALIDATE notification removed them"
+)
 
 
 def dated(epoch_seconds: int) -> str:
     """``1700000000 = 2023-11-14T22:13:20Z``: epoch seconds with their UTC date (the seconds alone
     where no calendar date exists)."""
     try:
-        when = datetime.fromtimestamp(epoch_seconds, tz=timezone.utc)
+        when = datetime.fromtimestamp(epoch_seconds, tz=UTC)
     except (OverflowError, OSError, ValueError):
         return str(epoch_seconds)
     return f"{epoch_seconds} = {when.strftime('%Y-%m-%dT%H:%M:%SZ')}"
@@ -47,21 +49,37 @@ class ExplainedEmission:
     position: SourcePosition | None
 
     @classmethod
-    def of(cls, emission: Emission, at: int) -> "ExplainedEmission":
-        return cls(emission.time, emission.expires_at, emission.kept_until, emission.expires_at > at,
-                   SourcePosition.from_token(emission.owner))
+    def of(cls, emission: Emission, at: int) -> ExplainedEmission:
+        return cls(
+            emission.time,
+            emission.expires_at,
+            emission.kept_until,
+            emission.expires_at > at,
+            SourcePosition.from_token(emission.owner),
+        )
 
     def line(self) -> str:
         state = "live: a repeat less than the window away is a duplicate" if self.live else "expired"
-        where = (f"{self.position.source} partition {self.position.partition} offset {self.position.offset}"
-                 if self.position else "position unknown (kept by an older state format)")
+        where = (
+            f"{self.position.source} partition {self.position.partition} offset {self.position.offset}"
+            if self.position
+            else "position unknown (kept by an older state format)"
+        )
         return f"emitted at {dated(self.time)}, expires at {dated(self.expires_at)} ({state}), made by {where}"
 
     def as_dict(self) -> dict:
-        position = None if self.position is None else {
-            "topic": self.position.source, "partition": self.position.partition, "offset": self.position.offset}
-        return {"time": self.time, "expires_at": self.expires_at, "kept_until": self.kept_until, "live": self.live,
-                "position": position}
+        position = (
+            None
+            if self.position is None
+            else {"topic": self.position.source, "partition": self.position.partition, "offset": self.position.offset}
+        )
+        return {
+            "time": self.time,
+            "expires_at": self.expires_at,
+            "kept_until": self.kept_until,
+            "live": self.live,
+            "position": position,
+        }
 
 
 @dataclass
@@ -81,15 +99,22 @@ class Explanation:
         return [*head, *(f"  {e.line()}" for e in self.emissions)]
 
     def as_dict(self) -> dict:
-        return {"store": self.store, "rule": self.rule, "key": self.key, "at": self.at, "at_source": self.at_source,
-                "emissions": [e.as_dict() for e in self.emissions]}
+        return {
+            "store": self.store,
+            "rule": self.rule,
+            "key": self.key,
+            "at": self.at,
+            "at_source": self.at_source,
+            "emissions": [e.as_dict() for e in self.emissions],
+        }
 
     def json(self) -> str:
         return json.dumps(self.as_dict(), indent=2)
 
 
-def explain(store: str, rule: str, key: dict[str, KeyValue], entries: Iterable[Emission], at: int,
-            at_source: str) -> Explanation:
+def explain(
+    store: str, rule: str, key: dict[str, KeyValue], entries: Iterable[Emission], at: int, at_source: str
+) -> Explanation:
     """The explanation of ``entries``, the emissions a store keeps for ``key`` under ``rule``, at ``at``."""
     ordered = sorted(entries, key=lambda e: (e.time, e.expires_at))
     return Explanation(store, rule, dict(key), at, at_source, [ExplainedEmission.of(e, at) for e in ordered])
@@ -113,4 +138,4 @@ def _typed_readings(text: str) -> list[KeyValue]:
         number = int(text)
     except ValueError:
         return []
-    return [number] if str(number) == text and -2 ** 63 <= number < 2 ** 63 else []
+    return [number] if str(number) == text and -(2**63) <= number < 2**63 else []

@@ -8,8 +8,8 @@ oldest and newest expiry and the format versions found.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Iterable
 
 from domain.keys import SEPARATOR, decode_key, display_value
 from domain.state import StateFormatError, current_key, decode, version_of
@@ -39,11 +39,18 @@ class StateReport:
         return sum(self.keys_per_rule.values())
 
     def as_dict(self) -> dict:
-        return {"store": self.store, "keys": self.keys, "keys_per_rule": dict(self.keys_per_rule),
-                "format_versions": {_version_label(v): n for v, n in sorted(self.versions.items(), key=str)},
-                "oldest_expiry": self.oldest_expiry, "newest_expiry": self.newest_expiry,
-                "unreadable": self.unreadable, "size_bytes": self.size_bytes, "samples": self.samples,
-                **({"details": self.details} if self.details else {})}
+        return {
+            "store": self.store,
+            "keys": self.keys,
+            "keys_per_rule": dict(self.keys_per_rule),
+            "format_versions": {_version_label(v): n for v, n in sorted(self.versions.items(), key=str)},
+            "oldest_expiry": self.oldest_expiry,
+            "newest_expiry": self.newest_expiry,
+            "unreadable": self.unreadable,
+            "size_bytes": self.size_bytes,
+            "samples": self.samples,
+            **({"details": self.details} if self.details else {}),
+        }
 
 
 def _version_label(version: int | str) -> str:
@@ -51,8 +58,9 @@ def _version_label(version: int | str) -> str:
     return f"v{version}" if isinstance(version, int) else version
 
 
-def inspect_state(store: str, items: Iterable[tuple[str, str | bytes]], sample_size: int = 3,
-                  size_bytes: int | None = None) -> StateReport:
+def inspect_state(
+    store: str, items: Iterable[tuple[str, str | bytes]], sample_size: int = 3, size_bytes: int | None = None
+) -> StateReport:
     report = StateReport(store, size_bytes=size_bytes)
     for key, value in items:
         version = _note_value(report, value)

@@ -28,7 +28,7 @@ to it.
 from __future__ import annotations
 
 import re
-from typing import Iterable
+from collections.abc import Iterable
 
 SEPARATOR = "\x1f"
 ESCAPE = "\x1e"
@@ -66,9 +66,9 @@ def typed_part(value: KeyValue) -> str:
 def value_of(part: str) -> KeyValue:
     """The inverse of :func:`typed_part`. Raises ``ValueError`` for a malformed part."""
     if part.startswith(INTEGER_PART):
-        return int(part[len(INTEGER_PART):])
-    if part.startswith(BOOLEAN_PART) and part[len(BOOLEAN_PART):] in ("true", "false"):
-        return part[len(BOOLEAN_PART):] == "true"
+        return int(part[len(INTEGER_PART) :])
+    if part.startswith(BOOLEAN_PART) and part[len(BOOLEAN_PART) :] in ("true", "false"):
+        return part[len(BOOLEAN_PART) :] == "true"
     return unescape(part)
 
 
@@ -95,8 +95,7 @@ def key_prefix(rule: str) -> str:
 
 def display_value(value: KeyValue) -> str:
     """A key value as a person reads it: a string as it is, an integer or boolean as JSON."""
-    return value if isinstance(value, str) else ("true" if value is True else "false" if value is False
-                                                 else str(value))
+    return value if isinstance(value, str) else ("true" if value is True else "false" if value is False else str(value))
 
 
 def decode_key(key: str) -> tuple[str, tuple[KeyValue, ...]]:

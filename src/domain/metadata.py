@@ -22,8 +22,9 @@ from __future__ import annotations
 
 import base64
 import hashlib
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Iterable, Sequence
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from domain.events import RawRecord
@@ -54,17 +55,17 @@ class Original:
     sha256: str
 
     @classmethod
-    def of(cls, value: bytes) -> "Original":
+    def of(cls, value: bytes) -> Original:
         return cls(len(value), hashlib.sha256(value).hexdigest())
 
 
-def cut_to(record: "RawRecord", max_bytes: int) -> "RawRecord":
+def cut_to(record: RawRecord, max_bytes: int) -> RawRecord:
     """``record`` as it is when its key plus value fit ``max_bytes``; otherwise with its key
     cut to at most ``max_bytes // 2`` bytes and its value to the rest."""
     if len(record.value) + len(record.key or b"") <= max_bytes:
         return record
-    key = None if record.key is None else record.key[:max_bytes // 2]
-    return replace(record, value=record.value[:max_bytes - len(key or b"")], key=key)
+    key = None if record.key is None else record.key[: max_bytes // 2]
+    return replace(record, value=record.value[: max_bytes - len(key or b"")], key=key)
 
 
 def millis(seconds: float) -> int:
@@ -94,8 +95,11 @@ def from_headers(fields: Sequence[Field], headers: Iterable[tuple[str, bytes]] |
 
 def to_document(fields: Sequence[Field], values: dict, key: bytes | None, value: bytes) -> dict:
     """The JSON document of ``values`` and the record's bytes; a field whose value is None is left out."""
-    flat = {f.name: values[f.name] / 1000 if f.kind == TIME else values[f.name] for f in fields
-            if values.get(f.name) is not None}
+    flat = {
+        f.name: values[f.name] / 1000 if f.kind == TIME else values[f.name]
+        for f in fields
+        if values.get(f.name) is not None
+    }
     flat.update(key=None if key is None else _b64(key), value=_b64(value))
     return nest(flat)
 
@@ -104,8 +108,11 @@ def from_document(fields: Sequence[Field], document: dict, what: str) -> tuple[d
     """``(values, key, value)`` a JSON document carries. Raises ``ValueError`` naming ``what``
     when a required field is missing or a field is malformed."""
     try:
-        values = {f.name: _typed(f, _lookup(document, f.name)) for f in fields
-                  if f.required or _lookup(document, f.name, None) is not None}
+        values = {
+            f.name: _typed(f, _lookup(document, f.name))
+            for f in fields
+            if f.required or _lookup(document, f.name, None) is not None
+        }
         key, value = document["key"], base64.b64decode(document["value"], validate=True)
         key = None if key is None else base64.b64decode(key, validate=True)
     except (KeyError, TypeError) as exc:

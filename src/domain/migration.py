@@ -15,12 +15,12 @@ those are not found here; ``dedup state migrate`` translates the unambiguous one
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
 
 from domain.errors import SetupError
-from domain.ports import StateStore
 from domain.keys import decode_key, encode_key, rule_of
+from domain.ports import StateStore
 from domain.state import Claim, Emission, Judgement
 
 log = logging.getLogger(__name__)
@@ -111,8 +111,10 @@ class MigratingStateStore:
         """The old store's emission ``claim`` repeats, if any."""
         if self._retires(rule_of(claim.key), claim.now):
             return None
-        return next((e for e in self._old_entries(claim.key, claim.now)
-                     if claim.within_window(e) and not claim.replays(e)), None)
+        return next(
+            (e for e in self._old_entries(claim.key, claim.now) if claim.within_window(e) and not claim.replays(e)),
+            None,
+        )
 
     def _old_entries(self, key: str, now: int) -> tuple[Emission, ...]:
         if rule_of(key) in self.retired_rules or key in self.forgotten:
@@ -122,8 +124,14 @@ class MigratingStateStore:
     def _retires(self, rule: str, now: int) -> bool:
         start = self.started_at.setdefault(rule, now)
         if rule not in self.retired_rules and now >= start + self.retention:
-            log.warning("old state retired for rule %s: its watermark %d is one retention (%d s) past the "
-                        "migration's start %d; it is no longer consulted", rule, now, self.retention, start)
+            log.warning(
+                "old state retired for rule %s: its watermark %d is one retention (%d s) past the "
+                "migration's start %d; it is no longer consulted",
+                rule,
+                now,
+                self.retention,
+                start,
+            )
             self.retired_rules.add(rule)
         return rule in self.retired_rules
 

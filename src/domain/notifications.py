@@ -29,5 +29,6 @@ def parse_notification(value: bytes) -> Notification:
 
 
 def encode_notification(notification: Notification) -> bytes:
-    return json.dumps({"notification": notification.kind, "exception": notification.exception,
-                       "event": notification.event.to_wire()}).encode()
+    return json.dumps(
+        {"notification": notification.kind, "exception": notification.exception, "event": notification.event.to_wire()}
+    ).encode()

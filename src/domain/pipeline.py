@@ -18,15 +18,15 @@ import logging
 import threading
 import time
 from collections import defaultdict
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
 
 from domain.accounting import Accounting
 from domain.dedup import Deduplicator, Outcome
 from domain.delivery import Delivery
 from domain.errors import BatchAborted, PolicyExhausted
-from domain.policies import run_or_stop
 from domain.events import RawRecord
+from domain.policies import run_or_stop
 from domain.ports import BatchCommitter, EventSource, Metrics, NotificationSource
 
 log = logging.getLogger(__name__)
@@ -76,8 +76,9 @@ class BatchPipeline:
         self._polled_at = time.monotonic()
         self._aborted_in_a_row = 0
 
-    def run(self, stop: threading.Event | None = None,
-            on_batch: Callable[[Accounting], None] | None = None) -> Accounting:
+    def run(
+        self, stop: threading.Event | None = None, on_batch: Callable[[Accounting], None] | None = None
+    ) -> Accounting:
         """Process until a bounded source is exhausted or ``stop`` is set; returns the totals.
 
         ``on_batch(totals)`` is called after every poll: after a committed batch, and after an
@@ -166,8 +167,12 @@ class BatchPipeline:
             forgot = run_or_stop(lambda n=note: self.core.invalidate(n), self.core.policies, self.core.clock.sleep)
             self.totals.invalidations += 1
             self.metrics.increment("invalidations")
-            log.info("INVALIDATE %s/%s: %s", note.event.type, note.event.unique_value,
-                     "forgotten" if forgot else "nothing stored")
+            log.info(
+                "INVALIDATE %s/%s: %s",
+                note.event.type,
+                note.event.unique_value,
+                "forgotten" if forgot else "nothing stored",
+            )
         if notes or self.notifications.rejected > rejected:
             self.notifications.commit()
 

@@ -20,9 +20,10 @@ step is a ``domain.syntax`` step, delays are durations (``0.2``, ``2s``, ``1m``)
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Callable, Generic, TypeVar
+from typing import Generic, TypeVar
 
 from domain.errors import DedupError, PolicyExhausted, classify
 from domain.syntax import parse_step, real_number, seconds, whole_number, word
@@ -83,8 +84,10 @@ class PolicyChain:
         return 1 + sum(step.attempts for step in self.retries)
 
     def __str__(self) -> str:
-        steps = [f"retry(attempts={r.attempts},backoff={r.backoff},delay={r.delay},max_delay={r.max_delay})"
-                 for r in self.retries]
+        steps = [
+            f"retry(attempts={r.attempts},backoff={r.backoff},delay={r.delay},max_delay={r.max_delay})"
+            for r in self.retries
+        ]
         return ">".join([*steps, self.terminal.value])
 
 
@@ -98,13 +101,14 @@ DEFAULT_POLICIES = {
 @dataclass(frozen=True)
 class Policies:
     chains: dict[str, PolicyChain] = field(
-        default_factory=lambda: {k: parse_chain(v) for k, v in DEFAULT_POLICIES.items()})
+        default_factory=lambda: {k: parse_chain(v) for k, v in DEFAULT_POLICIES.items()}
+    )
 
     def for_error(self, error: DedupError) -> PolicyChain:
         return self.chains.get(error.error_class) or self.chains["bug"]
 
     @classmethod
-    def from_strings(cls, chains: dict[str, str]) -> "Policies":
+    def from_strings(cls, chains: dict[str, str]) -> Policies:
         unknown = set(chains) - set(ERROR_CLASSES)
         if unknown:
             raise ValueError(f"unknown error class {sorted(unknown)[0]!r}; expected one of {', '.join(ERROR_CLASSES)}")
@@ -112,8 +116,9 @@ class Policies:
         return cls({k: parse_chain(v) for k, v in merged.items()})
 
 
-_RETRY = {"retry": {"attempts": whole_number, "backoff": word, "delay": seconds, "max_delay": seconds,
-                    "factor": real_number}}
+_RETRY = {
+    "retry": {"attempts": whole_number, "backoff": word, "delay": seconds, "max_delay": seconds, "factor": real_number}
+}
 
 
 def parse_chain(text: str) -> PolicyChain:
@@ -152,8 +157,12 @@ class Resolved:
     attempts: int
 
 
-def run_with_policy(operation: Callable[[], T], policies: Policies, sleep: Callable[[float], None],
-                    first_failure: Exception | None = None) -> Succeeded[T] | Resolved:
+def run_with_policy(
+    operation: Callable[[], T],
+    policies: Policies,
+    sleep: Callable[[float], None],
+    first_failure: Exception | None = None,
+) -> Succeeded[T] | Resolved:
     """Run ``operation``, retrying per the failing error's chain; never raises a DedupError.
 
     ``first_failure``: the operation was already tried once, by a caller's fast path, and
@@ -164,7 +173,7 @@ def run_with_policy(operation: Callable[[], T], policies: Policies, sleep: Calla
         if failed is None:
             try:
                 return Succeeded(operation(), failures + 1)
-            except Exception as exc:  # noqa: BLE001 - every failure is classified, none escapes
+            except Exception as exc:
                 failed = exc
         error, failed = classify(failed), None
         failures += 1

@@ -7,11 +7,12 @@ Every method documents what it guarantees and what it raises. Adapters raise onl
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
-from typing import Callable, Collection, Protocol, Sequence, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 from domain.accounting import Accounting
-from domain.dead_letters import DeadLetter  # noqa: F401 - defined there, re-exported for the ports' users
+from domain.dead_letters import DeadLetter
 from domain.duplicates import Duplicate
 from domain.errors import PermanentError
 from domain.events import Event, RawRecord

@@ -17,7 +17,8 @@ A secret is
 from __future__ import annotations
 
 import re
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 MASK = "***"
@@ -25,7 +26,9 @@ _SECRET_NAME = re.compile(r"password|passwd|secret|jaas|token|credential|private
 _SCHEME = r"\b(?:[A-Za-z][A-Za-z0-9+.-]*://|(?:rediss?|kafka|unix|hdfs|https?|memory|file|jsonl):/?(?!/))"
 _USERINFO = re.compile(rf"(?P<scheme>{_SCHEME})(?P<userinfo>[^\s'\"]*)@")  # greedy: to the URI's last @
 _QUERY_PARAM = re.compile(r"(?P<lead>[?&;])(?P<name>[^=&\s'\"#]+)=(?P<value>[^&\s'\"#]*)")
-_ASSIGNMENT = re.compile(r"(?P<name>[\w.-]+)(?P<close>['\"]?)(?P<sep>\s*[=:]\s*)(?P<quote>['\"]?)(?P<value>[^\s'\",;)}]+)")
+_ASSIGNMENT = re.compile(
+    r"(?P<name>[\w.-]+)(?P<close>['\"]?)(?P<sep>\s*[=:]\s*)(?P<quote>['\"]?)(?P<value>[^\s'\",;)}]+)"
+)
 _MIN_REMEMBERED = 3  # shorter values would mask ordinary text
 _remembered: set[str] = set()
 
@@ -57,8 +60,9 @@ def redact(text: str) -> str:
     """``text`` with every secret it shows masked: URI user-info, secret-named parameters and
     assignments (``sasl.password=x``, ``'ssl.key.password': 'x'``) and every remembered value."""
     text = _USERINFO.sub(lambda m: f"{m['scheme']}{MASK}@", text)
-    text = _QUERY_PARAM.sub(lambda m: f"{m['lead']}{m['name']}={MASK if is_secret_name(m['name']) else m['value']}",
-                            text)
+    text = _QUERY_PARAM.sub(
+        lambda m: f"{m['lead']}{m['name']}={MASK if is_secret_name(m['name']) else m['value']}", text
+    )
     text = _ASSIGNMENT.sub(_mask_assignment, text)
     for secret in sorted(_remembered, key=len, reverse=True):
         text = text.replace(secret, MASK)
@@ -84,7 +88,7 @@ def secrets_of_uri(uri: str) -> list[str]:
     if match:
         user, _, password = match["userinfo"].partition(":")
         found += [user, password, unquote(user), unquote(password)]
-        uri = uri.strip()[match.end():]
+        uri = uri.strip()[match.end() :]
     try:
         query = urlsplit(uri).query
     except ValueError:
@@ -100,6 +104,11 @@ def secrets_of_settings(settings: Mapping[str, Any]) -> list[str]:
         if isinstance(value, Mapping):
             found += secrets_of_settings(value)
         elif isinstance(value, str):
-            found += [value] if is_secret_name(str(key)) else secrets_of_uri(value) if _USERINFO.match(value) or \
-                "://" in value else []
+            found += (
+                [value]
+                if is_secret_name(str(key))
+                else secrets_of_uri(value)
+                if _USERINFO.match(value) or "://" in value
+                else []
+            )
     return found

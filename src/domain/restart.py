@@ -18,8 +18,8 @@ with an optional ``s``/``m``/``h``/``d`` unit.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 from domain.errors import DedupError
 from domain.syntax import parse_step, real_number, seconds, whole_number
@@ -61,8 +61,10 @@ class RestartStrategy:
             return f"failure-rate(failures={self.failures},interval={self.interval:g},delay={self.delay:g})"
         if self.kind == "fixed-delay":
             return f"fixed-delay(attempts={self.attempts},delay={self.delay:g})"
-        return (f"exponential-delay(attempts={self.attempts},delay={self.delay:g},"
-                f"max_delay={self.max_delay:g},factor={self.factor:g})")
+        return (
+            f"exponential-delay(attempts={self.attempts},delay={self.delay:g},"
+            f"max_delay={self.max_delay:g},factor={self.factor:g})"
+        )
 
 
 _OPTIONS = {

@@ -88,8 +88,9 @@ class DedupRule:
         seconds past the wall clock ``now``: such a time is implausible and would move the
         watermark past every honest event."""
         if t > now + self.max_ahead:
-            raise InvalidEvent("future", f"time {t} is more than max_ahead {self.max_ahead} s past the clock "
-                                         f"({int(now)})", "timestamp")
+            raise InvalidEvent(
+                "future", f"time {t} is more than max_ahead {self.max_ahead} s past the clock ({int(now)})", "timestamp"
+            )
 
     def state_key(self, event: Event) -> str:
         """The event's state key: this rule's name and the key fields' values (``domain.keys``)."""

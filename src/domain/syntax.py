@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 OptionReader = Callable[[str, str], Any]
 
@@ -53,8 +54,10 @@ def _seconds(value: str | int | float, name: str) -> int | float:
     else:
         match = _DURATION.match(value) if isinstance(value, str) else None
         if not match:
-            raise ValueError(f"{name} must be seconds with an optional unit ms, s, m, h or d "
-                             f"(e.g. 30, 250ms, 30s, 10m, 2h, 1d), got {value!r}")
+            raise ValueError(
+                f"{name} must be seconds with an optional unit ms, s, m, h or d "
+                f"(e.g. 30, 250ms, 30s, 10m, 2h, 1d), got {value!r}"
+            )
         seconds = round(float(match.group(1)) * _UNIT_SECONDS[match.group(2)], 9)
     if not math.isfinite(seconds):
         raise ValueError(f"{name} must be a finite duration, got {value!r}")
@@ -97,8 +100,9 @@ def word(name: str, text: str) -> str:
     return text
 
 
-def parse_step(text: str, kinds: Mapping[str, Mapping[str, OptionReader]],
-               what: str = "the step") -> tuple[str, dict[str, Any]]:
+def parse_step(
+    text: str, kinds: Mapping[str, Mapping[str, OptionReader]], what: str = "the step"
+) -> tuple[str, dict[str, Any]]:
     """``kind(name=value,…)`` → ``(kind, {name: value})``, each value read by its kind's reader.
 
     Raises ValueError when the kind is not one of ``kinds`` (the message starts with

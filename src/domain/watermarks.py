@@ -37,8 +37,8 @@ Partitions are named by the engine (``topic:partition``); times are whole second
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Iterable
 
 DEFAULT_IDLE_TIMEOUT = 60.0
 
@@ -170,7 +170,7 @@ class Watermarks:
         return {"newest": self._newest, "current": self._current, "since": self._since}
 
     @classmethod
-    def from_document(cls, document: dict, idle_timeout: float = DEFAULT_IDLE_TIMEOUT) -> "Watermarks":
+    def from_document(cls, document: dict, idle_timeout: float = DEFAULT_IDLE_TIMEOUT) -> Watermarks:
         marks = cls(idle_timeout)
         marks._newest = {rule: {p: list(v) for p, v in parts.items()} for rule, parts in document["newest"].items()}
         marks._current = {rule: int(t) for rule, t in document["current"].items()}

@@ -37,8 +37,13 @@ spark.stop()
 
 
 def test_executors_run_the_code_the_driver_ships_not_the_working_tree(spark_cluster, tmp_path):
-    driver = subprocess.run([sys.executable, "-c", WHERE_EXECUTORS_IMPORT_FROM, spark_cluster.url], cwd=tmp_path,
-                            capture_output=True, text=True, timeout=300)
+    driver = subprocess.run(
+        [sys.executable, "-c", WHERE_EXECUTORS_IMPORT_FROM, spark_cluster.url],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert driver.returncode == 0, driver.stderr[-3000:]
     executors, driver_side = (json.loads(line) for line in driver.stdout.splitlines()[-2:])
     for domain_file, sources_file, cwd, _pid in executors:
@@ -55,13 +60,24 @@ def in_a_session_on(cluster, *tests: str) -> subprocess.CompletedProcess:
     """Spark tests of tests/spark run by pytest in a process of their own, whose session's SparkSession
     runs on ``cluster`` (``DEDUP_TEST_SESSION_MASTER``)."""
     env = {**os.environ, SESSION_MASTER: cluster.url}
-    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--durations=0", *tests],
-                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--durations=0", *tests],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
 
 
-EXECUTOR_WRITES = ("a_replayed_micro_batch_is_not_produced_twice", "a_restart_spelling_the_checkpoint_otherwise",
-                   "at_least_once_produces_a_replayed_micro_batch_again", "aborted_upstream_transaction",
-                   "at_least_once_writes_every_unique_event", "a_write_retried_after_its_records_were_sent")
+EXECUTOR_WRITES = (
+    "a_replayed_micro_batch_is_not_produced_twice",
+    "a_restart_spelling_the_checkpoint_otherwise",
+    "at_least_once_produces_a_replayed_micro_batch_again",
+    "aborted_upstream_transaction",
+    "at_least_once_writes_every_unique_event",
+    "a_write_retried_after_its_records_were_sent",
+)
 
 
 def test_the_golden_scenarios_and_the_exactly_once_tests_on_the_cluster(spark_cluster):
@@ -70,12 +86,16 @@ def test_the_golden_scenarios_and_the_exactly_once_tests_on_the_cluster(spark_cl
     on the cluster: every output partition's transaction is written by a task on an executor of its
     own (issue 19). The file's other tests (the driver's checks and its notification topic) run on
     ``local[2]`` only."""
-    run = in_a_session_on(spark_cluster, "tests/spark/test_spark_engine.py::test_every_scenario_in_one_stream",
-                          "tests/spark/test_spark_engine.py::test_invalid_records_are_dead_lettered_with_their_bytes_and_reason",
-                          "tests/spark/output/test_spark_eos.py", "-k", " or ".join(
-                              ["every_scenario_in_one_stream", "invalid_records_are_dead_lettered", *EXECUTOR_WRITES]))
+    run = in_a_session_on(
+        spark_cluster,
+        "tests/spark/test_spark_engine.py::test_every_scenario_in_one_stream",
+        "tests/spark/test_spark_engine.py::test_invalid_records_are_dead_lettered_with_their_bytes_and_reason",
+        "tests/spark/output/test_spark_eos.py",
+        "-k",
+        " or ".join(["every_scenario_in_one_stream", "invalid_records_are_dead_lettered", *EXECUTOR_WRITES]),
+    )
     summary = run.stdout.strip().splitlines()[-1]
-    print(run.stdout[run.stdout.find("slowest"):])  # the durations on the cluster (pytest -s shows them)
+    print(run.stdout[run.stdout.find("slowest") :])  # the durations on the cluster (pytest -s shows them)
     assert run.returncode == 0, run.stdout[-4000:]
     passed = int(summary.split(" passed")[0].split()[-1])
     # none skipped for want of the connector

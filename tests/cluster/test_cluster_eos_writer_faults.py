@@ -14,8 +14,8 @@ from collections import Counter
 
 import pytest
 
-from adapters.spark.runtime.session import connector_jars
 from adapters.spark.output.executor_writer import FAULT_SETTING
+from adapters.spark.runtime.session import connector_jars
 from app.generator import StreamSpec, generate
 from tests.faults.harness import Topics, engine_process
 from tests.integration.kafka_io import create_topics, unique
@@ -30,8 +30,12 @@ PARTITIONS = 4
 
 def executor_logs(cluster, leaving_out: frozenset = frozenset()) -> dict:
     """Each executor's stderr on the cluster's workers (``work/APP/N/stderr``), but those of ``leaving_out``."""
-    return {path: path.read_text(errors="replace") for worker in cluster.workers
-            for path in (worker.workdir / "work").glob("*/*/stderr") if path not in leaving_out}
+    return {
+        path: path.read_text(errors="replace")
+        for worker in cluster.workers
+        for path in (worker.workdir / "work").glob("*/*/stderr")
+        if path not in leaving_out
+    }
 
 
 def wait_for(condition, timeout: float, what: str):
@@ -45,7 +49,8 @@ def wait_for(condition, timeout: float, what: str):
 
 
 def test_executor_deaths_around_commits_and_a_driver_kill_mid_batch_write_each_partition_once(
-        own_cluster, kafka_bootstrap, tmp_path):
+    own_cluster, kafka_bootstrap, tmp_path
+):
     if not connector_jars():
         pytest.skip("Spark's Kafka connector jars are missing (scripts/bootstrap --services)")
     records, _ = generate(StreamSpec(uniques=3000, seed=23, late=0))
@@ -55,8 +60,9 @@ def test_executor_deaths_around_commits_and_a_driver_kill_mid_batch_write_each_p
     earlier = frozenset(executor_logs(own_cluster))  # executors of the applications before this test
 
     def engine(faults: str | None):
-        process = engine_process(topics, tmp_path, per_batch=1000, delivery="exactly-once", bounded=True,
-                                 master=own_cluster.url)
+        process = engine_process(
+            topics, tmp_path, per_batch=1000, delivery="exactly-once", bounded=True, master=own_cluster.url
+        )
         conf = {"spark.sql.shuffle.partitions": str(PARTITIONS), **({FAULT_SETTING: faults} if faults else {})}
         process.env.update(DEDUP_SPARK__CONF=json.dumps(conf))
         process.start()
@@ -65,15 +71,26 @@ def test_executor_deaths_around_commits_and_a_driver_kill_mid_batch_write_each_p
     # 1. batch 1: partition 0's executor halts after its commit, partition 1's mid-transaction;
     #    batch 2: partition 2 stalls in its transaction while the others commit, and the driver is killed
     first = engine("halt-after-commit:1:0,halt-before-commit:1:1,stall-before-commit:2:2")
-    tid = wait_for(lambda: (tmp_path / "checkpoint" / "streamdedup" / "identity").exists()
-                   and json.loads((tmp_path / "checkpoint" / "streamdedup" / "identity").read_text())
-                   ["transactional_id"], 180, "the checkpoint's identity")
+    tid = wait_for(
+        lambda: (
+            (tmp_path / "checkpoint" / "streamdedup" / "identity").exists()
+            and json.loads((tmp_path / "checkpoint" / "streamdedup" / "identity").read_text())["transactional_id"]
+        ),
+        180,
+        "the checkpoint's identity",
+    )
     others = {(2, p) for p in range(PARTITIONS) if p != 2}
-    wait_for(lambda: others <= set(markers(kafka_bootstrap, topics.output, tid)), 300,
-             f"batch 2's partitions other than 2 committed (engine log: {first.log})")
+    wait_for(
+        lambda: others <= set(markers(kafka_bootstrap, topics.output, tid)),
+        300,
+        f"batch 2's partitions other than 2 committed (engine log: {first.log})",
+    )
     # a worker copies its executor's stderr to the file as it comes: the stall's line may trail the commits
-    wait_for(lambda: "task stalls before-commit" in "".join(executor_logs(own_cluster, earlier).values()), 60,
-             "the stalled task's line in its executor's log")
+    wait_for(
+        lambda: "task stalls before-commit" in "".join(executor_logs(own_cluster, earlier).values()),
+        60,
+        "the stalled task's line in its executor's log",
+    )
     assert first.alive()
     first.kill9()
     first.proc.wait(30)

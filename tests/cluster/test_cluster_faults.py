@@ -29,20 +29,42 @@ def run(plan: FaultPlan, broker, cluster, workdir, redis=None):
 
 
 def test_exactly_once_through_executor_worker_and_driver_kills_and_a_broker_restart(own_broker, own_cluster, tmp_path):
-    plan = FaultPlan(uniques=10_000, per_batch=1_500, partitions=4, master=own_cluster.url, kills=1,
-                     executor_kills=1, worker_kills=1, restart_broker=True, seed=21)
+    plan = FaultPlan(
+        uniques=10_000,
+        per_batch=1_500,
+        partitions=4,
+        master=own_cluster.url,
+        kills=1,
+        executor_kills=1,
+        worker_kills=1,
+        restart_broker=True,
+        seed=21,
+    )
     report = run(plan, own_broker, own_cluster, tmp_path)
     assert sorted(f.split(" at ")[0] for f in report.faults) == [
-        "broker kill -9 + restart", "executor kill -9", "kill -9", "worker kill -9"]
+        "broker kill -9 + restart",
+        "executor kill -9",
+        "kill -9",
+        "worker kill -9",
+    ]
     assert (report.duplicated, report.dead_duplicated) == (0, 0)
     assert report.read_unique == report.expected_unique > 6_000
     assert report.committed["out"] == report.expected_unique
 
 
-def test_at_least_once_with_redis_state_through_executor_and_driver_kills(own_broker, own_redis, own_cluster,
-                                                                          tmp_path):
-    plan = FaultPlan(uniques=6_000, per_batch=1_000, partitions=4, master=own_cluster.url, kills=1,
-                     executor_kills=1, restart_broker=False, restart_redis=True, delivery="at-least-once", seed=22)
+def test_at_least_once_with_redis_state_through_executor_and_driver_kills(own_broker, own_redis, own_cluster, tmp_path):
+    plan = FaultPlan(
+        uniques=6_000,
+        per_batch=1_000,
+        partitions=4,
+        master=own_cluster.url,
+        kills=1,
+        executor_kills=1,
+        restart_broker=False,
+        restart_redis=True,
+        delivery="at-least-once",
+        seed=22,
+    )
     report = run(plan, own_broker, own_cluster, tmp_path, redis=own_redis)
     assert len(report.faults) == 3
     assert report.read_unique >= report.expected_unique > 4_000

@@ -19,8 +19,8 @@ from adapters.spark.runtime.session import connector_jars
 from app.generator import StreamSpec, generate_parts
 from tests.integration.kafka_io import create_topics, unique
 from tests.integration.partitioned import spread
-from tests.spark.runtime.test_spark_app import COUNTS, assert_exact_output
 from tests.spark.checkpoint.test_spark_hdfs import CLIENT_CONF
+from tests.spark.runtime.test_spark_app import COUNTS, assert_exact_output
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.cluster]
 
@@ -32,14 +32,30 @@ def spark_submit(master: str, args: list[str], env: dict[str, str], cwd: Path) -
 
     jars = ",".join(str(j) for j in [operator_jar(), *connector_jars()])
     hadoop = [arg for name, value in CLIENT_CONF.items() for arg in ("--conf", f"spark.hadoop.{name}={value}")]
-    command = [str(Path(pyspark.__file__).parent / "bin" / "spark-submit"), "--master", master, "--jars", jars,
-               *hadoop, str(ROOT / "src" / "app" / "spark_submit.py"), *args]
-    return subprocess.run(command, env={**os.environ, "PYSPARK_PYTHON": sys.executable, **env}, cwd=cwd,
-                          capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL)
+    command = [
+        str(Path(pyspark.__file__).parent / "bin" / "spark-submit"),
+        "--master",
+        master,
+        "--jars",
+        jars,
+        *hadoop,
+        str(ROOT / "src" / "app" / "spark_submit.py"),
+        *args,
+    ]
+    return subprocess.run(
+        command,
+        env={**os.environ, "PYSPARK_PYTHON": sys.executable, **env},
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        stdin=subprocess.DEVNULL,
+    )
 
 
-def test_kafka_to_the_cluster_to_kafka_exactly_once_with_an_hdfs_checkpoint(spark_cluster, kafka_bootstrap, hdfs_uri,
-                                                                           tmp_path):
+def test_kafka_to_the_cluster_to_kafka_exactly_once_with_an_hdfs_checkpoint(
+    spark_cluster, kafka_bootstrap, hdfs_uri, tmp_path
+):
     if not connector_jars():
         pytest.skip("Spark's Kafka connector jars are missing (scripts/bootstrap --services)")
     topics = {role: unique(f"cluster-{role}") for role in ("in", "out", "dlq")}
@@ -47,16 +63,34 @@ def test_kafka_to_the_cluster_to_kafka_exactly_once_with_an_hdfs_checkpoint(spar
     uri = {role: f"kafka://{kafka_bootstrap}/{topic}" for role, topic in topics.items()}
     parts, expected = generate_parts(StreamSpec(uniques=1500, seed=31), 2)
     checkpoint = f"{hdfs_uri}/cluster-tests/{topics['in']}"
-    env = {"DEDUP_SPARK__CHECKPOINT": checkpoint, "DEDUP_SPARK__AVAILABLE_NOW": "true",
-           "DEDUP_SPARK__MAX_OFFSETS_PER_TRIGGER": "1000", "DEDUP_KAFKA__DELIVERY": "exactly-once",
-           "SPARK_LOCAL_IP": "127.0.0.1"}
+    env = {
+        "DEDUP_SPARK__CHECKPOINT": checkpoint,
+        "DEDUP_SPARK__AVAILABLE_NOW": "true",
+        "DEDUP_SPARK__MAX_OFFSETS_PER_TRIGGER": "1000",
+        "DEDUP_KAFKA__DELIVERY": "exactly-once",
+        "SPARK_LOCAL_IP": "127.0.0.1",
+    }
     summaries = []
     # the late records go in after the rest was processed: the second run continues from the checkpoint
     for run, batch in enumerate((parts[:-1], parts[-1:])):
         upstream.produce(parse_kafka_uri(uri["in"], "preload"), spread([r for part in batch for r in part], 4).records)
         summary = tmp_path / f"summary-{run}.json"
-        done = spark_submit(spark_cluster.url, ["--source", uri["in"], "--sink", uri["out"], "--dlq", uri["dlq"],
-                                                "--no-progress", "--summary-json", str(summary)], env, tmp_path)
+        done = spark_submit(
+            spark_cluster.url,
+            [
+                "--source",
+                uri["in"],
+                "--sink",
+                uri["out"],
+                "--dlq",
+                uri["dlq"],
+                "--no-progress",
+                "--summary-json",
+                str(summary),
+            ],
+            env,
+            tmp_path,
+        )
         assert done.returncode == 0, (done.stdout + done.stderr)[-4000:]
         summaries.append(json.loads(summary.read_text()))
     assert_exact_output(kafka_bootstrap, topics, [r for part in parts for r in part], expected.late)

@@ -14,8 +14,11 @@ from tests.faults.phases import Kill, PhaseRun, stream
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.cluster, pytest.mark.slow]
 
-KILLS = [Kill("worker", "mid-write", batch=1, partition=1), Kill("driver", "after-write", batch=2, partition=1),
-         Kill("executor", "shuffle", batch=0)]
+KILLS = [
+    Kill("worker", "mid-write", batch=1, partition=1),
+    Kill("driver", "after-write", batch=2, partition=1),
+    Kill("executor", "shuffle", batch=0),
+]
 
 
 def test_a_kill_at_any_phase_of_a_batch_changes_no_verdict(own_cluster, kafka_bootstrap, tmp_path):

@@ -26,22 +26,29 @@ T = 1_689_019_596
 
 NOTES = [
     Notification("INVALIDATE", "sink refused the event", Event("a@1", "a", "APP", T)),
-    Notification("INVALIDATE", "downstream lost it \u2603 caf\u00e9", Event("b@2", "b\u00e9", "WEB", T + 1,
-                                                                           {"extra": [1, {"x": None}]})),
+    Notification(
+        "INVALIDATE",
+        "downstream lost it \u2603 caf\u00e9",
+        Event("b@2", "b\u00e9", "WEB", T + 1, {"extra": [1, {"x": None}]}),
+    ),
     Notification("INVALIDATE", "", Event("c@3", "c", "APP", T + 2, {"region": "eu"})),
 ]
 
 MALFORMED = [
     b"garbage",
     b"\xff\xfe not UTF-8",
-    b'{"notification": "FORGET", "exception": "", "event": {"id": "a@1", "uniqueValue": "a", "type": "APP", '
-    b'"timestamp": 1689019596}}',
+    (
+        b'{"notification": "FORGET", "exception": "", "event": {"id": "a@1", "uniqueValue": "a", "type": "APP", '
+        b'"timestamp": 1689019596}}'
+    ),
     b'{"notification": "INVALIDATE", "exception": "no event"}',
     b'{"notification": "INVALIDATE", "exception": "", "event": {"id": "a@1", "type": "APP", "timestamp": 1}}',
     # issue 31: an event nested 2,000 deep (a RecursionError crashed the engine), a lone surrogate
-    b'{"notification": "INVALIDATE", "exception": "", "event": ' + b'{"x": ' * 2000 + b'1' + b'}' * 2000 + b'}',
-    b'{"notification": "INVALIDATE", "exception": "\\ud800", "event": {"id": "a@1", "uniqueValue": "a", '
-    b'"type": "APP", "timestamp": 1689019596}}',
+    b'{"notification": "INVALIDATE", "exception": "", "event": ' + b'{"x": ' * 2000 + b"1" + b"}" * 2000 + b"}",
+    (
+        b'{"notification": "INVALIDATE", "exception": "\\ud800", "event": {"id": "a@1", "uniqueValue": "a", '
+        b'"type": "APP", "timestamp": 1689019596}}'
+    ),
 ]
 
 

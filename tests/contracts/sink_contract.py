@@ -76,12 +76,25 @@ class EventSinkContract(SinkContract):
 
 
 DEAD_LETTERS = [
-    DeadLetter(record(b"not json at all", 7), "not_json", "Expecting value: line 1 column 1", "invalid", 1,
-               1_700_000_000.125),
-    DeadLetter(replace(record(b"\xff\xfe\x00 binary, not UTF-8", 8, partition=0), key=b"\x00\xffkey"), "not_utf8",
-               "'utf-8' codec can't decode byte 0xff", "invalid", 1, 1_700_000_001.5),
-    DeadLetter(replace(record(UNIQUE_VALUES[0], 9, source="other-topic"), key=None), "late",
-               "event time is older than the watermark minus the rule's lateness", "invalid", 3, 1_700_000_002.0),
+    DeadLetter(
+        record(b"not json at all", 7), "not_json", "Expecting value: line 1 column 1", "invalid", 1, 1_700_000_000.125
+    ),
+    DeadLetter(
+        replace(record(b"\xff\xfe\x00 binary, not UTF-8", 8, partition=0), key=b"\x00\xffkey"),
+        "not_utf8",
+        "'utf-8' codec can't decode byte 0xff",
+        "invalid",
+        1,
+        1_700_000_001.5,
+    ),
+    DeadLetter(
+        replace(record(UNIQUE_VALUES[0], 9, source="other-topic"), key=None),
+        "late",
+        "event time is older than the watermark minus the rule's lateness",
+        "invalid",
+        3,
+        1_700_000_002.0,
+    ),
     DeadLetter(record(UNIQUE_VALUES[2], 10), "bug", "KeyError: 'caf\u00e9 \u2603'", "bug", 2, 1_700_000_003.999),
 ]
 

@@ -105,23 +105,37 @@ class StateStoreContract:
 
     def test_batch_sees_its_own_earlier_claims(self):
         judged = self.store.check_and_set_many(
-            [claim("APP\x1fa", 100), claim("APP\x1fb", 100), claim("APP\x1fa", 101), claim("APP\x1fa", 131)])
+            [claim("APP\x1fa", 100), claim("APP\x1fb", 100), claim("APP\x1fa", 101), claim("APP\x1fa", 131)]
+        )
         assert granted(judged) == [True, True, False, True]
 
     def test_batch_replayed_gets_the_same_verdicts(self):
-        batch = [claim("APP\x1fa", 100, owner="t:0:1"), claim("APP\x1fa", 105, owner="t:0:2"),
-                 claim("APP\x1fb", 100, owner="t:0:3")]
+        batch = [
+            claim("APP\x1fa", 100, owner="t:0:1"),
+            claim("APP\x1fa", 105, owner="t:0:2"),
+            claim("APP\x1fb", 100, owner="t:0:3"),
+        ]
         first = self.store.check_and_set_many(batch)
         assert self.store.check_and_set_many(batch) == first
         assert granted(first) == [True, False, True]
 
     def test_a_refused_claim_names_the_first_live_emission_it_repeats(self):
-        judged = self.store.check_and_set_many([
-            claim("APP\x1fa", 100, owner="in:3:17"), claim("APP\x1fa", 125, owner="in:1:4"),
-            claim("APP\x1fa", 131, owner="in:0:9"), claim("APP\x1fa", 140, owner="in:2:5"),
-            claim("APP\x1fa", 150, now=161, owner="in:2:6")])
+        judged = self.store.check_and_set_many(
+            [
+                claim("APP\x1fa", 100, owner="in:3:17"),
+                claim("APP\x1fa", 125, owner="in:1:4"),
+                claim("APP\x1fa", 131, owner="in:0:9"),
+                claim("APP\x1fa", 140, owner="in:2:5"),
+                claim("APP\x1fa", 150, now=161, owner="in:2:6"),
+            ]
+        )
         assert [j.repeats for j in judged] == [
-            None, Emission(100, 160, "in:3:17"), None, Emission(131, 191, "in:0:9"), Emission(131, 191, "in:0:9")]
+            None,
+            Emission(100, 160, "in:3:17"),
+            None,
+            Emission(131, 191, "in:0:9"),
+            Emission(131, 191, "in:0:9"),
+        ]
 
     def test_the_emission_a_refusal_names_keeps_an_owner_of_any_characters(self):
         owner = "dir/with,comma;semi%20:0:5"
@@ -154,8 +168,15 @@ class StateStoreContract:
         # JSON may escape a lone surrogate ("\ud800"); no UTF-8 text holds one. Such a key is one
         # key like any other: the claims around it are judged, and it never merges with another.
         lone, other_lone, replacement = "APP\x1f\ud800", "APP\x1f\udc00", "APP\x1f\ufffd"
-        batch = [claim("APP\x1fa", 100), claim(lone, 100, owner="in:0:2"), claim("APP\x1fb", 100),
-                 claim(lone, 110), claim(other_lone, 100), claim(replacement, 100), claim("APP\x1fa", 105)]
+        batch = [
+            claim("APP\x1fa", 100),
+            claim(lone, 100, owner="in:0:2"),
+            claim("APP\x1fb", 100),
+            claim(lone, 110),
+            claim(other_lone, 100),
+            claim(replacement, 100),
+            claim("APP\x1fa", 105),
+        ]
         assert granted(self.store.check_and_set_many(batch)) == [True, True, True, False, True, True, False]
         assert [e.owner for e in self.store.entries(lone, now=100)] == ["in:0:2"]
         assert self.store.check_and_set(claim(lone, 100, owner="in:0:2")) is True  # its replay

@@ -46,8 +46,9 @@ class TestJsonlNotifications(NotificationContract):
         assert source.rejected == len(MALFORMED)
         prefix = f"ignored notification in {self.path}: "
         assert all(r.message.startswith(prefix) for r in caplog.records)
-        assert [r.message[len(prefix):].split()[0] for r in caplog.records] == ["bad_notification"] * 4 + [
-            "missing_field"] + ["bad_notification"] * 2  # the fifth one's event lacks its uniqueValue
+        assert [r.message[len(prefix) :].split()[0] for r in caplog.records] == ["bad_notification"] * 4 + [
+            "missing_field"
+        ] + ["bad_notification"] * 2  # the fifth one's event lacks its uniqueValue
         source.close()
 
     def test_a_line_still_being_written_is_read_once_it_is_complete(self):

@@ -27,7 +27,8 @@ class TestKafkaNotifications(NotificationContract):
         self.group = unique("notes-group")
         create_topics(kafka_bootstrap, self.topic, self.dlq)
         self.channel = ProducerChannel(
-            producer_config(parse_kafka_uri(f"kafka://{kafka_bootstrap}/{self.topic}", "test"), None), "test notes")
+            producer_config(parse_kafka_uri(f"kafka://{kafka_bootstrap}/{self.topic}", "test"), None), "test notes"
+        )
         yield
         self.channel.close()
 
@@ -70,10 +71,16 @@ class TestKafkaNotifications(NotificationContract):
         [dead] = read_topic(self.bootstrap, self.dlq)
         assert dead.value == MALFORMED[0]
         assert {k: v for k, v in dead.headers.items() if k != "dedup.error"} == {
-            "dedup.reason": "bad_notification", "dedup.error_class": "invalid", "dedup.source.topic": self.topic,
-            "dedup.source.partition": "0", "dedup.source.offset": "0", "dedup.attempts": "1",
-            "dedup.time": f"{NOW:.3f}", "dedup.original.size": str(len(MALFORMED[0])),
-            "dedup.original.sha256": hashlib.sha256(MALFORMED[0]).hexdigest()}
+            "dedup.reason": "bad_notification",
+            "dedup.error_class": "invalid",
+            "dedup.source.topic": self.topic,
+            "dedup.source.partition": "0",
+            "dedup.source.offset": "0",
+            "dedup.attempts": "1",
+            "dedup.time": f"{NOW:.3f}",
+            "dedup.original.size": str(len(MALFORMED[0])),
+            "dedup.original.sha256": hashlib.sha256(MALFORMED[0]).hexdigest(),
+        }
         assert dead.headers["dedup.error"].startswith(("notification is not JSON", "notification is not UTF-8"))
         source.close()
 
@@ -85,8 +92,9 @@ class TestKafkaNotifications(NotificationContract):
             assert time.monotonic() < deadline, "the malformed notifications were never committed"
         dead = read_topic(self.bootstrap, self.dlq)
         assert [m.value for m in dead] == MALFORMED
-        assert [m.headers["dedup.reason"] for m in dead] == \
-            ["bad_notification"] * 4 + ["missing_field"] + ["bad_notification"] * 2
+        assert [m.headers["dedup.reason"] for m in dead] == ["bad_notification"] * 4 + ["missing_field"] + [
+            "bad_notification"
+        ] * 2
         source.close()
         self.make_sink().publish(NOTES[0])
         again = self.make_source()

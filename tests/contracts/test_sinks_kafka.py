@@ -10,8 +10,7 @@ from adapters.kafka.dead_letters import KafkaDeadLetterSink
 from adapters.kafka.producer import ProducerChannel
 from adapters.kafka.sink import KafkaSink
 from domain.dead_letters import from_headers
-from tests.contracts.sink_contract import (BOUND, UNIQUE_VALUES, DeadLetterSinkContract, EventSinkContract, event,
-                                           record)
+from tests.contracts.sink_contract import BOUND, UNIQUE_VALUES, DeadLetterSinkContract, EventSinkContract, event, record
 from tests.integration.kafka_io import create_topics, read_topic, unique
 
 pytestmark = pytest.mark.kafka
@@ -23,7 +22,8 @@ class KafkaTopic:
         self.bootstrap, self.topic = kafka_bootstrap, unique("contract")
         create_topics(kafka_bootstrap, self.topic)
         self.channel = ProducerChannel(
-            producer_config(parse_kafka_uri(f"kafka://{kafka_bootstrap}/{self.topic}", "test"), None), "test sink")
+            producer_config(parse_kafka_uri(f"kafka://{kafka_bootstrap}/{self.topic}", "test"), None), "test sink"
+        )
         yield
         self.channel.close()
 

@@ -34,19 +34,23 @@ class TestJsonlSource(EventSourceContract):
         self.path.write_bytes(b'{"a": 1}\n\n   \t\n{"b": 2}\r\n\n{"c": 3}')
         source = self.make_source()
         records = read(source, 3)
-        assert [(r.value, r.position.offset) for r in records] == [(b'{"a": 1}', 1), (b'{"b": 2}', 4),
-                                                                   (b'{"c": 3}', 6)]
+        assert [(r.value, r.position.offset) for r in records] == [(b'{"a": 1}', 1), (b'{"b": 2}', 4), (b'{"c": 3}', 6)]
         assert source.exhausted is True
         source.close()
 
     def test_lines_end_as_the_spark_engine_ends_them_and_unicode_blanks_are_framing(self):
         nbsp, separator = "\u00a0".encode(), b"\x1f"
-        self.path.write_bytes(b'{"a": 1}\r{"b": 2}\r\n' + nbsp + b"\n" + separator + b' \x1e\r'
-                              + b"\xff\n" + b'{"c": 3}\r')
+        self.path.write_bytes(
+            b'{"a": 1}\r{"b": 2}\r\n' + nbsp + b"\n" + separator + b" \x1e\r" + b"\xff\n" + b'{"c": 3}\r'
+        )
         source = self.make_source()
         records = read(source, 4)
-        assert [(r.value, r.position.offset) for r in records] == [(b'{"a": 1}', 1), (b'{"b": 2}', 2),
-                                                                   (b"\xff", 5), (b'{"c": 3}', 6)]
+        assert [(r.value, r.position.offset) for r in records] == [
+            (b'{"a": 1}', 1),
+            (b'{"b": 2}', 2),
+            (b"\xff", 5),
+            (b'{"c": 3}', 6),
+        ]
         source.close()
 
     def test_a_cr_at_the_end_of_what_came_so_far_waits_for_the_next_byte_before_it_ends_a_line(self, tmp_path):

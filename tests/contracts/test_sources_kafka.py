@@ -34,8 +34,9 @@ class KafkaInput(EventSourceContract):
         produce(self.bootstrap, self.topic, values, key_of)
 
     def make_source(self):
-        return KafkaSource(parse_kafka_uri(f"kafka://{self.bootstrap}/{self.topic}?group={self.group}{self.query}",
-                                           "source"))
+        return KafkaSource(
+            parse_kafka_uri(f"kafka://{self.bootstrap}/{self.topic}?group={self.group}{self.query}", "source")
+        )
 
     def position_of(self, index):
         return SourcePosition(self.topic, 0, index)
@@ -75,7 +76,7 @@ class TestKafkaSource(KafkaInput):
         source = self.make_source()
         records = read(source, len(VALUES))
         for end in range(1, len(records) + 1):
-            source.commit(records[end - 1:end])
+            source.commit(records[end - 1 : end])
         source.close()
         assert committed_offsets(self.bootstrap, self.group, self.topic) == [len(VALUES)]
 
@@ -118,8 +119,11 @@ class TestKafkaSourceStoppingAtEnd(KafkaInput):
         for partition, value in [(1, VALUES[0]), *((0, value) for value in many)]:
             producer.produce(topic, value, partition=partition)
         assert producer.flush(30) == 0
-        source = KafkaSource(parse_kafka_uri(f"kafka://{self.bootstrap}/{topic}?group={self.group}", "source"),
-                             partitions=2, stop_at_end=True)
+        source = KafkaSource(
+            parse_kafka_uri(f"kafka://{self.bootstrap}/{topic}?group={self.group}", "source"),
+            partitions=2,
+            stop_at_end=True,
+        )
         records, deadline = [], time.monotonic() + 60
         while not source.exhausted and time.monotonic() < deadline:
             records += source.poll(10, 0.3)

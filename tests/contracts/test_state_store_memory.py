@@ -82,7 +82,9 @@ class TestInMemoryStateStoreWithSnapshot(StateStoreContract):
 
     def test_a_closed_store_comes_back_with_every_key_even_those_utf8_cannot_encode(self):
         keys = ["APP\x1fa", "APP\x1f\ud800", "APP\x1f\udc00x", "APP\x1f\ufffd", "APP\x1ftab\tnew\nline%"]
-        assert granted(self.store.check_and_set_many([claim(k, 100, owner="in:0:1") for k in keys])) == [True] * len(keys)
+        assert granted(self.store.check_and_set_many([claim(k, 100, owner="in:0:1") for k in keys])) == [True] * len(
+            keys
+        )
         self.store.close()
         assert not self.partial.exists()
         again = self.reopen()

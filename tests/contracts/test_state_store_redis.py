@@ -28,7 +28,7 @@ def fresh_store(url: str, **options) -> RedisStateStore:
 
 class TestRedisStateStore(StateStoreContract):
     @pytest.fixture(autouse=True)
-    def _redis(self, redis_url):  # noqa: F811
+    def _redis(self, redis_url):
         self.url = redis_url
         self.store = self.make_store()
         self.raw = redis.Redis.from_url(redis_url)
@@ -85,8 +85,8 @@ class TestRedisStateStore(StateStoreContract):
             ahead.close()
 
     def test_a_key_claimed_again_later_is_kept_until_its_newest_emission(self):
-        assert self.store.check_and_set(claim("APP\x1fa", 100)) is True   # kept until 220
-        assert self.store.check_and_set(claim("APP\x1fa", 150)) is True   # kept until 270
+        assert self.store.check_and_set(claim("APP\x1fa", 100)) is True  # kept until 220
+        assert self.store.check_and_set(claim("APP\x1fa", 150)) is True  # kept until 270
         self.store.check_and_set(claim("APP\x1fother", 230))  # the watermark passes the second it was first filed at
         assert self.raw.get(self.store.key_prefix + "APP\x1fa") == b"3|100,160,;150,210,"
         self.store.check_and_set(claim("APP\x1fother2", 270))
@@ -101,8 +101,10 @@ class TestRedisStateStore(StateStoreContract):
 
     def test_the_expiry_index_is_not_counted_or_listed_as_state(self):
         self.store.check_and_set_many([claim("APP\x1fa", 100), claim("WEB\x1fb", 100)])
-        assert any(key.startswith((self.store.key_prefix + "\x1f").encode())
-                   for key in self.raw.scan_iter(match=self.store.key_prefix + "*"))
+        assert any(
+            key.startswith((self.store.key_prefix + "\x1f").encode())
+            for key in self.raw.scan_iter(match=self.store.key_prefix + "*")
+        )
         assert self.stored_keys() == 2
         assert sorted(key for key, _ in self.store.scan_items()) == ["APP\x1fa", "WEB\x1fb"]
 
@@ -118,7 +120,7 @@ class TestRedisStateStore(StateStoreContract):
         ordinary, escaped = encode_key("APP", ["a"]), encode_key("APP", ["b\x1e"])  # escaped: "APP\x1fb\x1e0"
         for key in (ordinary, escaped):
             self.raw.set(self.store.key_prefix + key, encode_v2((Emission(100, 160, "old:0:1"),)))
-        assert self.store.check_and_set(claim(ordinary, 120)) is False      # the same key in both spellings
+        assert self.store.check_and_set(claim(ordinary, 120)) is False  # the same key in both spellings
         # the v2 value at "APP\x1fb\x1e0" is legacy "b\x1e0"'s (now "b\x1e00"), not "b\x1e"'s: taken as none
         assert self.store.check_and_set(claim(escaped, 120, owner="in:0:9")) is True
         assert self.raw.get(self.store.key_prefix + escaped) == b"3|120,180,in%3A0%3A9"
@@ -150,7 +152,7 @@ class TestRedisStateStore(StateStoreContract):
 
     def test_claims_sent_before_any_answer_is_read_are_decided_in_the_order_sent(self):
         claims = [claim(f"APP\x1fk{i % 7}", 100 + i, owner=f"in:0:{i}") for i in range(60)]
-        answers = [self.store.send_many(claims[i:i + 13]) for i in range(0, len(claims), 13)]
+        answers = [self.store.send_many(claims[i : i + 13]) for i in range(0, len(claims), 13)]
         assert [j for answer in answers for j in answer()] == reference(claims)
 
     def test_an_answer_lost_with_its_connection_is_state_unavailable_and_claiming_again_decides_alike(self):
@@ -188,8 +190,11 @@ class TestRedisStateStore(StateStoreContract):
     def _command_calls(self) -> dict[str, int]:
         stats = self.raw.info("commandstats")
         script = sum(v["calls"] for k, v in stats.items() if k.startswith("cmdstat_script"))
-        return {"evalsha": stats.get("cmdstat_evalsha", {}).get("calls", 0),
-                "eval": stats.get("cmdstat_eval", {}).get("calls", 0), "script": script}
+        return {
+            "evalsha": stats.get("cmdstat_evalsha", {}).get("calls", 0),
+            "eval": stats.get("cmdstat_eval", {}).get("calls", 0),
+            "script": script,
+        }
 
 
 def test_an_unreachable_server_is_state_unavailable_naming_it_without_the_password():
@@ -201,7 +206,7 @@ def test_an_unreachable_server_is_state_unavailable_naming_it_without_the_passwo
     assert "\n" not in str(error.value)
 
 
-def test_wrong_credentials_are_state_unavailable(redis_url):  # noqa: F811
+def test_wrong_credentials_are_state_unavailable(redis_url):
     store = RedisStateStore(redis_url.replace("redis://", "redis://nobody:wrong@"))
     with pytest.raises(StateUnavailable, match="redis"):
         store.check_and_set(claim("APP\x1fa", 100))
@@ -210,8 +215,18 @@ def test_wrong_credentials_are_state_unavailable(redis_url):  # noqa: F811
 # ---- property: the Lua script decides exactly like domain.state.decide
 
 OWNERS = st.sampled_from(["", "in:0:1", "in:0:2", "a;b,c%:0:3"])
-CLAIMS = st.lists(st.tuples(st.sampled_from(["a", "b"]), st.integers(0, 200), st.integers(1, 60),
-                            st.integers(0, 80), st.integers(-60, 80), OWNERS), min_size=1, max_size=30)
+CLAIMS = st.lists(
+    st.tuples(
+        st.sampled_from(["a", "b"]),
+        st.integers(0, 200),
+        st.integers(1, 60),
+        st.integers(0, 80),
+        st.integers(-60, 80),
+        OWNERS,
+    ),
+    min_size=1,
+    max_size=30,
+)
 
 
 def reference(claims: list[Claim]) -> list[Judgement]:
@@ -227,7 +242,7 @@ def reference(claims: list[Claim]) -> list[Judgement]:
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(raw=CLAIMS, split=st.integers(1, 30), chunk_size=st.integers(1, 8), sent=st.booleans())
-def test_lua_decides_like_the_domain(redis_url, raw, split, chunk_size, sent):  # noqa: F811
+def test_lua_decides_like_the_domain(redis_url, raw, split, chunk_size, sent):
     """Any claims, in two batches in chunks of any size (``sent``: both sent before either
     answer is read): the verdicts of ``decide``, each refusal naming the same emission.
 

@@ -29,29 +29,28 @@ import sys
 import tempfile
 import typing
 import xml.etree.ElementTree as ET
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any
 
 import kubernetes_validate
 import yaml
+from prometheus_client.parser import text_string_to_metric_families
 from pydantic import BaseModel
 from yamllint import linter as yaml_linter
 from yamllint.config import YamlLintConfig
 
-from prometheus_client.parser import text_string_to_metric_families
-
 from adapters.metrics.prometheus import PrometheusMetrics
 from app.settings import Settings, SettingsError, load_settings
-from domain.accounting import Accounting
 
 REPO = Path(__file__).resolve().parents[2]
 DEPLOY = REPO / "deploy"
 
 
-
 # --------------------------------------------------------------------- the maintained tools
+
 
 def tool(name: str) -> str:
     """A linter's executable: in this interpreter's environment (PyPI wheels) or on PATH
@@ -59,8 +58,9 @@ def tool(name: str) -> str:
     local = Path(sys.executable).parent / name
     found = str(local) if local.exists() else shutil.which(name)
     if not found:
-        raise FileNotFoundError(f"{name} not found: run scripts/bootstrap --services (Debian packages) "
-                                "or install the project's test extra")
+        raise FileNotFoundError(
+            f"{name} not found: run scripts/bootstrap --services (Debian packages) or install the project's test extra"
+        )
     return found
 
 
@@ -74,8 +74,11 @@ def promtool_problems(kind: str, path: Path) -> list[str]:
     if result.returncode == 0:
         return []
     lines = [line.strip() for line in (result.stderr + result.stdout).splitlines()]
-    return [f"{path.name}: {line.removeprefix('FAILED: ')}" for line in lines
-            if line and line != "FAILED:" and not line.startswith(("Checking", "SUCCESS"))]
+    return [
+        f"{path.name}: {line.removeprefix('FAILED: ')}"
+        for line in lines
+        if line and line != "FAILED:" and not line.startswith(("Checking", "SUCCESS"))
+    ]
 
 
 # Grafana's own interval variables, as Grafana substitutes them before the query reaches Prometheus.
@@ -108,8 +111,15 @@ def _name_expr(line: str, names: dict[str, str]) -> str:
 
 def hadolint_problems(dockerfile: Path, config: Path | None = None) -> list[str]:
     """``hadolint`` findings (with deploy/.hadolint.yaml's ignores), as ``line N: CODE message``."""
-    result = _run("hadolint", "--no-color", "--format", "json", "--config", str(config or DEPLOY / ".hadolint.yaml"),
-                  str(dockerfile))
+    result = _run(
+        "hadolint",
+        "--no-color",
+        "--format",
+        "json",
+        "--config",
+        str(config or DEPLOY / ".hadolint.yaml"),
+        str(dockerfile),
+    )
     try:
         findings = json.loads(result.stdout)
     except ValueError:
@@ -120,8 +130,9 @@ def hadolint_problems(dockerfile: Path, config: Path | None = None) -> list[str]
 def compose_schema_problems(compose_file: Path) -> list[str]:
     """The compose file against the Compose Specification's JSON schema (``check-jsonschema``
     ships it: ``--builtin-schema vendor.compose-spec``, offline), as ``PATH: message``."""
-    result = _run("check-jsonschema", "--builtin-schema", "vendor.compose-spec", "--output-format", "json",
-                  str(compose_file))
+    result = _run(
+        "check-jsonschema", "--builtin-schema", "vendor.compose-spec", "--output-format", "json", str(compose_file)
+    )
     try:
         report = json.loads(result.stdout)
     except ValueError:
@@ -152,19 +163,41 @@ def k8s_schema_problems(docs: list[tuple[str, dict]]) -> list[str]:
             continue
         except kubernetes_validate.ValidationError as exc:
             where = ".".join(str(p) for p in exc.path) or "(document)"
-            problems.append(f"{file}: {doc.get('kind')}/{(doc.get('metadata') or {}).get('name')}: {where}: {exc.message}")
+            problems.append(
+                f"{file}: {doc.get('kind')}/{(doc.get('metadata') or {}).get('name')}: {where}: {exc.message}"
+            )
     return problems
 
 
 # --------------------------------------------------------------------------- the Dockerfile
 
+
 class DockerfileError(ValueError):
     """The Dockerfile does not parse; the message names the line."""
 
 
-KEYWORDS = frozenset({"FROM", "RUN", "CMD", "LABEL", "MAINTAINER", "EXPOSE", "ENV", "ADD", "COPY",
-                      "ENTRYPOINT", "VOLUME", "USER", "WORKDIR", "ARG", "ONBUILD", "STOPSIGNAL",
-                      "HEALTHCHECK", "SHELL"})
+KEYWORDS = frozenset(
+    {
+        "FROM",
+        "RUN",
+        "CMD",
+        "LABEL",
+        "MAINTAINER",
+        "EXPOSE",
+        "ENV",
+        "ADD",
+        "COPY",
+        "ENTRYPOINT",
+        "VOLUME",
+        "USER",
+        "WORKDIR",
+        "ARG",
+        "ONBUILD",
+        "STOPSIGNAL",
+        "HEALTHCHECK",
+        "SHELL",
+    }
+)
 
 
 @dataclass(frozen=True)
@@ -300,10 +333,12 @@ def _arg_default(body: str, known: dict[str, str]) -> dict[str, str]:
 
 def expand(text: str, variables: dict[str, str]) -> str:
     """``$NAME``, ``${NAME}`` and ``${NAME:-default}`` as Docker expands them (unknown: empty)."""
+
     def one(match: re.Match) -> str:
         name, default = match.group(1) or match.group(3), match.group(2)
         value = variables.get(name, "")
         return value if value or default is None else default
+
     return re.sub(r"\$(?:\{(\w+)(?::-([^}]*))?\}|(\w+))", one, text)
 
 
@@ -345,7 +380,7 @@ def resolve_container_path(dockerfile: Dockerfile, path: str, stage: Stage | Non
             target = dest.rstrip("/") + ("/" + Path(source).name if into_dir else "")
             if path != target and not path.startswith(target + "/"):
                 continue
-            inside = source.rstrip("/") + path[len(target):]
+            inside = source.rstrip("/") + path[len(target) :]
             origin = instr.flags.get("from")
             if origin is None:
                 return REPO / inside.lstrip("/")
@@ -459,13 +494,15 @@ def pom_jar_names(pom: Path) -> list[str]:
     props = {p.tag.split("}")[1]: (p.text or "").strip() for p in root.find("m:properties", ns) or []}
     names = []
     for dep in root.findall("m:dependencies/m:dependency", ns):
-        version = re.sub(r"\$\{([^}]+)\}", lambda m: props.get(m.group(1), m.group(0)),
-                         dep.findtext("m:version", "", ns).strip())
+        version = re.sub(
+            r"\$\{([^}]+)\}", lambda m: props.get(m.group(1), m.group(0)), dep.findtext("m:version", "", ns).strip()
+        )
         names.append(f"{dep.findtext('m:artifactId', '', ns).strip()}-{version}.jar")
     return names
 
 
 # ------------------------------------------------------------ settings: env names, keys, values
+
 
 def _model_in(annotation: Any) -> type[BaseModel] | None:
     for arg in (annotation, *typing.get_args(annotation)):
@@ -514,8 +551,9 @@ def app_read_env_names(sources: Iterable[Path] = ()) -> set[str]:
     files = list(sources) or sorted((REPO / "src" / "app").glob("*.py"))
     found = set()
     for path in files:
-        found |= set(re.findall(r"""(?:environ(?:\.get)?\s*[(\[]|getenv\s*\()\s*["'](DEDUP_\w+)["']""",
-                                path.read_text()))
+        found |= set(
+            re.findall(r"""(?:environ(?:\.get)?\s*[(\[]|getenv\s*\()\s*["'](DEDUP_\w+)["']""", path.read_text())
+        )
     return found
 
 
@@ -523,10 +561,11 @@ def env_name_problems(names: Iterable[str], where: str) -> list[str]:
     """DEDUP_* names the application does not read (a typo is silently ignored at run time)."""
     patterns = [re.compile(p, re.IGNORECASE) for p in settings_env_patterns()]
     direct = app_read_env_names()
-    return [f"{where}: {name} is not a setting the application reads"
-            for name in names
-            if name.upper().startswith("DEDUP_") and name not in direct
-            and not any(p.fullmatch(name) for p in patterns)]
+    return [
+        f"{where}: {name} is not a setting the application reads"
+        for name in names
+        if name.upper().startswith("DEDUP_") and name not in direct and not any(p.fullmatch(name) for p in patterns)
+    ]
 
 
 def config_key_problems(data: Any, where: str, model: type[BaseModel] = Settings, path: str = "") -> list[str]:
@@ -563,8 +602,7 @@ def environment(env: dict[str, str]) -> Iterator[None]:
         os.environ.update(saved)
 
 
-def load_deployed_settings(env: dict[str, str], files: dict[str, str] | None = None,
-                           **overrides: Any) -> Settings:
+def load_deployed_settings(env: dict[str, str], files: dict[str, str] | None = None, **overrides: Any) -> Settings:
     """The settings a deployment gives the service: its DEDUP_* variables, and the config file
     DEDUP_CONFIG names (its text taken from ``files``, e.g. a ConfigMap's data). Raises SettingsError."""
     env = {k: v for k, v in env.items() if k.upper().startswith("DEDUP_")}
@@ -578,8 +616,9 @@ def load_deployed_settings(env: dict[str, str], files: dict[str, str] | None = N
             return load_settings(**overrides)
 
 
-def settings_problems(env: dict[str, str], where: str, files: dict[str, str] | None = None,
-                      **overrides: Any) -> list[str]:
+def settings_problems(
+    env: dict[str, str], where: str, files: dict[str, str] | None = None, **overrides: Any
+) -> list[str]:
     try:
         load_deployed_settings(env, files, **overrides)
     except SettingsError as exc:
@@ -594,19 +633,20 @@ def shadowed_config_problems(env_names: Iterable[str], config: dict, where: str)
         if not name.upper().startswith("DEDUP_") or name.upper() == "DEDUP_CONFIG":
             continue
         node: Any = config
-        for part in name[len("DEDUP_"):].split("__"):
+        for part in name[len("DEDUP_") :].split("__"):
             keys = {k.lower(): k for k in node} if isinstance(node, dict) else {}
             if part.lower() not in keys:
                 node = None
                 break
             node = node[keys[part.lower()]]
         if node is not None:
-            setting = name[len("DEDUP_"):].replace("__", ".").lower()
+            setting = name[len("DEDUP_") :].replace("__", ".").lower()
             problems.append(f"{where}: config key {setting} is overridden by the environment variable {name}")
     return problems
 
 
 # ----------------------------------------------------------------------------- metric names
+
 
 def exported_metric_names() -> set[str]:
     """Every series name the service exports (a histogram's ``_bucket``, ``_sum`` and ``_count``
@@ -621,22 +661,38 @@ def exported_metric_names() -> set[str]:
 # Prometheus's own series, always there for a scraped target.
 PROMETHEUS_SERIES = frozenset({"up", "scrape_duration_seconds", "scrape_samples_scraped"})
 
-PROMQL_KEYWORDS = frozenset({"and", "or", "unless", "bool", "by", "without", "on", "ignoring", "group_left",
-                             "group_right", "offset", "atan2", "inf", "nan"})
+PROMQL_KEYWORDS = frozenset(
+    {
+        "and",
+        "or",
+        "unless",
+        "bool",
+        "by",
+        "without",
+        "on",
+        "ignoring",
+        "group_left",
+        "group_right",
+        "offset",
+        "atan2",
+        "inf",
+        "nan",
+    }
+)
 
 
 def promql_names(expr: str) -> tuple[set[str], set[str]]:
     """(metric names, function names) an expression uses."""
-    text = re.sub(r'"(?:\\.|[^"\\])*"|\'(?:\\.|[^\'\\])*\'', '""', expr)         # strings
-    text = re.sub(r"\{[^}]*\}", " ", text)                                        # label matchers
-    text = re.sub(r"\[[^\]]*\]", " ", text)                                       # ranges, subqueries
+    text = re.sub(r'"(?:\\.|[^"\\])*"|\'(?:\\.|[^\'\\])*\'', '""', expr)  # strings
+    text = re.sub(r"\{[^}]*\}", " ", text)  # label matchers
+    text = re.sub(r"\[[^\]]*\]", " ", text)  # ranges, subqueries
     text = re.sub(r"\b(?:by|without|on|ignoring|group_left|group_right)\s*\([^)]*\)", " ", text)
     text = re.sub(r"\boffset\s+-?\w+", " ", text)
-    text = re.sub(r"(?<![\w:])\d[\w.]*(?:[eE][+-]?\d+)?", " ", text)              # numbers
+    text = re.sub(r"(?<![\w:])\d[\w.]*(?:[eE][+-]?\d+)?", " ", text)  # numbers
     metrics, functions = set(), set()
     for match in re.finditer(r"[A-Za-z_:][A-Za-z0-9_:]*", text):
         name = match.group()
-        if text[match.end():].lstrip().startswith("("):
+        if text[match.end() :].lstrip().startswith("("):
             functions.add(name)
         elif name.lower() not in PROMQL_KEYWORDS:
             metrics.add(name)
@@ -654,6 +710,7 @@ def promql_problems(expr: str, exported: set[str], where: str) -> list[str]:
 
 
 # --------------------------------------------------------------------------- compose
+
 
 def load_yaml(path: Path) -> Any:
     return yaml.safe_load(path.read_text())
@@ -722,6 +779,7 @@ def kafka_uri_problems(env: dict[str, str], brokers: set[str], topics: set[str],
 
 
 # ------------------------------------------------------------------------ Prometheus, alerts
+
 
 def scrape_targets(prometheus: dict) -> list[tuple[str, str, int]]:
     """(job, host, port) of every static or DNS target."""
@@ -792,7 +850,8 @@ def promtool_test_problems(test_file: Path) -> list[str]:
         return warnings
     failed = re.findall(r"name: (.+?),\s*alertname: (\w+), time: (\S+?),", text)
     return warnings + [f"{name}: {alert} at {time}" for name, alert, time in failed] or [
-        line.strip() for line in text.splitlines() if line.strip() and not line.startswith("Unit Testing")]
+        line.strip() for line in text.splitlines() if line.strip() and not line.startswith("Unit Testing")
+    ]
 
 
 def alert_test_coverage_problems(rules: dict, tests: dict) -> list[str]:
@@ -804,13 +863,15 @@ def alert_test_coverage_problems(rules: dict, tests: dict) -> list[str]:
             cases.setdefault(case["alertname"], set()).add("firing" if case.get("exp_alerts") else "silent")
     problems = []
     for name in alert_names(rules):
-        problems += [f"alert {name}: no {kind} case" for kind in ("firing", "silent")
-                     if kind not in cases.get(name, set())]
+        problems += [
+            f"alert {name}: no {kind} case" for kind in ("firing", "silent") if kind not in cases.get(name, set())
+        ]
     problems += [f"test of {name}: no such alert" for name in sorted(set(cases) - set(alert_names(rules)))]
     return problems
 
 
 # ----------------------------------------------------------------------------------- Grafana
+
 
 def dashboard_panels(dashboard: dict) -> Iterator[dict]:
     for panel in dashboard.get("panels") or []:
@@ -820,8 +881,11 @@ def dashboard_panels(dashboard: dict) -> Iterator[dict]:
 
 def dashboard_exprs(dashboard: dict) -> dict[str, str]:
     """``panel 'TITLE' #N`` -> the PromQL of each query, for ``promql_syntax_problems``."""
-    return {f"panel {panel.get('title', '?')!r} #{n}": target.get("expr", "")
-            for panel in dashboard_panels(dashboard) for n, target in enumerate(panel.get("targets") or [], 1)}
+    return {
+        f"panel {panel.get('title', '?')!r} #{n}": target.get("expr", "")
+        for panel in dashboard_panels(dashboard)
+        for n, target in enumerate(panel.get("targets") or [], 1)
+    }
 
 
 def dashboard_problems(dashboard: dict, exported: set[str], datasource_uids: set[str]) -> list[str]:
@@ -840,6 +904,7 @@ def dashboard_problems(dashboard: dict, exported: set[str], datasource_uids: set
 
 
 # -------------------------------------------------------------------------------- Kubernetes
+
 
 def k8s_documents(directory: Path) -> list[tuple[str, dict]]:
     """(file name, document) of every manifest in a directory (kustomization.yaml is not one)."""
@@ -868,23 +933,99 @@ def manifest_problems(docs: list[tuple[str, dict]], namespace: str) -> list[str]
 # The SparkApplication fields of the Kubeflow spark-operator's v1beta2 API (v2.1+); the API
 # server decodes strictly, so an unknown field rejects the whole resource.
 SPARKAPP_FIELDS = {
-    "spec": {"type", "sparkVersion", "mode", "proxyUser", "image", "imagePullPolicy", "imagePullSecrets",
-             "mainClass", "mainApplicationFile", "arguments", "sparkConf", "hadoopConf", "sparkConfigMap",
-             "hadoopConfigMap", "volumes", "driver", "executor", "deps", "restartPolicy", "nodeSelector",
-             "failureRetries", "retryInterval", "pythonVersion", "memoryOverheadFactor", "monitoring",
-             "batchScheduler", "timeToLiveSeconds", "batchSchedulerOptions", "sparkUIOptions",
-             "driverIngressOptions", "dynamicAllocation"},
-    "pod": {"template", "cores", "coreLimit", "memory", "memoryOverhead", "gpu", "image", "configMaps", "secrets",
-            "env", "envVars", "envFrom", "envSecretKeyRefs", "labels", "annotations", "volumeMounts", "affinity",
-            "tolerations", "podSecurityContext", "securityContext", "schedulerName", "sidecars",
-            "initContainers", "hostNetwork", "nodeSelector", "dnsConfig", "terminationGracePeriodSeconds",
-            "serviceAccount", "hostAliases", "shareProcessNamespace", "runtimeClassName"},
-    "driver": {"podName", "coreRequest", "javaOptions", "lifecycle", "kubernetesMaster", "serviceAnnotations",
-               "serviceLabels", "ports", "priorityClassName"},
-    "executor": {"instances", "coreRequest", "javaOptions", "lifecycle", "deleteOnTermination", "ports",
-                 "priorityClassName"},
-    "restartPolicy": {"type", "onSubmissionFailureRetries", "onFailureRetries",
-                      "onSubmissionFailureRetryInterval", "onFailureRetryInterval"},
+    "spec": {
+        "type",
+        "sparkVersion",
+        "mode",
+        "proxyUser",
+        "image",
+        "imagePullPolicy",
+        "imagePullSecrets",
+        "mainClass",
+        "mainApplicationFile",
+        "arguments",
+        "sparkConf",
+        "hadoopConf",
+        "sparkConfigMap",
+        "hadoopConfigMap",
+        "volumes",
+        "driver",
+        "executor",
+        "deps",
+        "restartPolicy",
+        "nodeSelector",
+        "failureRetries",
+        "retryInterval",
+        "pythonVersion",
+        "memoryOverheadFactor",
+        "monitoring",
+        "batchScheduler",
+        "timeToLiveSeconds",
+        "batchSchedulerOptions",
+        "sparkUIOptions",
+        "driverIngressOptions",
+        "dynamicAllocation",
+    },
+    "pod": {
+        "template",
+        "cores",
+        "coreLimit",
+        "memory",
+        "memoryOverhead",
+        "gpu",
+        "image",
+        "configMaps",
+        "secrets",
+        "env",
+        "envVars",
+        "envFrom",
+        "envSecretKeyRefs",
+        "labels",
+        "annotations",
+        "volumeMounts",
+        "affinity",
+        "tolerations",
+        "podSecurityContext",
+        "securityContext",
+        "schedulerName",
+        "sidecars",
+        "initContainers",
+        "hostNetwork",
+        "nodeSelector",
+        "dnsConfig",
+        "terminationGracePeriodSeconds",
+        "serviceAccount",
+        "hostAliases",
+        "shareProcessNamespace",
+        "runtimeClassName",
+    },
+    "driver": {
+        "podName",
+        "coreRequest",
+        "javaOptions",
+        "lifecycle",
+        "kubernetesMaster",
+        "serviceAnnotations",
+        "serviceLabels",
+        "ports",
+        "priorityClassName",
+    },
+    "executor": {
+        "instances",
+        "coreRequest",
+        "javaOptions",
+        "lifecycle",
+        "deleteOnTermination",
+        "ports",
+        "priorityClassName",
+    },
+    "restartPolicy": {
+        "type",
+        "onSubmissionFailureRetries",
+        "onFailureRetries",
+        "onSubmissionFailureRetryInterval",
+        "onFailureRetryInterval",
+    },
     "deps": {"jars", "files", "pyFiles", "packages", "excludePackages", "repositories", "archives"},
 }
 
@@ -896,8 +1037,10 @@ def sparkapp_schema_problems(app: dict) -> list[str]:
         allowed = SPARKAPP_FIELDS["pod"] | SPARKAPP_FIELDS[role]
         problems += [f"spec.{role}.{k} is not a SparkApplication field" for k in set(spec.get(role) or {}) - allowed]
     for part in ("restartPolicy", "deps"):
-        problems += [f"spec.{part}.{k} is not a SparkApplication field"
-                     for k in set(spec.get(part) or {}) - SPARKAPP_FIELDS[part]]
+        problems += [
+            f"spec.{part}.{k} is not a SparkApplication field"
+            for k in set(spec.get(part) or {}) - SPARKAPP_FIELDS[part]
+        ]
     return sorted(problems)
 
 
@@ -910,8 +1053,11 @@ def pod_env(pod: dict, docs: list[tuple[str, dict]]) -> tuple[dict[str, str], li
         if source is None:
             env[name] = str(item.get("value", ""))
             continue
-        kind, ref = ("Secret", source.get("secretKeyRef")) if "secretKeyRef" in source else \
-                    ("ConfigMap", source.get("configMapKeyRef"))
+        kind, ref = (
+            ("Secret", source.get("secretKeyRef"))
+            if "secretKeyRef" in source
+            else ("ConfigMap", source.get("configMapKeyRef"))
+        )
         found = find_kind(docs, kind, (ref or {}).get("name"))
         data = {**(found[0].get("data") or {}), **(found[0].get("stringData") or {})} if found else {}
         if not ref or ref.get("key") not in data:
@@ -945,7 +1091,9 @@ def volume_problems(spec: dict, docs: list[tuple[str, dict]]) -> list[str]:
         if "persistentVolumeClaim" in volume:
             claims = find_kind(docs, "PersistentVolumeClaim", volume["persistentVolumeClaim"]["claimName"])
             if not claims:
-                problems.append(f"volume {name}: no PersistentVolumeClaim {volume['persistentVolumeClaim']['claimName']}")
+                problems.append(
+                    f"volume {name}: no PersistentVolumeClaim {volume['persistentVolumeClaim']['claimName']}"
+                )
             elif "ReadWriteMany" not in claims[0]["spec"].get("accessModes", []):
                 problems.append(f"volume {name}: the driver and the executors share it, it must be ReadWriteMany")
         if "configMap" in volume and not find_kind(docs, "ConfigMap", volume["configMap"]["name"]):
@@ -985,22 +1133,25 @@ def sizing_problems(spec: dict, settings: Settings) -> list[str]:
     cores = int(executor.get("cores", 1)) * int(executor.get("instances", 1))
     problems = []
     if settings.spark.shuffle_partitions < cores:
-        problems.append(f"spark.shuffle_partitions {settings.spark.shuffle_partitions} < {cores} executor cores: "
-                        "some cores would hold no state partition")
+        problems.append(
+            f"spark.shuffle_partitions {settings.spark.shuffle_partitions} < {cores} executor cores: "
+            "some cores would hold no state partition"
+        )
     conf = settings.spark.conf
     if conf.get("spark.sql.streaming.stateStore.rocksdb.boundedMemoryUsage") == "true":
         rocksdb = int(conf.get("spark.sql.streaming.stateStore.rocksdb.maxMemoryUsageMB", "500"))
         overhead = size_mib(executor.get("memoryOverhead", "384m"))
         if overhead < rocksdb + 512:
-            problems.append(f"executor memoryOverhead {overhead} MiB cannot hold RocksDB's {rocksdb} MiB "
-                            "plus 512 MiB of JVM off-heap: the pods would be OOM-killed")
+            problems.append(
+                f"executor memoryOverhead {overhead} MiB cannot hold RocksDB's {rocksdb} MiB "
+                "plus 512 MiB of JVM off-heap: the pods would be OOM-killed"
+            )
     elif settings.spark.state_provider == "rocksdb":
         problems.append("RocksDB's memory is not bounded (spark.sql.streaming.stateStore.rocksdb.boundedMemoryUsage)")
     return problems
 
 
-def service_problems(service: dict, pod_labels: dict[str, str], pod_ports: dict[str, int],
-                     port: int) -> list[str]:
+def service_problems(service: dict, pod_labels: dict[str, str], pod_ports: dict[str, int], port: int) -> list[str]:
     """The metrics Service selects the driver pod and forwards to its metrics port."""
     problems = []
     selector = service["spec"].get("selector") or {}

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+
 import pytest
 
 from adapters.metrics.catalog import CATALOG
@@ -68,24 +69,32 @@ def the_image() -> str:
 
 # ------------------------------------------------------------------------ the Dockerfile parser
 
+
 def test_the_parser_joins_continuation_lines_and_skips_comments():
-    parsed = c.parse_dockerfile("# syntax=docker/dockerfile:1\nARG V=1\nFROM python:3.11 AS build\n"
-                                "RUN a \\\n  # a comment inside the continuation\n    && b\n"
-                                'CMD ["x", "y"]\n')
+    parsed = c.parse_dockerfile(
+        "# syntax=docker/dockerfile:1\nARG V=1\nFROM python:3.11 AS build\n"
+        "RUN a \\\n  # a comment inside the continuation\n    && b\n"
+        'CMD ["x", "y"]\n'
+    )
     assert parsed.global_args == {"V": "1"}
     [stage] = parsed.stages
     assert (stage.name, stage.base) == ("build", "python:3.11")
     assert [(i.keyword, i.value, i.line) for i in stage.instructions] == [
-        ("RUN", "a && b", 4), ("CMD", '["x", "y"]', 7)]
+        ("RUN", "a && b", 4),
+        ("CMD", '["x", "y"]', 7),
+    ]
     assert stage.last("CMD").exec_form == ["x", "y"]
 
 
-@pytest.mark.parametrize("text, error", [
-    ("FROM a:1\nRUN x \\\n", "ends inside a continuation"),
-    ("FROM a:1\nRUNN x\n", "unknown instruction 'RUNN'"),
-    ("RUN x\nFROM a:1\n", "RUN before the first FROM"),
-    ("# only a comment\n", "no FROM"),
-])
+@pytest.mark.parametrize(
+    "text, error",
+    [
+        ("FROM a:1\nRUN x \\\n", "ends inside a continuation"),
+        ("FROM a:1\nRUNN x\n", "unknown instruction 'RUNN'"),
+        ("RUN x\nFROM a:1\n", "RUN before the first FROM"),
+        ("# only a comment\n", "no FROM"),
+    ],
+)
 def test_the_parser_rejects_broken_dockerfiles(text, error):
     with pytest.raises(c.DockerfileError, match=error):
         c.parse_dockerfile(text)
@@ -97,6 +106,7 @@ def test_the_dockerfile_parses_into_maven_build_and_runtime_stages(dockerfile):
 
 # ---------------------------------------------------------------------- the Dockerfile's content
 
+
 def test_every_copy_source_exists_in_the_build_context(dockerfile):
     ignore = c.read_ignore_file(DOCKERFILE.with_name("Dockerfile.dockerignore"))
     assert c.dockerfile_source_problems(dockerfile, c.REPO, ignore) == []
@@ -105,13 +115,16 @@ def test_every_copy_source_exists_in_the_build_context(dockerfile):
 def test_the_copy_check_fails_on_missing_ignored_and_unknown_stage_sources(tmp_path):
     (tmp_path / "src").mkdir()
     (tmp_path / "src" / "a.py").write_text("")
-    broken = c.parse_dockerfile("FROM a:1 AS one\nCOPY src /app/src\nCOPY nothing.txt /x\n"
-                                "COPY --from=nowhere /a /b\nCOPY ../escape /y\n")
+    broken = c.parse_dockerfile(
+        "FROM a:1 AS one\nCOPY src /app/src\nCOPY nothing.txt /x\nCOPY --from=nowhere /a /b\nCOPY ../escape /y\n"
+    )
     problems = c.dockerfile_source_problems(broken, tmp_path, ["src"])
-    assert problems == ["line 2: src is excluded from the build context by the .dockerignore",
-                        f"line 3: nothing.txt does not exist in the build context {tmp_path}",
-                        "line 4: COPY --from=nowhere names no earlier stage",
-                        "line 5: ../escape is outside the build context"]
+    assert problems == [
+        "line 2: src is excluded from the build context by the .dockerignore",
+        f"line 3: nothing.txt does not exist in the build context {tmp_path}",
+        "line 4: COPY --from=nowhere names no earlier stage",
+        "line 5: ../escape is outside the build context",
+    ]
 
 
 def test_the_runtime_stage_is_pinned_non_root_with_a_healthcheck_and_exec_form_commands(dockerfile):
@@ -124,7 +137,8 @@ def test_the_runtime_check_fails_without_user_expose_healthcheck_and_entrypoint(
         "the final stage runs as root: add a USER with a non-root numeric uid",
         "the final stage EXPOSEs no port",
         "the final stage has no HEALTHCHECK",
-        "the final stage has no ENTRYPOINT"]
+        "the final stage has no ENTRYPOINT",
+    ]
 
 
 def test_hadolint_finds_nothing_in_the_dockerfile():
@@ -132,11 +146,15 @@ def test_hadolint_finds_nothing_in_the_dockerfile():
 
 
 def test_hadolint_fails_on_an_unpinned_base_a_root_user_and_shell_form_commands(tmp_path):
-    broken = (DOCKERFILE.read_text()
-              .replace("FROM python:${PYTHON_VERSION}-slim-bookworm AS runtime", "FROM python:latest AS runtime")
-              .replace("USER 185:185", "USER root")
-              .replace('ENTRYPOINT ["/usr/bin/tini", "--", "/opt/streamdedup/entrypoint.sh"]',
-                       "ENTRYPOINT /usr/bin/tini -- /opt/streamdedup/entrypoint.sh"))
+    broken = (
+        DOCKERFILE.read_text()
+        .replace("FROM python:${PYTHON_VERSION}-slim-bookworm AS runtime", "FROM python:latest AS runtime")
+        .replace("USER 185:185", "USER root")
+        .replace(
+            'ENTRYPOINT ["/usr/bin/tini", "--", "/opt/streamdedup/entrypoint.sh"]',
+            "ENTRYPOINT /usr/bin/tini -- /opt/streamdedup/entrypoint.sh",
+        )
+    )
     (tmp_path / "Dockerfile").write_text(broken)
     codes = {problem.split()[2] for problem in c.hadolint_problems(tmp_path / "Dockerfile")}
     assert {"DL3007", "DL3002", "DL3025"} <= codes, codes
@@ -184,8 +202,10 @@ def test_the_default_command_loads_the_connector_and_the_operator_from_the_engin
     assert c.copy_sources(connector)[1].rstrip("/") == jar_dirs(dockerfile)[0]
     assert build.index(connector) < build.index(operator)
     assert c.stage_environment(dockerfile, dockerfile.stage("build"))["STREAMDEDUP_CACHE"] == cache
-    assert any(c.copy_sources(i) == ([cache + "/"], cache + "/") and i.flags.get("from") == "build"
-               for i in dockerfile.final.all("COPY")), "the operator jar the build stage compiled is copied"
+    assert any(
+        c.copy_sources(i) == ([cache + "/"], cache + "/") and i.flags.get("from") == "build"
+        for i in dockerfile.final.all("COPY")
+    ), "the operator jar the build stage compiled is copied"
 
 
 def test_the_entrypoint_and_healthcheck_scripts_come_from_the_repository(dockerfile):
@@ -216,9 +236,17 @@ def test_the_image_spark_home_is_the_pip_pyspark_of_the_image_python(dockerfile,
 
 # --------------------------------------------------------------------- settings: names and values
 
+
 def test_the_valid_env_names_come_from_the_settings_model():
-    names = ["DEDUP_SOURCE", "DEDUP_RULES__WEB__WINDOW", "DEDUP_RULES__MOBILE", "DEDUP_SPARK__CHECKPOINT",
-             "DEDUP_KAFKA__CONFIG", "DEDUP_SPARK__CONF__spark.sql.shuffle.partitions", "DEDUP_CONFIG"]
+    names = [
+        "DEDUP_SOURCE",
+        "DEDUP_RULES__WEB__WINDOW",
+        "DEDUP_RULES__MOBILE",
+        "DEDUP_SPARK__CHECKPOINT",
+        "DEDUP_KAFKA__CONFIG",
+        "DEDUP_SPARK__CONF__spark.sql.shuffle.partitions",
+        "DEDUP_CONFIG",
+    ]
     assert c.env_name_problems(names, "sample") == []
 
 
@@ -227,32 +255,40 @@ def test_the_env_name_check_fails_on_names_the_application_ignores():
     assert c.env_name_problems(names, "sample") == [
         "sample: DEDUP_SPARK__CHECKPOINT_DIR is not a setting the application reads",
         "sample: DEDUP_RULES__WEB__WINDOWS is not a setting the application reads",
-        "sample: DEDUP_METRICSPORT is not a setting the application reads"]
+        "sample: DEDUP_METRICSPORT is not a setting the application reads",
+    ]
 
 
 def test_the_config_key_check_fails_on_keys_the_application_ignores():
-    config = {"engine": "spark", "spark": {"checkpoint_dir": "x", "trigger": "1 second"},
-              "rules": {"WEB": {"windw": "10m"}}, "metrics": 1}
+    config = {
+        "engine": "spark",
+        "spark": {"checkpoint_dir": "x", "trigger": "1 second"},
+        "rules": {"WEB": {"windw": "10m"}},
+        "metrics": 1,
+    }
     assert c.config_key_problems(config, "sample") == [
         "sample: spark.checkpoint_dir is not a setting the application reads",
         "sample: rules.WEB.windw is not a setting the application reads",
-        "sample: metrics is not a setting the application reads"]
+        "sample: metrics is not a setting the application reads",
+    ]
 
 
 def test_the_settings_check_fails_on_a_bad_value_with_the_applications_message():
     assert c.settings_problems({"DEDUP_RULES__WEB__WINDOW": "0"}, "sample") == [
-        "sample: invalid setting rules.WEB.window (DEDUP_RULES__WEB__WINDOW): "
-        "must be a positive duration (got '0')"]
+        ("sample: invalid setting rules.WEB.window (DEDUP_RULES__WEB__WINDOW): must be a positive duration (got '0')")
+    ]
 
 
 def test_the_shadowing_check_fails_on_a_config_key_an_env_var_overrides():
     config = {"metrics_port": 9100, "rules": {"WEB": {"window": "10m"}}}
     assert c.shadowed_config_problems(["DEDUP_METRICS_PORT", "DEDUP_RULES__WEB__WINDOW"], config, "sample") == [
         "sample: config key metrics_port is overridden by the environment variable DEDUP_METRICS_PORT",
-        "sample: config key rules.web.window is overridden by the environment variable DEDUP_RULES__WEB__WINDOW"]
+        "sample: config key rules.web.window is overridden by the environment variable DEDUP_RULES__WEB__WINDOW",
+    ]
 
 
 # ----------------------------------------------------------------------------------- compose
+
 
 def test_compose_runs_kafka_in_kraft_mode_redis_the_service_prometheus_and_grafana(compose):
     services = compose["services"]
@@ -289,13 +325,20 @@ def test_compose_ports_are_loopback_only_and_mounts_exist(compose):
 
 
 def test_the_compose_check_fails_on_public_ports_and_missing_mounts(tmp_path):
-    broken = {"services": {"x": {"ports": ["9108:9108", "127.0.0.1:4040:4040"],
-                                 "volumes": ["./nowhere:/etc/x:ro", "named:/data"],
-                                 "build": {"context": ".", "dockerfile": "missing/Dockerfile"}}}}
+    broken = {
+        "services": {
+            "x": {
+                "ports": ["9108:9108", "127.0.0.1:4040:4040"],
+                "volumes": ["./nowhere:/etc/x:ro", "named:/data"],
+                "build": {"context": ".", "dockerfile": "missing/Dockerfile"},
+            }
+        }
+    }
     assert c.compose_problems(broken, tmp_path) == [
         "service x: port 9108 is published on all interfaces, not 127.0.0.1",
         "service x: mounted ./nowhere does not exist",
-        f"service x: build file {tmp_path}/missing/Dockerfile does not exist"]
+        f"service x: build file {tmp_path}/missing/Dockerfile does not exist",
+    ]
 
 
 def service_settings_env(image_env: dict, service: dict) -> dict[str, str]:
@@ -334,10 +377,12 @@ def test_the_kafka_uri_check_fails_on_unknown_brokers_and_topics():
     env = {"DEDUP_SOURCE": "kafka://localhost:9092/events?group=g", "DEDUP_SINK": "kafka://kafka:9092/uniq"}
     assert c.kafka_uri_problems(env, {"kafka:9092"}, {"events", "unique"}, "x") == [
         "x: DEDUP_SOURCE points at localhost:9092, not a broker of the stack ['kafka:9092']",
-        "x: DEDUP_SINK uses topic 'uniq', which is not created"]
+        "x: DEDUP_SINK uses topic 'uniq', which is not created",
+    ]
 
 
 # ------------------------------------------------------------------------------ Prometheus
+
 
 def compose_metrics_ports(compose: dict, image_env: dict) -> dict[str, int]:
     """Service name -> the port its /metrics is served on, from its effective settings."""
@@ -358,7 +403,8 @@ def test_the_scrape_check_fails_on_a_wrong_port_or_host():
     prometheus = {"scrape_configs": [{"job_name": "j", "static_configs": [{"targets": ["dedup:9100", "ghost:9108"]}]}]}
     assert c.scrape_problems(prometheus, {"dedup": 9108}) == [
         "job j: scrapes dedup:9100, but its metrics port is 9108",
-        "job j: target ghost is not a service serving /metrics ['dedup']"]
+        "job j: target ghost is not a service serving /metrics ['dedup']",
+    ]
 
 
 def test_promtool_passes_the_prometheus_config_and_its_alert_rules():
@@ -386,10 +432,18 @@ def test_prometheus_loads_the_alert_rules_from_its_mounted_directory(compose):
 
 def test_every_count_of_the_accounting_and_every_catalog_metric_is_exported(exported):
     counters = {f"dedup_{'records_in' if n == 'in' else n}_total" for n in c.Accounting().as_dict()}
-    assert counters == {"dedup_records_in_total", "dedup_out_total", "dedup_duplicates_total",
-                        "dedup_dead_lettered_total", "dedup_skipped_total", "dedup_late_total",
-                        "dedup_invalid_total", "dedup_passed_through_total", "dedup_invalidations_total",
-                        "dedup_rejected_notifications_total"}
+    assert counters == {
+        "dedup_records_in_total",
+        "dedup_out_total",
+        "dedup_duplicates_total",
+        "dedup_dead_lettered_total",
+        "dedup_skipped_total",
+        "dedup_late_total",
+        "dedup_invalid_total",
+        "dedup_passed_through_total",
+        "dedup_invalidations_total",
+        "dedup_rejected_notifications_total",
+    }
     assert counters <= exported
     assert {m.exported for m in CATALOG.values() if m.kind != "histogram"} <= exported
     assert {"dedup_batch_duration_seconds_bucket", "process_cpu_seconds_total"} <= exported
@@ -398,8 +452,17 @@ def test_every_count_of_the_accounting_and_every_catalog_metric_is_exported(expo
 def trigger_ms(trigger: str) -> int:
     """Spark's trigger interval ("5 seconds", "500 ms", "1 minute") in milliseconds."""
     number, unit = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([a-z]*)\s*", trigger.lower()).groups()
-    factors = {"ms": 1, "millisecond": 1, "milliseconds": 1, "s": 1000, "second": 1000, "seconds": 1000,
-               "m": 60_000, "minute": 60_000, "minutes": 60_000}
+    factors = {
+        "ms": 1,
+        "millisecond": 1,
+        "milliseconds": 1,
+        "s": 1000,
+        "second": 1000,
+        "seconds": 1000,
+        "m": 60_000,
+        "minute": 60_000,
+        "minutes": 60_000,
+    }
     return int(float(number) * factors[unit or "ms"])
 
 
@@ -410,12 +473,14 @@ def alert_expr(name: str) -> str:
 
 
 def test_the_batch_duration_alert_and_panel_fire_above_the_trigger_the_deployments_configure(
-        compose, image_env, sparkapp, k8s, dashboard):
+    compose, image_env, sparkapp, k8s, dashboard
+):
     seconds = re.search(r">\s*(\d+)\s*$", alert_expr("DedupBatchSlowerThanTrigger")).group(1)
     threshold = int(seconds) * 1000
     triggers = {
         "compose": compose_settings(image_env, compose["services"]["dedup"]).spark.trigger,
-        "kubernetes": driver_settings(sparkapp, k8s, image_env).spark.trigger}
+        "kubernetes": driver_settings(sparkapp, k8s, image_env).spark.trigger,
+    }
     assert {name: trigger_ms(t) for name, t in triggers.items()} == {"compose": threshold, "kubernetes": threshold}
     [panel] = [p for p in c.dashboard_panels(dashboard) if p["title"] == "Batch duration"]
     steps = panel["fieldConfig"]["defaults"]["thresholds"]["steps"]
@@ -429,9 +494,17 @@ def test_the_operations_guide_names_only_exported_metrics(exported):
         assert named - exported - histograms == set(), doc
 
 
-REQUIRED_ALERTS = {"DedupDown", "DedupQueryStalled", "DedupDeadLettersRising", "DedupLateRecordsRising",
-                   "DedupConsumerLagGrowing", "DedupBatchSlowerThanTrigger", "DedupLatencyAboveObjective",
-                   "DedupStateGrowingUnbounded", "DedupBatchesFailing"}
+REQUIRED_ALERTS = {
+    "DedupDown",
+    "DedupQueryStalled",
+    "DedupDeadLettersRising",
+    "DedupLateRecordsRising",
+    "DedupConsumerLagGrowing",
+    "DedupBatchSlowerThanTrigger",
+    "DedupLatencyAboveObjective",
+    "DedupStateGrowingUnbounded",
+    "DedupBatchesFailing",
+}
 
 
 def test_alerts_name_exported_metrics_and_each_has_a_runbook_in_the_operations_guide(exported):
@@ -441,25 +514,42 @@ def test_alerts_name_exported_metrics_and_each_has_a_runbook_in_the_operations_g
 
 
 def test_the_alert_check_fails_on_unknown_metrics_and_missing_runbooks(exported):
-    rules = {"groups": [{"rules": [
-        {"alert": "A", "expr": "rate(dedup_duplicate_total[5m]) > 0", "labels": {"severity": "warning"},
-         "annotations": {"summary": "s", "runbook": "deploy/README.md#a"}},
-        {"alert": "B", "expr": "ratee(dedup_out_total[1m]) > 0", "annotations": {"runbook": "x#nowhere"}}]}]}
+    rules = {
+        "groups": [
+            {
+                "rules": [
+                    {
+                        "alert": "A",
+                        "expr": "rate(dedup_duplicate_total[5m]) > 0",
+                        "labels": {"severity": "warning"},
+                        "annotations": {"summary": "s", "runbook": "deploy/README.md#a"},
+                    },
+                    {"alert": "B", "expr": "ratee(dedup_out_total[1m]) > 0", "annotations": {"runbook": "x#nowhere"}},
+                ]
+            }
+        ]
+    }
     assert c.alert_problems(rules, exported, "## A\n") == [
         "alert A: dedup_duplicate_total is not a metric the service exports",
         "alert B: no severity label",
         "alert B: no summary",
-        "alert B: runbook #nowhere is not a heading of deploy/README.md"]
+        "alert B: runbook #nowhere is not a heading of deploy/README.md",
+    ]
 
 
 def test_promql_names_skip_labels_ranges_groupings_numbers_and_strings():
-    expr = ('sum by (job) (rate(dedup_out_total{job="x", le="1e6"}[5m] offset 1h)) / on(job) group_left '
-            'clamp_min(deriv(rate(dedup_records_in_total[30m])[2h:5m]), 1e6) > bool 0.5 unless up == 0')
-    assert c.promql_names(expr) == ({"dedup_out_total", "dedup_records_in_total", "up"},
-                                    {"sum", "rate", "clamp_min", "deriv"})
+    expr = (
+        'sum by (job) (rate(dedup_out_total{job="x", le="1e6"}[5m] offset 1h)) / on(job) group_left '
+        "clamp_min(deriv(rate(dedup_records_in_total[30m])[2h:5m]), 1e6) > bool 0.5 unless up == 0"
+    )
+    assert c.promql_names(expr) == (
+        {"dedup_out_total", "dedup_records_in_total", "up"},
+        {"sum", "rate", "clamp_min", "deriv"},
+    )
 
 
 # --------------------------------------------------------------------------------- Grafana
+
 
 @pytest.fixture(scope="module")
 def dashboard() -> dict:
@@ -482,25 +572,47 @@ def test_the_dashboards_promql_parses(dashboard):
 
 
 def test_the_promql_check_fails_on_an_unknown_function_and_an_unclosed_bracket():
-    assert c.promql_syntax_problems({"panel 'ok' #1": "sum(rate(dedup_out_total[$__rate_interval]))",
-                                     "panel 'p' #1": "ratee(dedup_out_total[5m])",
-                                     "panel 'q' #2": "sum(rate(dedup_out_total[5m])"}) == [
+    assert c.promql_syntax_problems(
+        {
+            "panel 'ok' #1": "sum(rate(dedup_out_total[$__rate_interval]))",
+            "panel 'p' #1": "ratee(dedup_out_total[5m])",
+            "panel 'q' #2": "sum(rate(dedup_out_total[5m])",
+        }
+    ) == [
         "panel 'p' #1: could not parse expression: 1:1: parse error: unknown function with name \"ratee\"",
-        "panel 'q' #2: could not parse expression: 1:30: parse error: unclosed left parenthesis"]
+        "panel 'q' #2: could not parse expression: 1:30: parse error: unclosed left parenthesis",
+    ]
 
 
 def test_the_dashboard_check_fails_on_an_unknown_metric_and_datasource(exported):
-    broken = {"panels": [{"title": "p", "type": "timeseries", "datasource": {"uid": "other"},
-                          "targets": [{"expr": "rate(dedup_duplicates_dropped_total[1m])"}]},
-                         {"title": "empty", "type": "timeseries"}]}
+    broken = {
+        "panels": [
+            {
+                "title": "p",
+                "type": "timeseries",
+                "datasource": {"uid": "other"},
+                "targets": [{"expr": "rate(dedup_duplicates_dropped_total[1m])"}],
+            },
+            {"title": "empty", "type": "timeseries"},
+        ]
+    }
     assert c.dashboard_problems(broken, exported, {"prometheus"}) == [
         "panel 'p': dedup_duplicates_dropped_total is not a metric the service exports",
         "panel 'p': datasource uid 'other' is not provisioned ['prometheus']",
-        "panel 'empty': no query"]
+        "panel 'empty': no query",
+    ]
 
 
-REQUIRED_PANELS = ["input rate", "output rate", "duplicates dropped", "dead letters", "late records",
-                   "state rows", "batch duration", "kafka lag"]
+REQUIRED_PANELS = [
+    "input rate",
+    "output rate",
+    "duplicates dropped",
+    "dead letters",
+    "late records",
+    "state rows",
+    "batch duration",
+    "kafka lag",
+]
 
 
 def test_the_dashboard_has_the_operators_panels(dashboard):
@@ -523,6 +635,7 @@ def test_grafana_is_provisioned_with_the_prometheus_of_the_stack_and_the_dashboa
 
 # ------------------------------------------------------------------------------ Kubernetes
 
+
 def test_every_manifest_parses_is_named_and_in_the_namespace(k8s):
     assert c.manifest_problems(k8s, "streamdedup") == []
 
@@ -537,7 +650,8 @@ def test_the_kubernetes_schema_check_fails_on_unknown_fields_and_wrong_types(tmp
     (tmp_path / "b.yaml").write_text(service.replace("port: 9108", "port: metrics"))
     assert c.k8s_schema_problems(c.k8s_documents(tmp_path)) == [
         "a.yaml: Service/streamdedup-metrics: spec: Additional properties are not allowed ('selectr' was unexpected)",
-        "b.yaml: Service/streamdedup-metrics: spec.ports.0.port: 'metrics' is not of type 'integer'"]
+        "b.yaml: Service/streamdedup-metrics: spec.ports.0.port: 'metrics' is not of type 'integer'",
+    ]
 
 
 def test_yamllint_passes_every_yaml_file_under_deploy():
@@ -547,8 +661,11 @@ def test_yamllint_passes_every_yaml_file_under_deploy():
 
 
 def test_yamllint_fails_on_a_duplicate_key_and_broken_indentation(tmp_path):
-    broken = (COMPOSE.read_text().replace("services:\n", "services:\n  redis:\n    image: redis:7\n", 1)
-              .replace("\n    image:", "\n     image:", 1))
+    broken = (
+        COMPOSE.read_text()
+        .replace("services:\n", "services:\n  redis:\n    image: redis:7\n", 1)
+        .replace("\n    image:", "\n     image:", 1)
+    )
     (tmp_path / "compose.yaml").write_text(broken)
     problems = c.yamllint_problems([tmp_path / "compose.yaml"])
     assert any('duplication of key "redis"' in p for p in problems), problems
@@ -556,11 +673,14 @@ def test_yamllint_fails_on_a_duplicate_key_and_broken_indentation(tmp_path):
 
 
 def test_the_manifest_check_fails_on_an_unnamed_or_misplaced_document():
-    docs = [("a.yaml", {"kind": "ConfigMap", "apiVersion": "v1", "metadata": {"name": "x", "namespace": "default"}}),
-            ("b.yaml", {"kind": "Secret", "metadata": {}})]
+    docs = [
+        ("a.yaml", {"kind": "ConfigMap", "apiVersion": "v1", "metadata": {"name": "x", "namespace": "default"}}),
+        ("b.yaml", {"kind": "Secret", "metadata": {}}),
+    ]
     assert c.manifest_problems(docs, "streamdedup") == [
         "a.yaml: ConfigMap/x is not in namespace streamdedup",
-        "b.yaml: a document without apiVersion, kind or metadata.name"]
+        "b.yaml: a document without apiVersion, kind or metadata.name",
+    ]
 
 
 def test_the_kustomization_lists_every_manifest():
@@ -574,12 +694,20 @@ def test_the_spark_application_uses_only_fields_of_the_operator_api(sparkapp):
 
 
 def test_the_spark_application_schema_check_fails_on_unknown_fields():
-    broken = {"spec": {"type": "Python", "imagee": "x", "driver": {"cores": 1, "livenessProbe": {}},
-                       "executor": {"instances": 1, "ports": []}, "deps": {"jar": []}}}
+    broken = {
+        "spec": {
+            "type": "Python",
+            "imagee": "x",
+            "driver": {"cores": 1, "livenessProbe": {}},
+            "executor": {"instances": 1, "ports": []},
+            "deps": {"jar": []},
+        }
+    }
     assert c.sparkapp_schema_problems(broken) == [
         "spec.deps.jar is not a SparkApplication field",
         "spec.driver.livenessProbe is not a SparkApplication field",
-        "spec.imagee is not a SparkApplication field"]
+        "spec.imagee is not a SparkApplication field",
+    ]
 
 
 def test_the_spark_application_runs_the_images_entrypoint_module_with_its_jars(sparkapp, dockerfile):
@@ -590,8 +718,9 @@ def test_the_spark_application_runs_the_images_entrypoint_module_with_its_jars(s
     classpath = ":".join(f"{d}/*" for d in jar_dirs(dockerfile))
     assert spec["sparkConf"]["spark.driver.extraClassPath"] == classpath
     assert spec["sparkConf"]["spark.executor.extraClassPath"] == classpath
-    assert spec["sparkVersion"] == re.search(r"pyspark\[sql\]==([\d.]+)",
-                                             (c.REPO / "pyproject.toml").read_text()).group(1)
+    assert spec["sparkVersion"] == re.search(
+        r"pyspark\[sql\]==([\d.]+)", (c.REPO / "pyproject.toml").read_text()
+    ).group(1)
 
 
 def driver_settings(sparkapp, k8s, image_env) -> c.Settings:
@@ -608,8 +737,14 @@ def test_the_driver_env_names_settings_and_its_secrets_resolve(sparkapp, k8s):
 
 
 def test_the_env_reference_check_fails_on_a_missing_secret_key(k8s):
-    pod = {"env": [{"name": "DEDUP_KAFKA__CONFIG",
-                    "valueFrom": {"secretKeyRef": {"name": "streamdedup-kafka", "key": "config.json"}}}]}
+    pod = {
+        "env": [
+            {
+                "name": "DEDUP_KAFKA__CONFIG",
+                "valueFrom": {"secretKeyRef": {"name": "streamdedup-kafka", "key": "config.json"}},
+            }
+        ]
+    }
     assert c.pod_env(pod, k8s)[1] == ["env DEDUP_KAFKA__CONFIG: Secret 'streamdedup-kafka' has no key 'config.json'"]
 
 
@@ -645,15 +780,24 @@ def test_the_checkpoint_is_on_the_shared_claim_mounted_in_the_driver_and_the_exe
 
 
 def test_the_volume_check_fails_on_undeclared_mounts_missing_claims_and_single_node_claims():
-    spec = {"volumes": [{"name": "a", "persistentVolumeClaim": {"claimName": "missing"}},
-                        {"name": "b", "persistentVolumeClaim": {"claimName": "rwo"}}],
-            "driver": {"volumeMounts": [{"name": "c", "mountPath": "/x"}]}}
-    docs = [("p.yaml", {"kind": "PersistentVolumeClaim", "metadata": {"name": "rwo"},
-                        "spec": {"accessModes": ["ReadWriteOnce"]}})]
+    spec = {
+        "volumes": [
+            {"name": "a", "persistentVolumeClaim": {"claimName": "missing"}},
+            {"name": "b", "persistentVolumeClaim": {"claimName": "rwo"}},
+        ],
+        "driver": {"volumeMounts": [{"name": "c", "mountPath": "/x"}]},
+    }
+    docs = [
+        (
+            "p.yaml",
+            {"kind": "PersistentVolumeClaim", "metadata": {"name": "rwo"}, "spec": {"accessModes": ["ReadWriteOnce"]}},
+        )
+    ]
     assert c.volume_problems(spec, docs) == [
         "driver: mounts 'c', which spec.volumes does not declare",
         "volume a: no PersistentVolumeClaim missing",
-        "volume b: the driver and the executors share it, it must be ReadWriteMany"]
+        "volume b: the driver and the executors share it, it must be ReadWriteMany",
+    ]
 
 
 def test_the_driver_probes_get_health_on_the_metrics_port(sparkapp, k8s, image_env):
@@ -665,12 +809,21 @@ def test_the_driver_probes_get_health_on_the_metrics_port(sparkapp, k8s, image_e
 
 
 def test_the_probe_check_fails_on_a_wrong_path_or_port_and_a_missing_probe():
-    template = {"spec": {"containers": [{"livenessProbe": {"httpGet": {"path": "/healthz", "port": 9108}},
-                                         "startupProbe": {"httpGet": {"path": "/health", "port": 8080}}}]}}
+    template = {
+        "spec": {
+            "containers": [
+                {
+                    "livenessProbe": {"httpGet": {"path": "/healthz", "port": 9108}},
+                    "startupProbe": {"httpGet": {"path": "/health", "port": 8080}},
+                }
+            ]
+        }
+    }
     assert c.probe_problems(template, 9108) == [
         "livenessProbe: GET /healthz on port 9108, not /health on 9108",
         "readinessProbe: missing",
-        "startupProbe: GET /health on port 8080, not /health on 9108"]
+        "startupProbe: GET /health on port 8080, not /health on 9108",
+    ]
 
 
 def test_the_metrics_service_selects_the_driver_on_the_metrics_port(sparkapp, k8s):
@@ -682,12 +835,15 @@ def test_the_metrics_service_selects_the_driver_on_the_metrics_port(sparkapp, k8
 
 
 def test_the_service_check_fails_on_a_selector_or_port_that_misses_the_driver():
-    service = {"metadata": {"name": "s", "annotations": {"prometheus.io/port": "9100"}},
-               "spec": {"selector": {"app": "other"}, "ports": [{"port": 9108, "targetPort": "http"}]}}
+    service = {
+        "metadata": {"name": "s", "annotations": {"prometheus.io/port": "9100"}},
+        "spec": {"selector": {"app": "other"}, "ports": [{"port": 9108, "targetPort": "http"}]},
+    }
     assert c.service_problems(service, {"app": "streamdedup"}, {"metrics": 9108}, 9108) == [
         "Service s: selector {'app': 'other'} matches no driver label",
         "Service s: no port forwarding to the metrics port 9108",
-        "Service s: prometheus.io/port 9100 is not 9108"]
+        "Service s: prometheus.io/port 9100 is not 9108",
+    ]
 
 
 def test_the_resources_agree_with_the_state_store_settings(sparkapp, k8s, image_env):
@@ -695,15 +851,25 @@ def test_the_resources_agree_with_the_state_store_settings(sparkapp, k8s, image_
 
 
 def test_the_sizing_check_fails_when_rocksdb_outgrows_the_overhead_or_partitions_are_too_few():
-    settings = c.load_deployed_settings({
-        "DEDUP_SPARK__SHUFFLE_PARTITIONS": "8",
-        "DEDUP_SPARK__CONF": json.dumps({"spark.sql.streaming.stateStore.rocksdb.boundedMemoryUsage": "true",
-                                         "spark.sql.streaming.stateStore.rocksdb.maxMemoryUsageMB": "4096"})})
+    settings = c.load_deployed_settings(
+        {
+            "DEDUP_SPARK__SHUFFLE_PARTITIONS": "8",
+            "DEDUP_SPARK__CONF": json.dumps(
+                {
+                    "spark.sql.streaming.stateStore.rocksdb.boundedMemoryUsage": "true",
+                    "spark.sql.streaming.stateStore.rocksdb.maxMemoryUsageMB": "4096",
+                }
+            ),
+        }
+    )
     spec = {"executor": {"instances": 3, "cores": 4, "memoryOverhead": "2g"}}
     assert c.sizing_problems(spec, settings) == [
         "spark.shuffle_partitions 8 < 12 executor cores: some cores would hold no state partition",
-        "executor memoryOverhead 2048 MiB cannot hold RocksDB's 4096 MiB plus 512 MiB of JVM off-heap: "
-        "the pods would be OOM-killed"]
+        (
+            "executor memoryOverhead 2048 MiB cannot hold RocksDB's 4096 MiB plus 512 MiB of JVM off-heap: "
+            "the pods would be OOM-killed"
+        ),
+    ]
 
 
 def test_the_sizing_reasoning_is_written_next_to_the_manifests(sparkapp):

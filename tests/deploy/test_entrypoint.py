@@ -42,8 +42,12 @@ class LocalImage:
     """
 
     def __init__(self, cache: Path):
-        self.paths = {"/opt/streamdedup/cache": cache, "/opt/streamdedup": c.DEPLOY / "docker",
-                      "/opt/venv": Path(sys.prefix), "/app": c.REPO}
+        self.paths = {
+            "/opt/streamdedup/cache": cache,
+            "/opt/streamdedup": c.DEPLOY / "docker",
+            "/opt/venv": Path(sys.prefix),
+            "/app": c.REPO,
+        }
         self._pattern = re.compile("(?<![^:=,])(" + "|".join(map(re.escape, self.paths)) + ")(?=[/:,]|$)")
 
     def localize(self, word: str) -> str:
@@ -69,6 +73,7 @@ class LocalImage:
         env.update({name: self.localize(value) for name, value in image.items() if name != "DEDUP_METRICS_PORT"})
         if not Path(env["SPARK_HOME"]).is_dir():  # a local Python other than the image's PYTHON_VERSION
             import pyspark
+
             env["SPARK_HOME"] = str(Path(pyspark.__file__).parent)
         env.update(SPARK_LOCAL_IP="127.0.0.1", **settings)
         return env
@@ -92,22 +97,35 @@ def image(tmp_path_factory) -> LocalImage:
 
 
 def run(command: list[str], env: dict[str, str], cwd: Path, timeout: float = 180) -> subprocess.CompletedProcess:
-    return subprocess.run(command, env=env, cwd=cwd, capture_output=True, text=True, timeout=timeout,
-                          stdin=subprocess.DEVNULL)
+    return subprocess.run(
+        command, env=env, cwd=cwd, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL
+    )
 
 
 def summary(stderr: str) -> dict[str, int]:
     """The accounting from the ``dedup: in=…, out=…`` line a bounded run ends with."""
     [line] = [line for line in stderr.splitlines() if line.startswith("dedup: in=")]
-    return {name: int(value) for name, value in (pair.split("=") for pair in
-                                                  line.removeprefix("dedup: ").replace("(", "").replace(")", "")
-                                                  .replace(",", "").split() if "=" in pair)}
+    return {
+        name: int(value)
+        for name, value in (
+            pair.split("=")
+            for pair in line.removeprefix("dedup: ").replace("(", "").replace(")", "").replace(",", "").split()
+            if "=" in pair
+        )
+    }
 
 
 def lines_in(path: Path) -> int:
     """Lines of a JSONL output, whether written as one file or as a directory of part files."""
-    files = [path] if path.is_file() else [p for p in path.rglob("*") if p.is_file()
-                                           and not p.name.startswith(("_", ".")) and "_spark_metadata" not in p.parts]
+    files = (
+        [path]
+        if path.is_file()
+        else [
+            p
+            for p in path.rglob("*")
+            if p.is_file() and not p.name.startswith(("_", ".")) and "_spark_metadata" not in p.parts
+        ]
+    )
     return sum(1 for f in files for line in f.read_bytes().splitlines() if line.strip())
 
 
@@ -133,6 +151,7 @@ def spark_engine_missing() -> str | None:
 
 # --------------------------------------------------------------- the substitutions themselves
 
+
 def test_the_local_paths_are_the_files_the_dockerfile_copies_into_the_image(image):
     words = DOCKERFILE.final.last("ENTRYPOINT").exec_form + DOCKERFILE.final.last("CMD").exec_form
     words += c.healthcheck_command(DOCKERFILE.final.last("HEALTHCHECK"))
@@ -152,6 +171,7 @@ def test_the_checkout_has_the_jars_the_image_fetches_from_the_same_pom():
 
 # ----------------------------------------------------------------------- the default command
 
+
 @pytest.mark.spark
 @pytest.mark.timeout(600)
 def test_the_default_command_runs_the_spark_job_over_files(image, tmp_path):
@@ -164,8 +184,12 @@ def test_the_default_command_runs_the_spark_job_over_files(image, tmp_path):
     parts, counts = generate_parts(StreamSpec(uniques=200, seed=11), 3)
     write_parts(tmp_path / "input", parts)
     expected = counts.as_accounting()
-    env = image.env(DEDUP_SOURCE=f"file:{tmp_path / 'input'}?maxFilesPerTrigger=1", DEDUP_SINK=f"file:{tmp_path / 'unique'}",
-                    DEDUP_DLQ=f"file:{tmp_path / 'dead-letters'}", DEDUP_SPARK__CHECKPOINT=str(tmp_path / "checkpoint"))
+    env = image.env(
+        DEDUP_SOURCE=f"file:{tmp_path / 'input'}?maxFilesPerTrigger=1",
+        DEDUP_SINK=f"file:{tmp_path / 'unique'}",
+        DEDUP_DLQ=f"file:{tmp_path / 'dead-letters'}",
+        DEDUP_SPARK__CHECKPOINT=str(tmp_path / "checkpoint"),
+    )
     done = run(image.command(), env, tmp_path, timeout=480)
     output = done.stdout + done.stderr  # spark-submit relays the driver's stderr on its stdout
     assert done.returncode == 0, output[-4000:]
@@ -181,8 +205,9 @@ def test_a_bad_setting_stops_the_default_command_with_one_line_and_exit_code_2(i
     assert done.returncode == 2, done.stderr[-4000:]
     output = done.stdout + done.stderr  # spark-submit relays the driver's stderr on its stdout
     ours = [line for line in output.splitlines() if line.startswith("dedup:")]
-    assert ours == ["dedup: invalid setting rules.WEB.window (DEDUP_RULES__WEB__WINDOW): "
-                    "must be a positive duration (got '0')"]
+    assert ours == [
+        ("dedup: invalid setting rules.WEB.window (DEDUP_RULES__WEB__WINDOW): must be a positive duration (got '0')")
+    ]
     assert "Traceback" not in output
 
 
@@ -224,8 +249,15 @@ def start_with_fake_driver(image: LocalImage, tmp_path: Path, **env: str) -> tup
     driver.write_text(FAKE_DRIVER)
     command = image.command()[:-1] + [str(driver)]
     log = tmp_path / "out.log"
-    process = subprocess.Popen(command, env=image.env(**env), cwd=tmp_path, stdout=log.open("w"),
-                               stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+    process = subprocess.Popen(
+        command,
+        env=image.env(**env),
+        cwd=tmp_path,
+        stdout=log.open("w"),
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     deadline = time.time() + 120
     while "driver ready" not in log.read_text():
         assert process.poll() is None and time.time() < deadline, log.read_text()[-3000:]
@@ -267,6 +299,7 @@ def test_sigterm_to_spark_submits_jvm_itself_kills_the_driver_mid_batch(image, t
 
 # ------------------------------------------------------------- Spark on Kubernetes: the contract
 
+
 def fake_program(path: Path) -> None:
     """An executable that prints its arguments as JSON."""
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -276,36 +309,71 @@ def fake_program(path: Path) -> None:
 
 def test_the_driver_mode_runs_spark_submit_in_client_mode_inside_the_driver_pod(image, tmp_path):
     fake_program(tmp_path / "spark/bin/spark-submit")
-    args = ["driver", "--properties-file", "/opt/spark/conf/spark.properties", "--class",
-            "org.apache.spark.deploy.PythonRunner", "local:///app/src/app/spark_submit.py"]
+    args = [
+        "driver",
+        "--properties-file",
+        "/opt/spark/conf/spark.properties",
+        "--class",
+        "org.apache.spark.deploy.PythonRunner",
+        "local:///app/src/app/spark_submit.py",
+    ]
     env = image.env(SPARK_HOME=str(tmp_path / "spark"), SPARK_DRIVER_BIND_ADDRESS="127.0.0.1")
     done = run(image.entrypoint() + args, env, tmp_path)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout) == [
-        "--conf", "spark.driver.bindAddress=127.0.0.1", "--conf", "spark.executorEnv.SPARK_DRIVER_POD_IP=127.0.0.1",
-        "--deploy-mode", "client", *args[1:]]
+        "--conf",
+        "spark.driver.bindAddress=127.0.0.1",
+        "--conf",
+        "spark.executorEnv.SPARK_DRIVER_POD_IP=127.0.0.1",
+        "--deploy-mode",
+        "client",
+        *args[1:],
+    ]
 
 
 def test_the_executor_mode_starts_the_kubernetes_executor_backend(image, tmp_path):
     fake_program(tmp_path / "jdk/bin/java")
-    env = image.env(JAVA_HOME=str(tmp_path / "jdk"), SPARK_HOME=str(tmp_path / "spark"),
-                    SPARK_JAVA_OPT_0="-Dspark.driver.port=7078", SPARK_EXECUTOR_MEMORY="4g",
-                    SPARK_CLASSPATH="/extra/*", SPARK_CONF_DIR="/opt/spark/conf",
-                    SPARK_DRIVER_URL="spark://CoarseGrainedScheduler@127.0.0.1:7078", SPARK_EXECUTOR_ID="1",
-                    SPARK_EXECUTOR_CORES="4", SPARK_APPLICATION_ID="spark-1", SPARK_EXECUTOR_POD_IP="127.0.0.1",
-                    SPARK_RESOURCE_PROFILE_ID="0", SPARK_EXECUTOR_POD_NAME="streamdedup-exec-1")
+    env = image.env(
+        JAVA_HOME=str(tmp_path / "jdk"),
+        SPARK_HOME=str(tmp_path / "spark"),
+        SPARK_JAVA_OPT_0="-Dspark.driver.port=7078",
+        SPARK_EXECUTOR_MEMORY="4g",
+        SPARK_CLASSPATH="/extra/*",
+        SPARK_CONF_DIR="/opt/spark/conf",
+        SPARK_DRIVER_URL="spark://CoarseGrainedScheduler@127.0.0.1:7078",
+        SPARK_EXECUTOR_ID="1",
+        SPARK_EXECUTOR_CORES="4",
+        SPARK_APPLICATION_ID="spark-1",
+        SPARK_EXECUTOR_POD_IP="127.0.0.1",
+        SPARK_RESOURCE_PROFILE_ID="0",
+        SPARK_EXECUTOR_POD_NAME="streamdedup-exec-1",
+    )
     done = run(image.entrypoint() + ["executor"], env, tmp_path)
     assert done.returncode == 0, done.stderr
     args = json.loads(done.stdout)
     assert args[:4] == ["-Dspark.driver.port=7078", "-Xms4g", "-Xmx4g", "-cp"]
     assert args[4].split(":")[:3] == ["/opt/spark/conf", "/extra/*", f"{tmp_path}/spark/jars/*"]
-    assert args[5:] == ["org.apache.spark.scheduler.cluster.k8s.KubernetesExecutorBackend",
-                        "--driver-url", "spark://CoarseGrainedScheduler@127.0.0.1:7078", "--executor-id", "1",
-                        "--cores", "4", "--app-id", "spark-1", "--hostname", "127.0.0.1",
-                        "--resourceProfileId", "0", "--podName", "streamdedup-exec-1"]
+    assert args[5:] == [
+        "org.apache.spark.scheduler.cluster.k8s.KubernetesExecutorBackend",
+        "--driver-url",
+        "spark://CoarseGrainedScheduler@127.0.0.1:7078",
+        "--executor-id",
+        "1",
+        "--cores",
+        "4",
+        "--app-id",
+        "spark-1",
+        "--hostname",
+        "127.0.0.1",
+        "--resourceProfileId",
+        "0",
+        "--podName",
+        "streamdedup-exec-1",
+    ]
 
 
 # ----------------------------------------------------------------------------- the health check
+
 
 def healthcheck(image: LocalImage, port: int | None, tmp_path: Path) -> int:
     command = [image.localize(w) for w in c.healthcheck_command(DOCKERFILE.final.last("HEALTHCHECK"))]

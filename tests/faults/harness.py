@@ -28,16 +28,16 @@ import subprocess
 import sys
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 from adapters.spark.checkpoint.identity import IDENTITY
 from adapters.spark.output.executor_writer import control_topic_for, partition_id
 from app.generator import StreamSpec, generate
-from domain.dead_letters import from_headers
 from deploy.local.services.process import pid_cmdline
 from deploy.local.services.spark_cluster import EXECUTOR_CLASS
+from domain.dead_letters import from_headers
 from tests.faults.injection import kill_9, outage
 from tests.integration.kafka_io import create_topics, read_topic
 from tests.integration.partitioned import produce_keyed, spread
@@ -78,9 +78,14 @@ class EngineProcess:
 
     def start(self) -> None:
         with open(self.log, "ab") as out:
-            self.proc = subprocess.Popen([str(ROOT / ".venv" / "bin" / "dedup"), "run", *self.args],
-                                         env=self.env, stdout=out, stderr=subprocess.STDOUT,
-                                         start_new_session=True, cwd=ROOT)
+            self.proc = subprocess.Popen(
+                [str(ROOT / ".venv" / "bin" / "dedup"), "run", *self.args],
+                env=self.env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                cwd=ROOT,
+            )
 
     def kill9(self) -> None:
         """kill -9 of the whole driver: the Python process and the JVM it launched."""
@@ -163,12 +168,19 @@ class Report:
         return [
             f"faults: {', '.join(self.faults)}",
             f"records in the input topic: {self.records:,}",
-            f"unique events expected {self.expected_unique:,}, read (read_committed) {self.read_unique:,}: "
-            f"lost {self.lost}, duplicated {self.duplicated}, unexpected {self.unexpected}",
-            f"dead letters expected {self.expected_dead:,}, read {self.read_dead:,}: "
-            f"lost {self.dead_lost}, duplicated {self.dead_duplicated}",
-            ("committed accounting: " + ", ".join(f"{k}={c.get(k, 0):,}" for k in ACCOUNTED) if self.exactly_once
-             else "at-least-once: copies of unique events are allowed; the last run's summary must balance")
+            (
+                f"unique events expected {self.expected_unique:,}, read (read_committed) {self.read_unique:,}: "
+                f"lost {self.lost}, duplicated {self.duplicated}, unexpected {self.unexpected}"
+            ),
+            (
+                f"dead letters expected {self.expected_dead:,}, read {self.read_dead:,}: "
+                f"lost {self.dead_lost}, duplicated {self.dead_duplicated}"
+            ),
+            (
+                "committed accounting: " + ", ".join(f"{k}={c.get(k, 0):,}" for k in ACCOUNTED)
+                if self.exactly_once
+                else "at-least-once: copies of unique events are allowed; the last run's summary must balance"
+            )
             + f" -> {'balanced' if self.balanced else 'UNBALANCED'}",
             "last run's summary: " + ", ".join(f"{k}={v:,}" for k, v in self.last_run.items()),
             f"verdict: {'OK' if self.ok else 'FAILED'} in {self.seconds:.0f}s",
@@ -178,25 +190,33 @@ class Report:
 def verify(topics: Topics, records: list[bytes], transactional_id: str | None) -> Report:
     want = reference(records)
     unique = Counter(m.value for m in read_topic(topics.bootstrap, topics.output, timeout=120))
-    dead = Counter(from_headers(m.value, m.key, m.raw_headers).record.value
-                   for m in read_topic(topics.bootstrap, topics.dead_letters, timeout=60))
+    dead = Counter(
+        from_headers(m.value, m.key, m.raw_headers).record.value
+        for m in read_topic(topics.bootstrap, topics.dead_letters, timeout=60)
+    )
     expected, expected_dead = Counter(want.emitted), Counter(want.dead_letters)
     return Report(
-        len(records), sum(expected.values()), sum(expected_dead.values()),
-        read_unique=sum(unique.values()), lost=sum((expected - unique).values()),
+        len(records),
+        sum(expected.values()),
+        sum(expected_dead.values()),
+        read_unique=sum(unique.values()),
+        lost=sum((expected - unique).values()),
         duplicated=sum(n - 1 for v, n in unique.items() if v in expected and n > expected[v]),
         unexpected=sum(n for v, n in unique.items() if v not in expected),
-        read_dead=sum(dead.values()), dead_lost=sum((expected_dead - dead).values()),
+        read_dead=sum(dead.values()),
+        dead_lost=sum((expected_dead - dead).values()),
         dead_duplicated=sum((dead - expected_dead).values()),
         committed=dict(committed_counts(topics, transactional_id)) if transactional_id else {},
-        exactly_once=transactional_id is not None)
+        exactly_once=transactional_id is not None,
+    )
 
 
 class FaultRun:
     """One run of the plan against a broker (and Redis) this run may restart."""
 
-    def __init__(self, plan: FaultPlan, broker, workdir: Path, redis=None, say: Callable[[str], None] = print,
-                 cluster=None):
+    def __init__(
+        self, plan: FaultPlan, broker, workdir: Path, redis=None, say: Callable[[str], None] = print, cluster=None
+    ):
         self.plan, self.broker, self.redis, self.workdir, self.say = plan, broker, redis, workdir, say
         self.cluster = cluster
         self.topics = Topics(broker.bootstrap)
@@ -211,7 +231,9 @@ class FaultRun:
         engine.start()
         reached = 0
         for fault, at in self.schedule(len(records)):
-            self.wait_for(lambda: self.progress() >= min(max(at, reached + 1), len(records)), engine)
+            self.wait_for(
+                lambda at=at, reached=reached: self.progress() >= min(max(at, reached + 1), len(records)), engine
+            )
             reached = self.progress()
             time.sleep(self.rng.uniform(0, 2))
             fault(engine)
@@ -226,10 +248,14 @@ class FaultRun:
         # no late events: whether one is late depends on micro-batch boundaries (docs/design/spark.md,
         # deviation 1), which the verifier's reference does not model; the bad records are the invalid ones
         records, _ = generate(StreamSpec(uniques=self.plan.uniques, seed=self.plan.seed, late=0))
-        create_topics(self.topics.bootstrap, self.topics.output, self.topics.dead_letters, partitions=self.plan.partitions)
+        create_topics(
+            self.topics.bootstrap, self.topics.output, self.topics.dead_letters, partitions=self.plan.partitions
+        )
         produce_keyed(self.topics.bootstrap, self.topics.input, spread(records, self.plan.partitions))
-        self.say(f"preloaded {len(records):,} records ({self.plan.uniques:,} unique events) "
-                 f"over {self.plan.partitions} partition(s)")
+        self.say(
+            f"preloaded {len(records):,} records ({self.plan.uniques:,} unique events) "
+            f"over {self.plan.partitions} partition(s)"
+        )
         return records
 
     def schedule(self, total: int) -> list[tuple[Callable, int]]:
@@ -251,7 +277,7 @@ class FaultRun:
     def kill_executor(self, engine: EngineProcess) -> None:
         """kill -9 of one executor JVM while it runs tasks: Spark runs them again on another
         executor (the worker starts a new one)."""
-        pid = self.busy(lambda: self.cluster.executor_pids())
+        pid = self.busy(self.cluster.executor_pids)
         os.kill(pid, signal.SIGKILL)
         self.faults.append(f"executor kill -9 at {self.progress_text()}")
         self.say(f"kill -9 of executor {pid} at {self.progress_text()}")
@@ -306,15 +332,25 @@ class FaultRun:
         started = time.monotonic()
         while not condition():
             if time.monotonic() - started > self.plan.timeout:
-                raise TimeoutError(f"no progress to the next step in {self.plan.timeout:.0f}s "
-                                   f"({self.progress_text()}); engine log: {self.workdir / 'engine.log'}")
+                raise TimeoutError(
+                    f"no progress to the next step in {self.plan.timeout:.0f}s "
+                    f"({self.progress_text()}); engine log: {self.workdir / 'engine.log'}"
+                )
             if not engine.alive():
-                raise RuntimeError(f"the engine exited with {engine.proc.returncode}; log: {self.workdir / 'engine.log'}")
+                raise RuntimeError(
+                    f"the engine exited with {engine.proc.returncode}; log: {self.workdir / 'engine.log'}"
+                )
             time.sleep(1)
 
     def engine(self) -> EngineProcess:
-        return engine_process(self.topics, self.workdir, self.plan.per_batch, self.plan.delivery,
-                              self.redis.url if self.redis is not None else None, master=self.plan.master)
+        return engine_process(
+            self.topics,
+            self.workdir,
+            self.plan.per_batch,
+            self.plan.delivery,
+            self.redis.url if self.redis is not None else None,
+            master=self.plan.master,
+        )
 
     def summary(self) -> dict[str, int]:
         path = self.workdir / "summary.json"
@@ -345,21 +381,46 @@ def in_directory(pid: int, directory: Path) -> bool:
         return False
 
 
-def engine_process(topics: Topics, workdir: Path, per_batch: int, delivery: str, state: str | None = None,
-                   bounded: bool = False, master: str = "local[2]") -> EngineProcess:
+def engine_process(
+    topics: Topics,
+    workdir: Path,
+    per_batch: int,
+    delivery: str,
+    state: str | None = None,
+    bounded: bool = False,
+    master: str = "local[2]",
+) -> EngineProcess:
     """The engine over ``topics`` with its checkpoint, log and summary under ``workdir``."""
     workdir.mkdir(parents=True, exist_ok=True)
-    args = ["--engine", "spark", "--source", topics.uri(topics.input), "--sink", topics.uri(topics.output),
-            "--dlq", topics.uri(topics.dead_letters), "--no-progress", "--summary-json", str(workdir / "summary.json")]
+    args = [
+        "--engine",
+        "spark",
+        "--source",
+        topics.uri(topics.input),
+        "--sink",
+        topics.uri(topics.output),
+        "--dlq",
+        topics.uri(topics.dead_letters),
+        "--no-progress",
+        "--summary-json",
+        str(workdir / "summary.json"),
+    ]
     if state is not None:
         args += ["--state", state]
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "PYSPARK_PYTHON": sys.executable,
-           "DEDUP_KAFKA__DELIVERY": delivery, "DEDUP_SPARK__CHECKPOINT": str(workdir / "checkpoint"),
-           "DEDUP_SPARK__MASTER": master, "DEDUP_SPARK__MAX_OFFSETS_PER_TRIGGER": str(per_batch),
-           "DEDUP_SPARK__TRIGGER": "0 seconds", "DEDUP_SPARK__AVAILABLE_NOW": str(bounded).lower(),
-           "DEDUP_SPARK__RESTART": "fixed-delay(attempts=30,delay=2)",
-           "DEDUP_SPARK__LEASE_TIMEOUT": "10s",  # a killed driver's restart waits for its lease to expire
-           "DEDUP_POLICIES__TRANSIENT": "retry(attempts=8,backoff=exponential,delay=0.5,max_delay=8)>fail"}
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(ROOT / "src"),
+        "PYSPARK_PYTHON": sys.executable,
+        "DEDUP_KAFKA__DELIVERY": delivery,
+        "DEDUP_SPARK__CHECKPOINT": str(workdir / "checkpoint"),
+        "DEDUP_SPARK__MASTER": master,
+        "DEDUP_SPARK__MAX_OFFSETS_PER_TRIGGER": str(per_batch),
+        "DEDUP_SPARK__TRIGGER": "0 seconds",
+        "DEDUP_SPARK__AVAILABLE_NOW": str(bounded).lower(),
+        "DEDUP_SPARK__RESTART": "fixed-delay(attempts=30,delay=2)",
+        "DEDUP_SPARK__LEASE_TIMEOUT": "10s",  # a killed driver's restart waits for its lease to expire
+        "DEDUP_POLICIES__TRANSIENT": "retry(attempts=8,backoff=exponential,delay=0.5,max_delay=8)>fail",
+    }
     return EngineProcess(args, env, workdir / "engine.log")
 
 
@@ -372,6 +433,10 @@ def timed_run(topics: Topics, workdir: Path, per_batch: int, delivery: str) -> d
     code = engine.proc.wait()
     seconds = time.monotonic() - started
     summary = json.loads((workdir / "summary.json").read_text()) if code == 0 else {}
-    return {"delivery": delivery, "exit": code, "seconds": round(seconds, 1), "summary": summary,
-            "events_per_second": round(summary.get("in", 0) / seconds)}
-
+    return {
+        "delivery": delivery,
+        "exit": code,
+        "seconds": round(seconds, 1),
+        "summary": summary,
+        "events_per_second": round(summary.get("in", 0) / seconds),
+    }

@@ -15,8 +15,9 @@ import signal
 import subprocess
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from deploy.local.services import pid_alive
 
@@ -31,8 +32,14 @@ def kill_9(proc: subprocess.Popen, group: bool = False, timeout: float = 30) -> 
     return proc.wait(timeout)
 
 
-def outage(service: Any, *, down_for: float = 1.0, crash: bool = False, when_down: Callable[[], None] = lambda: None,
-           start_timeout: float = 120) -> None:
+def outage(
+    service: Any,
+    *,
+    down_for: float = 1.0,
+    crash: bool = False,
+    when_down: Callable[[], None] = lambda: None,
+    start_timeout: float = 120,
+) -> None:
     """Take ``service`` down (``crash``: SIGKILL, else a clean stop), call ``when_down``, wait
     ``down_for`` seconds, start it again: same ports, same data."""
     if crash:
@@ -44,8 +51,9 @@ def outage(service: Any, *, down_for: float = 1.0, crash: bool = False, when_dow
     service.start(timeout=start_timeout)
 
 
-def run_through_outage(engine: Any, service: Any, *, after_records: int, down_for: float = 2.0, crash: bool = False,
-                       timeout: float = 180) -> Any:
+def run_through_outage(
+    engine: Any, service: Any, *, after_records: int, down_for: float = 2.0, crash: bool = False, timeout: float = 180
+) -> Any:
     """Run ``engine`` (``run()``, an ``on_batch(totals)`` hook) in a thread; after the first
     batch that brings ``records_in`` to ``after_records`` it waits while ``service`` goes
     through an ``outage``; returns the totals of the finished run (AssertionError if it

@@ -44,14 +44,14 @@ import json
 import os
 import random
 import signal
-import urllib.request
 import sys
 import tempfile
 import time
+import urllib.request
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 from adapters.spark.output.executor_writer import FAULT_SETTING
 from app.generator import StreamSpec, generate
@@ -107,17 +107,24 @@ class Outcome:
     @property
     def ok(self) -> bool:
         replays = (self.doubled, self.dead_doubled) if self.delivery == "exactly-once" else ()
-        return self.struck and self.exit == 0 and not any((self.lost, self.extra, self.wrongly_late, self.dead_lost,
-                                                           *replays))
+        return (
+            self.struck
+            and self.exit == 0
+            and not any((self.lost, self.extra, self.wrongly_late, self.dead_lost, *replays))
+        )
 
-    HEADER = ("| target | phase | batch | cluster | struck | lost | doubled | extra | wrongly late | dead lost | "
-              "dead doubled | exit | s |")
+    HEADER = (
+        "| target | phase | batch | cluster | struck | lost | doubled | extra | wrongly late | dead lost | "
+        "dead doubled | exit | s |"
+    )
 
     def row(self) -> str:
-        return (f"| {self.kill.target} | {self.kill.phase} | {self.kill.batch} | {self.cluster} | "
-                f"{'yes' if self.struck else 'NO'} | {self.lost} | {self.doubled} | "
-                f"{self.extra} | {self.wrongly_late} | {self.dead_lost} | {self.dead_doubled} | {self.exit} | "
-                f"{self.seconds:.0f} |")
+        return (
+            f"| {self.kill.target} | {self.kill.phase} | {self.kill.batch} | {self.cluster} | "
+            f"{'yes' if self.struck else 'NO'} | {self.lost} | {self.doubled} | "
+            f"{self.extra} | {self.wrongly_late} | {self.dead_lost} | {self.dead_doubled} | {self.exit} | "
+            f"{self.seconds:.0f} |"
+        )
 
 
 def stream(uniques: int = 4_000, seed: int = 29) -> list[bytes]:
@@ -126,10 +133,14 @@ def stream(uniques: int = 4_000, seed: int = 29) -> list[bytes]:
     return records
 
 
-HOSTILE = ('{"id": "b%d", "uniqueValue": "x", "type": "APP"}', 'not json %d',
-           '{"id": "b%d", "uniqueValue": 7, "type": "WEB", "timestamp": 1752000000}',
-           '{"id": "b%d", "uniqueValue": "y", "type": "APP", "timestamp": 253402300799}', '[%d]',
-           '\ufeff{"id": "b%d", "uniqueValue": "z", "type": "APP", "timestamp": "soon"}')
+HOSTILE = (
+    '{"id": "b%d", "uniqueValue": "x", "type": "APP"}',
+    "not json %d",
+    '{"id": "b%d", "uniqueValue": 7, "type": "WEB", "timestamp": 1752000000}',
+    '{"id": "b%d", "uniqueValue": "y", "type": "APP", "timestamp": 253402300799}',
+    "[%d]",
+    '\ufeff{"id": "b%d", "uniqueValue": "z", "type": "APP", "timestamp": "soon"}',
+)
 
 
 def backlog_stream(records: int = 80_000, seed: int = 20261126) -> list[bytes]:
@@ -158,16 +169,27 @@ def require_produced_order(bootstrap: str, topic: str, keyed) -> None:
     produced = sorted(((p, i), value) for i, (p, _, value) in enumerate(keyed.records))
     if [value for _, value in read] != [value for _, value in produced]:
         moved = next(n for n, (a, b) in enumerate(zip(read, produced)) if a[1] != b[1])
-        raise AssertionError(f"the input topic {topic} is not in the order it was produced (first difference at "
-                             f"record {moved} of partition {read[moved][0]}): the reference does not apply")
+        raise AssertionError(
+            f"the input topic {topic} is not in the order it was produced (first difference at "
+            f"record {moved} of partition {read[moved][0]}): the reference does not apply"
+        )
 
 
 class PhaseRun:
     """Runs of the engine on ``cluster`` over one stream, each with one kill (see the module docstring)."""
 
-    def __init__(self, cluster, bootstrap: str, workdir: Path, records: list[bytes], per_batch: int = 1_000,
-                 say: Callable[[str], None] = print, timeout: float = 300, delivery: str = "exactly-once",
-                 seed: int | None = None):
+    def __init__(
+        self,
+        cluster,
+        bootstrap: str,
+        workdir: Path,
+        records: list[bytes],
+        per_batch: int = 1_000,
+        say: Callable[[str], None] = print,
+        timeout: float = 300,
+        delivery: str = "exactly-once",
+        seed: int | None = None,
+    ):
         self.cluster, self.bootstrap, self.workdir, self.records = cluster, bootstrap, workdir, records
         self.per_batch, self.say, self.timeout, self.delivery = per_batch, say, timeout, delivery
         self.want = reference(records)
@@ -186,11 +208,15 @@ class PhaseRun:
         engine = self.engine(topics, workdir, kill.writer_fault())
         engine.start()
         if kill.phase == "between-batches":
-            self.wait(lambda: (workdir / "checkpoint" / "commits" / str(kill.batch)).exists(), engine, "the commit")
+            self.wait((workdir / "checkpoint" / "commits" / str(kill.batch)).exists, engine, "the commit")
         elif kill.phase in UNPLACED:
             typical = []
-            self.wait(lambda: typical.append(self.running_stage(kill)) or typical[-1] is not None, engine,
-                      f"the {UNPLACED[kill.phase]} stage of batch {kill.batch}", interval=0.1)
+            self.wait(
+                lambda: typical.append(self.running_stage(kill)) or typical[-1] is not None,
+                engine,
+                f"the {UNPLACED[kill.phase]} stage of batch {kill.batch}",
+                interval=0.1,
+            )
             time.sleep(self.random.uniform(0, 0.8 * typical[-1]))  # somewhere in the stage, unplaced
         elif kill.target != "executor":
             self.wait(self.stalled_executor, engine, "the stalled task")
@@ -198,8 +224,10 @@ class PhaseRun:
         code = engine.proc.wait(self.timeout)
         outcome = self.verify(kill, cluster_state, topics, code, time.monotonic() - started)
         outcome.struck = self.struck(kill, workdir)
-        self.say(f"{kill} on a {cluster_state} cluster: {'ok' if outcome.ok else 'WRONG'} {outcome.row()}"
-                 f" (engine log {workdir / 'engine.log'})")
+        self.say(
+            f"{kill} on a {cluster_state} cluster: {'ok' if outcome.ok else 'WRONG'} {outcome.row()}"
+            f" (engine log {workdir / 'engine.log'})"
+        )
         return outcome
 
     def strike(self, kill: Kill, engine: EngineProcess, topics: Topics, workdir: Path) -> EngineProcess:
@@ -219,9 +247,15 @@ class PhaseRun:
         engine = engine_process(topics, workdir, self.per_batch, self.delivery, bounded=True, master=self.cluster.url)
         self.ui_port = free_port()
         (workdir / "events").mkdir(exist_ok=True)
-        conf = {"spark.sql.shuffle.partitions": "2", "spark.ui.enabled": "true", "spark.ui.port": str(self.ui_port),
-                "spark.eventLog.enabled": "true", "spark.eventLog.compress": "false",
-                "spark.eventLog.dir": (workdir / "events").as_uri(), **({FAULT_SETTING: fault} if fault else {})}
+        conf = {
+            "spark.sql.shuffle.partitions": "2",
+            "spark.ui.enabled": "true",
+            "spark.ui.port": str(self.ui_port),
+            "spark.eventLog.enabled": "true",
+            "spark.eventLog.compress": "false",
+            "spark.eventLog.dir": (workdir / "events").as_uri(),
+            **({FAULT_SETTING: fault} if fault else {}),
+        }
         engine.env.update(DEDUP_SPARK__CONF=json.dumps(conf))
         return engine
 
@@ -231,8 +265,11 @@ class PhaseRun:
         try:
             apps = _get(f"http://127.0.0.1:{self.ui_port}/api/v1/applications")
             base = f"http://127.0.0.1:{self.ui_port}/api/v1/applications/{apps[0]['id']}"
-            jobs = [j for j in _get(f"{base}/jobs?status=running")
-                    if f"batch = {kill.batch}" in (j.get("description") or "")]
+            jobs = [
+                j
+                for j in _get(f"{base}/jobs?status=running")
+                if f"batch = {kill.batch}" in (j.get("description") or "")
+            ]
             if not jobs:
                 return None
             stages = sorted(jobs[0]["stageIds"])
@@ -252,9 +289,13 @@ class PhaseRun:
             return lost_work(workdir / "events", kill.batch)
         if kill.phase not in WRITER_POINT:
             return True
-        said = f"streamdedup test fault: {'halting the JVM' if kill.target == 'executor' else 'task stalls'} " \
-               f"{WRITER_POINT[kill.phase]}"
-        return any(said in path.read_text(errors="replace") for path in self.executor_logs() if path not in self.earlier)
+        said = (
+            f"streamdedup test fault: {'halting the JVM' if kill.target == 'executor' else 'task stalls'} "
+            f"{WRITER_POINT[kill.phase]}"
+        )
+        return any(
+            said in path.read_text(errors="replace") for path in self.executor_logs() if path not in self.earlier
+        )
 
     def executor_logs(self) -> list[Path]:
         """Every executor's stderr on the cluster's workers (``work/APP/N/stderr``)."""
@@ -262,16 +303,28 @@ class PhaseRun:
 
     def stalled_executor(self) -> Path | None:
         """The stderr of this run's executor whose task stalls at the fault, once it does."""
-        return next((path for path in self.executor_logs() if path not in self.earlier
-                     and "streamdedup test fault: task stalls" in path.read_text(errors="replace")), None)
+        return next(
+            (
+                path
+                for path in self.executor_logs()
+                if path not in self.earlier
+                and "streamdedup test fault: task stalls" in path.read_text(errors="replace")
+            ),
+            None,
+        )
 
     def kill_worker(self, stderr: Path | None) -> None:
         """kill -9 of the worker running the stalled task (or the first) with its executors; started again."""
-        worker = next((w for w in self.cluster.workers if stderr is not None and stderr.is_relative_to(w.workdir)),
-                      self.cluster.workers[0])
+        worker = next(
+            (w for w in self.cluster.workers if stderr is not None and stderr.is_relative_to(w.workdir)),
+            self.cluster.workers[0],
+        )
         worker.kill()
-        orphans = [pid for pid in all_pids() if "CoarseGrainedExecutorBackend" in _cmdline(pid)
-                   and in_directory(pid, worker.workdir)]
+        orphans = [
+            pid
+            for pid in all_pids()
+            if "CoarseGrainedExecutorBackend" in _cmdline(pid) and in_directory(pid, worker.workdir)
+        ]
         for pid in set(worker.executor_pids() + orphans):
             try:
                 os.kill(pid, signal.SIGKILL)
@@ -284,8 +337,9 @@ class PhaseRun:
         deadline = time.monotonic() + self.timeout
         while not condition():
             if time.monotonic() > deadline or not engine.alive():
-                raise AssertionError(f"{what} did not come (engine {'alive' if engine.alive() else 'exited'}; "
-                                     f"log {engine.log})")
+                raise AssertionError(
+                    f"{what} did not come (engine {'alive' if engine.alive() else 'exited'}; log {engine.log})"
+                )
             time.sleep(interval)
 
     def verify(self, kill: Kill, cluster_state: str, topics: Topics, code: int, seconds: float) -> Outcome:
@@ -293,12 +347,19 @@ class PhaseRun:
         letters = [from_headers(m.value, m.key, m.raw_headers) for m in read_topic(self.bootstrap, topics.dead_letters)]
         want, want_dead = Counter(self.want.emitted), Counter(self.want.dead_letters)
         dead = Counter(d.record.value for d in letters)
-        return Outcome(kill, cluster_state, delivery=self.delivery, lost=sum((want - out).values()),
-                       doubled=sum(n - 1 for value, n in out.items() if value in want and n > 1),
-                       extra=sum(n for value, n in out.items() if value not in want),
-                       wrongly_late=sum(1 for d in letters if d.reason == "late" and d.record.value not in want_dead),
-                       dead_lost=sum((want_dead - dead).values()), dead_doubled=sum((dead - want_dead).values()),
-                       exit=code, seconds=seconds)
+        return Outcome(
+            kill,
+            cluster_state,
+            delivery=self.delivery,
+            lost=sum((want - out).values()),
+            doubled=sum(n - 1 for value, n in out.items() if value in want and n > 1),
+            extra=sum(n for value, n in out.items() if value not in want),
+            wrongly_late=sum(1 for d in letters if d.reason == "late" and d.record.value not in want_dead),
+            dead_lost=sum((want_dead - dead).values()),
+            dead_doubled=sum((dead - want_dead).values()),
+            exit=code,
+            seconds=seconds,
+        )
 
 
 def lost_work(events: Path, batch: int) -> bool:
@@ -344,8 +405,10 @@ def plan(runs: int) -> list[Kill]:
     """``runs`` kills cycling through every (target, phase) (the unplaced phases with executors only),
     batches 0 to 2 (0: the first micro-batch of a new checkpoint), partitions 0 and 1."""
     pairs = [(t, p) for t, p in itertools.product(TARGETS, PHASES) if p not in UNPLACED or t == "executor"]
-    return [Kill(target, phase, batch=i % 3, partition=i % 2)
-            for i, (target, phase) in zip(range(runs), itertools.cycle(pairs))]
+    return [
+        Kill(target, phase, batch=i % 3, partition=i % 2)
+        for i, (target, phase) in zip(range(runs), itertools.cycle(pairs))
+    ]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -356,13 +419,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=len(TARGETS) * len(PHASES))
     parser.add_argument("--fresh", action="store_true", help="a newly started cluster for every run")
     parser.add_argument("--uniques", type=int, default=4_000, help="the generated stream's unique events")
-    parser.add_argument("--shape", choices=("generated", "backlog"), default="generated",
-                        help="backlog: the executor-loss report's stream (--records, 4,000 a micro-batch)")
+    parser.add_argument(
+        "--shape",
+        choices=("generated", "backlog"),
+        default="generated",
+        help="backlog: the executor-loss report's stream (--records, 4,000 a micro-batch)",
+    )
     parser.add_argument("--records", type=int, default=80_000, help="the backlog stream's records")
     parser.add_argument("--per-batch", type=int)
     parser.add_argument("--delivery", choices=("exactly-once", "at-least-once"), default="exactly-once")
-    parser.add_argument("--only", help="run only the kills whose description contains each of these, comma-separated "
-                                       "(e.g. 'driver,of batch 0')")
+    parser.add_argument(
+        "--only",
+        help="run only the kills whose description contains each of these, comma-separated (e.g. 'driver,of batch 0')",
+    )
     parser.add_argument("--seed", type=int, default=20261126, help="the backlog stream's and the random kills' seed")
     args = parser.parse_args(argv)
     work = Path(tempfile.mkdtemp(prefix="phases-"))
@@ -381,15 +450,25 @@ def main(argv: list[str] | None = None) -> int:
             else:
                 cluster.wait_idle()
                 state = "warm"
-            runs = PhaseRun(cluster, broker.bootstrap, work, records, per_batch, delivery=args.delivery,
-                            seed=args.seed + n, timeout=900 if backlog else 300)
+            runs = PhaseRun(
+                cluster,
+                broker.bootstrap,
+                work,
+                records,
+                per_batch,
+                delivery=args.delivery,
+                seed=args.seed + n,
+                timeout=900 if backlog else 300,
+            )
             outcomes.append(runs.run(kill, state))
     finally:
         if cluster is not None:
             cluster.stop()
         broker.stop()
-    print(f"\n{len(records):,} records a run ({args.shape}, {per_batch:,} a micro-batch), {args.delivery}\n\n"
-          f"{Outcome.HEADER}\n|{'---|' * 13}")
+    print(
+        f"\n{len(records):,} records a run ({args.shape}, {per_batch:,} a micro-batch), {args.delivery}\n\n"
+        f"{Outcome.HEADER}\n|{'---|' * 13}"
+    )
     print("\n".join(o.row() for o in outcomes))
     return 0 if all(o.ok for o in outcomes) else 1
 

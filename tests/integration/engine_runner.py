@@ -21,7 +21,7 @@ import signal
 import sys
 import threading
 import time
-from typing import Sequence
+from collections.abc import Sequence
 
 from adapters.kafka.engine import build_kafka_engine
 from adapters.kafka.source import KafkaSource
@@ -64,6 +64,7 @@ def state_store(uri: str, prefix: str):
     if uri == "memory":
         return InMemoryStateStore()
     from adapters.redis.state_store import RedisStateStore
+
     return RedisStateStore(uri, key_prefix=prefix)
 
 
@@ -76,12 +77,19 @@ def main(argv: list[str] | None = None) -> int:
     if args.transaction_timeout_ms:
         settings["producer.transaction.timeout.ms"] = str(args.transaction_timeout_ms)
     engine = build_kafka_engine(
-        core, f"kafka://{args.bootstrap}/{args.input}?group={args.group}", f"kafka://{args.bootstrap}/{args.output}",
-        f"kafka://{args.bootstrap}/{args.dlq}", exactly_once=args.exactly_once, kafka_settings=settings,
-        batch_size=args.batch_size, stop_at_end=not args.follow)
+        core,
+        f"kafka://{args.bootstrap}/{args.input}?group={args.group}",
+        f"kafka://{args.bootstrap}/{args.output}",
+        f"kafka://{args.bootstrap}/{args.dlq}",
+        exactly_once=args.exactly_once,
+        kafka_settings=settings,
+        batch_size=args.batch_size,
+        stop_at_end=not args.follow,
+    )
     if args.hang_before_commit:
-        engine.pipeline.committer = HangBeforeCommit(engine.pipeline.committer, args.hang_before_commit,
-                                                    engine.pipeline.source)
+        engine.pipeline.committer = HangBeforeCommit(
+            engine.pipeline.committer, args.hang_before_commit, engine.pipeline.source
+        )
     engine.on_batch = lambda totals: print("BATCH " + json.dumps(totals.as_dict()), flush=True)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())

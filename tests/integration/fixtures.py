@@ -12,8 +12,8 @@ instead; then ``kafka_broker``, ``redis_server`` and ``hdfs`` are ``None``. ``ow
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Iterator
 
 import pytest
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Iterable
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
@@ -43,9 +43,15 @@ def read_topic(bootstrap: str, topic: str, committed: bool = True, timeout: floa
 
     ``committed``: read as a ``read_committed`` consumer (what downstream readers see).
     """
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": unique("reader"),
-                         "enable.auto.commit": False, "enable.partition.eof": True,
-                         "isolation.level": "read_committed" if committed else "read_uncommitted"})
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": unique("reader"),
+            "enable.auto.commit": False,
+            "enable.partition.eof": True,
+            "isolation.level": "read_committed" if committed else "read_uncommitted",
+        }
+    )
     try:
         partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
         consumer.assign([TopicPartition(topic, p, 0) for p in partitions])

@@ -41,8 +41,7 @@ def small_topics(bootstrap: str) -> dict[str, str]:
     """A fresh input topic (the broker's default size), and output and dead-letter topics taking ``LIMIT`` bytes."""
     names = {role: unique(role) for role in ("in", "out", "dlq")}
     create_topics(bootstrap, names["in"])
-    services.create_topics(bootstrap, names["out"], names["dlq"], config={"max.message.bytes": LIMIT},
-                           exists_ok=False)
+    services.create_topics(bootstrap, names["out"], names["dlq"], config={"max.message.bytes": LIMIT}, exists_ok=False)
     return names
 
 

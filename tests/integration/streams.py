@@ -40,14 +40,20 @@ def golden_stream() -> list[Row]:
     scenarios = [s for s in SCENARIOS if s.windows == DEFAULT_WINDOWS and s.lateness is None]
     for i, scenario in enumerate(scenarios):
         for j, step in enumerate(scenario.steps):
-            event = {"id": f"s{i}-e{j}", "uniqueValue": f"s{i}-{step.key}", "type": step.type,
-                     "timestamp": step.t + i * SCENARIO_SPACING}
+            event = {
+                "id": f"s{i}-e{j}",
+                "uniqueValue": f"s{i}-{step.key}",
+                "type": step.type,
+                "timestamp": step.t + i * SCENARIO_SPACING,
+            }
             steps.append((Row(json.dumps(event).encode(), step.verdict), (i, j, step.repeats)))
     for k, (raw, code) in enumerate(INVALID_RECORDS):
         steps.insert(7 + 13 * k, (Row(raw, code), None))
     index_of = {(place[0], place[1]): n for n, (_, place) in enumerate(steps) if place is not None}
-    return [Row(row.value, row.verdict, index_of[(place[0], place[2])]) if row.verdict == "dup" else row
-            for row, place in steps]
+    return [
+        Row(row.value, row.verdict, index_of[(place[0], place[2])]) if row.verdict == "dup" else row
+        for row, place in steps
+    ]
 
 
 def unique_value(value: bytes) -> bytes:
@@ -65,7 +71,8 @@ def reference(records: list[bytes]) -> Judged:
     """What a correct engine emits and dead-letters for ``records`` read in order."""
     core = Deduplicator(RuleSet(), InMemoryStateStore(), SystemClock())
     outcomes, _ = core.process([RawRecord(v, SourcePosition("reference", 0, i)) for i, v in enumerate(records)])
-    return Judged([o.record.value for o in outcomes if o.verdict is Verdict.EMIT],
-                  [o.record.value for o in outcomes if o.verdict is Verdict.DEAD_LETTER],
-                  [(o.record.value, records[o.duplicate.first.offset]) for o in outcomes
-                   if o.verdict is Verdict.DUPLICATE])
+    return Judged(
+        [o.record.value for o in outcomes if o.verdict is Verdict.EMIT],
+        [o.record.value for o in outcomes if o.verdict is Verdict.DEAD_LETTER],
+        [(o.record.value, records[o.duplicate.first.offset]) for o in outcomes if o.verdict is Verdict.DUPLICATE],
+    )

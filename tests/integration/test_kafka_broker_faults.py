@@ -28,8 +28,14 @@ def test_at_least_once_rides_out_a_broker_crash_and_loses_nothing(own_broker):
     records, expected = generate(StreamSpec(uniques=15_000, seed=1))
     produce(bootstrap, "in", records)
     core = Deduplicator(RuleSet(), InMemoryStateStore(), SystemClock())
-    engine = build_kafka_engine(core, f"kafka://{bootstrap}/in?group=g", f"kafka://{bootstrap}/out",
-                                f"kafka://{bootstrap}/dlq", batch_size=300, stop_at_end=True)
+    engine = build_kafka_engine(
+        core,
+        f"kafka://{bootstrap}/in?group=g",
+        f"kafka://{bootstrap}/out",
+        f"kafka://{bootstrap}/dlq",
+        batch_size=300,
+        stop_at_end=True,
+    )
     # 1. the broker dies between two batches and stays away for two seconds
     # 2. it comes back (same ports, same log); the engine's writes and commits were waiting
     totals = run_through_outage(engine, own_broker, after_records=3000, crash=True)
@@ -44,9 +50,14 @@ def test_messages_failed_during_an_outage_longer_than_the_queue_are_all_produced
     holds: a resend that meets a full queue keeps the rest failed, and a later flush sends them."""
     bootstrap = own_broker.bootstrap
     create_topics(bootstrap, "resent")
-    config = {**producer_config(parse_kafka_uri(f"kafka://{bootstrap}/resent", "sink"), {}),
-              "queue.buffering.max.messages": 10, "message.timeout.ms": 1500, "retry.backoff.ms": 100,
-              "reconnect.backoff.ms": 50, "reconnect.backoff.max.ms": 200}
+    config = {
+        **producer_config(parse_kafka_uri(f"kafka://{bootstrap}/resent", "sink"), {}),
+        "queue.buffering.max.messages": 10,
+        "message.timeout.ms": 1500,
+        "retry.backoff.ms": 100,
+        "reconnect.backoff.ms": 50,
+        "reconnect.backoff.max.ms": 200,
+    }
     channel = ProducerChannel(config, "test producer", flush_timeout=1.0)
     values = [f"m{i}".encode() for i in range(16)]
     channel.produce("resent", b"warm")

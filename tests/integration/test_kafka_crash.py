@@ -34,7 +34,7 @@ SPEC = StreamSpec(uniques=12_000, late=0, seed=5)
 
 @pytest.fixture(scope="module")
 def stream():
-    records, expected = generate(SPEC)
+    records, _expected = generate(SPEC)
     return records, reference(records)
 
 
@@ -56,10 +56,18 @@ class Job:
 
     def command(self, *options: str) -> list[str]:
         args = [f"--{role}={name}" for role, name in self.topics.items()]
-        return [sys.executable, "-m", "tests.integration.engine_runner", f"--bootstrap={self.bootstrap}",
-                f"--group={self.group}", "--batch-size=300", *args, *options]
+        return [
+            sys.executable,
+            "-m",
+            "tests.integration.engine_runner",
+            f"--bootstrap={self.bootstrap}",
+            f"--group={self.group}",
+            "--batch-size=300",
+            *args,
+            *options,
+        ]
 
-    def start(self, *options: str) -> "Running":
+    def start(self, *options: str) -> Running:
         self.runs += 1
         stderr = open(self.logs / f"run-{self.runs}.log", "w")
         proc = subprocess.Popen(self.command(*options), cwd=ROOT, stdout=subprocess.PIPE, stderr=stderr, text=True)
@@ -152,7 +160,7 @@ def test_at_least_once_replays_the_unacknowledged_batch_with_the_same_verdicts(j
     assert set(output) == set(expected.emitted)
     # ... and the replayed batch was judged as the first time: the events it emitted come
     # twice (written before the crash and again after), its duplicates never
-    emitted_by_batch = set(records[first:last + 1]) & set(expected.emitted)
+    emitted_by_batch = set(records[first : last + 1]) & set(expected.emitted)
     assert emitted_by_batch
     assert {value for value, n in output.items() if n > 1} == emitted_by_batch
     assert max(output.values()) == 2

@@ -27,8 +27,14 @@ def test_every_arbitrary_record_ends_in_exactly_one_place(kafka_bootstrap, value
     create_topics(kafka_bootstrap, topics["out"], topics["dlq"])
     produce(kafka_bootstrap, topics["in"], values)
     uri = {role: f"kafka://{kafka_bootstrap}/{topic}" for role, topic in topics.items()}
-    engine = build_kafka_engine(Deduplicator(RULES, InMemoryStateStore(), SystemClock()), uri["in"] + "?group=p",
-                                uri["out"], uri["dlq"], batch_size=batch, stop_at_end=True)
+    engine = build_kafka_engine(
+        Deduplicator(RULES, InMemoryStateStore(), SystemClock()),
+        uri["in"] + "?group=p",
+        uri["out"],
+        uri["dlq"],
+        batch_size=batch,
+        stop_at_end=True,
+    )
 
     totals = engine.run()
 

@@ -27,7 +27,7 @@ from adapters.kafka.config import parse_kafka_uri
 from adapters.kafka.source import KafkaSource
 from app.generator import StreamSpec
 from domain.accounting import BUCKETS
-from tests.faults.injection import kill_9, outage
+from tests.faults.injection import outage
 from tests.integration.kafka_io import committed_offsets, create_topics, read_topic, unique
 from tests.integration.partitioned import keyed_topic
 from tests.integration.test_kafka_crash import Running
@@ -57,9 +57,19 @@ class Group:
     def start(self, name: str, *extra: str) -> None:
         self.starts += 1
         args = [f"--{role}={topic}" for role, topic in self.topics.items()]
-        command = [sys.executable, "-m", "tests.integration.engine_runner", f"--bootstrap={self.bootstrap}",
-                   f"--group={self.group}", f"--instance={name}", "--follow", "--batch-size=300",
-                   *args, *self.options, *extra]
+        command = [
+            sys.executable,
+            "-m",
+            "tests.integration.engine_runner",
+            f"--bootstrap={self.bootstrap}",
+            f"--group={self.group}",
+            f"--instance={name}",
+            "--follow",
+            "--batch-size=300",
+            *args,
+            *self.options,
+            *extra,
+        ]
         stderr = open(self.logs / f"{name}-{self.starts}.log", "w")
         proc = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=stderr, text=True)
         self.running[name] = Running(proc, stderr)
@@ -93,9 +103,11 @@ class Group:
             if committed_offsets(self.bootstrap, self.group, self.topics["input"], PARTITIONS) == input_ends:
                 return
             time.sleep(1)
-        raise AssertionError(f"the group did not commit the whole input within {timeout}s; "
-                             f"committed {committed_offsets(self.bootstrap, self.group, self.topics['input'], PARTITIONS)}, "
-                             f"ends {input_ends}; logs in {self.logs}")
+        raise AssertionError(
+            f"the group did not commit the whole input within {timeout}s; "
+            f"committed {committed_offsets(self.bootstrap, self.group, self.topics['input'], PARTITIONS)}, "
+            f"ends {input_ends}; logs in {self.logs}"
+        )
 
     def stop_all(self) -> None:
         for name in list(self.running):
@@ -114,8 +126,7 @@ def wait_progress(group: Group, seconds: float) -> None:
 
 @pytest.mark.redis
 @pytest.mark.parametrize("delivery", ["exactly-once", "at-least-once"])
-def test_three_instances_through_kills_rebalances_and_restarts_lose_nothing(delivery, own_broker, own_redis,
-                                                                            tmp_path):
+def test_three_instances_through_kills_rebalances_and_restarts_lose_nothing(delivery, own_broker, own_redis, tmp_path):
     bootstrap = own_broker.bootstrap
     topics = {"input": unique("multi-in"), "output": unique("multi-out"), "dlq": unique("multi-dlq")}
     create_topics(bootstrap, topics["input"], partitions=PARTITIONS)
@@ -123,11 +134,14 @@ def test_three_instances_through_kills_rebalances_and_restarts_lose_nothing(deli
     keyed = keyed_topic(PARTITIONS, SPEC)
     emitted, dead_letters = keyed.expected()
     size = len(keyed.records)
-    chunks = [keyed.records[size * i // CHUNKS:size * (i + 1) // CHUNKS] for i in range(CHUNKS)]
+    chunks = [keyed.records[size * i // CHUNKS : size * (i + 1) // CHUNKS] for i in range(CHUNKS)]
     endpoint = parse_kafka_uri(f"kafka://{bootstrap}/{topics['input']}", "preload")
     options = [f"--state={own_redis.url}", f"--state-prefix={unique('multi')}:"]
-    options += ["--exactly-once", f"--transaction-timeout-ms={TRANSACTION_TIMEOUT * 1000}"] \
-        if delivery == "exactly-once" else []
+    options += (
+        ["--exactly-once", f"--transaction-timeout-ms={TRANSACTION_TIMEOUT * 1000}"]
+        if delivery == "exactly-once"
+        else []
+    )
     group = Group(bootstrap, topics, options, tmp_path)
     try:
         upstream.produce(endpoint, chunks[0])
@@ -163,13 +177,16 @@ def test_three_instances_through_kills_rebalances_and_restarts_lose_nothing(deli
         assert set(out) == set(emitted), _difference(out, emitted)
         assert set(dead) == set(dead_letters), _difference(dead, dead_letters)
     assert group.finished and all(t["in"] == sum(t[b] for b in BUCKETS) for t in group.finished), group.finished
-    print(f"{delivery}: {len(keyed.records)} records, {sum(out.values())} events read "
-          f"({sum(emitted.values())} expected), {sum(dead.values())} dead letters; instance restarts after "
-          f"exiting on their own: {dict(group.restarts)}; the output settled {waited:.0f}s after the input was consumed")
+    print(
+        f"{delivery}: {len(keyed.records)} records, {sum(out.values())} events read "
+        f"({sum(emitted.values())} expected), {sum(dead.values())} dead letters; instance restarts after "
+        f"exiting on their own: {dict(group.restarts)}; the output settled {waited:.0f}s after the input was consumed"
+    )
 
 
-def settled_output(bootstrap: str, topics: dict, emitted: Counter, dead_letters: Counter,
-                   timeout: float = TRANSACTION_TIMEOUT + 30) -> tuple[Counter, Counter, float]:
+def settled_output(
+    bootstrap: str, topics: dict, emitted: Counter, dead_letters: Counter, timeout: float = TRANSACTION_TIMEOUT + 30
+) -> tuple[Counter, Counter, float]:
     """The output and dead letters as a ``read_committed`` reader sees them, read again until
     they hold what is expected or ``timeout`` s pass: a transaction a killed instance left open
     under an id nobody takes again hides what follows it until the broker aborts it."""
@@ -197,11 +214,29 @@ def test_memory_state_refuses_a_share_of_the_topic(kafka_bootstrap, tmp_path):
 
     def start(name: str) -> subprocess.Popen:
         return subprocess.Popen(
-            [sys.executable, "-m", "app.cli", "run", "--engine", "kafka", "--state", "memory",
-             "--source", f"kafka://{kafka_bootstrap}/{topics['input']}?group={group}",
-             "--sink", f"kafka://{kafka_bootstrap}/{topics['output']}",
-             "--dlq", f"kafka://{kafka_bootstrap}/{topics['dlq']}", "--no-progress"],
-            cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+            [
+                sys.executable,
+                "-m",
+                "app.cli",
+                "run",
+                "--engine",
+                "kafka",
+                "--state",
+                "memory",
+                "--source",
+                f"kafka://{kafka_bootstrap}/{topics['input']}?group={group}",
+                "--sink",
+                f"kafka://{kafka_bootstrap}/{topics['output']}",
+                "--dlq",
+                f"kafka://{kafka_bootstrap}/{topics['dlq']}",
+                "--no-progress",
+            ],
+            cwd=tmp_path,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
 
     first = start("first")
     try:
@@ -211,7 +246,9 @@ def test_memory_state_refuses_a_share_of_the_topic(kafka_bootstrap, tmp_path):
         for proc in (second, first):
             err = proc.communicate(timeout=90)[1].strip().splitlines()
             assert proc.returncode == 2, err
-            assert err[-1].startswith(f"dedup: the consumer group {group} gave this instance 2 of the 4 partitions"), err
+            assert err[-1].startswith(f"dedup: the consumer group {group} gave this instance 2 of the 4 partitions"), (
+                err
+            )
             assert "--state redis://" in err[-1] and "Traceback" not in "\n".join(err)
     finally:
         first.kill()
@@ -223,8 +260,9 @@ def two_partitions_of_ten(bootstrap: str, name: str):
     topic, group = unique(name), unique(f"{name}-group")
     create_topics(bootstrap, topic, partitions=2)
     values = {p: [f'{{"p": {p}, "n": {n}}}'.encode() for n in range(10)] for p in (0, 1)}
-    upstream.produce(parse_kafka_uri(f"kafka://{bootstrap}/{topic}", "preload"),
-                     [(p, None, v) for p in (0, 1) for v in values[p]])
+    upstream.produce(
+        parse_kafka_uri(f"kafka://{bootstrap}/{topic}", "preload"), [(p, None, v) for p in (0, 1) for v in values[p]]
+    )
     return parse_kafka_uri(f"kafka://{bootstrap}/{topic}?group={group}", "source"), values
 
 
@@ -267,8 +305,9 @@ def test_a_partition_taken_away_goes_with_what_was_acknowledged_of_it(kafka_boot
             second.close()
 
 
-def poll_until(source: KafkaSource, done, also: KafkaSource | None = None, into: list | None = None,
-               timeout: float = 60) -> list:
+def poll_until(
+    source: KafkaSource, done, also: KafkaSource | None = None, into: list | None = None, timeout: float = 60
+) -> list:
     """Poll ``source`` (and ``also``, its records added to ``into``) until ``done(records)``."""
     got, deadline = [], time.monotonic() + timeout
     while not done(got):

@@ -80,10 +80,12 @@ def test_the_engine_forgets_an_invalidated_key(kafka_bootstrap):
     channel = channel_to(kafka_bootstrap)
     produce(kafka_bootstrap, topics["notes"], [b'{"notification": "INVALIDATE"}'])  # no event: rejected
     KafkaNotificationSink(channel, topics["notes"]).publish(
-        Notification("INVALIDATE", "downstream lost it", Event("x", "u-1", "APP", T)))
+        Notification("INVALIDATE", "downstream lost it", Event("x", "u-1", "APP", T))
+    )
     metrics = InMemoryMetrics()
-    engine = build_kafka_engine(core, *uris, notifications_uri=f"kafka://{kafka_bootstrap}/{topics['notes']}",
-                                stop_at_end=True, metrics=metrics)
+    engine = build_kafka_engine(
+        core, *uris, notifications_uri=f"kafka://{kafka_bootstrap}/{topics['notes']}", stop_at_end=True, metrics=metrics
+    )
     deadline = time.monotonic() + 30
     while engine.pipeline.totals.invalidations == 0 and time.monotonic() < deadline:
         engine.pipeline.apply_notifications()

@@ -23,20 +23,32 @@ pytestmark = pytest.mark.kafka
 
 @pytest.mark.parametrize("limit_read", [True, False], ids=["limits read", "limits unreadable"])
 @pytest.mark.parametrize("exactly_once", [False, True], ids=["at-least-once", "exactly-once"])
-def test_records_too_large_for_the_topics_are_dead_lettered_cut_and_the_engine_moves_on(kafka_bootstrap,
-                                                                                         exactly_once, limit_read,
-                                                                                         monkeypatch):
+def test_records_too_large_for_the_topics_are_dead_lettered_cut_and_the_engine_moves_on(
+    kafka_bootstrap, exactly_once, limit_read, monkeypatch
+):
     if not limit_read:  # what the engine sees when DescribeConfigs is denied (topics.max_message_bytes: None)
         monkeypatch.setattr("adapters.kafka.engine.max_message_bytes", lambda *args, **kwargs: None)
     topics, run = small_topics(kafka_bootstrap), stream()
     produce(kafka_bootstrap, topics["in"], run.records)
     core = Deduplicator(RuleSet(), InMemoryStateStore(), SystemClock())
-    engine = build_kafka_engine(core, f"kafka://{kafka_bootstrap}/{topics['in']}?group=dedup",
-                                f"kafka://{kafka_bootstrap}/{topics['out']}", f"kafka://{kafka_bootstrap}/{topics['dlq']}",
-                                exactly_once=exactly_once, batch_size=5, stop_at_end=True, flush_timeout=10)
+    engine = build_kafka_engine(
+        core,
+        f"kafka://{kafka_bootstrap}/{topics['in']}?group=dedup",
+        f"kafka://{kafka_bootstrap}/{topics['out']}",
+        f"kafka://{kafka_bootstrap}/{topics['dlq']}",
+        exactly_once=exactly_once,
+        batch_size=5,
+        stop_at_end=True,
+        flush_timeout=10,
+    )
 
     totals = engine.run()
 
-    check_output(run, read_topic(kafka_bootstrap, topics["out"]), read_topic(kafka_bootstrap, topics["dlq"]),
-                 totals.as_dict(), limit_read)
+    check_output(
+        run,
+        read_topic(kafka_bootstrap, topics["out"]),
+        read_topic(kafka_bootstrap, topics["dlq"]),
+        totals.as_dict(),
+        limit_read,
+    )
     assert committed_offsets(kafka_bootstrap, "dedup", topics["in"]) == [len(run.records)]

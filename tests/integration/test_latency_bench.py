@@ -19,10 +19,31 @@ ROOT = Path(__file__).resolve().parents[2]
 @pytest.mark.timeout(120)
 def test_the_kafka_engine_at_100_events_a_second_loses_doubles_and_lets_through_nothing(kafka_bootstrap, tmp_path):
     figures = tmp_path / "latency.json"
-    done = subprocess.run([sys.executable, str(ROOT / "bench" / "latency_bench.py"), "--engine", "kafka",
-                           "--rate", "100", "--duration", "5", "--warmup", "1", "--drain", "20",
-                           "--bootstrap", kafka_bootstrap, "--json", str(figures), "--logs", str(tmp_path / "logs")],
-                          capture_output=True, text=True, timeout=110)
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "bench" / "latency_bench.py"),
+            "--engine",
+            "kafka",
+            "--rate",
+            "100",
+            "--duration",
+            "5",
+            "--warmup",
+            "1",
+            "--drain",
+            "20",
+            "--bootstrap",
+            kafka_bootstrap,
+            "--json",
+            str(figures),
+            "--logs",
+            str(tmp_path / "logs"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=110,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "kafka at-least-once memory 100/s" in done.stdout
 

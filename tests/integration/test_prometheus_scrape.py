@@ -48,12 +48,31 @@ def start_engine(engine: str, bootstrap: str, topics: dict[str, str], port: int,
     """``dedup run --engine ENGINE`` (kafka, or spark in local mode); its log goes to
     ``workdir/engine.log``, its accounting at exit to ``workdir/summary.json``."""
     uri = {role: f"kafka://{bootstrap}/{topic}" for role, topic in topics.items()}
-    args = [sys.executable, "-m", "app.cli", "run", "--engine", engine, "--source", f"{uri['in']}?group=g",
-            "--sink", uri["out"], "--dlq", uri["dlq"], "--metrics-port", str(port),
-            "--summary-json", str(workdir / "summary.json")]
+    args = [
+        sys.executable,
+        "-m",
+        "app.cli",
+        "run",
+        "--engine",
+        engine,
+        "--source",
+        f"{uri['in']}?group=g",
+        "--sink",
+        uri["out"],
+        "--dlq",
+        uri["dlq"],
+        "--metrics-port",
+        str(port),
+        "--summary-json",
+        str(workdir / "summary.json"),
+    ]
     if engine == "spark":
-        env = spark_env(workdir / "checkpoint", bounded=False, DEDUP_SPARK__LOG_FILE=str(workdir / "spark.log"),
-                        DEDUP_SPARK__MAX_OFFSETS_PER_TRIGGER=str(SPARK_BATCH))
+        env = spark_env(
+            workdir / "checkpoint",
+            bounded=False,
+            DEDUP_SPARK__LOG_FILE=str(workdir / "spark.log"),
+            DEDUP_SPARK__MAX_OFFSETS_PER_TRIGGER=str(SPARK_BATCH),
+        )
     else:
         env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
     with open(workdir / "engine.log", "wb") as log:
@@ -105,8 +124,7 @@ def scraped_engine(request, kafka_bootstrap, prometheus, tmp_path):
     port = free_port()
     engine = start_engine(request.param, kafka_bootstrap, topics, port, tmp_path)
     try:
-        server = prometheus({"streamdedup": [f"127.0.0.1:{port}"]},
-                            rule_files=(ROOT / "deploy/prometheus/alerts.yml",))
+        server = prometheus({"streamdedup": [f"127.0.0.1:{port}"]}, rule_files=(ROOT / "deploy/prometheus/alerts.yml",))
         wait_for(server, 'up{job="streamdedup"}', 1, timeout=120)  # scraped before the first record
         yield ScrapedEngine(engine, server, topics, tmp_path, request.param)
     finally:
@@ -118,13 +136,17 @@ def scraped_engine(request, kafka_bootstrap, prometheus, tmp_path):
 def test_prometheus_holds_the_streams_counts_and_answers_every_dashboard_query(kafka_bootstrap, scraped_engine):
     prometheus, keyed, expected = scraped_engine.prometheus, keyed_topic(3, SPEC), generate(SPEC)[1]
     assert len(keyed.records) == expected.records
-    upstream.produce(parse_kafka_uri(f"kafka://{kafka_bootstrap}/{scraped_engine.topics['in']}", "preload"),
-                     keyed.records)
+    upstream.produce(
+        parse_kafka_uri(f"kafka://{kafka_bootstrap}/{scraped_engine.topics['in']}", "preload"), keyed.records
+    )
 
     # 1. every record read and judged, as Prometheus stored it
     wait_for(prometheus, "sum(dedup_records_in_total)", expected.records, timeout=180)  # Spark: its JVM starts
-    wait_for(prometheus, "sum(dedup_out_total) + sum(dedup_duplicates_total) + sum(dedup_dead_lettered_total)",
-             expected.records)
+    wait_for(
+        prometheus,
+        "sum(dedup_out_total) + sum(dedup_duplicates_total) + sum(dedup_dead_lettered_total)",
+        expected.records,
+    )
     counts = {name: value(prometheus, f"sum(dedup_{name}_total)") for name in COUNTS}
     assert counts == {name: getattr(expected, name) for name in COUNTS}
     assert value(prometheus, 'up{job="streamdedup"}') == 1
@@ -142,8 +164,11 @@ def test_prometheus_holds_the_streams_counts_and_answers_every_dashboard_query(k
     # 3. every query of the dashboard answers, plausibly
     answers = dashboard_answers(prometheus)
     print("\n" + "\n".join(f"{where}: {expr} = {shown}" for where, (expr, shown) in answers.items()))
-    assert [f"{where}: {expr} = {shown}" for where, (expr, shown) in answers.items()
-            if not shown or not plausible(expr, shown, scraped_engine.kind)] == []
+    assert [
+        f"{where}: {expr} = {shown}"
+        for where, (expr, shown) in answers.items()
+        if not shown or not plausible(expr, shown, scraped_engine.kind)
+    ] == []
     if scraped_engine.kind == "spark":
         # a key per unique event of a rule, but for those the watermark has retired already
         assert 0 < value(prometheus, "sum(dedup_state_rows)") <= expected.out - expected.passed_through
@@ -153,21 +178,26 @@ def test_prometheus_holds_the_streams_counts_and_answers_every_dashboard_query(k
     # 4. every alert evaluates; the stream's shares of late records and of dead letters put the
     # alerts whose threshold they cross in pending (their "for" is longer than the test)
     assert [(r["name"], r["lastError"]) for r in prometheus.rules() if r["health"] != "ok"] == []
-    crossed = {"DedupLateRecordsRising": expected.late / expected.records > 0.001,
-               "DedupDeadLettersRising": expected.dead_lettered / expected.records > 0.01}
+    crossed = {
+        "DedupLateRecordsRising": expected.late / expected.records > 0.001,
+        "DedupDeadLettersRising": expected.dead_lettered / expected.records > 0.01,
+    }
     pending = {name: "pending" for name, over in crossed.items() if over}
     # the Spark engine's first micro-batches (the JVM warming up) may be slower than the trigger, or
     # not; a backlog produced while the engine joins its group is caught up seconds after its
     # records' timestamps, so its latency may be above the objective, or not
-    ignored = {"DedupLatencyAboveObjective"} | ({"DedupBatchSlowerThanTrigger"} if scraped_engine.kind == "spark"
-                                                else set())
+    ignored = {"DedupLatencyAboveObjective"} | (
+        {"DedupBatchSlowerThanTrigger"} if scraped_engine.kind == "spark" else set()
+    )
 
     def states() -> dict[str, str]:
         return {name: state for name, state in alert_states(prometheus).items() if name not in ignored}
 
     wait_until(lambda: states() == pending, 15)
-    print(f"alerts: {alert_states(prometheus)}; late {expected.late / expected.records:.4f}, "
-          f"dead letters {expected.dead_lettered / expected.records:.4f} of the input")
+    print(
+        f"alerts: {alert_states(prometheus)}; late {expected.late / expected.records:.4f}, "
+        f"dead letters {expected.dead_lettered / expected.records:.4f} of the input"
+    )
     assert states() == pending
 
     # 5. the engine's own accounting says what Prometheus says
@@ -184,8 +214,13 @@ def dashboard_answers(prometheus) -> dict[str, tuple[str, dict[str, float]]]:
     answers = {}
     for where, expr in dashboard_exprs(dashboard()).items():
         expr = expr.replace("$__rate_interval", RATE_INTERVAL)
-        answers[where] = expr, {",".join(f"{k}={v}" for k, v in s["metric"].items()) or "": float(s["value"][1])
-                                for s in prometheus.query(expr)}
+        answers[where] = (
+            expr,
+            {
+                ",".join(f"{k}={v}" for k, v in s["metric"].items()) or "": float(s["value"][1])
+                for s in prometheus.query(expr)
+            },
+        )
     return answers
 
 

@@ -22,10 +22,19 @@ from tests.integration.fixtures import running
 
 pytestmark = pytest.mark.redis
 
-EVICTING = ["volatile-lru", "volatile-lfu", "volatile-random", "volatile-ttl",
-            "allkeys-lru", "allkeys-lfu", "allkeys-random"]
-EVENTS = [{"id": "e1", "uniqueValue": "u", "type": "APP", "timestamp": 1_700_000_000},
-          {"id": "e2", "uniqueValue": "u", "type": "APP", "timestamp": 1_700_000_005}]
+EVICTING = [
+    "volatile-lru",
+    "volatile-lfu",
+    "volatile-random",
+    "volatile-ttl",
+    "allkeys-lru",
+    "allkeys-lfu",
+    "allkeys-random",
+]
+EVENTS = [
+    {"id": "e1", "uniqueValue": "u", "type": "APP", "timestamp": 1_700_000_000},
+    {"id": "e2", "uniqueValue": "u", "type": "APP", "timestamp": 1_700_000_005},
+]
 
 
 @pytest.fixture
@@ -43,8 +52,20 @@ def set_policy(url: str, policy: str) -> None:
 def run(tmp_path, state: str) -> int:
     source = tmp_path / "in.jsonl"
     source.write_text("".join(json.dumps(e) + "\n" for e in EVENTS))
-    return main(["run", "--source", f"file:{source}", "--sink", f"file:{tmp_path / 'out.jsonl'}",
-                 "--dlq", f"file:{tmp_path / 'dlq.jsonl'}", "--state", state, "--no-progress"])
+    return main(
+        [
+            "run",
+            "--source",
+            f"file:{source}",
+            "--sink",
+            f"file:{tmp_path / 'out.jsonl'}",
+            "--dlq",
+            f"file:{tmp_path / 'dlq.jsonl'}",
+            "--state",
+            state,
+            "--no-progress",
+        ]
+    )
 
 
 def test_volatile_lru_is_refused_with_one_line_naming_the_policy_and_the_setting(tmp_path, server, capsys):
@@ -87,8 +108,9 @@ def test_every_policy_that_evicts_keys_with_a_ttl_is_refused(server, policy):
 
 def test_where_config_is_disabled_the_policy_is_read_from_info(tmp_path, capsys):
     # managed services rename or disable CONFIG; INFO memory still tells the policy
-    renamed = services.RedisServer(tmp_path / "redis", extra_args=["--rename-command", "CONFIG", "",
-                                                                   "--maxmemory-policy", "allkeys-lru"])
+    renamed = services.RedisServer(
+        tmp_path / "redis", extra_args=["--rename-command", "CONFIG", "", "--maxmemory-policy", "allkeys-lru"]
+    )
     with running(renamed) as server:
         with pytest.raises(redis.ResponseError, match="unknown command"):
             redis.Redis.from_url(server.url).config_get("maxmemory-policy")
@@ -97,8 +119,9 @@ def test_where_config_is_disabled_the_policy_is_read_from_info(tmp_path, capsys)
 
 
 def test_a_server_that_will_not_tell_its_policy_is_refused(tmp_path, capsys):
-    silent = services.RedisServer(tmp_path / "redis", extra_args=["--rename-command", "CONFIG", "",
-                                                                  "--rename-command", "INFO", ""])
+    silent = services.RedisServer(
+        tmp_path / "redis", extra_args=["--rename-command", "CONFIG", "", "--rename-command", "INFO", ""]
+    )
     with running(silent) as server:
         assert run(tmp_path, server.url) == 2
     err = capsys.readouterr().err
@@ -107,12 +130,26 @@ def test_a_server_that_will_not_tell_its_policy_is_refused(tmp_path, capsys):
 
 
 def test_the_old_store_of_an_online_migration_is_checked_too(tmp_path, server, capsys):
-    old_url, new_url = server.url, server.url.rsplit("/", 1)[0] + "/1"
+    old_url, _new_url = server.url, server.url.rsplit("/", 1)[0] + "/1"
     set_policy(old_url, "volatile-ttl")
     config = tmp_path / "migrating.json"
     config.write_text(json.dumps({"migration": {"state_from": old_url}}))
     source = tmp_path / "in.jsonl"
     source.write_text(json.dumps(EVENTS[0]) + "\n")
-    code = main(["run", "--config", str(config), "--source", f"file:{source}", "--sink", f"file:{tmp_path / 'o'}",
-                 "--dlq", f"file:{tmp_path / 'd'}", "--state", "memory", "--no-progress"])
+    code = main(
+        [
+            "run",
+            "--config",
+            str(config),
+            "--source",
+            f"file:{source}",
+            "--sink",
+            f"file:{tmp_path / 'o'}",
+            "--dlq",
+            f"file:{tmp_path / 'd'}",
+            "--state",
+            "memory",
+            "--no-progress",
+        ]
+    )
     assert code == 2 and "maxmemory-policy volatile-ttl" in capsys.readouterr().err

@@ -11,13 +11,13 @@ from adapters.kafka.engine import build_kafka_engine
 from adapters.redis.state_store import RedisStateStore
 from adapters.system import SystemClock
 from app.generator import StreamSpec, generate
+from deploy.local.services import find_free_port
 from domain.dedup import Deduplicator, Verdict
 from domain.errors import PolicyExhausted
 from domain.events import RawRecord, SourcePosition
 from domain.policies import Policies
 from domain.rules import RuleSet
 from tests.faults.injection import run_through_outage
-from deploy.local.services import find_free_port
 from tests.integration.kafka_io import committed_offsets, create_topics, produce, read_topic, unique
 from tests.integration.streams import reference
 
@@ -41,14 +41,15 @@ def judge(redis_url: str, prefix: str, records: list[RawRecord], batch_size: int
     core = Deduplicator(RuleSet(), state, SystemClock())
     verdicts = []
     for start in range(0, len(records), batch_size):
-        outcomes, _ = core.process(records[start:start + batch_size])
+        outcomes, _ = core.process(records[start : start + batch_size])
         verdicts += [o.verdict for o in outcomes]
     state.close()
     return verdicts
 
 
 def test_a_batch_replayed_after_a_crash_gets_the_verdicts_of_a_run_without_one_other_positions_are_duplicates(
-        redis_url):
+    redis_url,
+):
     """The crash hits a batch after Redis applied its claims, before its offsets were committed;
     the restarted engine (a new watermark) resumes at the batch's start. Redis forgets keys as
     event time passes them, but only up to the watermark its batch began with, so the replay
@@ -91,9 +92,14 @@ def topics(kafka_bootstrap):
 
 def engine_over(kafka_bootstrap, topics, state, clock, transient_policy: str, batch_size: int = 200):
     core = Deduplicator(RuleSet(), state, clock, Policies.from_strings({"transient": transient_policy}))
-    return build_kafka_engine(core, f"kafka://{kafka_bootstrap}/{topics['in']}?group=g",
-                              f"kafka://{kafka_bootstrap}/{topics['out']}", f"kafka://{kafka_bootstrap}/{topics['dlq']}",
-                              batch_size=batch_size, stop_at_end=True)
+    return build_kafka_engine(
+        core,
+        f"kafka://{kafka_bootstrap}/{topics['in']}?group=g",
+        f"kafka://{kafka_bootstrap}/{topics['out']}",
+        f"kafka://{kafka_bootstrap}/{topics['dlq']}",
+        batch_size=batch_size,
+        stop_at_end=True,
+    )
 
 
 @pytest.mark.kafka
@@ -119,7 +125,9 @@ def test_when_retries_run_out_the_engine_stops_clearly_and_acknowledges_nothing(
     produce(kafka_bootstrap, topics["in"], generate(StreamSpec(uniques=100))[0])
     port = find_free_port()  # nothing listens there
     state = RedisStateStore(f"redis://127.0.0.1:{port}/0", connect_timeout=0.5)
-    engine = engine_over(kafka_bootstrap, topics, state, SystemClock(), "retry(attempts=2,backoff=fixed,delay=0.05)>fail")
+    engine = engine_over(
+        kafka_bootstrap, topics, state, SystemClock(), "retry(attempts=2,backoff=fixed,delay=0.05)>fail"
+    )
 
     with pytest.raises(PolicyExhausted) as error:
         engine.run()

@@ -26,8 +26,9 @@ WINDOW, RETENTION = 30, 60
 
 def claims(prefix: str, count: int, t: int, now: int, source: str = "in") -> list[Claim]:
     """``count`` claims on keys ``prefix0…``, their owners positions of ``source``."""
-    return [Claim(f"APP\x1f{prefix}{i}", t, WINDOW, t + RETENTION, now, f"{source}:0:{prefix}{i}")
-            for i in range(count)]
+    return [
+        Claim(f"APP\x1f{prefix}{i}", t, WINDOW, t + RETENTION, now, f"{source}:0:{prefix}{i}") for i in range(count)
+    ]
 
 
 @pytest.fixture
@@ -54,7 +55,7 @@ def test_a_full_redis_refuses_claims_it_cannot_hold_and_the_retry_after_room_is_
     assert all(j.granted for j in store.check_and_set_many(claims("old", 20_000, T, T)))
     fill_up(raw)
     more = claims("new", 20_000, T + 1, T)  # nothing has expired: the sweep cannot make room
-    with pytest.raises(StateUnavailable, match="is full .*maxmemory reached under noeviction"):
+    with pytest.raises(StateUnavailable, match=r"is full .*maxmemory reached under noeviction"):
         store.check_and_set_many(more)
     applied = store.key_count()
     assert 20_000 <= applied < 40_000  # whole chunks were applied before the refusal, none after
@@ -79,12 +80,28 @@ def test_on_a_full_redis_the_sweep_of_expired_keys_makes_room_for_the_batch(serv
 
 def test_the_job_stops_on_a_full_redis_with_one_line_that_says_so(tmp_path, server, raw, monkeypatch, capsys):
     source = tmp_path / "in.jsonl"
-    source.write_text("".join(json.dumps({"id": f"e{i}", "uniqueValue": f"u{i}", "type": "APP",
-                                          "timestamp": T}) + "\n" for i in range(5000)))
+    source.write_text(
+        "".join(
+            json.dumps({"id": f"e{i}", "uniqueValue": f"u{i}", "type": "APP", "timestamp": T}) + "\n"
+            for i in range(5000)
+        )
+    )
     raw.config_set("maxmemory", int(raw.info("memory")["used_memory"]) + 1024)
     monkeypatch.setenv("DEDUP_POLICIES__TRANSIENT", "retry(attempts=2,delay=0.1)>fail")
-    code = main(["run", "--source", f"file:{source}", "--sink", f"file:{tmp_path / 'out.jsonl'}",
-                 "--dlq", f"file:{tmp_path / 'dlq.jsonl'}", "--state", server.url, "--no-progress"])
+    code = main(
+        [
+            "run",
+            "--source",
+            f"file:{source}",
+            "--sink",
+            f"file:{tmp_path / 'out.jsonl'}",
+            "--dlq",
+            f"file:{tmp_path / 'dlq.jsonl'}",
+            "--state",
+            server.url,
+            "--no-progress",
+        ]
+    )
     err = capsys.readouterr().err
     assert code != 0
     assert "is full (maxmemory reached under noeviction)" in err and "password" not in err

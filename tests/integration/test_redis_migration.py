@@ -63,9 +63,23 @@ def run(tmp_path, config, state, lines, name="run") -> tuple[int, dict, list[str
     source = tmp_path / f"{name}.jsonl"
     source.write_text("".join(line + "\n" for line in lines))
     out, summary = tmp_path / f"{name}-out.jsonl", tmp_path / f"{name}-summary.json"
-    code = main(["run", "--config", str(config), "--source", f"file:{source}", "--sink", f"file:{out}",
-                 "--dlq", f"file:{tmp_path / f'{name}-dlq.jsonl'}", "--state", state,
-                 "--summary-json", str(summary)])
+    code = main(
+        [
+            "run",
+            "--config",
+            str(config),
+            "--source",
+            f"file:{source}",
+            "--sink",
+            f"file:{out}",
+            "--dlq",
+            f"file:{tmp_path / f'{name}-dlq.jsonl'}",
+            "--state",
+            state,
+            "--summary-json",
+            str(summary),
+        ]
+    )
     ids = [json.loads(line)["id"] for line in out.read_text().splitlines()] if out.exists() else []
     return code, json.loads(summary.read_text()) if summary.exists() else {}, ids
 
@@ -73,19 +87,29 @@ def run(tmp_path, config, state, lines, name="run") -> tuple[int, dict, list[str
 def test_new_job_consults_the_old_store_read_only_until_it_retires(tmp_path, dbs, caplog):
     old_url, new_url, old, new = dbs
     config = tmp_path / "migrating.yaml"
-    config.write_text(yaml.safe_dump({
-        "rules": {"WEB": {"window": "10m", "key_fields": ["uniqueValue", "type"]}},
-        "migration": {"state_from": old_url, "old_key_fields": {"WEB": ["uniqueValue"]}}}))
+    config.write_text(
+        yaml.safe_dump(
+            {
+                "rules": {"WEB": {"window": "10m", "key_fields": ["uniqueValue", "type"]}},
+                "migration": {"state_from": old_url, "old_key_fields": {"WEB": ["uniqueValue"]}},
+            }
+        )
+    )
     old_values = {k: old.get(k) for k in old.keys("*")}
     with caplog.at_level(logging.WARNING, logger="domain.migration"):
-        code, counts, ids = run(tmp_path, config, new_url, [
-            event("w2", "w", "WEB", 300),   # dup: the old job emitted w at T (old key layout, v1 value)
-            event("a2", "a", "APP", 20),    # dup: the old job emitted a at T (APP key unchanged, v2 value)
-            event("n1", "n", "WEB", 300),   # new: emitted, written to the new store in the new layout
-            event("x2", "x", "WEB", 700),   # 690 s after x: emitted
-            event("z1", "z", "WEB", 5000),  # the watermark passes the migration's start + retention
-            event("w3", "w", "WEB", 5001),  # emitted: the old store is retired, no longer consulted
-        ])
+        code, counts, ids = run(
+            tmp_path,
+            config,
+            new_url,
+            [
+                event("w2", "w", "WEB", 300),  # dup: the old job emitted w at T (old key layout, v1 value)
+                event("a2", "a", "APP", 20),  # dup: the old job emitted a at T (APP key unchanged, v2 value)
+                event("n1", "n", "WEB", 300),  # new: emitted, written to the new store in the new layout
+                event("x2", "x", "WEB", 700),  # 690 s after x: emitted
+                event("z1", "z", "WEB", 5000),  # the watermark passes the migration's start + retention
+                event("w3", "w", "WEB", 5001),  # emitted: the old store is retired, no longer consulted
+            ],
+        )
     assert code == 0
     assert ids == ["n1", "x2", "z1", "w3"]
     assert (counts["in"], counts["out"], counts["duplicates"]) == (6, 4, 2)
@@ -97,9 +121,19 @@ def test_new_job_consults_the_old_store_read_only_until_it_retires(tmp_path, dbs
 
 
 def test_migrate_dry_run_reports_and_writes_nothing_then_migrates(tmp_path, dbs, v2_config, capsys):
-    old_url, new_url, old, new = dbs
-    migrate = ["state", "migrate", "--from", old_url, "--to", new_url, "--config", str(v2_config),
-               "--old-key-fields", "WEB=uniqueValue"]
+    old_url, new_url, _old, new = dbs
+    migrate = [
+        "state",
+        "migrate",
+        "--from",
+        old_url,
+        "--to",
+        new_url,
+        "--config",
+        str(v2_config),
+        "--old-key-fields",
+        "WEB=uniqueValue",
+    ]
     assert main([*migrate, "--dry-run"]) == 0
     report = capsys.readouterr().out
     assert "would read 3 keys" in report and "v1: 2, v2: 1" in report
@@ -116,13 +150,29 @@ def test_migrate_dry_run_reports_and_writes_nothing_then_migrates(tmp_path, dbs,
     assert (code, counts["duplicates"], ids) == (0, 1, ["n1"])
 
 
-def test_a_copied_key_without_a_ttl_expires_in_the_target_as_event_time_passes_it(tmp_path, dbs, v2_config, capsys,
-                                                                                  monkeypatch):
+def test_a_copied_key_without_a_ttl_expires_in_the_target_as_event_time_passes_it(
+    tmp_path, dbs, v2_config, capsys, monkeypatch
+):
     old_url, new_url, old, new = dbs
     for name in ("WEB\x1fw", "WEB\x1fx", "APP\x1fa"):
         old.persist(PREFIX + name)  # as the store writes keys now: filed in its index, no TTL
-    assert main(["state", "migrate", "--from", old_url, "--to", new_url, "--config", str(v2_config),
-                 "--old-key-fields", "WEB=uniqueValue"]) == 0
+    assert (
+        main(
+            [
+                "state",
+                "migrate",
+                "--from",
+                old_url,
+                "--to",
+                new_url,
+                "--config",
+                str(v2_config),
+                "--old-key-fields",
+                "WEB=uniqueValue",
+            ]
+        )
+        == 0
+    )
     assert "wrote 3 keys" in capsys.readouterr().out
     assert new.ttl(key("WEB", "w", "WEB")) == -1
     # a job on the target whose WEB watermark passes T+1210's retention forgets the copied keys: from its
@@ -134,7 +184,7 @@ def test_a_copied_key_without_a_ttl_expires_in_the_target_as_event_time_passes_i
 
 
 def test_inspect_reports_the_counts_of_a_redis_store(tmp_path, dbs, capsys):
-    old_url, _, old, _ = dbs
+    old_url, _, _old, _ = dbs
     assert main(["state", "inspect", "--state", old_url, "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["keys_per_rule"] == {"WEB": 2, "APP": 1}
@@ -151,23 +201,27 @@ def test_the_old_state_is_retired_from_its_own_newest_emission_not_the_new_jobs_
     old = redis.Redis.from_url(old_url)
     old.set(key("APP", "u"), encode((Emission(T + 1000, T + 1060, "old:0:41"),)), ex=3600)
     config = tmp_path / "migrating.yaml"
-    config.write_text(yaml.safe_dump({"rules": {"WEB": {"enabled": False}},
-                                      "migration": {"state_from": old_url}}))
-    code, counts, ids = run(tmp_path, config, new_url, [
-        event("v", "v", "APP", 990),
-        event("w", "w", "APP", 1050),
-        event("u", "u", "APP", 1025),   # 25 s after the old job's u: a duplicate
-        event("x", "x", "APP", 1060),   # the watermark reaches 1000 + 60: the old state retires
-        event("u2", "u", "APP", 1061),  # u@1000 has expired: emitted, from the new store alone
-    ])
+    config.write_text(yaml.safe_dump({"rules": {"WEB": {"enabled": False}}, "migration": {"state_from": old_url}}))
+    code, counts, ids = run(
+        tmp_path,
+        config,
+        new_url,
+        [
+            event("v", "v", "APP", 990),
+            event("w", "w", "APP", 1050),
+            event("u", "u", "APP", 1025),  # 25 s after the old job's u: a duplicate
+            event("x", "x", "APP", 1060),  # the watermark reaches 1000 + 60: the old state retires
+            event("u2", "u", "APP", 1061),  # u@1000 has expired: emitted, from the new store alone
+        ],
+    )
     assert code == 0
     assert ids == ["v", "w", "x", "u2"]
     assert (counts["duplicates"], counts["dead_lettered"]) == (1, 0)
     old.close()
 
 
-LEGACY = PREFIX + "APP\x1fa\x1eb"       # what an older version wrote for uniqueValue "a\x1eb"
-AMBIGUOUS = PREFIX + "APP\x1fa\x1fb"    # "a\x1fb", or a value "a" and one more field "b": cannot be told
+LEGACY = PREFIX + "APP\x1fa\x1eb"  # what an older version wrote for uniqueValue "a\x1eb"
+AMBIGUOUS = PREFIX + "APP\x1fa\x1fb"  # "a\x1fb", or a value "a" and one more field "b": cannot be told
 
 
 @pytest.mark.parametrize("in_place", [False, True], ids=["into-another-db", "in-place"])

@@ -41,19 +41,25 @@ def assert_hidden(*texts) -> None:
 
 def redis_with_secret(redis_url: str) -> list[str]:
     address = redis_url.removeprefix("redis://").split("/", 1)[0]
-    return [f"redis://{SECRET}:{SECRET}@{address}/0", f"redis://:{SECRET}@{address}/0",
-            f"redis://{address}/0?password={SECRET}"]
+    return [
+        f"redis://{SECRET}:{SECRET}@{address}/0",
+        f"redis://:{SECRET}@{address}/0",
+        f"redis://{address}/0?password={SECRET}",
+    ]
 
 
 def test_state_commands_and_state_errors_never_show_a_redis_secret(own_redis, tmp_path):
     seen = []
     for url in redis_with_secret(own_redis.url):
-        for command in (["state", "inspect", "--state", url], ["state", "inspect", "--state", url, "--json"],
-                        ["state", "migrate", "--from", url, "--to", url, "--dry-run"],
-                        ["state", "migrate", "--from", url, "--to", url.replace("/0", "/1")],
-                        ["state", "migrate", "--from", url, "--to", str(tmp_path / "new")],
-                        ["run", "--state", url, "--source", "-", "--sink", "-", "--dlq", f"file:{tmp_path / 'd'}"],
-                        ["run", "--state", url.replace("redis://", "REDIS://"), "--source", "-"]):
+        for command in (
+            ["state", "inspect", "--state", url],
+            ["state", "inspect", "--state", url, "--json"],
+            ["state", "migrate", "--from", url, "--to", url, "--dry-run"],
+            ["state", "migrate", "--from", url, "--to", url.replace("/0", "/1")],
+            ["state", "migrate", "--from", url, "--to", str(tmp_path / "new")],
+            ["run", "--state", url, "--source", "-", "--sink", "-", "--dlq", f"file:{tmp_path / 'd'}"],
+            ["run", "--state", url.replace("redis://", "REDIS://"), "--source", "-"],
+        ):
             done = run_cli(*command, env={"DEDUP_LOG_LEVEL": "DEBUG"})
             seen.append(done.returncode)
             assert_hidden(done.stdout, done.stderr)
@@ -78,12 +84,20 @@ def test_setting_errors_never_show_a_secret(tmp_path):
         *((["run", "--state", f"redis://admin:{SECRET}{c}{SECRET}@h:99999/0"], {}) for c in "/?#@"),
         (["run", "--state", f"redis:/admin:{SECRET}@h:6379/0"], {}),
         (["run"], {"DEDUP_MIGRATION__STATE_FROM": f"redis://admin:{SECRET}/{SECRET}@h:0/0"}),
-        *((["run", "--engine", engine, "--source", source, "--sink", sink, "--dlq", "kafka://127.0.0.1:1/d"], {})
-          for engine, source in (("memory", "-"), ("kafka", "kafka://127.0.0.1:1/in"),
-                                 ("spark", "kafka://127.0.0.1:1/in"))
-          for sink in (f"kafka:/admin:{SECRET}@127.0.0.1:1/t", f"kafka://admin:{SECRET}/{SECRET}@127.0.0.1:nope/t",
-                       f"kafka://admin:{SECRET}#{SECRET}@127.0.0.1:1/t?x=1",
-                       f"kafak://admin:{SECRET}/{SECRET}@127.0.0.1:1/t")),
+        *(
+            (["run", "--engine", engine, "--source", source, "--sink", sink, "--dlq", "kafka://127.0.0.1:1/d"], {})
+            for engine, source in (
+                ("memory", "-"),
+                ("kafka", "kafka://127.0.0.1:1/in"),
+                ("spark", "kafka://127.0.0.1:1/in"),
+            )
+            for sink in (
+                f"kafka:/admin:{SECRET}@127.0.0.1:1/t",
+                f"kafka://admin:{SECRET}/{SECRET}@127.0.0.1:nope/t",
+                f"kafka://admin:{SECRET}#{SECRET}@127.0.0.1:1/t?x=1",
+                f"kafak://admin:{SECRET}/{SECRET}@127.0.0.1:1/t",
+            )
+        ),
     ]
     for args, env in cases:
         done = run_cli(*args, env=env)
@@ -110,19 +124,46 @@ def fetch(port: int, path: str) -> str:
 def test_a_running_kafka_engine_never_shows_its_kafka_or_redis_secrets(kafka_bootstrap, redis_url, tmp_path):
     topics = {role: unique(f"secret-{role}") for role in ("in", "out", "dlq")}
     create_topics(kafka_bootstrap, *topics.values(), partitions=2)
-    produce(kafka_bootstrap, topics["in"], [json.dumps({"id": str(i), "uniqueValue": f"u{i % 5}", "type": "APP",
-                                                         "timestamp": 1_700_000_000 + i}).encode() for i in range(20)]
-            + [b"not json"])
+    produce(
+        kafka_bootstrap,
+        topics["in"],
+        [
+            json.dumps(
+                {"id": str(i), "uniqueValue": f"u{i % 5}", "type": "APP", "timestamp": 1_700_000_000 + i}
+            ).encode()
+            for i in range(20)
+        ]
+        + [b"not json"],
+    )
     port = free_port()
     address = redis_url.removeprefix("redis://").split("/", 1)[0]
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "DEDUP_LOG_LEVEL": "DEBUG",
-           "DEDUP_KAFKA__CONFIG": json.dumps({"sasl.password": SECRET, "ssl.key.password": SECRET,
-                                              "sasl.username": "user"}),
-           "DEDUP_STATE": f"redis://{address}/0?socket_timeout=5"}
-    args = [sys.executable, "-m", "app.cli", "run", "--engine", "kafka",
-            "--source", f"kafka://{kafka_bootstrap}/{topics['in']}?group=g&sasl.oauthbearer.client.secret={SECRET}",
-            "--sink", f"kafka://{kafka_bootstrap}/{topics['out']}", "--dlq", f"kafka://{kafka_bootstrap}/{topics['dlq']}",
-            "--metrics-port", str(port), "--summary-json", str(tmp_path / "summary.json")]
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(ROOT / "src"),
+        "DEDUP_LOG_LEVEL": "DEBUG",
+        "DEDUP_KAFKA__CONFIG": json.dumps(
+            {"sasl.password": SECRET, "ssl.key.password": SECRET, "sasl.username": "user"}
+        ),
+        "DEDUP_STATE": f"redis://{address}/0?socket_timeout=5",
+    }
+    args = [
+        sys.executable,
+        "-m",
+        "app.cli",
+        "run",
+        "--engine",
+        "kafka",
+        "--source",
+        f"kafka://{kafka_bootstrap}/{topics['in']}?group=g&sasl.oauthbearer.client.secret={SECRET}",
+        "--sink",
+        f"kafka://{kafka_bootstrap}/{topics['out']}",
+        "--dlq",
+        f"kafka://{kafka_bootstrap}/{topics['dlq']}",
+        "--metrics-port",
+        str(port),
+        "--summary-json",
+        str(tmp_path / "summary.json"),
+    ]
     engine = subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         deadline, metrics = time.monotonic() + 60, ""

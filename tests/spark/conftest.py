@@ -21,10 +21,10 @@ from adapters.spark.engine import build_spark_engine  # noqa: E402
 from adapters.spark.runtime.session import build_session, connector_jars  # noqa: E402
 from app.cli import main  # noqa: E402
 from domain.dead_letters import from_document  # noqa: E402
-from domain.duplicates import Duplicate, from_document as duplicate_from_document  # noqa: E402
+from domain.duplicates import Duplicate  # noqa: E402
+from domain.duplicates import from_document as duplicate_from_document  # noqa: E402
 from domain.policies import Policies  # noqa: E402
 from domain.rules import RuleSet  # noqa: E402
-
 
 SESSION_MASTER = "DEDUP_TEST_SESSION_MASTER"
 
@@ -81,14 +81,30 @@ class FileRun:
         os.utime(path, (1_000_000 + self.files, 1_000_000 + self.files))
         self.files += 1
 
-    def run(self, rules: RuleSet | None = None, state_provider: str = "rocksdb", metrics=None,
-            conf: dict[str, str] | None = None, **settings) -> Result:
+    def run(
+        self,
+        rules: RuleSet | None = None,
+        state_provider: str = "rocksdb",
+        metrics=None,
+        conf: dict[str, str] | None = None,
+        **settings,
+    ) -> Result:
         """``settings``: more of ``build_spark_engine``'s (e.g. ``state``, a Redis URL)."""
-        engine = self.engine(rules, state_provider=state_provider, metrics=metrics, conf=conf or {},
-                             duplicates=str(self.dir / "dups"), **settings)
+        engine = self.engine(
+            rules,
+            state_provider=state_provider,
+            metrics=metrics,
+            conf=conf or {},
+            duplicates=str(self.dir / "dups"),
+            **settings,
+        )
         counts = engine.run(available_now=True).as_dict()
-        return Result(counts, _read(self.dir / "out"), _read(self.dir / "dlq"),
-                      [duplicate_from_document(d) for d in _read(self.dir / "dups")])
+        return Result(
+            counts,
+            _read(self.dir / "out"),
+            _read(self.dir / "dlq"),
+            [duplicate_from_document(d) for d in _read(self.dir / "dups")],
+        )
 
     def run_reports(self, directory: str) -> list[Duplicate]:
         """The duplicate reports written to ``directory`` under this run's, decoded."""
@@ -103,15 +119,29 @@ class FileRun:
         limit = f"?maxFilesPerTrigger={self.files_per_batch}" if self.files_per_batch else ""
         return f"jsonl:{self.input}{limit}"
 
-    def engine(self, rules: RuleSet | None = None, policies: Policies | None = None, sink: str = "out",
-               dead_letters: str = "dlq", checkpoint: str = "checkpoint", **settings):
+    def engine(
+        self,
+        rules: RuleSet | None = None,
+        policies: Policies | None = None,
+        sink: str = "out",
+        dead_letters: str = "dlq",
+        checkpoint: str = "checkpoint",
+        **settings,
+    ):
         """The engine as production builds it (``build_spark_engine``), over this run's files;
         ``checkpoint``: a directory under this run's, or a URI."""
         location = checkpoint if "://" in checkpoint else str(self.dir / checkpoint)
-        return build_spark_engine(rules or RuleSet(), policies or Policies(),
-                                  source=self.source, sink=str(self.dir / sink),
-                                  dead_letters=str(self.dir / dead_letters), checkpoint=location,
-                                  master=self.spark.sparkContext.master, spark=self.spark, **settings)
+        return build_spark_engine(
+            rules or RuleSet(),
+            policies or Policies(),
+            source=self.source,
+            sink=str(self.dir / sink),
+            dead_letters=str(self.dir / dead_letters),
+            checkpoint=location,
+            master=self.spark.sparkContext.master,
+            spark=self.spark,
+            **settings,
+        )
 
 
 def _line(item) -> bytes:
@@ -121,8 +151,12 @@ def _line(item) -> bytes:
 
 
 def _read(directory: Path) -> list[dict]:
-    return [json.loads(line) for path in sorted(directory.glob("batch=*/part-*"))
-            for line in path.read_text().splitlines() if line]
+    return [
+        json.loads(line)
+        for path in sorted(directory.glob("batch=*/part-*"))
+        for line in path.read_text().splitlines()
+        if line
+    ]
 
 
 @pytest.fixture
@@ -135,8 +169,7 @@ def mounted(spark, target: Path) -> str:
     ``file:`` (Hadoop's ViewFileSystem, its mount point ``/mnt`` on ``target``'s parent), no cluster."""
     table = f"t{uuid.uuid4().hex[:8]}"
     target.parent.mkdir(parents=True, exist_ok=True)
-    spark.sparkContext._jsc.hadoopConfiguration().set(f"fs.viewfs.mounttable.{table}.link./mnt",
-                                                      target.parent.as_uri())
+    spark.sparkContext._jsc.hadoopConfiguration().set(f"fs.viewfs.mounttable.{table}.link./mnt", target.parent.as_uri())
     return f"viewfs://{table}/mnt/{target.name}"
 
 

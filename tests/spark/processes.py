@@ -2,7 +2,7 @@
 
 ``FileFeed`` writes a generated stream (``app.generator.generate_parts``) into the input
 directory one part at a time; ``DedupProcess`` starts the CLI on it with its own
-checkpoint, outputs and metrics port, and reads back what the sinks committed. """
+checkpoint, outputs and metrics port, and reads back what the sinks committed."""
 
 from __future__ import annotations
 
@@ -47,19 +47,25 @@ class FileFeed:
         self.add(len(self.parts) - self.written)
 
     def records_written(self) -> int:
-        return sum(len(p) for p in self.parts[:self.written])
+        return sum(len(p) for p in self.parts[: self.written])
 
 
-def spark_env(checkpoint: Path, bounded: bool, lease_timeout: str = "10s", idle_event_ms: int = 1000,
-              **settings: str) -> dict[str, str]:
+def spark_env(
+    checkpoint: Path, bounded: bool, lease_timeout: str = "10s", idle_event_ms: int = 1000, **settings: str
+) -> dict[str, str]:
     """The environment of a ``dedup run --engine spark`` process in a test: this process's without
     its ``DEDUP_*`` variables, then ``local[2]``, a 1 s trigger, an idle event every
     ``idle_event_ms``, ``checkpoint``, and ``settings`` (more ``DEDUP_…`` variables) over them."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("DEDUP_")}
-    env.update(PYTHONPATH=str(ROOT / "src"), DEDUP_SPARK__CHECKPOINT=str(checkpoint),
-               DEDUP_SPARK__AVAILABLE_NOW=str(bounded).lower(), DEDUP_SPARK__TRIGGER="1 second",
-               DEDUP_SPARK__MASTER="local[2]", DEDUP_SPARK__LEASE_TIMEOUT=lease_timeout,
-               DEDUP_SPARK__CONF=json.dumps({"spark.sql.streaming.noDataProgressEventInterval": str(idle_event_ms)}))
+    env.update(
+        PYTHONPATH=str(ROOT / "src"),
+        DEDUP_SPARK__CHECKPOINT=str(checkpoint),
+        DEDUP_SPARK__AVAILABLE_NOW=str(bounded).lower(),
+        DEDUP_SPARK__TRIGGER="1 second",
+        DEDUP_SPARK__MASTER="local[2]",
+        DEDUP_SPARK__LEASE_TIMEOUT=lease_timeout,
+        DEDUP_SPARK__CONF=json.dumps({"spark.sql.streaming.noDataProgressEventInterval": str(idle_event_ms)}),
+    )
     env.update(settings)
     return env
 
@@ -80,18 +86,39 @@ class DedupProcess:
     uris: dict[str, str] = field(default_factory=dict)
     env: dict[str, str] = field(default_factory=dict)
 
-    def start(self, bounded: bool, idle_event_ms: int = 1000) -> "DedupProcess":
+    def start(self, bounded: bool, idle_event_ms: int = 1000) -> DedupProcess:
         self.runs += 1
         env = spark_env(self.root / "checkpoint", bounded, self.lease_timeout, idle_event_ms, **self.env)
-        uris = {"source": f"file:{self.root / 'in'}?maxFilesPerTrigger=1", "sink": f"file:{self.root / 'out'}",
-                "dlq": f"file:{self.root / 'dlq'}", **self.uris}
-        command = [sys.executable, "-m", "app.cli", "run", "--engine", "spark",
-                   *(arg for role, uri in uris.items() for arg in (f"--{role}", uri)),
-                   "--metrics-port", str(self.port), "--summary-json", str(self.summary_path())]
+        uris = {
+            "source": f"file:{self.root / 'in'}?maxFilesPerTrigger=1",
+            "sink": f"file:{self.root / 'out'}",
+            "dlq": f"file:{self.root / 'dlq'}",
+            **self.uris,
+        }
+        command = [
+            sys.executable,
+            "-m",
+            "app.cli",
+            "run",
+            "--engine",
+            "spark",
+            *(arg for role, uri in uris.items() for arg in (f"--{role}", uri)),
+            "--metrics-port",
+            str(self.port),
+            "--summary-json",
+            str(self.summary_path()),
+        ]
         self.log = open(self.root / f"{self.name}-{self.runs}.log", "wb")
         # its own process group, as a job started from a shell: Ctrl-C reaches the whole group
-        self.process = subprocess.Popen(command, env=env, cwd=self.root, stdout=self.log, stderr=subprocess.STDOUT,
-                                        stdin=subprocess.DEVNULL, start_new_session=True)
+        self.process = subprocess.Popen(
+            command,
+            env=env,
+            cwd=self.root,
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
         return self
 
     def summary_path(self, run: int | None = None) -> Path:
@@ -155,5 +182,9 @@ class DedupProcess:
 
     def committed(self, kind: str = "out") -> list[bytes]:
         """Every line in the sink's committed part files (``out`` or ``dlq``), all batches."""
-        return [line for path in sorted((self.root / kind).glob("batch=*/part-*"))
-                for line in path.read_bytes().splitlines() if line]
+        return [
+            line
+            for path in sorted((self.root / kind).glob("batch=*/part-*"))
+            for line in path.read_bytes().splitlines()
+            if line
+        ]

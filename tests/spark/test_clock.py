@@ -19,23 +19,43 @@ BATCHES = 4
 
 
 def clock_columns():
-    return [clock_micros().alias("micros"), clock_millis().alias("millis"), clock_seconds().alias("seconds"),
-            batch_timestamp().alias("timestamp")]
+    return [
+        clock_micros().alias("micros"),
+        clock_millis().alias("millis"),
+        clock_seconds().alias("seconds"),
+        batch_timestamp().alias("timestamp"),
+    ]
 
 
 def spark_clock_columns():
     now = F.current_timestamp()
-    return [F.unix_micros(now).alias("micros"), F.unix_millis(now).alias("millis"),
-            F.unix_seconds(now).alias("seconds"), now.alias("timestamp")]
+    return [
+        F.unix_micros(now).alias("micros"),
+        F.unix_millis(now).alias("millis"),
+        F.unix_seconds(now).alias("seconds"),
+        now.alias("timestamp"),
+    ]
 
 
 def test_on_a_static_dataframe_the_clock_is_current_timestamp(spark):
-    rows = with_clock(spark.range(3)).select(*clock_columns(), *[c.alias("spark_" + n) for c, n in
-                                                      zip(spark_clock_columns(), ("micros", "millis", "seconds",
-                                                                                  "timestamp"))]).collect()
+    rows = (
+        with_clock(spark.range(3))
+        .select(
+            *clock_columns(),
+            *[
+                c.alias("spark_" + n)
+                for c, n in zip(spark_clock_columns(), ("micros", "millis", "seconds", "timestamp"))
+            ],
+        )
+        .collect()
+    )
     for row in rows:
-        assert (row.micros, row.millis, row.seconds, row.timestamp) == \
-            (row.spark_micros, row.spark_millis, row.spark_seconds, row.spark_timestamp)
+        assert (row.micros, row.millis, row.seconds, row.timestamp) == (
+            row.spark_micros,
+            row.spark_millis,
+            row.spark_seconds,
+            row.spark_timestamp,
+        )
 
 
 def compiled_per_batch(spark, tmp_path, name, columns, clocked=False):
@@ -56,8 +76,12 @@ def compiled_per_batch(spark, tmp_path, name, columns, clocked=False):
 
     stream = spark.readStream.option("maxFilesPerTrigger", 1).text(str(source))
     stream = (with_clock(stream) if clocked else stream).select(*columns, F.col("value"))
-    query = stream.writeStream.foreachBatch(batch).trigger(availableNow=True) \
-        .option("checkpointLocation", str(tmp_path / name / "checkpoint")).start()
+    query = (
+        stream.writeStream.foreachBatch(batch)
+        .trigger(availableNow=True)
+        .option("checkpointLocation", str(tmp_path / name / "checkpoint"))
+        .start()
+    )
     query.awaitTermination(120)
     return seen, compiled
 
@@ -70,8 +94,11 @@ def test_in_a_stream_the_clock_is_the_batch_time_and_compiles_nothing_after_the_
         assert row.micros // 1000 == row.millis and row.micros // 1_000_000 == row.seconds
         assert row.timestamp.timestamp() * 1_000_000 == pytest.approx(row.micros, abs=1)
     offsets = tmp_path / "clock" / "checkpoint" / "offsets"
-    batch_times = {json.loads(f.read_text().splitlines()[1])["batchTimestampMs"] * 1000
-                   for f in offsets.iterdir() if f.name.isdigit()}
+    batch_times = {
+        json.loads(f.read_text().splitlines()[1])["batchTimestampMs"] * 1000
+        for f in offsets.iterdir()
+        if f.name.isdigit()
+    }
     assert {row.micros for row in ours} == batch_times and len(batch_times) == BATCHES  # each batch's own time
     assert sum(ours_compiled[2:]) == 0
     assert all(n > 0 for n in spark_compiled[2:])  # the control: Spark's literal changes the code every batch
@@ -107,13 +134,21 @@ def test_the_plan_reads_the_clock_in_one_small_projection_and_generates_code_for
 
     rules = RuleSet({"APP": DedupRule("APP", 30), "WEB": DedupRule("WEB", 600, time_basis=TimeBasis.PROCESSING_TIME)})
     records = spark.createDataFrame(
-        [(b'{"id":"e1","uniqueValue":"u","type":"APP","timestamp":1700000000}', None, "in", 0, 0, 0, 0),
-         (b'{"id":"e2","uniqueValue":"u","type":"WEB","timestamp":99999999999}', None, "in", 0, 1, 1, 0),
-         (b'not json', None, "in", 0, 2, 2, 0)],
-        "value binary, kafka_key binary, source string, partition int, offset long, ord long, file_time long")
+        [
+            (b'{"id":"e1","uniqueValue":"u","type":"APP","timestamp":1700000000}', None, "in", 0, 0, 0, 0),
+            (b'{"id":"e2","uniqueValue":"u","type":"WEB","timestamp":99999999999}', None, "in", 0, 1, 1, 0),
+            (b"not json", None, "in", 0, 2, 2, 0),
+        ],
+        "value binary, kafka_key binary, source string, partition int, offset long, ord long, file_time long",
+    )
     plan = DedupPlan(rules)
-    judged = plan.operator_input(records).withColumns({
-        "verdict": F.when(F.col("judged"), "emit").otherwise("pass"), "repeats_time": F.lit(None).cast("long"), "repeats_owner": F.lit(None).cast("string")})
+    judged = plan.operator_input(records).withColumns(
+        {
+            "verdict": F.when(F.col("judged"), "emit").otherwise("pass"),
+            "repeats_time": F.lit(None).cast("long"),
+            "repeats_owner": F.lit(None).cast("string"),
+        }
+    )
     written = accounted_records(accounting_metrics(plan.verdicts(judged), rules.rules), "out", "dead")
     left_out = projections_outside_codegen(written._jdf.queryExecution().executedPlan())
     assert [computed_names(p) for p in left_out] == [[CLOCK]]

@@ -52,10 +52,13 @@ def rules_of(scenario: Scenario) -> RuleSet:
 def scoped(scenario: Scenario, n: int) -> tuple[list[list[bytes]], RuleSet]:
     """The scenario's micro-batches and rules with its types renamed ``TYPE_s<n>`` and its ids ``s<n>-e<i>``."""
     steps = [Step(f"{step.type}_s{n}", step.key, step.t, step.verdict) for step in scenario.steps]
-    renamed = Scenario(scenario.name, tuple(steps), tuple((f"{t}_s{n}", w) for t, w in scenario.windows),
-                       scenario.lateness)
-    ids = {record: json.dumps({**json.loads(record), "id": f"s{n}-e{i}"}).encode()
-           for i, record in enumerate(renamed.records())}
+    renamed = Scenario(
+        scenario.name, tuple(steps), tuple((f"{t}_s{n}", w) for t, w in scenario.windows), scenario.lateness
+    )
+    ids = {
+        record: json.dumps({**json.loads(record), "id": f"s{n}-e{i}"}).encode()
+        for i, record in enumerate(renamed.records())
+    }
     return [[ids[record] for record in batch] for batch in micro_batches(renamed)], rules_of(renamed)
 
 
@@ -68,13 +71,16 @@ def test_every_scenario_in_one_stream(files):
         files.add(*[record for batches, _ in runs if k < len(batches) for record in batches[k]])
     result = files.run(RuleSet({t: rule for _, rules in runs for t, rule in rules.rules.items()}))
     emitted, reasons = {e["id"] for e in result.out}, result.reasons()
-    for n, (scenario, (batches, _)) in enumerate(zip(SCENARIOS, runs)):
+    for _n, (scenario, (batches, _)) in enumerate(zip(SCENARIOS, runs)):
         records = sorted((r for batch in batches for r in batch), key=lambda r: int(json.loads(r)["id"].split("e")[-1]))
         labels = ["emit" if json.loads(r)["id"] in emitted else reasons.get(r, "dup") for r in records]
         assert labels == scenario.expected(), scenario.name
         step = {r: int(json.loads(r)["id"].split("e")[-1]) for r in records}
-        assert {step[d.record.value]: step[files.line_of(d.first.source, d.first.offset)]
-                for d in result.duplicates if d.record.value in step} == scenario.expected_repeats(), scenario.name
+        assert {
+            step[d.record.value]: step[files.line_of(d.first.source, d.first.offset)]
+            for d in result.duplicates
+            if d.record.value in step
+        } == scenario.expected_repeats(), scenario.name
     assert len(result.duplicates) == result.counts["duplicates"]
     assert result.counts["in"] == result.counts["out"] + result.counts["duplicates"] + result.counts["dead_lettered"]
 
@@ -83,15 +89,18 @@ def reference_verdicts(events, rules: RuleSet) -> dict[str, str]:
     core = Deduplicator(rules, InMemoryStateStore(), SystemClock())
     records = [RawRecord(json.dumps(e).encode(), SourcePosition("ref", 0, i)) for i, e in enumerate(events)]
     outcomes, _ = core.process(records)
-    return {e["id"]: {Verdict.EMIT: EMIT, Verdict.DUPLICATE: DUP}.get(o.verdict, o.verdict.value)
-            for e, o in zip(events, outcomes)}
+    return {
+        e["id"]: {Verdict.EMIT: EMIT, Verdict.DUPLICATE: DUP}.get(o.verdict, o.verdict.value)
+        for e, o in zip(events, outcomes)
+    }
 
 
 def test_invalid_records_are_dead_lettered_with_their_bytes_and_reason(files):
     # blank lines (also Unicode and \x1c-\x1f blanks) are framing, not records; a lone \r ends a line
     # (the memory engine's file source agrees: tests/contracts/test_sources_jsonl.py)
-    files.add(*[raw for raw, _ in INVALID_RECORDS], b"", b"   ", b"\x1f", "\u00a0\u3000".encode(),
-              b"not json A\rnot json B")
+    files.add(
+        *[raw for raw, _ in INVALID_RECORDS], b"", b"   ", b"\x1f", "\u00a0\u3000".encode(), b"not json A\rnot json B"
+    )
     result = files.run()
     invalid = dict(INVALID_RECORDS) | {b"not json A": "not_json", b"not json B": "not_json"}
     assert result.reasons() == invalid
@@ -139,8 +148,11 @@ def test_restart_continues_from_the_checkpoint(files):
 def test_the_state_rows_gauge_counts_keys_with_and_without_rocksdb_row_tracking(files, tmp_path):
     """RocksDB's own count (tracked) and the operator's (the default) agree, removals included,
     and a restart goes on from the count the checkpoint kept."""
-    batches = [[event("s1", "s", "APP", 0), event("u1", "u", "WEB", 0)], [event("x1", "x", "APP", 1000)],
-               [event("s2", "s", "APP", 0)]]  # late after x1: s's emission has expired, the key is removed
+    batches = [
+        [event("s1", "s", "APP", 0), event("u1", "u", "WEB", 0)],
+        [event("x1", "x", "APP", 1000)],
+        [event("s2", "s", "APP", 0)],
+    ]  # late after x1: s's emission has expired, the key is removed
     (tmp_path / "tracked").mkdir()
     tracked_files = FileRun(files.spark, tmp_path / "tracked")
     for batch in batches:
@@ -186,7 +198,9 @@ def test_lateness_is_judged_record_by_record_inside_a_micro_batch(files):
     result = files.run()
     assert result.out_ids == ["p1"] and [d["reason"] for d in result.dead_letters] == ["late"]
     rules = RuleSet()
-    assert reference_verdicts([event("p1", "p", "APP", 1000), event("p2", "p2", "APP", 900)], rules)["p2"] == "dead-letter"
+    assert (
+        reference_verdicts([event("p1", "p", "APP", 1000), event("p2", "p2", "APP", 900)], rules)["p2"] == "dead-letter"
+    )
 
 
 @pytest.mark.parametrize("store", ["checkpoint", pytest.param("redis", marks=pytest.mark.redis)])
@@ -198,12 +212,19 @@ def test_files_read_in_one_micro_batch_arrive_in_the_order_the_file_source_takes
     time, then path, then line; with the state in the checkpoint or in Redis."""
     files = FileRun(spark, tmp_path, files_per_batch=None)
     oldest = files.input / "zz-oldest.jsonl"
-    oldest.write_bytes(b"".join(json.dumps(event(f"z{i}", f"z{i}", "APP", 0)).encode() + b"\n" for i in range(5))
-                       + json.dumps(event("m-old", "m", "APP", 1)).encode() + b"\n")
+    oldest.write_bytes(
+        b"".join(json.dumps(event(f"z{i}", f"z{i}", "APP", 0)).encode() + b"\n" for i in range(5))
+        + json.dumps(event("m-old", "m", "APP", 1)).encode()
+        + b"\n"
+    )
     os.utime(oldest, (999_000, 999_000))
     files.add(*[event(f"a{i}", f"a{i}", "APP", i % 20) for i in range(300)], event("first", "k", "APP", 20))
-    files.add(event("second", "k", "APP", 21), event("m-new", "m", "APP", 22), event("jump", "j", "APP", 1000),
-              *[event(f"b{i}", f"b{i}", "APP", 1000 + i % 20) for i in range(400)])
+    files.add(
+        event("second", "k", "APP", 21),
+        event("m-new", "m", "APP", 22),
+        event("jump", "j", "APP", 1000),
+        *[event(f"b{i}", f"b{i}", "APP", 1000 + i % 20) for i in range(400)],
+    )
     packed = {"spark.sql.files.openCostInBytes": "0", "spark.sql.files.minPartitionNum": "1"}  # one partition
     try:
         state = {"state": request.getfixturevalue("own_redis").url} if store == "redis" else {}
@@ -214,8 +235,10 @@ def test_files_read_in_one_micro_batch_arrive_in_the_order_the_file_source_takes
     assert len(list((tmp_path / "out").glob("batch=*"))) == 1
     assert result.dead_letters == []
     assert {"first", "m-old"} <= set(result.out_ids) and not {"second", "m-new"} & set(result.out_ids)
-    assert sorted((json.loads(d.record.value)["id"], json.loads(files.line_of(d.first.source, d.first.offset))["id"])
-                  for d in result.duplicates) == [("m-new", "m-old"), ("second", "first")]
+    assert sorted(
+        (json.loads(d.record.value)["id"], json.loads(files.line_of(d.first.source, d.first.offset))["id"])
+        for d in result.duplicates
+    ) == [("m-new", "m-old"), ("second", "first")]
     assert (result.counts["in"], result.counts["out"]) == (710, 708)
 
 
@@ -223,8 +246,9 @@ def test_each_rule_has_its_own_watermark_and_a_future_record_moves_none(files):
     """Once deviation 2 (one Spark watermark for all rules): a WEB event 601 s behind the APP
     stream was late, and one far-future record made every type late for good."""
     files.add(event("s1", "s", "APP", 10_000), event("f1", "f", "APP", 253_402_300_799 - T))
-    files.add(event("s2", "s", "WEB", 10_000 - 601), event("s3", "s3", "WEB", 10_000 - 600),
-              event("s4", "s4", "APP", 10_001))
+    files.add(
+        event("s2", "s", "WEB", 10_000 - 601), event("s3", "s3", "WEB", 10_000 - 600), event("s4", "s4", "APP", 10_001)
+    )
     result = files.run()
     assert result.out_ids == ["s1", "s2", "s3", "s4"]
     assert [d["reason"] for d in result.dead_letters] == ["future"]
@@ -232,8 +256,12 @@ def test_each_rule_has_its_own_watermark_and_a_future_record_moves_none(files):
 
 def test_key_fields_from_the_rules_scope_the_key(files):
     rules = RuleSet({"APP": DedupRule("APP", 30, key_fields=("uniqueValue", "tenant"))})
-    files.add(event("k1", "k", "APP", 0, tenant="t1"), event("k2", "k", "APP", 1, tenant="t2"),
-              event("k3", "k", "APP", 2, tenant="t1"), event("k4", "k", "APP", 3))
+    files.add(
+        event("k1", "k", "APP", 0, tenant="t1"),
+        event("k2", "k", "APP", 1, tenant="t2"),
+        event("k3", "k", "APP", 2, tenant="t1"),
+        event("k4", "k", "APP", 3),
+    )
     result = files.run(rules)
     assert result.out_ids == ["k1", "k2"]
     assert [d["reason"] for d in result.dead_letters] == ["missing_field"]

@@ -21,7 +21,8 @@ from app.cli import main
 from domain.policies import Policies
 from domain.restart import RestartsExhausted, parse_restart
 from domain.rules import RuleSet
-from tests.scenarios import INVALID_RECORDS, INVALIDATION_SCENARIOS, T as SCENARIO_T
+from tests.scenarios import INVALID_RECORDS, INVALIDATION_SCENARIOS
+from tests.scenarios import T as SCENARIO_T
 
 pytestmark = pytest.mark.spark
 
@@ -45,22 +46,39 @@ class Batches:
             os.utime(path, (1_000_000 + self.count, 1_000_000 + self.count))
         self.count += 1
 
-    def engine(self, spark, policies: Policies | None = None, notifications: bool = True,
-               restart: str = "exponential-delay(attempts=5,delay=1)", rules: RuleSet | None = None) -> SparkEngine:
-        return build_spark_engine(rules or RuleSet(), policies or Policies(), source=f"jsonl:{self.input}?maxFilesPerTrigger=1",
-                                  sink=str(self.root / "out"), dead_letters=str(self.root / "dlq"),
-                                  checkpoint=str(self.root / "checkpoint"), master="local[2]", spark=spark,
-                                  restart=parse_restart(restart),
-                                  notifications=f"jsonl:{self.notes}?maxFilesPerTrigger=1" if notifications else None)
+    def engine(
+        self,
+        spark,
+        policies: Policies | None = None,
+        notifications: bool = True,
+        restart: str = "exponential-delay(attempts=5,delay=1)",
+        rules: RuleSet | None = None,
+    ) -> SparkEngine:
+        return build_spark_engine(
+            rules or RuleSet(),
+            policies or Policies(),
+            source=f"jsonl:{self.input}?maxFilesPerTrigger=1",
+            sink=str(self.root / "out"),
+            dead_letters=str(self.root / "dlq"),
+            checkpoint=str(self.root / "checkpoint"),
+            master="local[2]",
+            spark=spark,
+            restart=parse_restart(restart),
+            notifications=f"jsonl:{self.notes}?maxFilesPerTrigger=1" if notifications else None,
+        )
 
     def read(self, name: str) -> list[dict]:
-        return [json.loads(line) for path in sorted((self.root / name).glob("batch=*/part-*"))
-                for line in path.read_text().splitlines() if line]
+        return [
+            json.loads(line)
+            for path in sorted((self.root / name).glob("batch=*/part-*"))
+            for line in path.read_text().splitlines()
+            if line
+        ]
 
 
 def scoped(record: bytes, prefix: str, field: str = "uniqueValue") -> bytes:
     obj = json.loads(record)
-    target = obj["event"] if "event" in obj else obj
+    target = obj.get("event", obj)
     target[field] = f"{prefix}-{target[field]}"
     if "event" not in obj:
         obj["id"] = f"{prefix}-{obj['id']}"
@@ -68,9 +86,11 @@ def scoped(record: bytes, prefix: str, field: str = "uniqueValue") -> bytes:
 
 
 HOSTILE_NOTES = [  # none stops the stream or forgets a key; each is counted as rejected
-    b'{"notification":"INVALIDATE","exception":"x","event":' + b'{"a":' * 2000 + b'1' + b'}' * 2000 + b'}',
-    b'{"notification":"INVALIDATE","exception":"x","event":' + b'[' * 5000 + b']' * 5000 + b'}',
-    b"not json", b'{"notification":"OTHER","event":{}}', b'{"notification":"INVALIDATE","event":{"id":1}}',
+    b'{"notification":"INVALIDATE","exception":"x","event":' + b'{"a":' * 2000 + b"1" + b"}" * 2000 + b"}",
+    b'{"notification":"INVALIDATE","exception":"x","event":' + b"[" * 5000 + b"]" * 5000 + b"}",
+    b"not json",
+    b'{"notification":"OTHER","event":{}}',
+    b'{"notification":"INVALIDATE","event":{"id":1}}',
     b'{"notification":"INVALIDATE","event":{"id":"1","uniqueValue":"k","type":"APP","timestamp":1,"x":NaN}}',
 ]
 
@@ -86,8 +106,9 @@ def test_invalidation_scenarios_through_spark(spark, tmp_path):
             records = [scoped(v, f"s{n}") for v in scenario.records()[r]]
             events += records
             notes += [scoped(scenario.notification(note), f"s{n}") for note in scenario.batches[r].notes]
-            expected_out |= {json.loads(v)["id"] for v, verdict in zip(records, scenario.expected()[r])
-                             if verdict == "emit"}
+            expected_out |= {
+                json.loads(v)["id"] for v, verdict in zip(records, scenario.expected()[r]) if verdict == "emit"
+            }
         batches.add(events, notes + (HOSTILE_NOTES if r == rounds - 1 else []))
     # the scenarios share one stream and one clock: a lateness wider than their spread keeps
     # one scenario's later times from making another's events late
@@ -112,18 +133,38 @@ def explained(root: Path, unique_value: str, *options: str) -> dict:
     """``dedup state explain --json`` of APP key ``unique_value`` in the checkpoint under ``root``."""
     out = io.StringIO()
     with redirect_stdout(out):
-        assert main(["state", "explain", "--state", f"spark:{root / 'checkpoint'}", "--rule", "APP",
-                     "--key", f"uniqueValue={unique_value}", "--json", *options]) == 0
+        assert (
+            main(
+                [
+                    "state",
+                    "explain",
+                    "--state",
+                    f"spark:{root / 'checkpoint'}",
+                    "--rule",
+                    "APP",
+                    "--key",
+                    f"uniqueValue={unique_value}",
+                    "--json",
+                    *options,
+                ]
+            )
+            == 0
+        )
     return json.loads(out.getvalue())
 
 
 def test_invalid_records_are_skipped_when_the_policy_says_skip(spark, tmp_path):
     batches = Batches(tmp_path)
-    valid = [json.dumps({"id": f"v{i}", "uniqueValue": "k", "type": "APP", "timestamp": T + 40 * i}).encode()
-             for i in range(3)]
+    valid = [
+        json.dumps({"id": f"v{i}", "uniqueValue": "k", "type": "APP", "timestamp": T + 40 * i}).encode()
+        for i in range(3)
+    ]
     batches.add([valid[0], *[raw for raw, _ in INVALID_RECORDS], valid[1], valid[2]])
-    counts = batches.engine(spark, Policies.from_strings({"invalid": "skip"}), notifications=False) \
-        .run(available_now=True).as_dict()
+    counts = (
+        batches.engine(spark, Policies.from_strings({"invalid": "skip"}), notifications=False)
+        .run(available_now=True)
+        .as_dict()
+    )
     assert [e["id"] for e in batches.read("out")] == ["v0", "v1", "v2"]
     assert batches.read("dlq") == []
     invalid = len(INVALID_RECORDS)
@@ -134,8 +175,12 @@ def test_invalid_records_are_skipped_when_the_policy_says_skip(spark, tmp_path):
 def test_invalid_fail_policy_stops_the_query_and_the_restart_strategy_gives_up(spark, tmp_path):
     batches = Batches(tmp_path)
     batches.add([b"not json"])
-    engine = batches.engine(spark, Policies.from_strings({"invalid": "fail"}), notifications=False,
-                            restart="fixed-delay(attempts=1,delay=0)")
+    engine = batches.engine(
+        spark,
+        Policies.from_strings({"invalid": "fail"}),
+        notifications=False,
+        restart="fixed-delay(attempts=1,delay=0)",
+    )
     with pytest.raises(RestartsExhausted) as error:
         engine.run()
     assert "failed 2 time(s)" in str(error.value) and "policy invalid=fail" in str(error.value)
@@ -147,17 +192,31 @@ def test_dedup_run_stops_with_one_line_and_exit_3_when_restarts_run_out(spark, t
     from app.cli import main
 
     (tmp_path / "in").mkdir()
-    (tmp_path / "in" / "0.jsonl").write_bytes(json.dumps({"id": "1", "uniqueValue": "u", "type": "APP",
-                                                          "timestamp": T}).encode() + b"\n")
+    (tmp_path / "in" / "0.jsonl").write_bytes(
+        json.dumps({"id": "1", "uniqueValue": "u", "type": "APP", "timestamp": T}).encode() + b"\n"
+    )
     (tmp_path / "blocker").write_text("a file where the sink's directory should be")
     monkeypatch.setenv("DEDUP_SPARK__CHECKPOINT", str(tmp_path / "checkpoint"))
     monkeypatch.setenv("DEDUP_SPARK__RESTART", "fixed-delay(attempts=1,delay=0)")
     monkeypatch.setenv("DEDUP_POLICIES__TRANSIENT", "retry(attempts=2,backoff=fixed,delay=0.1)>fail")
-    code = main(["run", "--engine", "spark", "--source", f"file:{tmp_path / 'in'}",
-                 "--sink", f"file:{tmp_path / 'blocker' / 'out'}", "--dlq", f"file:{tmp_path / 'dlq'}",
-                 "--no-progress"])
+    code = main(
+        [
+            "run",
+            "--engine",
+            "spark",
+            "--source",
+            f"file:{tmp_path / 'in'}",
+            "--sink",
+            f"file:{tmp_path / 'blocker' / 'out'}",
+            "--dlq",
+            f"file:{tmp_path / 'dlq'}",
+            "--no-progress",
+        ]
+    )
     lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("dedup:")]
     assert code == 3
-    assert lines[-1].startswith("dedup: the streaming query failed 2 time(s) and the restart strategy "
-                                "fixed-delay(attempts=1,delay=0) gave up; last error: ")
+    assert lines[-1].startswith(
+        "dedup: the streaming query failed 2 time(s) and the restart strategy "
+        "fixed-delay(attempts=1,delay=0) gave up; last error: "
+    )
     assert "(after 3 attempts)" in lines[-1]

@@ -29,19 +29,47 @@ def test_a_spark_run_shows_no_secret_on_the_terminal_or_in_its_log(kafka_bootstr
     create_topics(kafka_bootstrap, *topics.values(), partitions=2)
     records = generate(StreamSpec(uniques=50))[0]
     produce(kafka_bootstrap, topics["in"], records)
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "DEDUP_LOG_LEVEL": "DEBUG", "DEDUP_LOG_FORMAT": "json",
-           "DEDUP_KAFKA__CONFIG": json.dumps({"sasl.username": "user", "sasl.password": SECRET,
-                                              "ssl.key.password": SECRET}),
-           "DEDUP_SPARK__CHECKPOINT": str(tmp_path / "checkpoint"), "DEDUP_SPARK__AVAILABLE_NOW": "true",
-           "DEDUP_SPARK__LOG_FILE": str(tmp_path / "spark.log")}
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(ROOT / "src"),
+        "DEDUP_LOG_LEVEL": "DEBUG",
+        "DEDUP_LOG_FORMAT": "json",
+        "DEDUP_KAFKA__CONFIG": json.dumps(
+            {"sasl.username": "user", "sasl.password": SECRET, "ssl.key.password": SECRET}
+        ),
+        "DEDUP_SPARK__CHECKPOINT": str(tmp_path / "checkpoint"),
+        "DEDUP_SPARK__AVAILABLE_NOW": "true",
+        "DEDUP_SPARK__LOG_FILE": str(tmp_path / "spark.log"),
+    }
     broker = f"kafka://{kafka_bootstrap}"
-    done = subprocess.run([sys.executable, "-m", "app.cli", "run", "--engine", "spark",
-                           "--source", f"{broker}/{topics['in']}?kafka.sasl.oauthbearer.client.secret={SECRET}",
-                           "--sink", f"{broker}/{topics['out']}", "--dlq", f"{broker}/{topics['dlq']}",
-                           "--summary-json", str(tmp_path / "summary.json")],
-                          env=env, capture_output=True, timeout=300, cwd=tmp_path)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "app.cli",
+            "run",
+            "--engine",
+            "spark",
+            "--source",
+            f"{broker}/{topics['in']}?kafka.sasl.oauthbearer.client.secret={SECRET}",
+            "--sink",
+            f"{broker}/{topics['out']}",
+            "--dlq",
+            f"{broker}/{topics['dlq']}",
+            "--summary-json",
+            str(tmp_path / "summary.json"),
+        ],
+        env=env,
+        capture_output=True,
+        timeout=300,
+        cwd=tmp_path,
+    )
     assert done.returncode == 0, done.stderr.decode()[-3000:]
     assert json.loads((tmp_path / "summary.json").read_text())["in"] == len(records)
     assert b"sasl.jaas.config" in done.stderr or (tmp_path / "spark.log").stat().st_size > 0  # the logs talked
-    assert_hidden(done.stdout, done.stderr, (tmp_path / "spark.log").read_text(errors="replace"),
-                  (tmp_path / "summary.json").read_text())
+    assert_hidden(
+        done.stdout,
+        done.stderr,
+        (tmp_path / "spark.log").read_text(errors="replace"),
+        (tmp_path / "summary.json").read_text(),
+    )

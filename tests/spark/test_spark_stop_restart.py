@@ -63,8 +63,9 @@ def test_a_stop_request_finishes_the_batch_reports_and_a_restart_continues(strea
         assert dedup.wait() == 0, dedup.output()[-3000:]
         summaries.append(dedup.summary())
         assert "dedup: in=" in dedup.output()
-        assert 0 < sum(s["in"] for s in summaries) < feed.records_written() - len(feed.parts[feed.written - 1]), \
+        assert 0 < sum(s["in"] for s in summaries) < feed.records_written() - len(feed.parts[feed.written - 1]), (
             "the backlog was drained before the stop"
+        )
         if len(summaries) == 1:
             dedup.start(bounded=False)
 

@@ -21,26 +21,38 @@ from tests.spark.conftest import FileRun
 pytestmark = pytest.mark.spark
 
 T = 1_700_000_000
-SPARK_STOP_PATTERN = re.compile(r"py4j.protocol.Py4JJavaError: An error occurred while calling(?s:.)*"
-                                r"(java.lang.InterruptedException|java.io.InterruptedIOException|"
-                                r"java.nio.channels.ClosedByInterruptException)")
+SPARK_STOP_PATTERN = re.compile(
+    r"py4j.protocol.Py4JJavaError: An error occurred while calling(?s:.)*"
+    r"(java.lang.InterruptedException|java.io.InterruptedIOException|"
+    r"java.nio.channels.ClosedByInterruptException)"
+)
 """``StreamExecution.PROXY_ERROR`` (Spark 4.2), as Python reads it."""
 
-LONG_INTERRUPTION = ("py4j.protocol.Py4JJavaError: An error occurred while calling o1.save.\n"
-                     ": java.lang.InterruptedException\n" + "\tat org.apache.spark.SomeClass.method(Some.scala:1)\n" * 2000)
+LONG_INTERRUPTION = (
+    "py4j.protocol.Py4JJavaError: An error occurred while calling o1.save.\n"
+    ": java.lang.InterruptedException\n" + "\tat org.apache.spark.SomeClass.method(Some.scala:1)\n" * 2000
+)
 """An interruption's text as deep as a Kafka write's stack with its causes (about 100 KB)."""
 
 
 def events(first: int, count: int, run: str) -> list[dict]:
-    return [{"id": f"e{i}", "uniqueValue": f"{run}-k{i}", "type": "APP", "timestamp": T + i}
-            for i in range(first, first + count)]
+    return [
+        {"id": f"e{i}", "uniqueValue": f"{run}-k{i}", "type": "APP", "timestamp": T + i}
+        for i in range(first, first + count)
+    ]
 
 
-@pytest.mark.parametrize("state, interruption", [
-    ("checkpoint", "the write's own"), ("checkpoint", "a long one"),
-    pytest.param("redis", "a long one", marks=pytest.mark.redis)])
+@pytest.mark.parametrize(
+    "state, interruption",
+    [
+        ("checkpoint", "the write's own"),
+        ("checkpoint", "a long one"),
+        pytest.param("redis", "a long one", marks=pytest.mark.redis),
+    ],
+)
 def test_a_stop_inside_a_micro_batch_ends_the_query_as_stopped_and_a_restart_writes_that_batch(
-        files: FileRun, monkeypatch, request, state, interruption):
+    files: FileRun, monkeypatch, request, state, interruption
+):
     """Either judge (the operator with its state in the checkpoint, or Redis): the stop's
     translation wraps the whole ``foreachBatch`` body, judging included, and the failed write is
     not retried once the query is stopped."""

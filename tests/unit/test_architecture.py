@@ -45,8 +45,14 @@ def test_every_module_imports_when_it_is_the_first_one_imported():
     module graph above does not show, which only an import order reveals."""
     modules = sorted(name for name in read_graph().paths if not name.startswith("app.__main__"))
     src = Path(__file__).resolve().parents[2] / "src"
-    result = subprocess.run([sys.executable, "-c", FIRST_IMPORTS, *modules], cwd=src, capture_output=True,
-                            text=True, timeout=600, env={**os.environ, "PYTHONPATH": str(src)})
+    result = subprocess.run(
+        [sys.executable, "-c", FIRST_IMPORTS, *modules],
+        cwd=src,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "PYTHONPATH": str(src)},
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.strip() == "", "modules that fail to import first:\n" + result.stdout
 
@@ -58,6 +64,7 @@ def test_the_checker_reads_the_real_tree():
 
 
 # --- the checker itself, on trees written to tmp_path ---------------------------------------
+
 
 def write_tree(root, files):
     """Write ``{relative path: source}`` under ``root``; every folder gets an empty ``__init__.py``."""
@@ -97,22 +104,28 @@ DEFERRED_IMPORTS = {
 
 @pytest.mark.parametrize("form", DEFERRED_IMPORTS)
 def test_a_cycle_closed_by_a_deferred_import_is_found(tmp_path, form):
-    graph = write_tree(tmp_path, {
-        "adapters/a.py": "from adapters.b import B\n",
-        "adapters/b.py": DEFERRED_IMPORTS[form],
-    })
+    graph = write_tree(
+        tmp_path,
+        {
+            "adapters/a.py": "from adapters.b import B\n",
+            "adapters/b.py": DEFERRED_IMPORTS[form],
+        },
+    )
     assert [cycle.path for cycle in graph.cycles()] == [("adapters.a", "adapters.b", "adapters.a")]
 
 
 def test_relative_imports_are_resolved_against_the_importing_module(tmp_path):
-    graph = write_tree(tmp_path, {
-        "adapters/kafka/config.py": "",
-        "adapters/kafka/source.py": "from . import config\n",
-        "adapters/kafka/sink.py": "from .config import Settings\n",
-        "adapters/kafka/engine.py": "from ..memory import state_store\n",
-        "adapters/kafka/__init__.py": "from .source import Source\n",
-        "adapters/memory/state_store.py": "",
-    })
+    graph = write_tree(
+        tmp_path,
+        {
+            "adapters/kafka/config.py": "",
+            "adapters/kafka/source.py": "from . import config\n",
+            "adapters/kafka/sink.py": "from .config import Settings\n",
+            "adapters/kafka/engine.py": "from ..memory import state_store\n",
+            "adapters/kafka/__init__.py": "from .source import Source\n",
+            "adapters/memory/state_store.py": "",
+        },
+    )
     assert set(graph.arrows["adapters.kafka.source"]) == {"adapters.kafka", "adapters.kafka.config"}
     assert set(graph.arrows["adapters.kafka.sink"]) == {"adapters.kafka.config"}
     assert set(graph.arrows["adapters.kafka.engine"]) == {"adapters.memory", "adapters.memory.state_store"}
@@ -120,10 +133,13 @@ def test_relative_imports_are_resolved_against_the_importing_module(tmp_path):
 
 
 def test_only_imports_of_modules_of_the_tree_are_arrows(tmp_path):
-    graph = write_tree(tmp_path, {
-        "domain/rules.py": "import json\nfrom domain import rules\nimport domain.rules\n",
-        "app/cli.py": "import domain.rules.Rule\nfrom pyspark.sql import DataFrame\n",
-    })
+    graph = write_tree(
+        tmp_path,
+        {
+            "domain/rules.py": "import json\nfrom domain import rules\nimport domain.rules\n",
+            "app/cli.py": "import domain.rules.Rule\nfrom pyspark.sql import DataFrame\n",
+        },
+    )
     assert graph.arrows["domain.rules"] == {"domain": 2}  # json is outside, itself is no arrow
     assert set(graph.arrows["app.cli"]) == {"domain.rules"}
     assert graph.cycles() == []
@@ -140,15 +156,24 @@ LAYERED_TREE = {
 }
 
 
-@pytest.mark.parametrize("importer, source, broken", [
-    ("domain/rules.py", "from adapters.memory.engine import Engine", "domain may import only domain"),
-    ("domain/rules.py", "def later():\n    import app.cli", "domain may import only domain"),
-    ("adapters/memory/engine.py", "from app.cli import main", "adapters may import only adapters, domain"),
-    ("adapters/kafka/source.py", "from adapters.spark.checkpoint import _paths",
-     "a private module of adapters.spark.checkpoint, imported from outside it"),
-    ("app/cli.py", "import adapters.spark.checkpoint._paths",
-     "a private module of adapters.spark.checkpoint, imported from outside it"),
-])
+@pytest.mark.parametrize(
+    "importer, source, broken",
+    [
+        ("domain/rules.py", "from adapters.memory.engine import Engine", "domain may import only domain"),
+        ("domain/rules.py", "def later():\n    import app.cli", "domain may import only domain"),
+        ("adapters/memory/engine.py", "from app.cli import main", "adapters may import only adapters, domain"),
+        (
+            "adapters/kafka/source.py",
+            "from adapters.spark.checkpoint import _paths",
+            "a private module of adapters.spark.checkpoint, imported from outside it",
+        ),
+        (
+            "app/cli.py",
+            "import adapters.spark.checkpoint._paths",
+            "a private module of adapters.spark.checkpoint, imported from outside it",
+        ),
+    ],
+)
 def test_a_forbidden_import_is_a_violation(tmp_path, importer, source, broken):
     graph = write_tree(tmp_path, {**LAYERED_TREE, importer: source + "\n"})
     assert [violation.rule for violation in graph.violations()] == [broken]
@@ -159,13 +184,16 @@ def test_allowed_imports_are_no_violation(tmp_path):
 
 
 def test_floors_count_the_layers_and_a_cycle_shares_one_floor(tmp_path):
-    graph = write_tree(tmp_path, {
-        "domain/rules.py": "",
-        "domain/dedup.py": "from domain import rules\n",
-        "adapters/a.py": "import domain.dedup\nimport adapters.b\n",
-        "adapters/b.py": "def later():\n    import adapters.a\n",
-        "app/cli.py": "import adapters.a\n",
-    })
+    graph = write_tree(
+        tmp_path,
+        {
+            "domain/rules.py": "",
+            "domain/dedup.py": "from domain import rules\n",
+            "adapters/a.py": "import domain.dedup\nimport adapters.b\n",
+            "adapters/b.py": "def later():\n    import adapters.a\n",
+            "app/cli.py": "import adapters.a\n",
+        },
+    )
     floors = graph.floors()
     assert floors["domain"] == floors["domain.rules"] == floors["adapters"] == 0
     assert floors["domain.dedup"] == 1
@@ -175,12 +203,15 @@ def test_floors_count_the_layers_and_a_cycle_shares_one_floor(tmp_path):
 
 def test_a_cycle_names_every_module_of_its_group_even_off_its_path(tmp_path):
     # Two cycles share b -> c: a -> b -> c -> a and b -> c -> d -> b; no one path visits all four.
-    graph = write_tree(tmp_path, {
-        "adapters/a.py": "import adapters.b\n",
-        "adapters/b.py": "import adapters.c\n",
-        "adapters/c.py": "import adapters.a\nimport adapters.d\n",
-        "adapters/d.py": "import adapters.b\n",
-    })
+    graph = write_tree(
+        tmp_path,
+        {
+            "adapters/a.py": "import adapters.b\n",
+            "adapters/b.py": "import adapters.c\n",
+            "adapters/c.py": "import adapters.a\nimport adapters.d\n",
+            "adapters/d.py": "import adapters.b\n",
+        },
+    )
     [cycle] = graph.cycles()
     assert cycle.modules == ("adapters.a", "adapters.b", "adapters.c", "adapters.d")
     assert cycle.path == ("adapters.a", "adapters.b", "adapters.c", "adapters.a")
@@ -188,21 +219,27 @@ def test_a_cycle_names_every_module_of_its_group_even_off_its_path(tmp_path):
 
 
 def test_the_longest_cycle_through_a_group_is_chosen(tmp_path):
-    graph = write_tree(tmp_path, {
-        "adapters/a.py": "import adapters.b\n",
-        "adapters/b.py": "import adapters.a\nimport adapters.c\n",
-        "adapters/c.py": "import adapters.a\n",
-    })
+    graph = write_tree(
+        tmp_path,
+        {
+            "adapters/a.py": "import adapters.b\n",
+            "adapters/b.py": "import adapters.a\nimport adapters.c\n",
+            "adapters/c.py": "import adapters.a\n",
+        },
+    )
     assert [cycle.path for cycle in graph.cycles()] == [("adapters.a", "adapters.b", "adapters.c", "adapters.a")]
 
 
 def test_within_keeps_a_package_and_the_arrows_among_its_modules(tmp_path):
-    graph = write_tree(tmp_path, {
-        "adapters/spark/engine.py": "from adapters.spark import plan\nfrom domain import rules\n",
-        "adapters/spark/plan.py": "",
-        "adapters/sparkle.py": "",
-        "domain/rules.py": "",
-    }).within("adapters.spark")
+    graph = write_tree(
+        tmp_path,
+        {
+            "adapters/spark/engine.py": "from adapters.spark import plan\nfrom domain import rules\n",
+            "adapters/spark/plan.py": "",
+            "adapters/sparkle.py": "",
+            "domain/rules.py": "",
+        },
+    ).within("adapters.spark")
     assert set(graph.paths) == {"adapters.spark", "adapters.spark.engine", "adapters.spark.plan"}
     assert graph.arrows["adapters.spark.engine"] == {"adapters.spark": 1, "adapters.spark.plan": 1}
     assert graph.arrow_count() == 2

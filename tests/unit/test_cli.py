@@ -24,9 +24,21 @@ def test_run_on_files_gives_the_scenario_semantics_and_a_summary(tmp_path):
     scenario = next(sc for sc in SCENARIOS if sc.name.startswith("window boundary"))
     records = scenario.records() + [raw for raw, _ in INVALID_RECORDS]
     write_lines(tmp_path / "in.jsonl", records)
-    code = main(["run", "--engine", "memory", "--source", f"file:{tmp_path / 'in.jsonl'}",
-                 "--sink", f"file:{tmp_path / 'out.jsonl'}", "--dlq", f"file:{tmp_path / 'dlq.jsonl'}",
-                 "--summary-json", str(tmp_path / "summary.json")])
+    code = main(
+        [
+            "run",
+            "--engine",
+            "memory",
+            "--source",
+            f"file:{tmp_path / 'in.jsonl'}",
+            "--sink",
+            f"file:{tmp_path / 'out.jsonl'}",
+            "--dlq",
+            f"file:{tmp_path / 'dlq.jsonl'}",
+            "--summary-json",
+            str(tmp_path / "summary.json"),
+        ]
+    )
     assert code == 0
     emitted = [r for r, v in zip(records, scenario.expected()) if v == "emit"]
     assert (tmp_path / "out.jsonl").read_bytes().splitlines() == emitted
@@ -34,17 +46,37 @@ def test_run_on_files_gives_the_scenario_semantics_and_a_summary(tmp_path):
     assert [(d.reason, d.record.value) for d in dead] == [(code, raw) for raw, code in INVALID_RECORDS]
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert {k: summary[k] for k in ("in", "out", "duplicates", "dead_lettered")} == {
-        "in": len(records), "out": 3, "duplicates": 2, "dead_lettered": len(INVALID_RECORDS)}
+        "in": len(records),
+        "out": 3,
+        "duplicates": 2,
+        "dead_lettered": len(INVALID_RECORDS),
+    }
 
 
 def test_a_run_keeps_what_lived_before_it_out_of_the_cycle_collector_and_gives_it_back(tmp_path):
-    write_lines(tmp_path / "in.jsonl", [json.dumps({"id": str(i), "uniqueValue": f"u{i}", "type": "APP",
-                                                    "timestamp": 1_700_000_000}).encode() for i in range(3_000)])
+    write_lines(
+        tmp_path / "in.jsonl",
+        [
+            json.dumps({"id": str(i), "uniqueValue": f"u{i}", "type": "APP", "timestamp": 1_700_000_000}).encode()
+            for i in range(3_000)
+        ],
+    )
     frozen_in_collections = []
     gc.callbacks.append(lambda phase, info: frozen_in_collections.append(gc.get_freeze_count()))
     try:
-        code = main(["run", "--engine", "memory", "--source", f"file:{tmp_path / 'in.jsonl'}",
-                     "--sink", f"file:{tmp_path / 'out.jsonl'}", "--dlq", f"file:{tmp_path / 'dlq.jsonl'}"])
+        code = main(
+            [
+                "run",
+                "--engine",
+                "memory",
+                "--source",
+                f"file:{tmp_path / 'in.jsonl'}",
+                "--sink",
+                f"file:{tmp_path / 'out.jsonl'}",
+                "--dlq",
+                f"file:{tmp_path / 'dlq.jsonl'}",
+            ]
+        )
     finally:
         gc.callbacks.pop()
     assert code == 0 and len((tmp_path / "out.jsonl").read_bytes().splitlines()) == 3_000
@@ -59,26 +91,60 @@ def run_cli(*args, env=None, stdin=b"", cwd=None):
 
 def test_stdin_to_stdout(tmp_path):
     records = SCENARIOS[0].records()
-    done = run_cli("run", "--source", "-", "--sink", "-", "--dlq", f"file:{tmp_path / 'dlq.jsonl'}",
-                   stdin=b"\n".join(records) + b"\n")
+    done = run_cli(
+        "run",
+        "--source",
+        "-",
+        "--sink",
+        "-",
+        "--dlq",
+        f"file:{tmp_path / 'dlq.jsonl'}",
+        stdin=b"\n".join(records) + b"\n",
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == [records[0], records[2]]
     assert b"in=3, out=2, duplicates=1, dead_lettered=0" in done.stderr
 
 
-@pytest.mark.parametrize("env, args, message", [
-    ({"DEDUP_RULES__WEB__WINDOW": "-5"}, [], "invalid setting rules.WEB.window (DEDUP_RULES__WEB__WINDOW)"),
-    ({"DEDUP_BATCH_SIZE": "0"}, [], "invalid setting batch_size (DEDUP_BATCH_SIZE)"),
-    ({"DEDUP_POLICIES__TRANSIENT": "retry(attempts=2)"}, [], "invalid setting policies.transient"),
-    ({}, ["--state", "postgres://x"], "invalid setting state"),
-    ({}, ["--source", "kafka://127.0.0.1:1/t"], "invalid setting source"),
-    ({"DEDUP_RULES__MOBILE__KEY_FIELDS": "id"}, [], "rules.MOBILE.window (DEDUP_RULES__MOBILE__WINDOW): required"),
-    ({"DEDUP_KAFKA__DELIVERY": "exactly-once"},
-     ["--engine", "kafka", "--source", "kafka://127.0.0.1:1/in", "--sink", "kafka://127.0.0.1:1/out",
-      "--dlq", "kafka://127.0.0.1:1/dead"], "invalid setting kafka.delivery (DEDUP_KAFKA__DELIVERY)"),
-    ({}, ["--engine", "kafka", "--source", "kafka://127.0.0.1:1/in", "--sink", "kafka://127.0.0.1:1/out",
-          "--dlq", ""], "--dlq kafka://HOST:PORT/TOPIC is required"),
-])
+@pytest.mark.parametrize(
+    "env, args, message",
+    [
+        ({"DEDUP_RULES__WEB__WINDOW": "-5"}, [], "invalid setting rules.WEB.window (DEDUP_RULES__WEB__WINDOW)"),
+        ({"DEDUP_BATCH_SIZE": "0"}, [], "invalid setting batch_size (DEDUP_BATCH_SIZE)"),
+        ({"DEDUP_POLICIES__TRANSIENT": "retry(attempts=2)"}, [], "invalid setting policies.transient"),
+        ({}, ["--state", "postgres://x"], "invalid setting state"),
+        ({}, ["--source", "kafka://127.0.0.1:1/t"], "invalid setting source"),
+        ({"DEDUP_RULES__MOBILE__KEY_FIELDS": "id"}, [], "rules.MOBILE.window (DEDUP_RULES__MOBILE__WINDOW): required"),
+        (
+            {"DEDUP_KAFKA__DELIVERY": "exactly-once"},
+            [
+                "--engine",
+                "kafka",
+                "--source",
+                "kafka://127.0.0.1:1/in",
+                "--sink",
+                "kafka://127.0.0.1:1/out",
+                "--dlq",
+                "kafka://127.0.0.1:1/dead",
+            ],
+            "invalid setting kafka.delivery (DEDUP_KAFKA__DELIVERY)",
+        ),
+        (
+            {},
+            [
+                "--engine",
+                "kafka",
+                "--source",
+                "kafka://127.0.0.1:1/in",
+                "--sink",
+                "kafka://127.0.0.1:1/out",
+                "--dlq",
+                "",
+            ],
+            "--dlq kafka://HOST:PORT/TOPIC is required",
+        ),
+    ],
+)
 def test_bad_settings_stop_with_one_line_naming_the_setting(tmp_path, env, args, message):
     done = run_cli("run", "--engine", "memory", "--sink", "-", "--dlq", f"file:{tmp_path / 'd'}", *args, env=env)
     err = done.stderr.decode()
@@ -90,13 +156,25 @@ def test_bad_settings_stop_with_one_line_naming_the_setting(tmp_path, env, args,
 def test_config_file_sets_rules_and_env_overrides_it(tmp_path):
     config = tmp_path / "dedup.yaml"
     config.write_text("rules:\n  APP:\n    window: 2m\nbatch_size: 7\n")
-    records = [b'{"id":"1","uniqueValue":"a","type":"APP","timestamp":100}',
-               b'{"id":"2","uniqueValue":"a","type":"APP","timestamp":200}']
-    done = run_cli("run", "--config", str(config), "--sink", "-", "--dlq", f"file:{tmp_path / 'd'}",
-                   stdin=b"\n".join(records))
+    records = [
+        b'{"id":"1","uniqueValue":"a","type":"APP","timestamp":100}',
+        b'{"id":"2","uniqueValue":"a","type":"APP","timestamp":200}',
+    ]
+    done = run_cli(
+        "run", "--config", str(config), "--sink", "-", "--dlq", f"file:{tmp_path / 'd'}", stdin=b"\n".join(records)
+    )
     assert done.stdout.splitlines() == [records[0]]
-    done = run_cli("run", "--config", str(config), "--sink", "-", "--dlq", f"file:{tmp_path / 'd'}",
-                   env={"DEDUP_RULES__APP__WINDOW": "30"}, stdin=b"\n".join(records))
+    done = run_cli(
+        "run",
+        "--config",
+        str(config),
+        "--sink",
+        "-",
+        "--dlq",
+        f"file:{tmp_path / 'd'}",
+        env={"DEDUP_RULES__APP__WINDOW": "30"},
+        stdin=b"\n".join(records),
+    )
     assert done.stdout.splitlines() == records
 
 
@@ -121,18 +199,41 @@ def test_invalidate_notification_lets_a_failed_event_pass_again(tmp_path, capsys
     resent = b'{"id":"2","uniqueValue":"a","type":"WEB","timestamp":160}'
     (tmp_path / "in.jsonl").write_bytes(first + b"\n" + resent + b"\n")
     notes = tmp_path / "notes.jsonl"
-    notes.write_text(json.dumps({"notification": "INVALIDATE", "exception": "downstream failed",
-                                 "event": json.loads(first)}) + "\nnot a notification\n")
+    notes.write_text(
+        json.dumps({"notification": "INVALIDATE", "exception": "downstream failed", "event": json.loads(first)})
+        + "\nnot a notification\n"
+    )
     snapshot = tmp_path / "state.snapshot"
-    args = ["run", "--sink", f"file:{tmp_path / 'out.jsonl'}", "--dlq", f"file:{tmp_path / 'd'}",
-            "--state", f"memory:{snapshot}", "--batch-size", "1"]
+    args = [
+        "run",
+        "--sink",
+        f"file:{tmp_path / 'out.jsonl'}",
+        "--dlq",
+        f"file:{tmp_path / 'd'}",
+        "--state",
+        f"memory:{snapshot}",
+        "--batch-size",
+        "1",
+    ]
     # without the notification the re-sent event is a duplicate
     assert main([*args, "--source", f"file:{tmp_path / 'in.jsonl'}"]) == 0
     assert (tmp_path / "out.jsonl").read_bytes().splitlines() == [first]
     # the notification removes the key from the saved state; the re-sent event passes
     (tmp_path / "again.jsonl").write_bytes(resent + b"\n")
-    assert main([*args, "--source", f"file:{tmp_path / 'again.jsonl'}", "--notifications", f"file:{notes}",
-                 "--summary-json", str(tmp_path / "s.json")]) == 0
+    assert (
+        main(
+            [
+                *args,
+                "--source",
+                f"file:{tmp_path / 'again.jsonl'}",
+                "--notifications",
+                f"file:{notes}",
+                "--summary-json",
+                str(tmp_path / "s.json"),
+            ]
+        )
+        == 0
+    )
     assert (tmp_path / "out.jsonl").read_bytes().splitlines() == [first, resent]
     assert "invalidations=1, rejected_notifications=1)" in capsys.readouterr().err
     summary = json.loads((tmp_path / "s.json").read_text())
@@ -146,8 +247,17 @@ def test_a_last_notification_without_its_newline_is_applied_when_a_bounded_run_e
     (tmp_path / "again.jsonl").write_bytes(resent + b"\n")
     notes = tmp_path / "notes.jsonl"
     notes.write_text(json.dumps({"notification": "INVALIDATE", "exception": "lost", "event": json.loads(first)}))
-    args = ["run", "--sink", f"file:{tmp_path / 'out.jsonl'}", "--dlq", f"file:{tmp_path / 'd'}",
-            "--state", f"memory:{tmp_path / 'state.snapshot'}", "--summary-json", str(tmp_path / "s.json")]
+    args = [
+        "run",
+        "--sink",
+        f"file:{tmp_path / 'out.jsonl'}",
+        "--dlq",
+        f"file:{tmp_path / 'd'}",
+        "--state",
+        f"memory:{tmp_path / 'state.snapshot'}",
+        "--summary-json",
+        str(tmp_path / "s.json"),
+    ]
     assert main([*args, "--source", f"file:{tmp_path / 'in.jsonl'}", "--notifications", f"file:{notes}"]) == 0
     assert json.loads((tmp_path / "s.json").read_text())["invalidations"] == 1
     # the key was forgotten before the snapshot was saved: the re-sent event passes
@@ -163,8 +273,17 @@ def test_stdin_read_again_by_a_new_run_is_new_input_so_its_events_are_duplicates
     # stdin cannot replay: the same bytes piped into a second run (state kept in a snapshot) are
     # not the first run's records read again, so the events it emitted are duplicates now
     stream = [app_event("a1", "a", 0), app_event("b1", "b", 1), app_event("a2", "a", 5)]
-    args = ["run", "--source", "-", "--sink", "-", "--dlq", f"file:{tmp_path / 'dlq.jsonl'}",
-            "--state", f"memory:{tmp_path / 'state.snapshot'}"]
+    args = [
+        "run",
+        "--source",
+        "-",
+        "--sink",
+        "-",
+        "--dlq",
+        f"file:{tmp_path / 'dlq.jsonl'}",
+        "--state",
+        f"memory:{tmp_path / 'state.snapshot'}",
+    ]
     first = run_cli(*args, stdin=b"\n".join(stream) + b"\n")
     assert first.returncode == 0, first.stderr
     assert first.stdout.splitlines() == [stream[0], stream[1]]
@@ -180,8 +299,18 @@ def test_a_file_read_again_is_replayed_line_by_line_and_a_changed_line_is_new_in
     # same bytes at the same place is the same record (a replay: its first verdict again), so a
     # run after a crash loses nothing. Another record at that line is new input.
     source, out = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
-    args = ["run", "--source", f"file:{source}", "--sink", f"file:{out}", "--dlq", f"file:{tmp_path / 'dlq.jsonl'}",
-            "--state", f"memory:{tmp_path / 'state.snapshot'}", "--no-progress"]
+    args = [
+        "run",
+        "--source",
+        f"file:{source}",
+        "--sink",
+        f"file:{out}",
+        "--dlq",
+        f"file:{tmp_path / 'dlq.jsonl'}",
+        "--state",
+        f"memory:{tmp_path / 'state.snapshot'}",
+        "--no-progress",
+    ]
     write_lines(source, [app_event("a1", "a", 0), app_event("b1", "b", 1), app_event("a2", "a", 5)])
     assert main(args) == 0
     assert main(args) == 0  # the same file again: the same verdicts
@@ -212,7 +341,7 @@ def _readme_keys(after: str) -> set[str]:
     import re
 
     text = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    listed = text[text.index(after):].split("(", 1)[1].split(")", 1)[0]
+    listed = text[text.index(after) :].split("(", 1)[1].split(")", 1)[0]
     return set(re.findall(r"`([a-z_]+)`", listed))
 
 
@@ -220,8 +349,23 @@ def test_the_readme_names_every_key_of_the_summary_and_of_the_expected_counts(tm
     records, expected = tmp_path / "in.jsonl", tmp_path / "expected.json"
     summary = tmp_path / "summary.json"
     assert main(["generate", "--events", "30", "--out", str(records), "--expected-json", str(expected)]) == 0
-    assert main(["run", "--source", f"file:{records}", "--sink", f"file:{tmp_path / 'out.jsonl'}",
-                 "--dlq", f"file:{tmp_path / 'dlq.jsonl'}", "--summary-json", str(summary), "--no-progress"]) == 0
+    assert (
+        main(
+            [
+                "run",
+                "--source",
+                f"file:{records}",
+                "--sink",
+                f"file:{tmp_path / 'out.jsonl'}",
+                "--dlq",
+                f"file:{tmp_path / 'dlq.jsonl'}",
+                "--summary-json",
+                str(summary),
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     assert _readme_keys("writes the same counts as JSON") == set(json.loads(summary.read_text()))
     assert _readme_keys("report the counts in `expected.json`") == set(json.loads(expected.read_text()))
 
@@ -229,8 +373,12 @@ def test_the_readme_names_every_key_of_the_summary_and_of_the_expected_counts(tm
 @pytest.mark.parametrize("bad", [["--source", "file:{tmp}/missing.jsonl"], ["--dlq", "kafka://127.0.0.1:9/dead"]])
 def test_a_run_refused_at_start_creates_no_output_file(tmp_path, bad):
     (tmp_path / "in.jsonl").write_text("")
-    args = {"--source": f"file:{tmp_path}/in.jsonl", "--sink": f"file:{tmp_path}/out.jsonl",
-            "--dlq": f"file:{tmp_path}/dlq.jsonl", "--duplicates": f"file:{tmp_path}/dups.jsonl"}
+    args = {
+        "--source": f"file:{tmp_path}/in.jsonl",
+        "--sink": f"file:{tmp_path}/out.jsonl",
+        "--dlq": f"file:{tmp_path}/dlq.jsonl",
+        "--duplicates": f"file:{tmp_path}/dups.jsonl",
+    }
     args[bad[0]] = bad[1].format(tmp=tmp_path)
     assert main(["run", "--no-progress", *(part for pair in args.items() for part in pair)]) == 2
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in.jsonl"]

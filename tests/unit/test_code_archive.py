@@ -20,8 +20,12 @@ def test_it_holds_every_module_of_the_packages_and_nothing_else(cache):
     archive = code_archive()
     assert archive.parent == cache / "python" and archive.name.startswith(ARCHIVE_PREFIX)
     names = set(zipfile.ZipFile(archive).namelist())
-    want = {str(p.relative_to(SOURCE_ROOT)) for package in PACKAGES for p in (SOURCE_ROOT / package).rglob("*.py")
-            if "__pycache__" not in p.parts}
+    want = {
+        str(p.relative_to(SOURCE_ROOT))
+        for package in PACKAGES
+        for p in (SOURCE_ROOT / package).rglob("*.py")
+        if "__pycache__" not in p.parts
+    }
     assert names == want and "domain/dedup.py" in names and "adapters/spark/engine.py" in names
 
 
@@ -51,9 +55,16 @@ def test_the_session_adds_it_to_the_configured_python_files(cache):
     assert python_files({}) == [str(code_archive())]
 
 
-@pytest.mark.parametrize("master, loopback", [("local[2]", True), ("spark://127.0.0.1:7077", True),
-                                              ("spark://localhost:7077", True), ("spark://10.0.0.5:7077", False),
-                                              ("k8s://https://kubernetes.default.svc:443", False)])
+@pytest.mark.parametrize(
+    "master, loopback",
+    [
+        ("local[2]", True),
+        ("spark://127.0.0.1:7077", True),
+        ("spark://localhost:7077", True),
+        ("spark://10.0.0.5:7077", False),
+        ("k8s://https://kubernetes.default.svc:443", False),
+    ],
+)
 def test_the_driver_binds_to_loopback_only_for_a_master_on_this_machine(master, loopback):
     from adapters.spark.runtime.session import on_loopback
 

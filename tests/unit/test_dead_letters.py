@@ -8,12 +8,28 @@ from dataclasses import replace
 
 import pytest
 
-from domain.dead_letters import (DEFAULT_MAX_BYTES, MAX_ERROR_CHARS, DeadLetter, Original, bounded, from_document,
-                                 from_headers, to_document, to_headers, to_message)
+from domain.dead_letters import (
+    DEFAULT_MAX_BYTES,
+    MAX_ERROR_CHARS,
+    DeadLetter,
+    Original,
+    bounded,
+    from_document,
+    from_headers,
+    to_document,
+    to_headers,
+    to_message,
+)
 from domain.events import RawRecord, SourcePosition
 
-LETTER = DeadLetter(RawRecord(b'{"id": 1}', SourcePosition("events", 2, 41), b"u-1"), "wrong_type",
-                    "field 'id' must be a string, got number", "invalid", 1, 1_795_325_944.7)
+LETTER = DeadLetter(
+    RawRecord(b'{"id": 1}', SourcePosition("events", 2, 41), b"u-1"),
+    "wrong_type",
+    "field 'id' must be a string, got number",
+    "invalid",
+    1,
+    1_795_325_944.7,
+)
 
 
 def test_on_kafka_the_metadata_are_dedup_headers_of_utf8_text_in_a_fixed_order():
@@ -35,7 +51,8 @@ def test_in_a_file_the_same_names_nest_and_key_and_value_are_base64():
     assert json.dumps(to_document(LETTER)) == (
         '{"reason": "wrong_type", "error": "field \'id\' must be a string, got number", "error_class": "invalid", '
         '"source": {"topic": "events", "partition": 2, "offset": 41}, "attempts": 1, "time": 1795325944.7, '
-        '"original": {"size": 9, "sha256": "354aaef7a5f6ecbb2faee49fbe47a24e024cb62b3183b853a1ecc01e01920e49"}, "key": "dS0x", "value": "eyJpZCI6IDF9"}')
+        '"original": {"size": 9, "sha256": "354aaef7a5f6ecbb2faee49fbe47a24e024cb62b3183b853a1ecc01e01920e49"}, "key": "dS0x", "value": "eyJpZCI6IDF9"}'
+    )
     assert to_document(replace(LETTER, record=replace(LETTER.record, key=None)))["key"] is None
 
 
@@ -57,12 +74,22 @@ def test_time_is_carried_to_the_millisecond(given, text, decoded):
     assert from_document(json.loads(json.dumps(to_document(letter)))).time == decoded
 
 
-@pytest.mark.parametrize("letter", [
-    LETTER,
-    replace(LETTER, record=RawRecord(b"\xff\xfe not UTF-8", SourcePosition("in.jsonl", 0, 7), None)),
-    replace(LETTER, record=replace(LETTER.record, key=b"\x00\xff"), reason="bug", error_class="bug", attempts=4,
-            error="ValueError: caf\u00e9 \u2603 \"quoted\"\n second line"),
-], ids=["event", "not-utf8-no-key", "binary-key-bug"])
+@pytest.mark.parametrize(
+    "letter",
+    [
+        LETTER,
+        replace(LETTER, record=RawRecord(b"\xff\xfe not UTF-8", SourcePosition("in.jsonl", 0, 7), None)),
+        replace(
+            LETTER,
+            record=replace(LETTER.record, key=b"\x00\xff"),
+            reason="bug",
+            error_class="bug",
+            attempts=4,
+            error='ValueError: caf\u00e9 \u2603 "quoted"\n second line',
+        ),
+    ],
+    ids=["event", "not-utf8-no-key", "binary-key-bug"],
+)
 def test_both_decoders_give_back_the_dead_letter_the_writer_was_given(letter):
     assert from_headers(letter.record.value, letter.record.key, to_headers(letter)) == letter
     assert from_document(json.loads(json.dumps(to_document(letter)))) == letter
@@ -78,20 +105,24 @@ def test_the_error_is_cut_to_its_bound_in_both_media():
 def test_headers_of_other_producers_are_ignored_and_a_missing_field_is_an_error():
     headers = [("traceparent", b"00-abc"), *to_headers(LETTER)]
     assert from_headers(b'{"id": 1}', b"u-1", headers) == LETTER
-    with pytest.raises(ValueError, match="dedup.attempts"):
+    with pytest.raises(ValueError, match=r"dedup\.attempts"):
         from_headers(b"v", None, [h for h in headers if h[0] != "dedup.attempts"])
     with pytest.raises(ValueError):
         from_headers(b"v", None, [(n, b"x" if n == "dedup.source.offset" else v) for n, v in headers])
 
 
-@pytest.mark.parametrize("broken", [
-    lambda d: d.pop("reason"),
-    lambda d: d["source"].pop("offset"),
-    lambda d: d.update(attempts="1"),
-    lambda d: d.update(time=True),
-    lambda d: d.update(value="not base64!"),
-    lambda d: d.pop("key"),
-], ids=["no-reason", "no-offset", "attempts-as-text", "time-as-boolean", "value-not-base64", "no-key"])
+@pytest.mark.parametrize(
+    "broken",
+    [
+        lambda d: d.pop("reason"),
+        lambda d: d["source"].pop("offset"),
+        lambda d: d.update(attempts="1"),
+        lambda d: d.update(time=True),
+        lambda d: d.update(value="not base64!"),
+        lambda d: d.pop("key"),
+    ],
+    ids=["no-reason", "no-offset", "attempts-as-text", "time-as-boolean", "value-not-base64", "no-key"],
+)
 def test_a_malformed_document_is_an_error(broken):
     document = to_document(LETTER)
     broken(document)
@@ -102,13 +133,16 @@ def test_a_malformed_document_is_an_error(broken):
 BIG = replace(LETTER, record=RawRecord(b"v" * 1000, SourcePosition("events", 2, 41), b"k" * 10), reason="oversize")
 
 
-@pytest.mark.parametrize("max_bytes, key, value", [
-    (1010, b"k" * 10, b"v" * 1000),    # fits: as it is
-    (1009, b"k" * 10, b"v" * 999),     # the value cut to the rest
-    (100, b"k" * 10, b"v" * 90),
-    (10, b"k" * 5, b"v" * 5),          # the key at most half the bound
-    (0, b"", b""),
-])
+@pytest.mark.parametrize(
+    "max_bytes, key, value",
+    [
+        (1010, b"k" * 10, b"v" * 1000),  # fits: as it is
+        (1009, b"k" * 10, b"v" * 999),  # the value cut to the rest
+        (100, b"k" * 10, b"v" * 90),
+        (10, b"k" * 5, b"v" * 5),  # the key at most half the bound
+        (0, b"", b""),
+    ],
+)
 def test_a_dead_letter_is_bounded_to_a_prefix_of_its_key_and_value(max_bytes, key, value):
     letter = bounded(BIG, max_bytes)
     assert (letter.record.key, letter.record.value, letter.record.position) == (key, value, BIG.record.position)
@@ -120,8 +154,10 @@ def test_a_bounded_dead_letter_carries_the_original_size_and_digest_in_both_medi
     value, key, headers = to_message(BIG, 100)
     assert (value, key) == (b"v" * 90, b"k" * 10)
     names = dict(headers)
-    assert (names["dedup.original.size"], names["dedup.original.sha256"]) == \
-        (b"1000", hashlib.sha256(b"v" * 1000).hexdigest().encode())
+    assert (names["dedup.original.size"], names["dedup.original.sha256"]) == (
+        b"1000",
+        hashlib.sha256(b"v" * 1000).hexdigest().encode(),
+    )
     assert from_headers(value, key, headers) == bounded(BIG, 100)
     document = to_document(BIG, 100)
     assert document["original"] == {"size": 1000, "sha256": hashlib.sha256(b"v" * 1000).hexdigest()}

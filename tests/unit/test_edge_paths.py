@@ -4,9 +4,8 @@ import json
 
 from adapters.memory.state_store import InMemoryStateStore
 from domain.dedup import Deduplicator, Verdict
-from domain.events import RawRecord, SourcePosition
+from domain.events import Event, RawRecord, SourcePosition
 from domain.ports import Notification
-from domain.events import Event
 from domain.rules import DedupRule, RuleSet, TimeBasis
 from tests.fakes import FakeClock
 
@@ -26,8 +25,9 @@ def _judged(outcomes) -> list:
 def test_a_record_without_a_configured_key_field_is_dead_lettered_and_the_batch_goes_on():
     rules = RuleSet({"APP": DedupRule("APP", 30, key_fields=("uniqueValue", "session"))})
     core = Deduplicator(rules, InMemoryStateStore(), FakeClock())
-    outcomes, counts = core.process(_records(_event(session="s"), _event(), _event(session="s"),
-                                             _event(uniqueValue="v", session="s")))
+    outcomes, counts = core.process(
+        _records(_event(session="s"), _event(), _event(session="s"), _event(uniqueValue="v", session="s"))
+    )
     assert _judged(outcomes) == [Verdict.EMIT, "missing_field", Verdict.DUPLICATE, Verdict.EMIT]
     assert "session" in outcomes[1].dead_letter.error and counts.balanced and counts.invalid == 1
 

@@ -22,8 +22,12 @@ def test_every_arbitrary_record_ends_in_exactly_one_place(values, batch):
     raw = [RawRecord(v, SourcePosition("t", 0, i)) for i, v in enumerate(values)]
     sink, dead = ListSink(), ListDeadLetterSink()
     core = Deduplicator(RULES, InMemoryStateStore(), FakeClock())
-    pipeline = BatchPipeline(core, ListSource([raw[i:i + batch] for i in range(0, len(raw), batch)]),
-                             Delivery(core, sink, dead), InMemoryMetrics())
+    pipeline = BatchPipeline(
+        core,
+        ListSource([raw[i : i + batch] for i in range(0, len(raw), batch)]),
+        Delivery(core, sink, dead),
+        InMemoryMetrics(),
+    )
 
     totals = pipeline.run()
 

@@ -26,7 +26,8 @@ def test_invalidation_scenario_in_memory(scenario):
         offset = len(step_at) - len(records)
         outcomes, _ = core.process([RawRecord(v, SourcePosition("in", 0, offset + i)) for i, v in enumerate(records)])
         got.append([SHORT.get(o.verdict, o.verdict.value) for o in outcomes])
-        repeats |= {step_at[o.record.position.offset]: step_at[o.duplicate.first.offset] for o in outcomes
-                    if o.duplicate}
+        repeats |= {
+            step_at[o.record.position.offset]: step_at[o.duplicate.first.offset] for o in outcomes if o.duplicate
+        }
     assert got == scenario.expected()
     assert repeats == scenario.expected_repeats()

@@ -56,9 +56,9 @@ TRICKY = (
     b'{"id":"1","uniqueValue":"k","type":"APP","timestamp":1,"":""}',
     b'{"id":"1","uniqueValue":"k","type":"APP","timestamp":1,"":"","":""}',
     b'{"id":"1","uniqueValue":"","type":"APP","timestamp":1}',
-    b'[' * 5000 + b']' * 5000,
-    b'{"a":' * 3000 + b'1' + b'}' * 3000,
-    b'{"id":"1","uniqueValue":"k","type":"APP","timestamp":1,"deep":' + b'[' * 990 + b']' * 990 + b'}',
+    b"[" * 5000 + b"]" * 5000,
+    b'{"a":' * 3000 + b"1" + b"}" * 3000,
+    b'{"id":"1","uniqueValue":"k","type":"APP","timestamp":1,"deep":' + b"[" * 990 + b"]" * 990 + b"}",
 )
 
 
@@ -72,8 +72,13 @@ def test_a_repeated_member_name_is_refused_as_the_domain_refuses_it():
     assert answer(decode_json, TRICKY[1])[:2] == ("error", "not_json")
 
 
-_scalars = st.one_of(st.none(), st.booleans(), st.integers(min_value=-(2**70), max_value=2**70),
-                     st.floats(allow_nan=False, allow_infinity=False), st.text(max_size=8))
+_scalars = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=-(2**70), max_value=2**70),
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.text(max_size=8),
+)
 _names = st.sampled_from(["id", "uniqueValue", "type", "timestamp", "session", "a", "", "é"])
 
 
@@ -85,7 +90,7 @@ def documents(draw):
     raw = text.encode()
     if draw(st.booleans()) and raw:
         at = draw(st.integers(min_value=0, max_value=len(raw) - 1))
-        raw = raw[:at] + draw(st.sampled_from([b'"', b"\\", b",", b"\x80", b"}", b" ", b"{"])) + raw[at + 1:]
+        raw = raw[:at] + draw(st.sampled_from([b'"', b"\\", b",", b"\x80", b"}", b" ", b"{"])) + raw[at + 1 :]
     return raw
 
 

@@ -11,13 +11,27 @@ from hypothesis import strategies as st
 
 from app.cli import main
 from domain.dead_letters import from_document
-from domain.keys import decode_key, encode_key, from_legacy, rule_of, split_parts, unescape
-from domain.state import Emission, current_key, encode, encode_v1, encode_v2
 from domain.events import parse_event
+from domain.keys import decode_key, encode_key, from_legacy, rule_of, split_parts, unescape
 from domain.rules import DedupRule
+from domain.state import Emission, current_key, encode, encode_v1, encode_v2
 
-TRICKY = ["", "a", "\x1f", "\x1e", "\x1e0", "\x1e1", "a\x1fb", "\x1f\x1f", "\x1e\x1f", "0", "1", "caf\u00e9 \u2603",
-          "|", "\\x1f"]
+TRICKY = [
+    "",
+    "a",
+    "\x1f",
+    "\x1e",
+    "\x1e0",
+    "\x1e1",
+    "a\x1fb",
+    "\x1f\x1f",
+    "\x1e\x1f",
+    "0",
+    "1",
+    "caf\u00e9 \u2603",
+    "|",
+    "\\x1f",
+]
 parts = st.text(alphabet=st.sampled_from(["a", "0", "1", "\x1e", "\x1f", "\u00e9", "|"]), max_size=6)
 
 
@@ -52,19 +66,23 @@ def test_a_malformed_escape_is_refused(malformed):
 
 def test_the_state_key_of_an_event_is_its_rule_and_values_escaped():
     rule = DedupRule("APP", 30, key_fields=("uniqueValue", "session"))
-    event = parse_event(json.dumps({"id": "1", "uniqueValue": "a\x1fb", "type": "APP", "timestamp": 1,
-                                    "session": "c"}).encode())
+    event = parse_event(
+        json.dumps({"id": "1", "uniqueValue": "a\x1fb", "type": "APP", "timestamp": 1, "session": "c"}).encode()
+    )
     assert rule.state_key(event) == "APP\x1fa\x1e1b\x1fc"
     assert split_parts(rule.state_key(event)) == ("APP", "a\x1fb", "c")
 
 
-@pytest.mark.parametrize("legacy, version, current", [
-    ("APP\x1fu1", 2, "APP\x1fu1"),                       # ordinary: the same key
-    ("APP\x1fa\x1eb", 2, "APP\x1fa\x1e0b"),              # unambiguous legacy key holding the escape
-    ("APP\x1fa\x1e0", 1, "APP\x1fa\x1e00"),              # not the current key of "a\x1e"
-    ("APP\x1fa\x1fb", 2, "APP\x1fa\x1fb"),               # ambiguous (one field, two parts): matches no key
-    ("APP\x1fa\x1e0", 3, "APP\x1fa\x1e0"),               # current format: as stored
-])
+@pytest.mark.parametrize(
+    "legacy, version, current",
+    [
+        ("APP\x1fu1", 2, "APP\x1fu1"),  # ordinary: the same key
+        ("APP\x1fa\x1eb", 2, "APP\x1fa\x1e0b"),  # unambiguous legacy key holding the escape
+        ("APP\x1fa\x1e0", 1, "APP\x1fa\x1e00"),  # not the current key of "a\x1e"
+        ("APP\x1fa\x1fb", 2, "APP\x1fa\x1fb"),  # ambiguous (one field, two parts): matches no key
+        ("APP\x1fa\x1e0", 3, "APP\x1fa\x1e0"),  # current format: as stored
+    ],
+)
 def test_a_stored_key_is_read_in_the_spelling_of_its_value_version(legacy, version, current):
     assert current_key(legacy, version) == current
 
@@ -77,8 +95,9 @@ def test_the_value_format_is_v3_with_the_v2_body():
 
 
 def event(id_: str, unique: str, session: str) -> bytes:
-    return json.dumps({"id": id_, "uniqueValue": unique, "type": "APP", "timestamp": 1_700_000_000,
-                       "session": session}).encode()
+    return json.dumps(
+        {"id": id_, "uniqueValue": unique, "type": "APP", "timestamp": 1_700_000_000, "session": session}
+    ).encode()
 
 
 def test_the_memory_engine_emits_both_events_whose_values_only_shift_the_separator(tmp_path):
@@ -86,40 +105,73 @@ def test_the_memory_engine_emits_both_events_whose_values_only_shift_the_separat
     config.write_text("rules:\n  APP:\n    window: 30\n    key_fields: [uniqueValue, session]\n")
     records = [event("1", "a\x1fb", "c"), event("2", "a", "b\x1fc"), event("3", "a", "b\x1fc")]
     (tmp_path / "in.jsonl").write_bytes(b"\n".join(records) + b"\n")
-    code = main(["run", "--engine", "memory", "--config", str(config), "--source", f"file:{tmp_path / 'in.jsonl'}",
-                 "--sink", f"file:{tmp_path / 'out.jsonl'}", "--dlq", f"file:{tmp_path / 'dlq.jsonl'}",
-                 "--summary-json", str(tmp_path / "summary.json")])
+    code = main(
+        [
+            "run",
+            "--engine",
+            "memory",
+            "--config",
+            str(config),
+            "--source",
+            f"file:{tmp_path / 'in.jsonl'}",
+            "--sink",
+            f"file:{tmp_path / 'out.jsonl'}",
+            "--dlq",
+            f"file:{tmp_path / 'dlq.jsonl'}",
+            "--summary-json",
+            str(tmp_path / "summary.json"),
+        ]
+    )
     assert code == 0
     assert (tmp_path / "out.jsonl").read_bytes().splitlines() == records[:2]  # the third is a real duplicate
-    assert not (tmp_path / "dlq.jsonl").exists() or [
-        from_document(json.loads(line)) for line in (tmp_path / "dlq.jsonl").read_text().splitlines()] == []
+    assert (
+        not (tmp_path / "dlq.jsonl").exists()
+        or [from_document(json.loads(line)) for line in (tmp_path / "dlq.jsonl").read_text().splitlines()] == []
+    )
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert (summary["in"], summary["out"], summary["duplicates"]) == (3, 2, 1)
 
 
-@pytest.mark.parametrize("first, second", [(1, "1"), (True, "true"), (False, "false"), (0, "0"), (1, True),
-                                           (0, False), (-5, "-5")])
+@pytest.mark.parametrize(
+    "first, second", [(1, "1"), (True, "true"), (False, "false"), (0, "0"), (1, True), (0, False), (-5, "-5")]
+)
 def test_a_value_and_its_text_as_a_string_are_two_keys(first, second):
     from domain.events import parse_event
     from domain.rules import DedupRule
 
     rule = DedupRule("APP", 30, key_fields=("uniqueValue", "session"))
-    keys = [rule.state_key(parse_event(json.dumps({"id": "1", "uniqueValue": "u", "type": "APP", "timestamp": 1,
-                                                   "session": v}).encode())) for v in (first, second)]
+    keys = [
+        rule.state_key(
+            parse_event(
+                json.dumps({"id": "1", "uniqueValue": "u", "type": "APP", "timestamp": 1, "session": v}).encode()
+            )
+        )
+        for v in (first, second)
+    ]
     assert keys[0] != keys[1]
     assert [decode_key(k)[1] for k in keys] == [("u", first), ("u", second)]
 
 
-@pytest.mark.parametrize("value, detail", [(1.0, "number"), (1e2, "number"), ([], "array"), ({"a": 1}, "object"),
-                                           (2**63, "beyond 64 bits"), (-(2**63) - 1, "beyond 64 bits")])
+@pytest.mark.parametrize(
+    "value, detail",
+    [
+        (1.0, "number"),
+        (1e2, "number"),
+        ([], "array"),
+        ({"a": 1}, "object"),
+        (2**63, "beyond 64 bits"),
+        (-(2**63) - 1, "beyond 64 bits"),
+    ],
+)
 def test_a_key_field_that_is_not_a_string_an_integer_or_a_boolean_is_the_wrong_type(value, detail):
     from domain.errors import InvalidEvent
     from domain.events import parse_event
     from domain.rules import DedupRule
 
     rule = DedupRule("APP", 30, key_fields=("uniqueValue", "session"))
-    event = parse_event(json.dumps({"id": "1", "uniqueValue": "u", "type": "APP", "timestamp": 1,
-                                    "session": value}).encode())
+    event = parse_event(
+        json.dumps({"id": "1", "uniqueValue": "u", "type": "APP", "timestamp": 1, "session": value}).encode()
+    )
     with pytest.raises(InvalidEvent, match=detail) as caught:
         rule.state_key(event)
     assert (caught.value.reason, caught.value.field) == ("wrong_type", "session")

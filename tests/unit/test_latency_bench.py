@@ -12,8 +12,21 @@ from hypothesis import strategies as st
 
 from adapters.memory.state_store import InMemoryStateStore
 from bench import latency_bench
-from bench.latency_model import (Drain, GeneratorBehind, LoadStream, Mix, Schedule, account, latencies, pace,
-                                 partition_of, percentile, phase_of, summarize, timeline)
+from bench.latency_model import (
+    Drain,
+    GeneratorBehind,
+    LoadStream,
+    Mix,
+    Schedule,
+    account,
+    latencies,
+    pace,
+    partition_of,
+    percentile,
+    phase_of,
+    summarize,
+    timeline,
+)
 from domain.dedup import Deduplicator, Verdict
 from domain.events import RawRecord, SourcePosition
 from domain.rules import RuleSet
@@ -32,6 +45,7 @@ class Sender:
 
 
 # --- holding the rate ----------------------------------------------------------------------
+
 
 def test_the_schedule_counts_the_records_due_and_how_late_the_first_unsent_one_is():
     schedule = Schedule(rate=100, start=10.0, total=50)
@@ -79,37 +93,57 @@ def test_a_sender_slightly_too_slow_never_a_second_behind_fails_the_rate_check()
 
 # --- percentiles -----------------------------------------------------------------------------
 
-@pytest.mark.parametrize("values, p, expected", [
-    (list(range(1, 101)), 50, 50),
-    (list(range(1, 101)), 90, 90),
-    (list(range(1, 101)), 99, 99),
-    (list(range(1, 101)), 99.9, 100),
-    (list(range(1, 1001)), 99.9, 999),
-    (list(range(1, 1001)), 100, 1000),
-    ([7.5], 50, 7.5),
-    ([1, 2], 50, 1),
-    ([1, 2], 51, 2),
-])
+
+@pytest.mark.parametrize(
+    "values, p, expected",
+    [
+        (list(range(1, 101)), 50, 50),
+        (list(range(1, 101)), 90, 90),
+        (list(range(1, 101)), 99, 99),
+        (list(range(1, 101)), 99.9, 100),
+        (list(range(1, 1001)), 99.9, 999),
+        (list(range(1, 1001)), 100, 1000),
+        ([7.5], 50, 7.5),
+        ([1, 2], 50, 1),
+        ([1, 2], 51, 2),
+    ],
+)
 def test_percentiles_are_nearest_rank(values, p, expected):
     assert percentile(values, p) == expected
 
 
 @settings(max_examples=200, deadline=None)
-@given(values=st.lists(st.floats(0, 100, allow_nan=False), min_size=1, max_size=300),
-       p=st.sampled_from([50, 90, 99, 99.9]))
+@given(
+    values=st.lists(st.floats(0, 100, allow_nan=False), min_size=1, max_size=300), p=st.sampled_from([50, 90, 99, 99.9])
+)
 def test_percentiles_agree_with_numpys_inverted_cdf(values, p):
     assert percentile(sorted(values), p) == numpy.percentile(values, p, method="inverted_cdf")
 
 
 def test_the_summary_sorts_its_input_and_has_no_figures_without_values():
     summary = summarize([0.3, 0.1, 0.2, 0.4])
-    assert summary == {"count": 4, "mean": pytest.approx(0.25), "p50": 0.2, "p90": 0.4, "p99": 0.4, "p99.9": 0.4,
-                       "max": 0.4}
-    assert summarize([]) == {"count": 0, "mean": None, "p50": None, "p90": None, "p99": None, "p99.9": None,
-                             "max": None}
+    assert summary == {
+        "count": 4,
+        "mean": pytest.approx(0.25),
+        "p50": 0.2,
+        "p90": 0.4,
+        "p99": 0.4,
+        "p99.9": 0.4,
+        "max": 0.4,
+    }
+    assert summarize([]) == {
+        "count": 0,
+        "mean": None,
+        "p50": None,
+        "p90": None,
+        "p99": None,
+        "p99.9": None,
+        "max": None,
+    }
 
 
 # --- accounting ------------------------------------------------------------------------------
+
 
 def test_missing_doubled_and_unexpected_are_counted_by_id():
     arrivals = {"a": [1.0], "b": [1.2, 1.5, 2.0], "d": [3.0], "e": [3.0, 3.1]}
@@ -138,9 +172,10 @@ def test_the_drain_is_over_a_grace_after_everything_came_out_or_at_its_deadline(
 
 # --- the stream ----------------------------------------------------------------------------
 
-def stream_of(seconds: float, rate: float, mix: Mix = Mix()) -> tuple[LoadStream, list]:
+
+def stream_of(seconds: float, rate: float, mix: Mix | None = None) -> tuple[LoadStream, list]:
     """Probes on every partition and type, then ``seconds`` of the mix at ``rate``; with send times."""
-    stream, t0, sent = LoadStream("run1", partitions=4, mix=mix, seed=3), 1_700_000_000.0, []
+    stream, t0, sent = LoadStream("run1", partitions=4, mix=mix or Mix(), seed=3), 1_700_000_000.0, []
     for partition in range(4):
         for type_ in ("APP", "WEB"):
             sent.append((stream.probe(partition, type_, t0), t0))
@@ -165,7 +200,7 @@ def test_the_stream_has_the_mix_asked_for_each_record_keyed_on_its_partition():
 
 
 def test_each_repeat_follows_its_first_occurrence_within_five_seconds_with_its_type():
-    stream, sent = stream_of(30, 200)
+    _stream, sent = stream_of(30, 200)
     first: dict[tuple[str, str], float] = {}
     for record, now in sent:
         event = json.loads(record.value) if record.verdict in ("unique", "duplicate") else None
@@ -184,12 +219,13 @@ def test_the_verdicts_are_those_of_the_domains_deduplicator(batch):
     offsets: Counter = Counter()
     records = []
     for record, _ in sent:
-        records.append(RawRecord(record.value, SourcePosition("in", record.partition, offsets[record.partition]),
-                                 record.key))
+        records.append(
+            RawRecord(record.value, SourcePosition("in", record.partition, offsets[record.partition]), record.key)
+        )
         offsets[record.partition] += 1
     emitted, dead = set(), Counter()
     for start in range(0, len(records), batch):
-        for outcome in core.process(records[start:start + batch])[0]:
+        for outcome in core.process(records[start : start + batch])[0]:
             if outcome.dead_letter is not None:
                 dead[outcome.dead_letter.reason] += 1
             elif outcome.verdict is Verdict.EMIT:
@@ -201,6 +237,7 @@ def test_the_verdicts_are_those_of_the_domains_deduplicator(batch):
 
 # --- the command line ----------------------------------------------------------------------
 
+
 def test_settings_are_given_to_the_engine_as_dedup_variables():
     assert latency_bench.setting("spark.trigger=200ms") == ("DEDUP_SPARK__TRIGGER", "200ms")
     assert latency_bench.setting("max_batch_delay=20ms") == ("DEDUP_MAX_BATCH_DELAY", "20ms")
@@ -208,8 +245,20 @@ def test_settings_are_given_to_the_engine_as_dedup_variables():
 
 
 def test_every_combination_an_engine_runs_is_a_configuration_and_exactly_once_on_memory_is_skipped(capsys):
-    args = latency_bench.parse_args(["--engine", "kafka", "--delivery", "at-least-once,exactly-once",
-                                     "--state", "memory,redis", "--rate", "100,200", "--rate", "5000"])
+    args = latency_bench.parse_args(
+        [
+            "--engine",
+            "kafka",
+            "--delivery",
+            "at-least-once,exactly-once",
+            "--state",
+            "memory,redis",
+            "--rate",
+            "100,200",
+            "--rate",
+            "5000",
+        ]
+    )
     assert len(args.configs) == 9
     assert {c.label for c in args.configs} >= {"kafka exactly-once redis 5000/s", "kafka at-least-once memory 100/s"}
     assert not any(c.delivery == "exactly-once" and c.state == "memory" for c in args.configs)

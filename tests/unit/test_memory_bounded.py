@@ -21,9 +21,15 @@ def test_state_size_stays_bounded_by_the_retention():
     sizes = []
     for second in range(2000):
         clock.time = 1_700_000_000 + second  # a live stream: event time is the wall clock
-        batch = [RawRecord(json.dumps({"id": "x", "uniqueValue": f"{second}-{i}", "type": "APP",
-                                       "timestamp": 1_700_000_000 + second}).encode(),
-                           SourcePosition("s", 0, second * 10 + i)) for i in range(10)]
+        batch = [
+            RawRecord(
+                json.dumps(
+                    {"id": "x", "uniqueValue": f"{second}-{i}", "type": "APP", "timestamp": 1_700_000_000 + second}
+                ).encode(),
+                SourcePosition("s", 0, second * 10 + i),
+            )
+            for i in range(10)
+        ]
         core.process(batch)
         sizes.append(len(store))
     # 10 new keys a second, retention = window + lateness = 60 s, kept one retention more

@@ -19,7 +19,7 @@ def judged(scenario: Scenario, batch_size: int, store=None, claim_chunk: int = 5
     records = [RawRecord(r, SourcePosition("in", 0, i)) for i, r in enumerate(scenario.records())]
     labels, repeats = [], {}
     for start in range(0, len(records), batch_size):
-        outcomes, counts = core.process(records[start:start + batch_size])
+        outcomes, counts = core.process(records[start : start + batch_size])
         assert counts.balanced
         labels += [LABEL.get(o.verdict) or o.dead_letter.reason for o in outcomes]
         repeats |= {o.record.position.offset: o.duplicate.first.offset for o in outcomes if o.duplicate}

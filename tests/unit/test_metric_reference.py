@@ -18,8 +18,9 @@ def reference_rows() -> dict[str, tuple[str, str, str]]:
 
 
 def test_the_metric_reference_lists_every_metric_of_the_catalog_as_exported():
-    expected = {m.exported: (m.kind, ", ".join(f"`{label}`" for label in m.labels) or "–", m.help)
-                for m in CATALOG.values()}
+    expected = {
+        m.exported: (m.kind, ", ".join(f"`{label}`" for label in m.labels) or "–", m.help) for m in CATALOG.values()
+    }
     assert reference_rows() == expected
     assert "<!-- generated: metrics -->" in (DOCS / "reference" / "metrics.md").read_text()
 

@@ -41,8 +41,11 @@ def test_metrics_are_served_in_prometheus_text_with_labels_and_zeros(server):
     assert status == 200
     assert "dedup_records_in_total 10.0" in body
     assert 'dedup_duplicates_total{rule="APP"} 3.0' in body and 'dedup_duplicates_total{rule="WEB"} 0.0' in body
-    assert 'dedup_dead_lettered_total{reason="not_json"} 2.0' in body and 'dedup_dead_lettered_total{reason="late"} 0.0' in body
-    assert "dedup_late_total{rule=\"none\"} 0.0" in body and "dedup_skipped_total 0.0" in body  # zeros are series
+    assert (
+        'dedup_dead_lettered_total{reason="not_json"} 2.0' in body
+        and 'dedup_dead_lettered_total{reason="late"} 0.0' in body
+    )
+    assert 'dedup_late_total{rule="none"} 0.0' in body and "dedup_skipped_total 0.0" in body  # zeros are series
     assert "# TYPE dedup_state_rows gauge\ndedup_state_rows 42.0" in body
     assert 'dedup_batch_duration_seconds_bucket{le="0.5"} 1.0' in body and "process_cpu_seconds_total" in body
 

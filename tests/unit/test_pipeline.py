@@ -15,27 +15,56 @@ from domain.pipeline import BatchPipeline, SourceCommitter
 from domain.policies import Policies
 from domain.ports import BatchCommitter, Notification
 from domain.rules import RuleSet
-from tests.fakes import (FakeClock, FlakyStateStore, ListDeadLetterSink, ListNotificationSource, ListSink,
-                         ListSource, RecordingCommitter)
+from tests.fakes import (
+    FakeClock,
+    FlakyStateStore,
+    ListDeadLetterSink,
+    ListNotificationSource,
+    ListSink,
+    ListSource,
+    RecordingCommitter,
+)
 
 T = 1_700_000_000
 
 
 def event(unique_value: str, t: int = T) -> bytes:
-    return json.dumps({"id": f"id-{unique_value}-{t}", "uniqueValue": unique_value, "type": "APP",
-                       "timestamp": t}).encode()
+    return json.dumps(
+        {"id": f"id-{unique_value}-{t}", "uniqueValue": unique_value, "type": "APP", "timestamp": t}
+    ).encode()
 
 
 def records(*values: bytes, first: int = 0) -> list[RawRecord]:
     return [RawRecord(v, SourcePosition("in", 0, first + i)) for i, v in enumerate(values)]
 
 
-def pipeline(source, journal=None, state=None, committer=None, notifications=None, policies=None, *,
-             max_batch_delay=0.0, batch_size=1000, poll_timeout=0.5):
-    core = Deduplicator(RuleSet(), InMemoryStateStore() if state is None else state, FakeClock(), policies or Policies())
+def pipeline(
+    source,
+    journal=None,
+    state=None,
+    committer=None,
+    notifications=None,
+    policies=None,
+    *,
+    max_batch_delay=0.0,
+    batch_size=1000,
+    poll_timeout=0.5,
+):
+    core = Deduplicator(
+        RuleSet(), InMemoryStateStore() if state is None else state, FakeClock(), policies or Policies()
+    )
     delivery = Delivery(core, ListSink(journal=journal), ListDeadLetterSink())
-    return BatchPipeline(core, source, delivery, InMemoryMetrics(), committer, notifications=notifications,
-                         batch_size=batch_size, poll_timeout=poll_timeout, max_batch_delay=max_batch_delay)
+    return BatchPipeline(
+        core,
+        source,
+        delivery,
+        InMemoryMetrics(),
+        committer,
+        notifications=notifications,
+        batch_size=batch_size,
+        poll_timeout=poll_timeout,
+        max_batch_delay=max_batch_delay,
+    )
 
 
 def test_each_batch_is_acknowledged_only_after_its_outcomes_were_flushed():
@@ -82,10 +111,13 @@ def test_records_buffered_while_a_batch_ran_close_the_next_batch_at_once():
 
 def test_the_latency_of_each_unique_event_is_observed_from_its_arrival_by_rule():
     import time
+
     arrived = time.time() - 2.0
-    batch = [RawRecord(event("a"), SourcePosition("in", 0, 0), arrived=arrived),
-             RawRecord(event("a", T + 1), SourcePosition("in", 0, 1), arrived=arrived),
-             RawRecord(b"not json", SourcePosition("in", 0, 2), arrived=arrived)]
+    batch = [
+        RawRecord(event("a"), SourcePosition("in", 0, 0), arrived=arrived),
+        RawRecord(event("a", T + 1), SourcePosition("in", 0, 1), arrived=arrived),
+        RawRecord(b"not json", SourcePosition("in", 0, 2), arrived=arrived),
+    ]
     line = pipeline(ListSource([batch]))
     line.run()
     latencies = line.metrics.observations["end_to_end_latency_seconds"]
@@ -141,8 +173,12 @@ class FlakyInvalidation(InMemoryStateStore):
 def test_a_state_away_while_a_notification_is_applied_is_retried_under_the_transient_policy(transient, applied):
     forget_a = Notification("INVALIDATE", "downstream lost it", Event("x", "a", "APP", T))
     notes = ListNotificationSource([[], [forget_a]])
-    line = pipeline(ListSource([records(event("a")), records(event("a", T + 1), first=1)]), notifications=notes,
-                    state=FlakyInvalidation(failures=2), policies=Policies.from_strings({"transient": transient}))
+    line = pipeline(
+        ListSource([records(event("a")), records(event("a", T + 1), first=1)]),
+        notifications=notes,
+        state=FlakyInvalidation(failures=2),
+        policies=Policies.from_strings({"transient": transient}),
+    )
     if applied:
         totals = line.run()
         assert (totals.out, totals.invalidations, notes.commits) == (2, 1, 1)
@@ -155,8 +191,13 @@ def test_a_state_away_while_a_notification_is_applied_is_retried_under_the_trans
 def test_a_fail_policy_aborts_the_batch_and_nothing_is_acknowledged():
     journal, seen = [], []
     source = ListSource([records(event("a"))], journal)
-    line = pipeline(source, journal, state=FlakyStateStore(InMemoryStateStore(), failures=1),
-                    committer=RecordingCommitter(journal), policies=Policies.from_strings({"transient": "fail"}))
+    line = pipeline(
+        source,
+        journal,
+        state=FlakyStateStore(InMemoryStateStore(), failures=1),
+        committer=RecordingCommitter(journal),
+        policies=Policies.from_strings({"transient": "fail"}),
+    )
 
     with pytest.raises(PolicyExhausted):
         line.run(on_batch=seen.append)

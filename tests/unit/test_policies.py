@@ -28,16 +28,19 @@ def test_chain_parses_retries_then_terminal():
     assert chain.max_attempts == 6
 
 
-@pytest.mark.parametrize("text, message", [
-    ("retry(attempts=2)", "must end in one of"),
-    ("skip>dead-letter", r"a step before the last must be one of retry\(\.\.\.\); got 'skip'"),
-    ("retry(tries=2)>skip", "retry takes attempts, backoff, delay, max_delay, factor; got 'tries'"),
-    ("retry(delay=1)>skip", "retry needs attempts=N"),
-    ("retry(attempts=2,delay=nan)>skip", "delay must be a finite duration, got 'nan'"),
-    ("retry(attempts=2,max_delay=-1)>skip", "max_delay must not be negative, got '-1'"),
-    ("retry(attempts=2,backoff=linear)>skip", "fixed or exponential"),
-    ("", "empty policy"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("retry(attempts=2)", "must end in one of"),
+        ("skip>dead-letter", r"a step before the last must be one of retry\(\.\.\.\); got 'skip'"),
+        ("retry(tries=2)>skip", "retry takes attempts, backoff, delay, max_delay, factor; got 'tries'"),
+        ("retry(delay=1)>skip", "retry needs attempts=N"),
+        ("retry(attempts=2,delay=nan)>skip", "delay must be a finite duration, got 'nan'"),
+        ("retry(attempts=2,max_delay=-1)>skip", "max_delay must not be negative, got '-1'"),
+        ("retry(attempts=2,backoff=linear)>skip", "fixed or exponential"),
+        ("", "empty policy"),
+    ],
+)
 def test_bad_chains_are_refused(text, message):
     with pytest.raises(ValueError, match=message):
         parse_chain(text)
@@ -117,7 +120,7 @@ def test_invalidate_forgets_the_key_of_an_event_whose_write_failed_so_a_resend_p
 
 def test_dead_letter_on_write_failure_keeps_the_key_so_a_resend_is_a_duplicate():
     sink = ListSink(fail_values={EVENT}, error=InvalidEvent("rejected", "downstream rejected it"))
-    core, counts, dead, notes = deliver({"invalid": "dead-letter"}, sink, [record()])
+    core, counts, _dead, notes = deliver({"invalid": "dead-letter"}, sink, [record()])
     assert (counts.out, counts.dead_lettered, notes.published) == (0, 1, [])
     [resent], _ = core.process([record(offset=5)])
     assert resent.verdict is Verdict.DUPLICATE

@@ -33,9 +33,11 @@ def reference(steps: list[Step], lateness: int) -> list[str]:
 
 
 steps_strategy = st.lists(
-    st.builds(Step, st.sampled_from(sorted(WINDOWS)), st.sampled_from(["a", "b", "c"]),
-              st.integers(1000, 1060), st.just("")),
-    max_size=60)
+    st.builds(
+        Step, st.sampled_from(sorted(WINDOWS)), st.sampled_from(["a", "b", "c"]), st.integers(1000, 1060), st.just("")
+    ),
+    max_size=60,
+)
 
 
 @settings(max_examples=300, deadline=None)
@@ -50,18 +52,26 @@ def verdicts_in_batches(core: Deduplicator, steps: list[Step], batch: int) -> li
     records = [RawRecord(step.record(i), SourcePosition("p", 0, i)) for i, step in enumerate(steps)]
     got = []
     for start in range(0, len(records), batch):
-        outcomes, counts = core.process(records[start:start + batch])
+        outcomes, counts = core.process(records[start : start + batch])
         assert counts.balanced
-        got += [{Verdict.EMIT: "emit", Verdict.DUPLICATE: "dup"}.get(o.verdict) or o.dead_letter.reason
-                for o in outcomes]
+        got += [
+            {Verdict.EMIT: "emit", Verdict.DUPLICATE: "dup"}.get(o.verdict) or o.dead_letter.reason for o in outcomes
+        ]
     return got
 
 
 @settings(max_examples=300, deadline=None)
-@given(steps=steps_strategy, lateness=st.integers(0, 20), batch=st.integers(1, 10), chunk=st.integers(1, 6),
-       failing=st.sets(st.integers(0, 40), max_size=3), refusing=st.sets(st.integers(0, 40), max_size=3))
-def test_claims_sent_while_the_batch_goes_on_match_the_reference_model(steps, lateness, batch, chunk, failing,
-                                                                       refusing):
+@given(
+    steps=steps_strategy,
+    lateness=st.integers(0, 20),
+    batch=st.integers(1, 10),
+    chunk=st.integers(1, 6),
+    failing=st.sets(st.integers(0, 40), max_size=3),
+    refusing=st.sets(st.integers(0, 40), max_size=3),
+)
+def test_claims_sent_while_the_batch_goes_on_match_the_reference_model(
+    steps, lateness, batch, chunk, failing, refusing
+):
     """A store that decides claims while the batch goes on (sent every ``chunk`` records; some
     sends refused, some answers lost with their connection): the same verdicts."""
     rules = RuleSet({t: DedupRule(t, w, allowed_lateness=lateness) for t, w in WINDOWS.items()})

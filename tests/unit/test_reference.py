@@ -20,11 +20,14 @@ def test_the_command_line_reference_shows_every_command_and_every_option():
 
 def test_the_settings_reference_has_a_row_for_every_setting_whose_variable_the_loader_takes():
     reference = settings_reference()
-    rows = {row.split("|")[1].strip(" `"): row.split("|")[2].strip(" `") for row in reference.splitlines()
-            if row.startswith("| `")}
+    rows = {
+        row.split("|")[1].strip(" `"): row.split("|")[2].strip(" `")
+        for row in reference.splitlines()
+        if row.startswith("| `")
+    }
     names = {".".join(path) for path, *_ in setting_leaves(Settings)}
     assert set(rows) == names and len(names) > 40
-    for name, variable in rows.items():
+    for variable in rows.values():
         path = variable.removeprefix("DEDUP_").split("__")
         assert misspelt(Settings, path, case_sensitive=False) is None, variable
     assert "| `rules.<TYPE>.window` | `DEDUP_RULES__WEB__WINDOW` | duration" in reference

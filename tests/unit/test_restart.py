@@ -13,18 +13,21 @@ from domain.errors import PermanentError
 from domain.restart import RestartsExhausted, parse_restart
 
 
-@pytest.mark.parametrize("text, failure_times, delays", [
-    # fixed delay: the same wait, at most `attempts` restarts
-    ("fixed-delay(attempts=2,delay=10)", [0, 1, 2], [10, 10, None]),
-    # exponential: delay * factor**(k-1), capped by max_delay
-    ("exponential-delay(attempts=4,delay=1,max_delay=5,factor=3)", [0, 1, 2, 3, 4], [1, 3, 5, 5, None]),
-    # failure rate: gives up when more than `failures` fell within the interval
-    ("failure-rate(failures=2,interval=60,delay=7)", [0, 10, 100, 110, 115], [7, 7, 7, 7, None]),
-    ("none", [0], [None]),
-])
+@pytest.mark.parametrize(
+    "text, failure_times, delays",
+    [
+        # fixed delay: the same wait, at most `attempts` restarts
+        ("fixed-delay(attempts=2,delay=10)", [0, 1, 2], [10, 10, None]),
+        # exponential: delay * factor**(k-1), capped by max_delay
+        ("exponential-delay(attempts=4,delay=1,max_delay=5,factor=3)", [0, 1, 2, 3, 4], [1, 3, 5, 5, None]),
+        # failure rate: gives up when more than `failures` fell within the interval
+        ("failure-rate(failures=2,interval=60,delay=7)", [0, 10, 100, 110, 115], [7, 7, 7, 7, None]),
+        ("none", [0], [None]),
+    ],
+)
 def test_each_strategy_waits_then_gives_up(text, failure_times, delays):
     strategy = parse_restart(text)
-    got = [strategy.delay_after(failure_times[:k + 1]) for k in range(len(failure_times))]
+    got = [strategy.delay_after(failure_times[: k + 1]) for k in range(len(failure_times))]
     assert got == delays
 
 
@@ -34,14 +37,17 @@ def test_durations_take_units_and_the_strategy_prints_back():
     assert parse_restart(str(strategy)) == strategy
 
 
-@pytest.mark.parametrize("value, message", [
-    ("sometimes", "must be one of none(...), fixed-delay(...)"),
-    ("fixed-delay(attempts=2,factor=3)", "fixed-delay takes attempts, delay; got 'factor'"),
-    ("fixed-delay(attempts=x)", "attempts must be a whole number, got 'x'"),
-    ("fixed-delay(attempts=3,delay=-1)", "delay must not be negative, got '-1'"),
-    ("failure-rate(interval=inf)", "interval must be a finite duration, got 'inf'"),
-    ("exponential-delay(factor=0.5)", "factor must be >= 1, got 0.5"),
-])
+@pytest.mark.parametrize(
+    "value, message",
+    [
+        ("sometimes", "must be one of none(...), fixed-delay(...)"),
+        ("fixed-delay(attempts=2,factor=3)", "fixed-delay takes attempts, delay; got 'factor'"),
+        ("fixed-delay(attempts=x)", "attempts must be a whole number, got 'x'"),
+        ("fixed-delay(attempts=3,delay=-1)", "delay must not be negative, got '-1'"),
+        ("failure-rate(interval=inf)", "interval must be a finite duration, got 'inf'"),
+        ("exponential-delay(factor=0.5)", "factor must be >= 1, got 0.5"),
+    ],
+)
 def test_a_bad_restart_setting_stops_with_one_line_naming_it(value, message):
     with pytest.raises(SettingsError) as error:
         load_settings(spark={"restart": value})
@@ -79,8 +85,10 @@ def test_when_the_strategy_gives_up_the_job_stops_with_one_line():
     with pytest.raises(RestartsExhausted) as error:
         run_restarting(job, parse_restart("fixed-delay(attempts=2,delay=0)"), threading.Event())
     assert job.runs == 3
-    assert str(error.value) == ("the streaming query failed 3 time(s) and the restart strategy "
-                                "fixed-delay(attempts=2,delay=0) gave up; last error: Job aborted.")
+    assert str(error.value) == (
+        "the streaming query failed 3 time(s) and the restart strategy "
+        "fixed-delay(attempts=2,delay=0) gave up; last error: Job aborted."
+    )
 
 
 def test_setup_errors_are_not_restarted():
@@ -107,10 +115,13 @@ def test_a_stop_while_waiting_for_a_restart_ends_the_job_without_restarting_it()
     assert job.runs == 1
 
 
-@pytest.mark.parametrize("spark_says", [
-    "[CONCURRENT_STREAM_LOG_UPDATE] Concurrent update to the log. Multiple streaming jobs detected for 7.",
-    "java.util.ConcurrentModificationException: Multiple streaming queries are concurrently using file:/c/offsets",
-])
+@pytest.mark.parametrize(
+    "spark_says",
+    [
+        "[CONCURRENT_STREAM_LOG_UPDATE] Concurrent update to the log. Multiple streaming jobs detected for 7.",
+        "java.util.ConcurrentModificationException: Multiple streaming queries are concurrently using file:/c/offsets",
+    ],
+)
 def test_losing_the_checkpoint_to_another_query_is_never_restarted(spark_says):
     runs = []
 

@@ -12,8 +12,16 @@ OWNERS = st.sampled_from(["", "in:0:1", "in:0:2"])
 
 
 @settings(max_examples=500)
-@given(time=st.integers(0, 200), life=st.integers(0, 80), owner=OWNERS, apart=st.integers(-62, 62),
-       window=st.integers(1, 60), extra=st.integers(0, 80), now=st.integers(0, 400), claimant=OWNERS)
+@given(
+    time=st.integers(0, 200),
+    life=st.integers(0, 80),
+    owner=OWNERS,
+    apart=st.integers(-62, 62),
+    window=st.integers(1, 60),
+    extra=st.integers(0, 80),
+    now=st.integers(0, 400),
+    claimant=OWNERS,
+)
 def test_decide_one_decides_as_decide(time, life, owner, apart, window, extra, now, claimant):
     """Any one emission and claim (``apart``: the claim's time minus the emission's, around the
     window's edges)."""

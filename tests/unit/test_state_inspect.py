@@ -8,16 +8,32 @@ from domain.keys import encode_key
 
 
 def events(kind, count, start=1_700_000_000):
-    return [json.dumps({"id": f"{kind}{i}", "uniqueValue": f"{kind}-{i}", "type": kind,
-                        "timestamp": start + i}).encode() for i in range(count)]
+    return [
+        json.dumps({"id": f"{kind}{i}", "uniqueValue": f"{kind}-{i}", "type": kind, "timestamp": start + i}).encode()
+        for i in range(count)
+    ]
 
 
 def test_inspect_counts_what_a_run_wrote(tmp_path, capsys):
     source = tmp_path / "in.jsonl"
     source.write_bytes(b"\n".join(events("APP", 5) + events("WEB", 3) + events("APP", 2)))
     snapshot = tmp_path / "state.snapshot"
-    assert main(["run", "--source", f"file:{source}", "--sink", f"file:{tmp_path / 'o'}",
-                 "--dlq", f"file:{tmp_path / 'd'}", "--state", f"memory:{snapshot}"]) == 0
+    assert (
+        main(
+            [
+                "run",
+                "--source",
+                f"file:{source}",
+                "--sink",
+                f"file:{tmp_path / 'o'}",
+                "--dlq",
+                f"file:{tmp_path / 'd'}",
+                "--state",
+                f"memory:{snapshot}",
+            ]
+        )
+        == 0
+    )
     capsys.readouterr()
     assert main(["state", "inspect", "--state", f"memory:{snapshot}", "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
@@ -39,8 +55,10 @@ def test_snapshot_keeps_dedup_memory_across_runs_and_reads_v1_values(tmp_path):
 
 def test_an_older_snapshot_is_read_with_its_keys_in_the_current_spelling(tmp_path, capsys):
     snapshot = tmp_path / "state.snapshot"
-    snapshot.write_text(SNAPSHOT_HEADER + "APP%1Fa%1Eb\t2|1700000000,1700000060,\n"   # a legacy key holding \x1e
-                        "APP%1Fa%1E0\t2|1700000000,1700000060,\n")                     # legacy "a\x1e0"
+    snapshot.write_text(
+        SNAPSHOT_HEADER + "APP%1Fa%1Eb\t2|1700000000,1700000060,\n"  # a legacy key holding \x1e
+        "APP%1Fa%1E0\t2|1700000000,1700000060,\n"
+    )  # legacy "a\x1e0"
     store = InMemoryStateStore(snapshot)
     now = 1_700_000_010
     assert len(store.entries(encode_key("APP", ["a\x1eb"]), now)) == 1

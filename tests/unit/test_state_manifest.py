@@ -22,8 +22,7 @@ def test_same_rules_have_no_changes():
 def test_windows_and_rules_added_or_removed_are_compatible():
     longer = RuleSet({"APP": DedupRule("APP", 45), "MOBILE": DedupRule("MOBILE", 60)})
     found = {c.setting: c.compatible for c in changes(longer).changes}
-    assert found == {"rules.APP.window": True, "rules.APP.lateness": True, "rules.MOBILE": True,
-                     "rules.WEB": True}
+    assert found == {"rules.APP.window": True, "rules.APP.lateness": True, "rules.MOBILE": True, "rules.WEB": True}
 
 
 def test_a_changed_key_or_state_schema_is_incompatible_and_named():
@@ -31,7 +30,8 @@ def test_a_changed_key_or_state_schema_is_incompatible_and_named():
     incompatible = changes(rekeyed, new_schema="struct<a,b>").incompatible
     assert [c.describe() for c in incompatible] == [
         "stateful operator window-dedup state_schema changed from struct<a> to struct<a,b>",
-        "rules.WEB.key_fields changed from uniqueValue to uniqueValue,type"]
+        "rules.WEB.key_fields changed from uniqueValue to uniqueValue,type",
+    ]
 
 
 def test_the_refusal_is_one_line_naming_the_change_and_the_remedy():
@@ -39,8 +39,10 @@ def test_the_refusal_is_one_line_naming_the_change_and_the_remedy():
     message = refusal("/data/ckpt", changes(rekeyed).incompatible, "/data/ckpt-migrated", "/etc/dedup v2.yaml")
     assert "\n" not in message
     assert "rules.WEB.key_fields changed from uniqueValue to uniqueValue,type" in message
-    assert ("run `dedup state migrate --from spark:/data/ckpt --to spark:/data/ckpt-migrated "
-            "--config '/etc/dedup v2.yaml'` and start this job with spark.checkpoint=/data/ckpt-migrated") in message
+    assert (
+        "run `dedup state migrate --from spark:/data/ckpt --to spark:/data/ckpt-migrated "
+        "--config '/etc/dedup v2.yaml'` and start this job with spark.checkpoint=/data/ckpt-migrated"
+    ) in message
     command = message.split("`")[1]
     assert shlex.split(command)[-1] == "/etc/dedup v2.yaml"  # quoted for a shell
 
@@ -52,15 +54,18 @@ def endpoints(**roles) -> Manifest:
     return job_manifest(V1, endpoints=roles)
 
 
-@pytest.mark.parametrize("old, new, same", [
-    ({"path": "file:/in/a"}, {"path": "file:/in/a"}, True),
-    ({"path": "file:/in/a"}, {"path": "file:/in/b"}, False),
-    (KAFKA, {"kafka": ["k2:9092", "k3:9092"], "topics": ["events"]}, True),  # another broker of the cluster
-    (KAFKA, {"kafka": ["k1:9092"], "topics": ["events", "more"]}, True),  # a topic added
-    (KAFKA, {"kafka": ["k1:9092"], "topics": ["other"]}, False),
-    (KAFKA, {"kafka": ["elsewhere:9092"], "topics": ["events"]}, False),
-    (KAFKA, {"path": "file:/in/a"}, False),
-])
+@pytest.mark.parametrize(
+    "old, new, same",
+    [
+        ({"path": "file:/in/a"}, {"path": "file:/in/a"}, True),
+        ({"path": "file:/in/a"}, {"path": "file:/in/b"}, False),
+        (KAFKA, {"kafka": ["k2:9092", "k3:9092"], "topics": ["events"]}, True),  # another broker of the cluster
+        (KAFKA, {"kafka": ["k1:9092"], "topics": ["events", "more"]}, True),  # a topic added
+        (KAFKA, {"kafka": ["k1:9092"], "topics": ["other"]}, False),
+        (KAFKA, {"kafka": ["elsewhere:9092"], "topics": ["events"]}, False),
+        (KAFKA, {"path": "file:/in/a"}, False),
+    ],
+)
 def test_a_checkpoint_belongs_to_the_source_and_outputs_it_was_created_for(old, new, same):
     assert (foreign(endpoints(source=old), endpoints(source=new)) == []) == same
 
@@ -71,13 +76,16 @@ def test_a_checkpoint_that_records_no_endpoints_belongs_to_any_job():
 
 
 def test_the_refusal_of_another_jobs_checkpoint_names_both_endpoints_and_the_remedy():
-    mismatches = foreign(endpoints(source={"path": "file:/in/a"}, dlq=KAFKA),
-                         endpoints(source={"path": "file:/in/b"}, dlq={"kafka": ["k9:9092"], "topics": ["dlq"]}))
+    mismatches = foreign(
+        endpoints(source={"path": "file:/in/a"}, dlq=KAFKA),
+        endpoints(source={"path": "file:/in/b"}, dlq={"kafka": ["k9:9092"], "topics": ["dlq"]}),
+    )
     assert foreign_refusal("/data/ckpt", mismatches) == (
         "checkpoint /data/ckpt belongs to another job: its source is /in/a, this job's is /in/b; its dlq is "
         "kafka://k1:9092,k2:9092/events, this job's is kafka://k9:9092/dlq. Use another spark.checkpoint "
         "(DEDUP_SPARK__CHECKPOINT) for this job, or the same --source and --dlq as that job. "
-        "The checkpoint was not modified")
+        "The checkpoint was not modified"
+    )
 
 
 def test_the_manifest_keeps_its_endpoints_through_a_migration_record():

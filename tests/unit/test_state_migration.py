@@ -19,8 +19,9 @@ def test_a_rule_whose_clock_runs_ahead_does_not_retire_another_rules_old_state()
     old.check_and_set(claim("APP\x1fa", 100))
     migrating = MigratingStateStore(new, old, retention=60)
     # WEB's watermark jumps far ahead first (claims of a batch may come grouped by rule)
-    assert granted(migrating.check_and_set_many([claim("WEB\x1fw", 100), claim("WEB\x1fz", 5000),
-                                                 claim("APP\x1fa", 110)])) == [True, True, False]
+    assert granted(
+        migrating.check_and_set_many([claim("WEB\x1fw", 100), claim("WEB\x1fz", 5000), claim("APP\x1fa", 110)])
+    ) == [True, True, False]
     assert migrating.retired_rules == {"WEB"} and not migrating.retired
     # APP retires when its own watermark is one retention past its start
     assert migrating.check_and_set(claim("APP\x1fa", 170)) is True
@@ -33,7 +34,9 @@ def test_the_old_state_refuses_inside_the_window_only_and_never_a_replay_of_its_
     migrating = MigratingStateStore(InMemoryStateStore(), old, retention=60)
     # 29 s away is inside the window, 30 s away is not (|t - t_emitted| < window)
     assert migrating.check_and_set_many([claim("APP\x1fa", 129), claim("APP\x1fb", 100)]) == [
-        Judgement(Emission(100, 160, "in/0/7")), GRANTED]  # the old state's emission is the one repeated
+        Judgement(Emission(100, 160, "in/0/7")),
+        GRANTED,
+    ]  # the old state's emission is the one repeated
     assert migrating.check_and_set(claim("APP\x1fa", 130)) is True
     # the record that made the old emission, replayed, is not its own duplicate
     assert migrating.check_and_set(Claim("APP\x1fa", 100, 30, 160, 131, owner="in/0/7")) is True
@@ -48,8 +51,11 @@ def test_the_old_state_retires_one_retention_after_its_own_newest_emission_not_t
     migration = MigrationSettings(state_from=f"memory:{tmp_path / 'old.snapshot'}")
     migrating = build_state_store("memory", migration, RuleSet({"APP": DedupRule("APP", 30)}))
     # the watermark (now) after each of v@990, w@1050, u@1025
-    assert granted(migrating.check_and_set_many([claim("APP\x1fv", 990), claim("APP\x1fw", 1050),
-                                                 Claim("APP\x1fu", 1025, 30, 1085, 1050)])) == [True, True, False]
+    assert granted(
+        migrating.check_and_set_many(
+            [claim("APP\x1fv", 990), claim("APP\x1fw", 1050), Claim("APP\x1fu", 1025, 30, 1085, 1050)]
+        )
+    ) == [True, True, False]
     assert migrating.retired_rules == set()
     assert migrating.check_and_set(claim("APP\x1fx", 1060)) is True  # 1000 + 60: no old entry is live
     assert migrating.retired_rules == {"APP"}

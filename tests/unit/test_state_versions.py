@@ -1,12 +1,22 @@
 """State format versions: every earlier version is read and upgraded; migrations fall back to the old state."""
 
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
 from adapters.memory.state_store import InMemoryStateStore
 from domain.migration import KeyTranslation, MigratingStateStore
-from domain.state import (CURRENT_VERSION, Claim, Emission, StateFormatError, decode, encode, encode_v1, encode_v2,
-                          version_of)
+from domain.state import (
+    CURRENT_VERSION,
+    Claim,
+    Emission,
+    StateFormatError,
+    decode,
+    encode,
+    encode_v1,
+    encode_v2,
+    version_of,
+)
 
 
 @pytest.mark.parametrize("encoder", [encode, encode_v2])
@@ -47,11 +57,11 @@ def test_migration_consults_the_old_state_until_it_expires_and_writes_only_the_n
     old, new = InMemoryStateStore(), InMemoryStateStore()
     old.check_and_set(claim("APP\x1fa", 100))
     migrating = MigratingStateStore(new, old, retention=60)
-    assert migrating.check_and_set(claim("APP\x1fa", 110)) is False   # first seen by the old job
-    assert new.entries("APP\x1fa", 110) == ()                         # nothing written for a duplicate
+    assert migrating.check_and_set(claim("APP\x1fa", 110)) is False  # first seen by the old job
+    assert new.entries("APP\x1fa", 110) == ()  # nothing written for a duplicate
     assert migrating.check_and_set(claim("APP\x1fb", 110)) is True
     assert [e.time for e in new.entries("APP\x1fb", 110)] == [110]
-    assert migrating.check_and_set(claim("APP\x1fa", 171)) is True    # old window and retention passed
+    assert migrating.check_and_set(claim("APP\x1fa", 171)) is True  # old window and retention passed
     assert migrating.retired
 
 

@@ -98,7 +98,7 @@ def _event(key: str, t: int) -> bytes:
 def _verdicts(core: Deduplicator, records: list[RawRecord], batch: int) -> dict[SourcePosition, str]:
     got = {}
     for start in range(0, len(records), batch):
-        outcomes, counts = core.process(records[start:start + batch])
+        outcomes, counts = core.process(records[start : start + batch])
         assert counts.balanced
         for outcome in outcomes:
             got[outcome.record.position] = outcome.dead_letter.reason if outcome.dead_letter else outcome.verdict.value
@@ -106,8 +106,9 @@ def _verdicts(core: Deduplicator, records: list[RawRecord], batch: int) -> dict[
 
 
 KEYS = "abcdefgh"
-ticks = st.lists(st.tuples(st.integers(0, 8), st.sets(st.sampled_from(KEYS)), st.sets(st.sampled_from(KEYS))),
-                 max_size=12)
+ticks = st.lists(
+    st.tuples(st.integers(0, 8), st.sets(st.sampled_from(KEYS)), st.sets(st.sampled_from(KEYS))), max_size=12
+)
 
 
 @settings(max_examples=200, deadline=None)
@@ -142,9 +143,13 @@ def test_verdicts_do_not_depend_on_partition_count_interleaving_or_batch_size(st
 
 
 @settings(max_examples=200, deadline=None)
-@given(stream=ticks, partitions=st.integers(2, 6), chunk=st.integers(1, 10),
-       speeds=st.lists(st.integers(1, 4), min_size=2, max_size=3),
-       moves=st.lists(st.tuples(st.integers(0, 12), st.integers(0, 5), st.integers(0, 2)), max_size=6))
+@given(
+    stream=ticks,
+    partitions=st.integers(2, 6),
+    chunk=st.integers(1, 10),
+    speeds=st.lists(st.integers(1, 4), min_size=2, max_size=3),
+    moves=st.lists(st.tuples(st.integers(0, 12), st.integers(0, 5), st.integers(0, 2)), max_size=6),
+)
 def test_verdicts_do_not_depend_on_which_instance_reads_a_partition(stream, partitions, chunk, speeds, moves):
     """Instances of one group share one store, each with its own watermarks, reading at their
     own pace; rebalances move partitions between them (a partition resumes where its last
@@ -161,7 +166,9 @@ def test_verdicts_do_not_depend_on_which_instance_reads_a_partition(stream, part
     reference = _verdicts(Deduplicator(rules, InMemoryStateStore(), FakeClock()), in_order, len(in_order) or 1)
     queues: dict[int, list[RawRecord]] = {p: [] for p in range(partitions)}
     for i, (key, t) in enumerate(events):
-        queues[ord(key) % partitions].append(RawRecord(_event(key, t), SourcePosition("many", ord(key) % partitions, i)))
+        queues[ord(key) % partitions].append(
+            RawRecord(_event(key, t), SourcePosition("many", ord(key) % partitions, i))
+        )
     store = SharedStateStore()
     cores = [Deduplicator(rules, store, FakeClock()) for _ in speeds]
     owner = {p: p % len(cores) for p in range(partitions)}
@@ -174,8 +181,8 @@ def test_verdicts_do_not_depend_on_which_instance_reads_a_partition(stream, part
             mine = sorted(p for p, o in owner.items() if o == instance)
             batch = []
             for partition in mine:
-                batch += queues[partition][:chunk * speed]
-                del queues[partition][:chunk * speed]
+                batch += queues[partition][: chunk * speed]
+                del queues[partition][: chunk * speed]
             core.expect([f"many:{p}" for p in mine])
             got.update(_verdicts(core, batch, len(batch) or 1))
         round_ += 1
@@ -185,20 +192,32 @@ def test_verdicts_do_not_depend_on_which_instance_reads_a_partition(stream, part
 def test_a_far_future_time_is_dead_lettered_and_moves_no_watermark():
     clock = FakeClock(1_700_000_000)
     core = Deduplicator(RuleSet({"APP": DedupRule("APP", 30)}), InMemoryStateStore(), clock)
-    records = [RawRecord(_event(k, t), SourcePosition("t", 0, i))
-               for i, (k, t) in enumerate([("a", 1_700_000_000), ("b", 253_402_300_799), ("c", 1_700_000_001),
-                                           ("d", 1_700_000_000 + 299)])]
+    records = [
+        RawRecord(_event(k, t), SourcePosition("t", 0, i))
+        for i, (k, t) in enumerate(
+            [("a", 1_700_000_000), ("b", 253_402_300_799), ("c", 1_700_000_001), ("d", 1_700_000_000 + 299)]
+        )
+    ]
     outcomes, counts = core.process(records)
-    assert [o.dead_letter.reason if o.dead_letter else o.verdict for o in outcomes] == \
-        [Verdict.EMIT, "future", Verdict.EMIT, Verdict.EMIT]
+    assert [o.dead_letter.reason if o.dead_letter else o.verdict for o in outcomes] == [
+        Verdict.EMIT,
+        "future",
+        Verdict.EMIT,
+        Verdict.EMIT,
+    ]
     assert (counts.invalid, counts.late) == (1, 0)
 
 
 def _judge(records: list[tuple[int, str, int]], clock: FakeClock, rules: RuleSet | None = None) -> list[str]:
     """Records ``(partition, key, t)`` judged in order with the wall clock standing still."""
     core = Deduplicator(rules or RuleSet(), InMemoryStateStore(), clock)
-    raw = [RawRecord(json.dumps({"id": str(i), "uniqueValue": key, "type": "APP", "timestamp": t}).encode(),
-                     SourcePosition("t", partition, i)) for i, (partition, key, t) in enumerate(records)]
+    raw = [
+        RawRecord(
+            json.dumps({"id": str(i), "uniqueValue": key, "type": "APP", "timestamp": t}).encode(),
+            SourcePosition("t", partition, i),
+        )
+        for i, (partition, key, t) in enumerate(records)
+    ]
     outcomes, counts = core.process(raw)
     assert counts.balanced
     return [o.dead_letter.reason if o.verdict is Verdict.DEAD_LETTER else o.verdict.value for o in outcomes]
@@ -206,8 +225,9 @@ def _judge(records: list[tuple[int, str, int]], clock: FakeClock, rules: RuleSet
 
 def test_one_record_from_the_near_future_makes_no_on_time_event_of_its_partition_late():
     now = 1_800_000_000
-    verdicts = _judge([(0, "ahead", now + 290), (0, "a", now + 1), (0, "b", now + 2), (0, "c", now - 29)],
-                      FakeClock(now))
+    verdicts = _judge(
+        [(0, "ahead", now + 290), (0, "a", now + 1), (0, "b", now + 2), (0, "c", now - 29)], FakeClock(now)
+    )
     assert verdicts == ["emit", "emit", "emit", "emit"]
     assert _judge([(0, "ahead", now + 290), (0, "old", now - 31)], FakeClock(now))[1] == "late"
 
@@ -228,8 +248,9 @@ def test_a_record_from_the_future_does_not_make_the_state_forget_an_emission_ear
 
 def test_a_backlog_behind_the_clock_is_judged_by_its_own_times():
     now = 1_800_000_000
-    verdicts = _judge([(0, "a", now - 10_000), (0, "b", now - 10_000 - 31), (0, "c", now - 10_000 - 29)],
-                      FakeClock(now))
+    verdicts = _judge(
+        [(0, "a", now - 10_000), (0, "b", now - 10_000 - 31), (0, "c", now - 10_000 - 29)], FakeClock(now)
+    )
     assert verdicts == ["emit", "late", "emit"]
 
 
@@ -241,12 +262,20 @@ class _Recomputed(Watermarks):
         return super().of(rule, now)
 
 
-_steps = st.lists(st.one_of(
-    st.tuples(st.just("observe"), st.sampled_from(["APP", "WEB"]), st.sampled_from(["t:0", "t:1", "t:2"]),
-              st.integers(min_value=0, max_value=40)),
-    st.tuples(st.just("of"), st.sampled_from(["APP", "WEB"])),
-    st.tuples(st.just("tick"), st.sampled_from([0, 1, 30, 61])),
-    st.tuples(st.just("expect"), st.sets(st.sampled_from(["t:0", "t:1", "t:2"]), min_size=1))), max_size=60)
+_steps = st.lists(
+    st.one_of(
+        st.tuples(
+            st.just("observe"),
+            st.sampled_from(["APP", "WEB"]),
+            st.sampled_from(["t:0", "t:1", "t:2"]),
+            st.integers(min_value=0, max_value=40),
+        ),
+        st.tuples(st.just("of"), st.sampled_from(["APP", "WEB"])),
+        st.tuples(st.just("tick"), st.sampled_from([0, 1, 30, 61])),
+        st.tuples(st.just("expect"), st.sets(st.sampled_from(["t:0", "t:1", "t:2"]), min_size=1)),
+    ),
+    max_size=60,
+)
 
 
 def _step_both(step: tuple, one: Watermarks, other: Watermarks, now: float) -> float:
@@ -272,11 +301,19 @@ def test_a_remembered_watermark_is_the_one_computed_afresh(steps):
         assert fast.of("WEB", now) == fresh.of("WEB", now)
 
 
-_judged_steps = st.lists(st.one_of(
-    st.tuples(st.sampled_from(["observe", "judge"]), st.sampled_from(["APP", "WEB"]),
-              st.sampled_from(["t:0", "t:1", "t:2"]), st.integers(min_value=0, max_value=40)),
-    st.tuples(st.just("tick"), st.sampled_from([0, 0.5, 1, 30, 61])),
-    st.tuples(st.just("expect"), st.sets(st.sampled_from(["t:0", "t:1", "t:2"]), min_size=1))), max_size=60)
+_judged_steps = st.lists(
+    st.one_of(
+        st.tuples(
+            st.sampled_from(["observe", "judge"]),
+            st.sampled_from(["APP", "WEB"]),
+            st.sampled_from(["t:0", "t:1", "t:2"]),
+            st.integers(min_value=0, max_value=40),
+        ),
+        st.tuples(st.just("tick"), st.sampled_from([0, 0.5, 1, 30, 61])),
+        st.tuples(st.just("expect"), st.sets(st.sampled_from(["t:0", "t:1", "t:2"]), min_size=1)),
+    ),
+    max_size=60,
+)
 
 
 @settings(max_examples=400, deadline=None)
@@ -292,7 +329,9 @@ def test_judge_answers_as_observe_then_the_clock_bound_watermark_and_horizon(ste
             three.observe(rule, partition, t, now)
             mark = clock_bound(three.of(rule, now), now)
             assert one_call.judge(rule, partition, t, now) == (
-                mark, clock_bound(three.horizon(rule, partition, mark), now))
+                mark,
+                clock_bound(three.horizon(rule, partition, mark), now),
+            )
         if ask_between:
             assert one_call.of("APP", now) == three.of("APP", now)
     assert one_call.table(now) == three.table(now)
@@ -315,11 +354,22 @@ def test_a_batch_s_claims_carry_the_watermark_it_began_with_however_far_its_reco
     core = Deduplicator(RuleSet(), state, FakeClock(1_800_000_000))
 
     def batch(times: list[int], first: int) -> list[RawRecord]:
-        return [RawRecord(json.dumps({"id": str(first + i), "uniqueValue": f"u{first + i}", "type": "APP",
-                                      "timestamp": t}).encode(), SourcePosition("t", 0, first + i))
-                for i, t in enumerate(times)]
+        return [
+            RawRecord(
+                json.dumps(
+                    {"id": str(first + i), "uniqueValue": f"u{first + i}", "type": "APP", "timestamp": t}
+                ).encode(),
+                SourcePosition("t", 0, first + i),
+            )
+            for i, t in enumerate(times)
+        ]
 
     core.process(batch([1000, 1100, 1200], 0))
     core.process(batch([1300, 1400], 3))
     assert [(c.now, c.settled, c.sweeps_until()) for c in state.claims] == [
-        (1000, 0, 0), (1100, 0, 0), (1200, 0, 0), (1300, 1200, 1200), (1400, 1200, 1200)]
+        (1000, 0, 0),
+        (1100, 0, 0),
+        (1200, 0, 0),
+        (1300, 1200, 1200),
+        (1400, 1200, 1200),
+    ]

@@ -51,16 +51,16 @@ from .redis import RedisServer
 from .spark_cluster import SparkCluster
 
 __all__ = [
+    "DEFAULT_KAFKA_JARS",
+    "DEFAULT_SPARK_KAFKA_JARS",
     "HdfsCluster",
-    "SparkCluster",
     "KafkaBroker",
     "PrometheusServer",
     "RedisServer",
     "ServiceError",
+    "SparkCluster",
     "create_topics",
     "find_free_port",
     "pid_alive",
     "spark_kafka_jars",
-    "DEFAULT_KAFKA_JARS",
-    "DEFAULT_SPARK_KAFKA_JARS",
 ]

@@ -39,18 +39,25 @@ def read_env(path: Path) -> dict[str, str]:
     return {k.strip().removeprefix("export "): v.strip() for k, v in pairs}
 
 
-def env_text(broker: KafkaBroker, redis: RedisServer, hdfs: HdfsCluster | None = None,
-             spark: SparkCluster | None = None) -> str:
+def env_text(
+    broker: KafkaBroker, redis: RedisServer, hdfs: HdfsCluster | None = None, spark: SparkCluster | None = None
+) -> str:
     """services.env: the addresses exported for commands; the test suite's names and the pids set."""
-    text = (f"export KAFKA={broker.bootstrap}\nexport REDIS={redis.url}\n"
-            f"DEDUP_TEST_KAFKA={broker.bootstrap}\nDEDUP_TEST_REDIS={redis.url}\n"
-            f"DEDUP_TEST_KAFKA_PID={broker.pid}\nDEDUP_TEST_REDIS_PID={redis.pid}\n")
+    text = (
+        f"export KAFKA={broker.bootstrap}\nexport REDIS={redis.url}\n"
+        f"DEDUP_TEST_KAFKA={broker.bootstrap}\nDEDUP_TEST_REDIS={redis.url}\n"
+        f"DEDUP_TEST_KAFKA_PID={broker.pid}\nDEDUP_TEST_REDIS_PID={redis.pid}\n"
+    )
     if hdfs is not None:
-        text += (f"export HDFS={hdfs.uri}\nDEDUP_TEST_HDFS={hdfs.uri}\n"
-                 f"DEDUP_TEST_HDFS_PIDS={','.join(str(pid) for pid in hdfs.pids)}\n")
+        text += (
+            f"export HDFS={hdfs.uri}\nDEDUP_TEST_HDFS={hdfs.uri}\n"
+            f"DEDUP_TEST_HDFS_PIDS={','.join(str(pid) for pid in hdfs.pids)}\n"
+        )
     if spark is not None:
-        text += (f"export SPARK_MASTER={spark.url}\nDEDUP_TEST_SPARK_MASTER={spark.url}\n"
-                 f"DEDUP_TEST_SPARK_PIDS={','.join(str(pid) for pid in spark.pids)}\n")
+        text += (
+            f"export SPARK_MASTER={spark.url}\nDEDUP_TEST_SPARK_MASTER={spark.url}\n"
+            f"DEDUP_TEST_SPARK_PIDS={','.join(str(pid) for pid in spark.pids)}\n"
+        )
     return text
 
 
@@ -63,7 +70,9 @@ def env_alive(env: dict[str, str], root: Path) -> tuple[bool, bool]:
 
     # redis-server sets its title to "redis-server 127.0.0.1:PORT"
     redis_addr = env.get("DEDUP_TEST_REDIS", "").removeprefix("redis://").split("/", 1)[0]
-    return ours("DEDUP_TEST_KAFKA_PID", str(root / "kafka")), bool(redis_addr) and ours("DEDUP_TEST_REDIS_PID", redis_addr)
+    return ours("DEDUP_TEST_KAFKA_PID", str(root / "kafka")), bool(redis_addr) and ours(
+        "DEDUP_TEST_REDIS_PID", redis_addr
+    )
 
 
 def hdfs_pids(env: dict[str, str], root: Path) -> list[int]:
@@ -90,14 +99,23 @@ def up(args: argparse.Namespace) -> int:
     root = Path(args.dir).resolve()
     env_file = root / "services.env"
     env = read_env(env_file)
-    if (env and all(env_alive(env, root)) and (not args.hdfs or len(hdfs_pids(env, root)) == 2)
-            and len(spark_pids(env, root)) == (args.spark_workers + 1 if args.spark_workers else 0)):
+    if (
+        env
+        and all(env_alive(env, root))
+        and (not args.hdfs or len(hdfs_pids(env, root)) == 2)
+        and len(spark_pids(env, root)) == (args.spark_workers + 1 if args.spark_workers else 0)
+    ):
         print(env_file.read_text(), end="")
         return 0
     stop_from_env(env, root)  # half-alive leftovers
     root.mkdir(parents=True, exist_ok=True)
-    broker = KafkaBroker(root / "kafka", Path(args.jars_dir) if args.jars_dir else None, args.kafka_port,
-                         num_partitions=args.partitions, detach=True)
+    broker = KafkaBroker(
+        root / "kafka",
+        Path(args.jars_dir) if args.jars_dir else None,
+        args.kafka_port,
+        num_partitions=args.partitions,
+        detach=True,
+    )
     hdfs = HdfsCluster(root / "hdfs", port=args.hdfs_port, detach=True) if args.hdfs else None
     spark = SparkCluster(root / "spark", args.spark_workers, detach=True) if args.spark_workers else None
     broker.check_jars()  # before redis starts: fail fast
@@ -124,8 +142,10 @@ def up(args: argparse.Namespace) -> int:
     if hdfs is not None:
         print(f"# hdfs started in {hdfs.last_start_seconds:.1f}s; logs in {hdfs.workdir}/*/logs", file=sys.stderr)
     if spark is not None:
-        print(f"# spark master and {len(spark.workers)} worker(s) up; logs in {root / 'spark'}/*/daemon.log",
-              file=sys.stderr)
+        print(
+            f"# spark master and {len(spark.workers)} worker(s) up; logs in {root / 'spark'}/*/daemon.log",
+            file=sys.stderr,
+        )
     return 0
 
 
@@ -168,25 +188,35 @@ def topics(args: argparse.Namespace) -> int:
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m deploy.local.services",
-                                description="Local Kafka (KRaft) + redis-server (+ HDFS) for tests.")
+    p = argparse.ArgumentParser(
+        prog="python -m deploy.local.services", description="Local Kafka (KRaft) + redis-server (+ HDFS) for tests."
+    )
     sub = p.add_subparsers(dest="cmd", required=True)
     start = sub.add_parser("up", help="start the services detached; write DIR/services.env")
     start.add_argument("--kafka-port", type=int, default=None)
     start.add_argument("--redis-port", type=int, default=None)
     start.add_argument("--partitions", type=int, default=1, help="num.partitions (default 1)")
     start.add_argument("--jars-dir", default=None, help=f"default {DEFAULT_KAFKA_JARS}")
-    start.add_argument("--hdfs", action="store_true", help="also an HDFS (NameNode + DataNode), for hdfs:// checkpoints")
+    start.add_argument(
+        "--hdfs", action="store_true", help="also an HDFS (NameNode + DataNode), for hdfs:// checkpoints"
+    )
     start.add_argument("--hdfs-port", type=int, default=None, help="the NameNode's RPC port (default: a free one)")
-    start.add_argument("--spark-workers", type=int, default=0, metavar="N",
-                       help="also a Spark standalone cluster: a master and N workers of one core each")
+    start.add_argument(
+        "--spark-workers",
+        type=int,
+        default=0,
+        metavar="N",
+        help="also a Spark standalone cluster: a master and N workers of one core each",
+    )
     start.add_argument("--timeout", type=float, default=120)
     stop = sub.add_parser("down", help="stop services started by 'up'")
     stop.add_argument("--purge", action="store_true", help="also delete DIR (all data)")
     stop.add_argument("--timeout", type=float, default=30)
     check = sub.add_parser("status", help="exit 0 if every service started by 'up' is up")
-    listing = sub.add_parser("topics", help="create the topics NAMES that do not exist, then list every topic "
-                                            "with its partitions and messages")
+    listing = sub.add_parser(
+        "topics",
+        help="create the topics NAMES that do not exist, then list every topic with its partitions and messages",
+    )
     listing.add_argument("names", nargs="*", metavar="NAME")
     listing.add_argument("--partitions", type=int, default=1, help="of each topic created (default 1)")
     for command in (start, stop, check, listing):

@@ -35,16 +35,26 @@ _QUIET.addHandler(logging.NullHandler())
 _QUIET.propagate = False
 # librdkafka logs every refused connection while the broker starts: keep its clients quiet
 # and retrying fast (its reconnect back-off grows to 10 s by default).
-QUIET_CLIENT = {"logger": _QUIET, "error_cb": lambda _error: None,
-                "reconnect.backoff.ms": 50, "reconnect.backoff.max.ms": 500}
+QUIET_CLIENT = {
+    "logger": _QUIET,
+    "error_cb": lambda _error: None,
+    "reconnect.backoff.ms": 50,
+    "reconnect.backoff.max.ms": 500,
+}
 
 
 def admin_client(bootstrap: str) -> AdminClient:
     return AdminClient({"bootstrap.servers": bootstrap, **QUIET_CLIENT})
 
 
-def create_topics(bootstrap: str, *names: str, partitions: int = 1, config: dict[str, Any] | None = None,
-                  exists_ok: bool = True, timeout: float = 30) -> None:
+def create_topics(
+    bootstrap: str,
+    *names: str,
+    partitions: int = 1,
+    config: dict[str, Any] | None = None,
+    exists_ok: bool = True,
+    timeout: float = 30,
+) -> None:
     """Create topics (replication factor 1) and wait until every partition has a leader.
 
     An existing topic is fine unless ``exists_ok=False``; other failures raise KafkaException."""
@@ -70,8 +80,11 @@ def topic_sizes(bootstrap: str, timeout: float = 10) -> dict[str, tuple[int, int
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "streamdedup-topic-sizes", **QUIET_CLIENT})
     try:
         metadata = consumer.list_topics(timeout=timeout)
-        return {name: (len(topic.partitions), sum(_size(consumer, name, p, timeout) for p in topic.partitions))
-                for name, topic in sorted(metadata.topics.items()) if not name.startswith("__")}
+        return {
+            name: (len(topic.partitions), sum(_size(consumer, name, p, timeout) for p in topic.partitions))
+            for name, topic in sorted(metadata.topics.items())
+            if not name.startswith("__")
+        }
     finally:
         consumer.close()
 
@@ -100,8 +113,9 @@ def _has_leaders(admin: AdminClient, name: str) -> bool:
         topic = admin.list_topics(name, timeout=5).topics.get(name)
     except KafkaException:
         return False
-    return bool(topic and topic.error is None and topic.partitions
-                and all(p.leader >= 0 for p in topic.partitions.values()))
+    return bool(
+        topic and topic.error is None and topic.partitions and all(p.leader >= 0 for p in topic.partitions.values())
+    )
 
 
 def _random_cluster_id() -> str:
@@ -114,7 +128,7 @@ def _random_cluster_id() -> str:
 
 def _mb(size: str) -> int:
     s = size.strip().lower()
-    mult = {"k": 1 / 1024, "m": 1, "g": 1024}.get(s[-1:], None)
+    mult = {"k": 1 / 1024, "m": 1, "g": 1024}.get(s[-1:])
     return int(float(s[:-1]) * mult) if mult else int(int(s) / (1024 * 1024))
 
 
@@ -161,9 +175,19 @@ class KafkaBroker(Service):
     MAIN_CLASS = "kafka.Kafka"
     STORAGE_TOOL_CLASS = "kafka.tools.StorageTool"
 
-    def __init__(self, workdir: Path, jars_dir: Path | None = None, port: int | None = None, *,
-                 controller_port: int | None = None, num_partitions: int = 1, auto_create_topics: bool = False,
-                 heap: str = "512m", extra_config: dict[str, Any] | None = None, detach: bool = False) -> None:
+    def __init__(
+        self,
+        workdir: Path,
+        jars_dir: Path | None = None,
+        port: int | None = None,
+        *,
+        controller_port: int | None = None,
+        num_partitions: int = 1,
+        auto_create_topics: bool = False,
+        heap: str = "512m",
+        extra_config: dict[str, Any] | None = None,
+        detach: bool = False,
+    ) -> None:
         workdir = Path(workdir).resolve()
         self.data_dir, self.logs_dir = workdir / "data", workdir / "logs"
         super().__init__(workdir, port, detach=detach, stdout_log=self.logs_dir / "stdout.log")
@@ -228,7 +252,9 @@ class KafkaBroker(Service):
             if not pending:
                 return
             if time.monotonic() >= deadline:
-                raise ServiceError(f"Kafka broker up but not warmed up in time ({sorted(pending)}); see {self.logs_dir}")
+                raise ServiceError(
+                    f"Kafka broker up but not warmed up in time ({sorted(pending)}); see {self.logs_dir}"
+                )
             if not self.is_running():
                 raise ServiceError(f"Kafka broker died during warm-up; see {self.logs_dir}")
             time.sleep(0.1)
@@ -242,8 +268,9 @@ class KafkaBroker(Service):
             return False
 
     def _init_transactions(self) -> bool:
-        producer = Producer({"bootstrap.servers": self.bootstrap, "transactional.id": "streamdedup-warm-up",
-                             **QUIET_CLIENT})
+        producer = Producer(
+            {"bootstrap.servers": self.bootstrap, "transactional.id": "streamdedup-warm-up", **QUIET_CLIENT}
+        )
         try:
             producer.init_transactions(5)
             return True
@@ -328,21 +355,37 @@ class KafkaBroker(Service):
         return server
 
     def _jvm_args(self, heap: str) -> list[str]:
-        return [java(), f"-Xms{min(128, _mb(heap))}m", f"-Xmx{heap}", "-XX:+ExitOnOutOfMemoryError",
-                "-XX:MaxGCPauseMillis=20", "-Djava.awt.headless=true",
-                f"-Dlog4j2.configurationFile={self.workdir / 'log4j2.properties'}",
-                f"-Dkafka.logs.dir={self.logs_dir}", "-cp", f"{self.jars_dir}/*"]
+        return [
+            java(),
+            f"-Xms{min(128, _mb(heap))}m",
+            f"-Xmx{heap}",
+            "-XX:+ExitOnOutOfMemoryError",
+            "-XX:MaxGCPauseMillis=20",
+            "-Djava.awt.headless=true",
+            f"-Dlog4j2.configurationFile={self.workdir / 'log4j2.properties'}",
+            f"-Dkafka.logs.dir={self.logs_dir}",
+            "-cp",
+            f"{self.jars_dir}/*",
+        ]
 
     def _format(self, server: Path) -> None:
         if not self.cluster_id:
             self.cluster_id = _random_cluster_id()
             self._write_configs()
-        cmd = self._jvm_args("256m") + [self.STORAGE_TOOL_CLASS, "format", "-t", self.cluster_id, "-c", str(server),
-                                        "--ignore-formatted"]
+        cmd = self._jvm_args("256m") + [
+            self.STORAGE_TOOL_CLASS,
+            "format",
+            "-t",
+            self.cluster_id,
+            "-c",
+            str(server),
+            "--ignore-formatted",
+        ]
         res = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120)
         if res.returncode != 0 or not (self.data_dir / "meta.properties").exists():
             raise ServiceError(
-                f"Kafka storage format failed (exit {res.returncode}):\n{res.stdout[-3000:]}\n{res.stderr[-3000:]}")
+                f"Kafka storage format failed (exit {res.returncode}):\n{res.stdout[-3000:]}\n{res.stderr[-3000:]}"
+            )
 
     # -- class-data sharing
     def _cds_archive(self) -> Path | None:
@@ -401,8 +444,15 @@ class KafkaBroker(Service):
             pass
 
     # -- admin helpers
-    def create_topic(self, name: str, partitions: int = 1, config: dict[str, str] | None = None, *,
-                     exists_ok: bool = True, timeout: float = 30) -> None:
+    def create_topic(
+        self,
+        name: str,
+        partitions: int = 1,
+        config: dict[str, str] | None = None,
+        *,
+        exists_ok: bool = True,
+        timeout: float = 30,
+    ) -> None:
         """Create a topic (replication factor 1) and wait until every partition has a leader.
         An existing topic is fine unless ``exists_ok=False``."""
         create_topics(self.bootstrap, name, partitions=partitions, config=config, exists_ok=exists_ok, timeout=timeout)

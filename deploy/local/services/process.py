@@ -16,8 +16,9 @@ import signal
 import socket
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 LOOPBACK = "127.0.0.1"
 BIND_ERRORS = ("Address already in use", "BindException")
@@ -230,9 +231,16 @@ class Service:
         offsets = {log: file_size(log) for log in self._log_files()}
         self.stdout_log.parent.mkdir(parents=True, exist_ok=True)
         with open(self.stdout_log, "ab") as out:
-            self._proc = subprocess.Popen(pdeathsig_prefix(self.detach) + self._command(), stdin=subprocess.DEVNULL,
-                                          stdout=out, stderr=subprocess.STDOUT, cwd=self.workdir,
-                                          env=self._environment(), start_new_session=True, close_fds=True)
+            self._proc = subprocess.Popen(
+                pdeathsig_prefix(self.detach) + self._command(),
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                cwd=self.workdir,
+                env=self._environment(),
+                start_new_session=True,
+                close_fds=True,
+            )
         while not self._ready():
             code = self._proc.poll()
             if code is not None:

@@ -26,8 +26,16 @@ class PrometheusServer(Service):
 
     NAME = "prometheus"
 
-    def __init__(self, workdir: Path, targets: dict[str, list[str]], port: int | None = None, *,
-                 scrape_interval: str = "1s", rule_files: tuple[Path, ...] = (), detach: bool = False) -> None:
+    def __init__(
+        self,
+        workdir: Path,
+        targets: dict[str, list[str]],
+        port: int | None = None,
+        *,
+        scrape_interval: str = "1s",
+        rule_files: tuple[Path, ...] = (),
+        detach: bool = False,
+    ) -> None:
         workdir = Path(workdir).resolve()
         super().__init__(workdir, port, detach=detach, stdout_log=workdir / "prometheus.log")
         self.targets = targets
@@ -44,10 +52,14 @@ class PrometheusServer(Service):
 
     def config(self) -> dict[str, Any]:
         interval = self.scrape_interval
-        return {"global": {"scrape_interval": interval, "evaluation_interval": interval},
-                "rule_files": self.rule_files,
-                "scrape_configs": [{"job_name": job, "static_configs": [{"targets": list(targets)}]}
-                                   for job, targets in self.targets.items()]}
+        return {
+            "global": {"scrape_interval": interval, "evaluation_interval": interval},
+            "rule_files": self.rule_files,
+            "scrape_configs": [
+                {"job_name": job, "static_configs": [{"targets": list(targets)}]}
+                for job, targets in self.targets.items()
+            ],
+        }
 
     def _prepare(self) -> None:
         super()._prepare()

@@ -21,8 +21,16 @@ class RedisServer(Service):
 
     NAME = "redis-server"
 
-    def __init__(self, workdir: Path, port: int | None = None, *, appendonly: bool = False,
-                 appendfsync: str = "always", extra_args: list[str] | None = None, detach: bool = False) -> None:
+    def __init__(
+        self,
+        workdir: Path,
+        port: int | None = None,
+        *,
+        appendonly: bool = False,
+        appendfsync: str = "always",
+        extra_args: list[str] | None = None,
+        detach: bool = False,
+    ) -> None:
         workdir = Path(workdir).resolve()
         super().__init__(workdir, port, detach=detach, stdout_log=workdir / "stdout.log")
         self.appendonly = appendonly
@@ -52,8 +60,9 @@ class RedisServer(Service):
 
     def _ready(self) -> bool:
         # one try: redis-py's default retries (with backoff) made a check last up to 15 s
-        client = redis.Redis(host=LOOPBACK, port=self.port, socket_connect_timeout=1, socket_timeout=1,
-                             retry=Retry(NoBackoff(), 0))
+        client = redis.Redis(
+            host=LOOPBACK, port=self.port, socket_connect_timeout=1, socket_timeout=1, retry=Retry(NoBackoff(), 0)
+        )
         try:
             return bool(client.ping())
         except redis.RedisError:

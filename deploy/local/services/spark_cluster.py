@@ -50,8 +50,13 @@ class _SparkDaemon(Service):
 
     def _environment(self) -> dict[str, str]:
         # SPARK_CONF_DIR: an empty one of its own, so no spark-env.sh or spark-defaults.conf of the machine applies
-        return {**os.environ, "SPARK_HOME": str(spark_home()), "SPARK_CONF_DIR": str(self.workdir / "conf"),
-                "SPARK_LOCAL_IP": LOOPBACK, "SPARK_LOG_DIR": str(self.workdir)}
+        return {
+            **os.environ,
+            "SPARK_HOME": str(spark_home()),
+            "SPARK_CONF_DIR": str(self.workdir / "conf"),
+            "SPARK_LOCAL_IP": LOOPBACK,
+            "SPARK_LOG_DIR": str(self.workdir),
+        }
 
     def _prepare(self) -> None:
         super()._prepare()
@@ -97,14 +102,35 @@ class SparkWorker(_SparkDaemon):
     NAME = "spark-worker"
     CLASS = "org.apache.spark.deploy.worker.Worker"
 
-    def __init__(self, workdir: Path, master: SparkMaster, *, cores: int = 1, memory: str = "3g",
-                 port: int | None = None, detach: bool = False) -> None:
+    def __init__(
+        self,
+        workdir: Path,
+        master: SparkMaster,
+        *,
+        cores: int = 1,
+        memory: str = "3g",
+        port: int | None = None,
+        detach: bool = False,
+    ) -> None:
         super().__init__(workdir, port, detach=detach)
         self.master, self.cores, self.memory = master, cores, memory
 
     def _arguments(self) -> list[str]:
-        return [self.master.url, "--host", LOOPBACK, "--port", str(self.port), "--webui-port", str(self.ui_port),
-                "--cores", str(self.cores), "--memory", self.memory, "--work-dir", str(self.workdir / "work")]
+        return [
+            self.master.url,
+            "--host",
+            LOOPBACK,
+            "--port",
+            str(self.port),
+            "--webui-port",
+            str(self.ui_port),
+            "--cores",
+            str(self.cores),
+            "--memory",
+            self.memory,
+            "--work-dir",
+            str(self.workdir / "work"),
+        ]
 
     def _ready(self) -> bool:
         return any(w.get("port") == self.port for w in self.master.alive_workers())
@@ -131,12 +157,15 @@ class SparkCluster:
 
     NAME = "spark-cluster"
 
-    def __init__(self, workdir: Path, workers: int = 2, *, cores: int = 1, memory: str = "3g",
-                 detach: bool = False) -> None:
+    def __init__(
+        self, workdir: Path, workers: int = 2, *, cores: int = 1, memory: str = "3g", detach: bool = False
+    ) -> None:
         workdir = Path(workdir).resolve()
         self.master = SparkMaster(workdir / "master", detach=detach)
-        self.workers = [SparkWorker(workdir / f"worker-{i}", self.master, cores=cores, memory=memory, detach=detach)
-                        for i in range(workers)]
+        self.workers = [
+            SparkWorker(workdir / f"worker-{i}", self.master, cores=cores, memory=memory, detach=detach)
+            for i in range(workers)
+        ]
 
     @property
     def url(self) -> str:

@@ -16,14 +16,16 @@ import secrets
 import select
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO, Sequence
+from typing import BinaryIO
 
+from domain.dead_letters import DEFAULT_MAX_BYTES, DeadLetter, to_document
+from domain.duplicates import Duplicate
+from domain.duplicates import to_document as duplicate_document
 from domain.errors import DedupError, SetupError, SinkUnavailable, SourceUnavailable
 from domain.events import Event, RawRecord, SourcePosition, is_blank_line
-from domain.dead_letters import DEFAULT_MAX_BYTES, DeadLetter, to_document
-from domain.duplicates import Duplicate, to_document as duplicate_document
 
 STDIO = "-"
 _WONT_HEAL = {errno.ENOENT, errno.ENOTDIR, errno.EISDIR, errno.EACCES, errno.EPERM, errno.EROFS}
@@ -100,8 +102,9 @@ class JsonlSource:
             self._line += 1
             value = line.rstrip(b"\r\n")
             if not is_blank_line(value):
-                records.append(RawRecord(value, LinePosition(self.name, 0, self._line, self._identity(value)),
-                                         arrived=time.time()))
+                records.append(
+                    RawRecord(value, LinePosition(self.name, 0, self._line, self._identity(value)), arrived=time.time())
+                )
         return records
 
     def _identity(self, value: bytes) -> str:
@@ -163,12 +166,12 @@ class _Lines:
             data = os.read(self.fd, self.chunk)
             if not data:
                 self.ended = True
-            del self._buffer[:self._start]
+            del self._buffer[: self._start]
             self._start = 0
             self._buffer += data
 
     def _take(self, end: int) -> bytes:
-        line = bytes(self._buffer[self._start:end])
+        line = bytes(self._buffer[self._start : end])
         self._start = end
         return line
 

@@ -12,12 +12,11 @@ from __future__ import annotations
 import logging
 import re
 
+from adapters.files.jsonl import _LineWriter, opening_failed
 from domain.errors import InvalidEvent, SourceUnavailable
 from domain.events import is_blank_line
 from domain.notifications import encode_notification, parse_notification
 from domain.ports import Notification
-
-from adapters.files.jsonl import _LineWriter, opening_failed
 
 log = logging.getLogger(__name__)
 _LONE_CR = re.compile(rb"\r(?!\n)")

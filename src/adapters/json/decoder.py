@@ -30,7 +30,7 @@ def decode_json(value: bytes) -> object:
     if b"\\" not in value:
         try:
             obj = _FAST.decode(value)
-        except Exception:  # noqa: BLE001 - whatever msgspec refuses, the domain's parser judges
+        except Exception:
             return parse_json(value)
         if type(obj) is dict and _flat_with_every_string(obj, value):
             return obj

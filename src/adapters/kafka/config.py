@@ -15,8 +15,9 @@ settings are shown through ``domain.redaction`` (:func:`redacted`, :func:`scrub`
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
 from domain.errors import SetupError
@@ -53,19 +54,28 @@ def parse_kafka_uri(uri: str, role: str) -> KafkaEndpoint:
     topic = parts.path.strip("/")
     if parts.scheme != "kafka" or not parts.netloc or not topic or "/" in topic:
         raise KafkaConfigurationError(
-            f"invalid {role} URI {redact_uri(_without_query(uri))!r}: expected kafka://HOST:PORT/TOPIC[?group=GROUP]")
+            f"invalid {role} URI {redact_uri(_without_query(uri))!r}: expected kafka://HOST:PORT/TOPIC[?group=GROUP]"
+        )
     bootstrap = parts.netloc.rpartition("@")[2]
     for server in bootstrap.split(","):
         host, _, port = server.rpartition(":")
         if not host or not port.isdigit() or not 0 < int(port) < 65536:
-            raise KafkaConfigurationError(f"invalid {role} URI {redact_uri(_without_query(uri))!r}: {server!r} is "
-                                          "not HOST:PORT (a port is a number from 1 to 65535)")
+            raise KafkaConfigurationError(
+                f"invalid {role} URI {redact_uri(_without_query(uri))!r}: {server!r} is "
+                "not HOST:PORT (a port is a number from 1 to 65535)"
+            )
     query = dict(parse_qsl(parts.query, keep_blank_values=True))
     start = query.pop("start", "earliest")
     if start not in ("earliest", "latest"):
         raise KafkaConfigurationError(f"invalid {role} URI parameter start={start!r}: use earliest or latest")
-    return KafkaEndpoint(bootstrap, topic, query.pop("group", None) or None, start,
-                         query.pop("stop_at_end", "false").lower() in _TRUE, query)
+    return KafkaEndpoint(
+        bootstrap,
+        topic,
+        query.pop("group", None) or None,
+        start,
+        query.pop("stop_at_end", "false").lower() in _TRUE,
+        query,
+    )
 
 
 def client_settings(settings: Mapping[str, Any] | None, role: str | None) -> dict[str, str]:
@@ -81,17 +91,26 @@ def client_settings(settings: Mapping[str, Any] | None, role: str | None) -> dic
     return out
 
 
-def consumer_config(endpoint: KafkaEndpoint, settings: Mapping[str, Any] | None, group: str,
-                    partition_eof: bool = False) -> dict[str, Any]:
-    defaults = {"auto.offset.reset": endpoint.start, "isolation.level": "read_committed",
-                "enable.partition.eof": str(partition_eof).lower()}
-    enforced = {"bootstrap.servers": endpoint.bootstrap, "group.id": group,
-                "enable.auto.commit": "false", "enable.auto.offset.store": "false"}
+def consumer_config(
+    endpoint: KafkaEndpoint, settings: Mapping[str, Any] | None, group: str, partition_eof: bool = False
+) -> dict[str, Any]:
+    defaults = {
+        "auto.offset.reset": endpoint.start,
+        "isolation.level": "read_committed",
+        "enable.partition.eof": str(partition_eof).lower(),
+    }
+    enforced = {
+        "bootstrap.servers": endpoint.bootstrap,
+        "group.id": group,
+        "enable.auto.commit": "false",
+        "enable.auto.offset.store": "false",
+    }
     return _with_logging({**defaults, **client_settings(settings, "consumer"), **endpoint.options, **enforced})
 
 
-def producer_config(endpoint: KafkaEndpoint, settings: Mapping[str, Any] | None,
-                    transactional_id: str | None = None) -> dict[str, Any]:
+def producer_config(
+    endpoint: KafkaEndpoint, settings: Mapping[str, Any] | None, transactional_id: str | None = None
+) -> dict[str, Any]:
     defaults = {"linger.ms": "5", "delivery.report.only.error": True}
     enforced = {"bootstrap.servers": endpoint.bootstrap, "enable.idempotence": "true", "acks": "all"}
     if transactional_id:
@@ -100,8 +119,9 @@ def producer_config(endpoint: KafkaEndpoint, settings: Mapping[str, Any] | None,
 
 
 def admin_config(endpoint: KafkaEndpoint, settings: Mapping[str, Any] | None) -> dict[str, Any]:
-    return _with_logging({**client_settings(settings, None), **endpoint.options,
-                          "bootstrap.servers": endpoint.bootstrap})
+    return _with_logging(
+        {**client_settings(settings, None), **endpoint.options, "bootstrap.servers": endpoint.bootstrap}
+    )
 
 
 def redacted(config: Mapping[str, Any]) -> dict[str, Any]:

@@ -6,12 +6,10 @@ transaction as the events.
 
 from __future__ import annotations
 
-from domain.dead_letters import DEFAULT_MAX_BYTES, DeadLetter, to_headers, to_message
-from domain.errors import SinkUnavailable
-
 from adapters.kafka.producer import ProducerChannel
 from adapters.kafka.sizes import message_size
-
+from domain.dead_letters import DEFAULT_MAX_BYTES, DeadLetter, to_headers, to_message
+from domain.errors import SinkUnavailable
 
 CUTS = 24  # halvings of a refused dead letter's key and value: from 16 MiB to nothing
 
@@ -48,15 +46,19 @@ class KafkaDeadLetterSink:
             return  # a refusal dooms the transaction: the committer aborts it and the batch is judged again
         for _ in range(CUTS):
             written, self._written = self._written, {}
-            again = [(written[(value, key)], len(value or b"") + len(key or b""))
-                     for value, key, _ in self.channel.take_refused(self.topic) if (value, key) in written]
+            again = [
+                (written[(value, key)], len(value or b"") + len(key or b""))
+                for value, key, _ in self.channel.take_refused(self.topic)
+                if (value, key) in written
+            ]
             if not again:
                 return
             for dead_letter, size in again:
                 self.write(dead_letter, size // 2)
             self.channel.flush()
-        raise SinkUnavailable(f"dead letters to {self.topic!r} are refused as too large even when cut to "
-                              f"{CUTS} halvings of their size")
+        raise SinkUnavailable(
+            f"dead letters to {self.topic!r} are refused as too large even when cut to {CUTS} halvings of their size"
+        )
 
     def close(self) -> None:
         """The channel is shared; its owner closes it."""

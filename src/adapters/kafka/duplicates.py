@@ -5,9 +5,8 @@ key, and the metadata in ``dedup.*`` headers. Written through the engine's share
 
 from __future__ import annotations
 
-from domain.duplicates import Duplicate, bounded, to_headers
-
 from adapters.kafka.producer import ProducerChannel
+from domain.duplicates import Duplicate, bounded, to_headers
 
 
 class KafkaDuplicateSink:

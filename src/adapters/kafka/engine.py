@@ -19,16 +19,9 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
-
-from adapters.system import InMemoryMetrics
-from domain.accounting import Accounting
-from domain.dead_letters import DEFAULT_MAX_BYTES
-from domain.dedup import Deduplicator
-from domain.delivery import Delivery
-from domain.pipeline import DEFAULT_MAX_BATCH_DELAY, BatchPipeline
-from domain.ports import Metrics
+from typing import Any
 
 from adapters.kafka.config import KafkaConfigurationError, KafkaEndpoint, parse_kafka_uri, producer_config
 from adapters.kafka.dead_letters import KafkaDeadLetterSink
@@ -40,6 +33,13 @@ from adapters.kafka.sizes import PRODUCER_DEFAULT_BATCH
 from adapters.kafka.source import KafkaSource
 from adapters.kafka.topics import max_message_bytes, require_topics
 from adapters.kafka.transactions import TransactionalCommitter, default_transactional_id
+from adapters.system import InMemoryMetrics
+from domain.accounting import Accounting
+from domain.dead_letters import DEFAULT_MAX_BYTES
+from domain.dedup import Deduplicator
+from domain.delivery import Delivery
+from domain.pipeline import DEFAULT_MAX_BATCH_DELAY, BatchPipeline
+from domain.ports import Metrics
 
 log = logging.getLogger(__name__)
 STUCK_CLOSE_TIMEOUT = 10.0
@@ -82,18 +82,33 @@ class KafkaEngine:
         closing.start()
         closing.join(STUCK_CLOSE_TIMEOUT)
         if closing.is_alive():
-            log.error("closing the Kafka clients did not end within %ss after a producer got stuck; leaving them",
-                      STUCK_CLOSE_TIMEOUT)
+            log.error(
+                "closing the Kafka clients did not end within %ss after a producer got stuck; leaving them",
+                STUCK_CLOSE_TIMEOUT,
+            )
 
 
-def build_kafka_engine(core: Deduplicator, source_uri: str, sink_uri: str, dlq_uri: str | None,
-                       notifications_uri: str | None = None, *, exactly_once: bool = False,
-                       kafka_settings: Mapping[str, Any] | None = None, transactional_id: str | None = None,
-                       batch_size: int = 1000, metrics: Metrics | None = None, poll_timeout: float = 0.5,
-                       max_batch_delay: float = DEFAULT_MAX_BATCH_DELAY,
-                       stop_at_end: bool | None = None, notifications_out_uri: str | None = None,
-                       metadata_timeout: float = 10.0, flush_timeout: float = 30.0,
-                       dead_letter_max_bytes: int = DEFAULT_MAX_BYTES, duplicates_uri: str | None = None) -> KafkaEngine:
+def build_kafka_engine(
+    core: Deduplicator,
+    source_uri: str,
+    sink_uri: str,
+    dlq_uri: str | None,
+    notifications_uri: str | None = None,
+    *,
+    exactly_once: bool = False,
+    kafka_settings: Mapping[str, Any] | None = None,
+    transactional_id: str | None = None,
+    batch_size: int = 1000,
+    metrics: Metrics | None = None,
+    poll_timeout: float = 0.5,
+    max_batch_delay: float = DEFAULT_MAX_BATCH_DELAY,
+    stop_at_end: bool | None = None,
+    notifications_out_uri: str | None = None,
+    metadata_timeout: float = 10.0,
+    flush_timeout: float = 30.0,
+    dead_letter_max_bytes: int = DEFAULT_MAX_BYTES,
+    duplicates_uri: str | None = None,
+) -> KafkaEngine:
     """Check the brokers and topics, then wire the Kafka adapters around ``core``.
 
     A batch closes when it holds ``batch_size`` records or its oldest record has waited
@@ -113,29 +128,50 @@ def build_kafka_engine(core: Deduplicator, source_uri: str, sink_uri: str, dlq_u
     limits = _write_limits(endpoints, settings, metadata_timeout)
     resources: list = []
     try:
-        source = KafkaSource(endpoints["source"], settings, partitions=partitions["source"], stop_at_end=stop_at_end,
-                             whole_topic=not core.state.durable)
+        source = KafkaSource(
+            endpoints["source"],
+            settings,
+            partitions=partitions["source"],
+            stop_at_end=stop_at_end,
+            whole_topic=not core.state.durable,
+        )
         resources.append(source)
-        txn_id = (transactional_id or default_transactional_id(source)
-                  if exactly_once else None)
+        txn_id = transactional_id or default_transactional_id(source) if exactly_once else None
         channels = _Channels(settings, flush_timeout, resources, txn_id, limits)
         delivery = _delivery(core, endpoints, channels, dead_letter_max_bytes)
-        notifications = _notification_source(core, endpoints, settings, channels, source.group, resources,
-                                             dead_letter_max_bytes)
+        notifications = _notification_source(
+            core, endpoints, settings, channels, source.group, resources, dead_letter_max_bytes
+        )
         committer = TransactionalCommitter(channels.to(endpoints["sink"]), source) if exactly_once else None
     except BaseException:
         _close_all(resources)
         raise
-    log.info("kafka engine: %s (group %s) -> %s, dead letters -> %s, duplicates -> %s, %s", endpoints["source"],
-             source.group, endpoints["sink"], endpoints["dlq"], endpoints.get("duplicates", "(off)"), f"exactly-once ({txn_id})" if exactly_once else "at-least-once")
-    pipeline = BatchPipeline(core, source, delivery, metrics or InMemoryMetrics(), committer,
-                             notifications=notifications, batch_size=batch_size, poll_timeout=poll_timeout,
-                             max_batch_delay=max_batch_delay)
+    log.info(
+        "kafka engine: %s (group %s) -> %s, dead letters -> %s, duplicates -> %s, %s",
+        endpoints["source"],
+        source.group,
+        endpoints["sink"],
+        endpoints["dlq"],
+        endpoints.get("duplicates", "(off)"),
+        f"exactly-once ({txn_id})" if exactly_once else "at-least-once",
+    )
+    pipeline = BatchPipeline(
+        core,
+        source,
+        delivery,
+        metrics or InMemoryMetrics(),
+        committer,
+        notifications=notifications,
+        batch_size=batch_size,
+        poll_timeout=poll_timeout,
+        max_batch_delay=max_batch_delay,
+    )
     return KafkaEngine(pipeline, resources)
 
 
-def _delivery(core: Deduplicator, endpoints: dict[str, KafkaEndpoint], channels: "_Channels",
-              dead_letter_max_bytes: int) -> Delivery:
+def _delivery(
+    core: Deduplicator, endpoints: dict[str, KafkaEndpoint], channels: _Channels, dead_letter_max_bytes: int
+) -> Delivery:
     sink = KafkaSink(channels.to(endpoints["sink"]), endpoints["sink"].topic, rule_key(core.rules))
     dead_letters = KafkaDeadLetterSink(channels.to(endpoints["dlq"]), endpoints["dlq"].topic, dead_letter_max_bytes)
     out, reports = endpoints.get("notifications_out"), endpoints.get("duplicates")
@@ -144,15 +180,16 @@ def _delivery(core: Deduplicator, endpoints: dict[str, KafkaEndpoint], channels:
     return Delivery(core, sink, dead_letters, notification_sink, duplicates)
 
 
-def _notification_source(core, endpoints, settings, channels, group, resources,
-                         dead_letter_max_bytes) -> KafkaNotificationSource | None:
+def _notification_source(
+    core, endpoints, settings, channels, group, resources, dead_letter_max_bytes
+) -> KafkaNotificationSource | None:
     if "notifications" not in endpoints:
         return None
     # read outside any transaction: invalid notifications are dead-lettered by a plain producer
-    dead_letters = KafkaDeadLetterSink(channels.plain(endpoints["dlq"]), endpoints["dlq"].topic,
-                                       dead_letter_max_bytes)
-    source = KafkaNotificationSource(endpoints["notifications"], dead_letters, core.clock.now, settings,
-                                     group=f"{group}-notifications")
+    dead_letters = KafkaDeadLetterSink(channels.plain(endpoints["dlq"]), endpoints["dlq"].topic, dead_letter_max_bytes)
+    source = KafkaNotificationSource(
+        endpoints["notifications"], dead_letters, core.clock.now, settings, group=f"{group}-notifications"
+    )
     resources.insert(0, source)
     return source
 
@@ -208,8 +245,14 @@ def _batches_within(config: dict[str, Any], limits: Mapping[str, int]) -> dict[s
 def _endpoints(source, sink, dlq, notifications, notifications_out, duplicates) -> dict[str, KafkaEndpoint]:
     if dlq is None:
         raise KafkaConfigurationError("the kafka engine needs a dead-letter topic: set dlq to kafka://HOST:PORT/TOPIC")
-    uris = {"source": source, "sink": sink, "dlq": dlq, "notifications": notifications,
-            "notifications_out": notifications_out, "duplicates": duplicates}
+    uris = {
+        "source": source,
+        "sink": sink,
+        "dlq": dlq,
+        "notifications": notifications,
+        "notifications_out": notifications_out,
+        "duplicates": duplicates,
+    }
     return {role: parse_kafka_uri(uri, role) for role, uri in uris.items() if uri is not None}
 
 
@@ -217,8 +260,9 @@ def _require_one_cluster(endpoints: dict[str, KafkaEndpoint]) -> None:
     source = endpoints["source"].bootstrap
     for role, endpoint in endpoints.items():
         if role != "notifications" and endpoint.bootstrap != source:
-            raise KafkaConfigurationError(f"exactly-once needs the {role} topic on the source's cluster "
-                                          f"({source}), not {endpoint.bootstrap}")
+            raise KafkaConfigurationError(
+                f"exactly-once needs the {role} topic on the source's cluster ({source}), not {endpoint.bootstrap}"
+            )
 
 
 def _close_all(resources: list) -> None:

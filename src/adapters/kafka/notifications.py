@@ -9,19 +9,19 @@ returned only invalid ones, the source flushes their dead letters and commits at
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from confluent_kafka import Consumer, KafkaException
-
-from domain.errors import InvalidEvent, SourceUnavailable
-from domain.events import RawRecord, SourcePosition
-from domain.notifications import encode_notification, parse_notification
-from domain.ports import DeadLetter, DeadLetterSink, Notification
 
 from adapters.kafka.config import KafkaEndpoint, consumer_config
 from adapters.kafka.producer import ProducerChannel
 from adapters.kafka.source import next_offsets
 from adapters.kafka.topics import config_error, describe
+from domain.errors import InvalidEvent, SourceUnavailable
+from domain.events import RawRecord, SourcePosition
+from domain.notifications import encode_notification, parse_notification
+from domain.ports import DeadLetter, DeadLetterSink, Notification
 
 log = logging.getLogger(__name__)
 
@@ -31,8 +31,14 @@ MAX_PER_POLL = 500
 class KafkaNotificationSource:
     """A ``NotificationSource``; ``group`` defaults to the URI's ``?group=``."""
 
-    def __init__(self, endpoint: KafkaEndpoint, dead_letters: DeadLetterSink, clock: Callable[[], float],
-                 settings: Mapping[str, Any] | None = None, group: str | None = None):
+    def __init__(
+        self,
+        endpoint: KafkaEndpoint,
+        dead_letters: DeadLetterSink,
+        clock: Callable[[], float],
+        settings: Mapping[str, Any] | None = None,
+        group: str | None = None,
+    ):
         self.endpoint = endpoint
         self.group = endpoint.group or group or "streamdedup-notifications"
         self.dead_letters = dead_letters
@@ -84,8 +90,11 @@ class KafkaNotificationSource:
             log.warning("closing the notifications consumer of %s: %s", self.endpoint, describe(exc))
 
     def _parse(self, message) -> Notification | None:
-        record = RawRecord(message.value() or b"", SourcePosition(message.topic(), message.partition(),
-                                                                  message.offset()), message.key())
+        record = RawRecord(
+            message.value() or b"",
+            SourcePosition(message.topic(), message.partition(), message.offset()),
+            message.key(),
+        )
         self._read.append(record)
         try:
             return parse_notification(record.value)

@@ -33,11 +33,10 @@ from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Producer
 
-from domain.errors import PermanentError, RecordTooLarge, SinkUnavailable
-
 from adapters.kafka.config import LOG_EVERY
 from adapters.kafka.sizes import PRODUCER_DEFAULT_MAX, message_size
 from adapters.kafka.topics import config_error, describe
+from domain.errors import PermanentError, RecordTooLarge, SinkUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -107,8 +106,9 @@ class ProducerChannel:
             except BufferError:
                 deadline = deadline or time.monotonic() + self.flush_timeout
                 if time.monotonic() > deadline:
-                    raise SinkUnavailable(f"{self.name}: local queue still full after {self.flush_timeout:g}s"
-                                          f"{self._because()}") from None
+                    raise SinkUnavailable(
+                        f"{self.name}: local queue still full after {self.flush_timeout:g}s{self._because()}"
+                    ) from None
                 self.producer.poll(0.05)
             except KafkaException as exc:
                 error = exc.args[0]
@@ -144,8 +144,9 @@ class ProducerChannel:
         except KafkaException as exc:
             raise self.translate(exc) from None
         if remaining:
-            raise SinkUnavailable(f"{self.name}: {remaining} messages not acknowledged within "
-                                  f"{self.flush_timeout:g}s{self._because()}")
+            raise SinkUnavailable(
+                f"{self.name}: {remaining} messages not acknowledged within {self.flush_timeout:g}s{self._because()}"
+            )
         if self._failed:
             topic, _, _, _, error = self._failed[-1]
             raise SinkUnavailable(f"{self.name}: {len(self._failed)} deliveries to {topic!r} failed: {error.str()}")
@@ -157,8 +158,9 @@ class ProducerChannel:
     def _resend_alone(self) -> None:
         """Produce each message of a refused batch again on its own (see the module's text)."""
         batch, self._batch_refused = self._batch_refused, []
-        log.warning("%s: %d messages refused as too large in a batch; producing each again on its own",
-                    self.name, len(batch))
+        log.warning(
+            "%s: %d messages refused as too large in a batch; producing each again on its own", self.name, len(batch)
+        )
         for topic, value, key, headers in batch:
             try:
                 self.produce_alone(topic, value, key, headers)
@@ -219,20 +221,28 @@ class ProducerChannel:
             size = message_size(value, key, headers)
             self.refused_alone[topic] = min(size, self.refused_alone.get(topic, size))
             if size <= self.max_bytes(topic):
-                log.warning("%s: topic %r refused a message of %d bytes as too large (%s); its limit, which could "
-                            "not be read at start, is taken as below that from now on", self.name, topic, size,
-                            error.str())
+                log.warning(
+                    "%s: topic %r refused a message of %d bytes as too large (%s); its limit, which could "
+                    "not be read at start, is taken as below that from now on",
+                    self.name,
+                    topic,
+                    size,
+                    error.str(),
+                )
                 self.limits[topic] = size - 1
-            self.refused.append((topic, value, key, headers, RecordTooLarge(size, self.max_bytes(topic),
-                                                                            self._output(topic))))
+            self.refused.append(
+                (topic, value, key, headers, RecordTooLarge(size, self.max_bytes(topic), self._output(topic)))
+            )
             return
         self._failed.append((topic, value, key, headers, error))
 
     def _output(self, topic: str) -> str:
         """``topic`` as a ``RecordTooLarge`` names it, saying when its limit was learned, not read."""
         if topic in self.refused_alone and topic not in self.limits_read:
-            return (f"topic {topic!r} (its limit could not be read; it refused a message of "
-                    f"{self.refused_alone[topic]} bytes)")
+            return (
+                f"topic {topic!r} (its limit could not be read; it refused a message of "
+                f"{self.refused_alone[topic]} bytes)"
+            )
         return f"topic {topic!r}"
 
     def _on_error(self, error: KafkaError) -> None:

@@ -6,14 +6,13 @@ Writes go through the engine's shared ``ProducerChannel`` (idempotent, ``acks=al
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
+from adapters.kafka.producer import ProducerChannel
 from domain.errors import RecordTooLarge
 from domain.events import Event, RawRecord
 from domain.keys import join_parts
 from domain.rules import RuleSet
-
-from adapters.kafka.producer import ProducerChannel
 
 
 def unique_value_key(event: Event) -> bytes:
@@ -24,11 +23,13 @@ def rule_key(rules: RuleSet) -> Callable[[Event], bytes]:
     """The values of the event's rule's key fields (``uniqueValue`` by default, or for types
     without a rule; several joined as ``domain.keys`` joins a state key's parts), so every copy
     of an event lands on the same partition."""
+
     def key_of(event: Event) -> bytes:
         rule = rules.rules.get(event.type)
         if rule is None or rule.key_fields == ("uniqueValue",):
             return event.unique_value.encode()
         return join_parts(event.field_value(name) for name in rule.key_fields).encode()
+
     return key_of
 
 
@@ -57,8 +58,11 @@ class KafkaSink:
         written, self._written = self._written, {}
         if self.channel.transactional:
             return []
-        return [(written[(value, key)], error) for value, key, error in self.channel.take_refused(self.topic)
-                if (value, key) in written]
+        return [
+            (written[(value, key)], error)
+            for value, key, error in self.channel.take_refused(self.topic)
+            if (value, key) in written
+        ]
 
     def close(self) -> None:
         """The channel is shared; the engine closes it."""

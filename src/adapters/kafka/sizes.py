@@ -10,17 +10,20 @@ as varints of at most 5 or 10 bytes). It leaves no room for error, only a few sp
 
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 RECORD_OVERHEAD = 100  # the batch header (61 bytes) and the record's own fields at their longest (36)
 HEADER_OVERHEAD = 10  # a header's two varint lengths
 PRODUCER_DEFAULT_MAX = 1_000_000  # librdkafka's message.max.bytes
 PRODUCER_DEFAULT_BATCH = 1_000_000  # librdkafka's batch.size
-DEAD_LETTER_HEADERS_ROOM = 16 * 1024  # the dedup.* headers of any dead letter fit (an error text is at most 4,000 bytes)
+DEAD_LETTER_HEADERS_ROOM = (
+    16 * 1024
+)  # the dedup.* headers of any dead letter fit (an error text is at most 4,000 bytes)
 
 
-def message_size(value: bytes | None, key: bytes | None = None,
-                 headers: Iterable[tuple[str, bytes | None]] | None = None) -> int:
+def message_size(
+    value: bytes | None, key: bytes | None = None, headers: Iterable[tuple[str, bytes | None]] | None = None
+) -> int:
     """An upper bound of the bytes a broker counts for a message with ``value``, ``key`` and ``headers``."""
     if not headers:
         return RECORD_OVERHEAD + len(value or b"") + len(key or b"")

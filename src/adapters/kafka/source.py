@@ -24,25 +24,36 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, Consumer, KafkaError, KafkaException, TopicPartition
 
-from domain.errors import SourceUnavailable
-from domain.events import RawRecord, SourcePosition
-
 from adapters.kafka.config import LOG_EVERY, KafkaConfigurationError, KafkaEndpoint, consumer_config
 from adapters.kafka.topics import config_error, describe
+from domain.errors import SourceUnavailable
+from domain.events import RawRecord, SourcePosition
 
 log = logging.getLogger(__name__)
 
 HANDOVER_COMMIT_TIMEOUT = 5.0  # seconds a commit before partitions go (revoked, closed) retries an absent coordinator
 DEFAULT_GROUP = "streamdedup"
-_COORDINATOR_AWAY = (KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN, KafkaError._WAIT_COORD,
-                     KafkaError._TIMED_OUT, KafkaError.COORDINATOR_NOT_AVAILABLE, KafkaError.NOT_COORDINATOR,
-                     KafkaError.COORDINATOR_LOAD_IN_PROGRESS, KafkaError.REQUEST_TIMED_OUT)
-_TOPIC_GONE = (KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_TOPIC, KafkaError.TOPIC_AUTHORIZATION_FAILED,
-               KafkaError.GROUP_AUTHORIZATION_FAILED)
+_COORDINATOR_AWAY = (
+    KafkaError._TRANSPORT,
+    KafkaError._ALL_BROKERS_DOWN,
+    KafkaError._WAIT_COORD,
+    KafkaError._TIMED_OUT,
+    KafkaError.COORDINATOR_NOT_AVAILABLE,
+    KafkaError.NOT_COORDINATOR,
+    KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+    KafkaError.REQUEST_TIMED_OUT,
+)
+_TOPIC_GONE = (
+    KafkaError.UNKNOWN_TOPIC_OR_PART,
+    KafkaError._UNKNOWN_TOPIC,
+    KafkaError.TOPIC_AUTHORIZATION_FAILED,
+    KafkaError.GROUP_AUTHORIZATION_FAILED,
+)
 
 
 class StateNotShared(KafkaConfigurationError):
@@ -60,9 +71,16 @@ class KafkaSource:
     of the topic's ``partitions``.
     """
 
-    def __init__(self, endpoint: KafkaEndpoint, settings: Mapping[str, Any] | None = None, *,
-                 partitions: int = 1, stop_at_end: bool | None = None, commit_timeout: float = 30.0,
-                 whole_topic: bool = False):
+    def __init__(
+        self,
+        endpoint: KafkaEndpoint,
+        settings: Mapping[str, Any] | None = None,
+        *,
+        partitions: int = 1,
+        stop_at_end: bool | None = None,
+        commit_timeout: float = 30.0,
+        whole_topic: bool = False,
+    ):
         self.endpoint = endpoint
         self.group = endpoint.group or DEFAULT_GROUP
         self.stop_at_end = endpoint.stop_at_end if stop_at_end is None else stop_at_end
@@ -83,8 +101,9 @@ class KafkaSource:
         self._unconfirmed_since: float | None = None  # since when acknowledgements wait unconfirmed (None: none do)
         self._commit_logged = -LOG_EVERY
         self._refused: str | None = None
-        self.consumer.subscribe([endpoint.topic], on_assign=self._on_assign, on_revoke=self._on_revoke,
-                                on_lost=self._on_lost)
+        self.consumer.subscribe(
+            [endpoint.topic], on_assign=self._on_assign, on_revoke=self._on_revoke, on_lost=self._on_lost
+        )
 
     def poll(self, max_records: int, timeout: float) -> list[RawRecord]:
         """Up to ``max_records`` records; waits the whole ``timeout`` unless that many are ready
@@ -121,12 +140,16 @@ class KafkaSource:
         fetch saw minus the position read so far (cached by the client: no broker round trip)."""
         try:
             positions = self.consumer.position(self.consumer.assignment())
-            ends = {(tp.topic, tp.partition): self.consumer.get_watermark_offsets(tp, cached=True)[1]
-                    for tp in positions}
+            ends = {
+                (tp.topic, tp.partition): self.consumer.get_watermark_offsets(tp, cached=True)[1] for tp in positions
+            }
         except (KafkaException, RuntimeError):
             return {}
-        return {(tp.topic, tp.partition): max(0, ends[tp.topic, tp.partition] - tp.offset)
-                for tp in positions if tp.offset >= 0 and ends[tp.topic, tp.partition] >= 0}
+        return {
+            (tp.topic, tp.partition): max(0, ends[tp.topic, tp.partition] - tp.offset)
+            for tp in positions
+            if tp.offset >= 0 and ends[tp.topic, tp.partition] >= 0
+        }
 
     def commit(self, records: Sequence[RawRecord]) -> None:
         """Acknowledge the offset after each partition's last record (see the module's text).
@@ -159,8 +182,9 @@ class KafkaSource:
         if self._unconfirmed:
             self._commit_acknowledged(set(self._unconfirmed), timeout)
 
-    def _commit_acknowledged(self, partitions: set[tuple[str, int]] | None = None,
-                            timeout: float | None = None) -> None:
+    def _commit_acknowledged(
+        self, partitions: set[tuple[str, int]] | None = None, timeout: float | None = None
+    ) -> None:
         """Commit the last acknowledged offset of each partition held (of ``partitions`` only,
         when given) synchronously, confirmed or not (an asynchronous commit retried late may
         have moved it back), retrying while the coordinator is away for up to ``timeout`` s
@@ -171,17 +195,23 @@ class KafkaSource:
         try:
             results = self._commit_retrying(offsets, self.commit_timeout if timeout is None else timeout)
         except KafkaException as exc:
-            raise SourceUnavailable(f"cannot commit offsets of {self.endpoint} "
-                                    f"(group {self.group}): {describe(exc)}") from None
+            raise SourceUnavailable(
+                f"cannot commit offsets of {self.endpoint} (group {self.group}): {describe(exc)}"
+            ) from None
         failed = [tp for tp in results or () if tp.error is not None]
         if failed:
-            raise SourceUnavailable(f"cannot commit offset of {self.endpoint} partition {failed[0].partition} "
-                                    f"(group {self.group}): {failed[0].error.str()}")
+            raise SourceUnavailable(
+                f"cannot commit offset of {self.endpoint} partition {failed[0].partition} "
+                f"(group {self.group}): {failed[0].error.str()}"
+            )
         self._confirmed(results or offsets)
 
     def _offsets(self, partitions) -> list[TopicPartition]:
-        return [TopicPartition(topic, partition, self._acknowledged[topic, partition])
-                for topic, partition in sorted(partitions) if (topic, partition) in self._acknowledged]
+        return [
+            TopicPartition(topic, partition, self._acknowledged[topic, partition])
+            for topic, partition in sorted(partitions)
+            if (topic, partition) in self._acknowledged
+        ]
 
     def _on_commit(self, error: KafkaError | None, partitions: list[TopicPartition]) -> None:
         """An asynchronous commit's answer (served by ``poll``): forget what it confirmed."""
@@ -206,8 +236,12 @@ class KafkaSource:
     def _log_commit_failure(self, reason: str) -> None:
         if time.monotonic() - self._commit_logged >= LOG_EVERY:
             self._commit_logged = time.monotonic()
-            log.warning("committing offsets of %s (group %s) failed, the next commit carries them: %s",
-                        self.endpoint, self.group, reason)
+            log.warning(
+                "committing offsets of %s (group %s) failed, the next commit carries them: %s",
+                self.endpoint,
+                self.group,
+                reason,
+            )
 
     def _commit_retrying(self, offsets: list[TopicPartition], timeout: float) -> list[TopicPartition] | None:
         """Commit, retrying for up to ``timeout`` s while the coordinator is away (a broker
@@ -237,8 +271,12 @@ class KafkaSource:
             offset = self._uncommitted.pop((topic, partition), None)
             if offset is not None:  # given back: read since, from the committed offset
                 self._seek(topic, partition, offset)
-        log.info("%s: %d records of partitions %s dropped from the batch: the group reassigned them",
-                 self.endpoint, len(records) - len(kept), ",".join(str(p) for _, p in sorted(revoked)))
+        log.info(
+            "%s: %d records of partitions %s dropped from the batch: the group reassigned them",
+            self.endpoint,
+            len(records) - len(kept),
+            ",".join(str(p) for _, p in sorted(revoked)),
+        )
         return kept
 
     def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
@@ -250,10 +288,12 @@ class KafkaSource:
             held = set()
         held |= {(tp.topic, tp.partition) for tp in partitions}
         if len(held) < self.partitions:
-            self._refused = (f"the consumer group {self.group} gave this instance {len(held)} of the {self.partitions} "
-                             f"partitions of {self.endpoint.topic} (another instance reads the rest), but its state "
-                             "lives in this process and cannot be shared: run one instance, or give every instance "
-                             "--state redis://HOST:PORT/DB")
+            self._refused = (
+                f"the consumer group {self.group} gave this instance {len(held)} of the {self.partitions} "
+                f"partitions of {self.endpoint.topic} (another instance reads the rest), but its state "
+                "lives in this process and cannot be shared: run one instance, or give every instance "
+                "--state redis://HOST:PORT/DB"
+            )
 
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         """Before partitions go to another member: commit what was acknowledged of them, so
@@ -292,8 +332,9 @@ class KafkaSource:
         try:
             self.consumer.seek(TopicPartition(topic, partition, offset))
         except KafkaException as exc:
-            raise SourceUnavailable(f"cannot rewind {topic} partition {partition} to offset {offset}: "
-                                    f"{describe(exc)}") from None
+            raise SourceUnavailable(
+                f"cannot rewind {topic} partition {partition} to offset {offset}: {describe(exc)}"
+            ) from None
         self._at_end.discard(partition)
 
     def close(self) -> None:

@@ -8,20 +8,21 @@ make a broker with ``auto.create.topics.enable`` create a misspelt topic.
 from __future__ import annotations
 
 import logging
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient, ConfigResource
 
-from domain.errors import SinkUnavailable, SourceUnavailable, TransientError, first_line
-
 from adapters.kafka.config import KafkaConfigurationError, KafkaEndpoint, admin_config, scrub
+from domain.errors import SinkUnavailable, SourceUnavailable, TransientError, first_line
 
 log = logging.getLogger(__name__)
 
 
-def require_topics(endpoints: Sequence[tuple[str, KafkaEndpoint]], settings: Mapping[str, Any] | None,
-                   timeout: float) -> dict[str, int]:
+def require_topics(
+    endpoints: Sequence[tuple[str, KafkaEndpoint]], settings: Mapping[str, Any] | None, timeout: float
+) -> dict[str, int]:
     """The partition count of each role's topic; raises a one-line domain error naming the role.
 
     An unreachable broker raises ``SourceUnavailable`` (for the source) or ``SinkUnavailable``;
@@ -34,7 +35,8 @@ def require_topics(endpoints: Sequence[tuple[str, KafkaEndpoint]], settings: Map
         partitions = listings[endpoint.bootstrap].get(endpoint.topic)
         if partitions is None:
             raise KafkaConfigurationError(
-                f"kafka topic {endpoint.topic!r} ({role}) does not exist on {endpoint.bootstrap}; create it first")
+                f"kafka topic {endpoint.topic!r} ({role}) does not exist on {endpoint.bootstrap}; create it first"
+            )
         counts[role] = partitions
     return counts
 
@@ -49,8 +51,10 @@ def _list_topics(role: str, endpoint: KafkaEndpoint, settings, timeout: float) -
         metadata = admin.list_topics(timeout=timeout)
     except KafkaException as exc:
         error = unavailable(role)
-        raise error(f"kafka broker {endpoint.bootstrap} unreachable ({role} {endpoint.topic!r}): no metadata "
-                    f"within {timeout:g}s ({scrub(describe(exc), config)})") from None
+        raise error(
+            f"kafka broker {endpoint.bootstrap} unreachable ({role} {endpoint.topic!r}): no metadata "
+            f"within {timeout:g}s ({scrub(describe(exc), config)})"
+        ) from None
     return {name: len(t.partitions) for name, t in metadata.topics.items() if t.error is None}
 
 
@@ -63,8 +67,12 @@ def max_message_bytes(endpoint: KafkaEndpoint, settings: Mapping[str, Any] | Non
         [future] = admin.describe_configs([resource], request_timeout=timeout).values()
         return int(future.result(timeout)["max.message.bytes"].value)
     except (KafkaException, KeyError, TypeError, ValueError) as exc:
-        log.warning("cannot read max.message.bytes of %s (%s): messages too large for it are not caught before "
-                    "they are produced", endpoint, describe(exc))
+        log.warning(
+            "cannot read max.message.bytes of %s (%s): messages too large for it are not caught before "
+            "they are produced",
+            endpoint,
+            describe(exc),
+        )
         return None
 
 

@@ -22,16 +22,15 @@ import logging
 import os
 import socket
 import threading
-from typing import Sequence
+from collections.abc import Sequence
 
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
-
-from domain.errors import BatchAborted, SinkUnavailable
-from domain.events import RawRecord
 
 from adapters.kafka.producer import ProducerChannel, ProducerStuck
 from adapters.kafka.source import KafkaSource, next_offsets
 from adapters.kafka.topics import describe
+from domain.errors import BatchAborted, SinkUnavailable
+from domain.events import RawRecord
 
 log = logging.getLogger(__name__)
 
@@ -53,8 +52,7 @@ class TransactionalCommitter:
     """The exactly-once ``domain.ports.BatchCommitter``; initialises transactions (fencing any older
     instance) when built."""
 
-    def __init__(self, channel: ProducerChannel, source: KafkaSource, timeout: float = 30.0,
-                 commit_attempts: int = 3):
+    def __init__(self, channel: ProducerChannel, source: KafkaSource, timeout: float = 30.0, commit_attempts: int = 3):
         self.channel = channel
         self.source = source
         self.timeout = timeout
@@ -76,11 +74,16 @@ class TransactionalCommitter:
         doomed = self.channel.doomed
         if doomed:
             self.abort()
-            because = (f"librdkafka failed it ({doomed.str()})" if isinstance(doomed, KafkaError) else
-                       "a message was refused as too large for its topic, whose limit could not be read at start "
-                       "(that topic's messages are now produced one at a time)")
-            raise BatchAborted(f"{self.channel.name}: the transaction cannot commit: {because}; it is aborted and the "
-                               "batch judged again")
+            because = (
+                f"librdkafka failed it ({doomed.str()})"
+                if isinstance(doomed, KafkaError)
+                else "a message was refused as too large for its topic, whose limit could not be read at start "
+                "(that topic's messages are now produced one at a time)"
+            )
+            raise BatchAborted(
+                f"{self.channel.name}: the transaction cannot commit: {because}; it is aborted and the "
+                "batch judged again"
+            )
         try:
             self._send_offsets(records)
             self._commit_transaction()
@@ -89,8 +92,10 @@ class TransactionalCommitter:
             recovering = bool(self.channel.careful) and exc.args[0].txn_requires_abort()
             self.abort()
             if recovering:  # the epoch bump after an abort for a refused message can fail the next transaction
-                raise BatchAborted(f"{error} (while recovering from a message refused as too large: the transaction "
-                                   "is aborted and the batch judged again)") from None
+                raise BatchAborted(
+                    f"{error} (while recovering from a message refused as too large: the transaction "
+                    "is aborted and the batch judged again)"
+                ) from None
             raise type(error)(f"{error} (transaction aborted; the batch is not acknowledged)") from None
         except ProducerStuck:
             self.abort()
@@ -114,7 +119,7 @@ class TransactionalCommitter:
         self.channel.forget_failures()
         try:
             self.source.rewind()
-        except Exception as exc:  # noqa: BLE001 - abort must not hide the error that caused it
+        except Exception as exc:
             log.error("rewinding %s after an abort failed: %s", self.source.endpoint, exc)
 
     def _send_offsets(self, records: Sequence[RawRecord]) -> None:
@@ -128,7 +133,7 @@ class TransactionalCommitter:
         def call() -> None:
             try:
                 self.channel.producer.send_offsets_to_transaction(*args)
-            except BaseException as exc:  # noqa: BLE001 - handed to the waiting thread
+            except BaseException as exc:
                 outcome["error"] = exc
 
         worker = threading.Thread(target=call, name="kafka-send-offsets", daemon=True)
@@ -136,9 +141,11 @@ class TransactionalCommitter:
         worker.join(self.timeout + 5)
         if worker.is_alive():
             self.channel.stuck = True
-            raise ProducerStuck(f"{self.channel.name}: sending the consumer offsets to the transaction did not "
-                                f"return within {self.timeout + 5:g}s (a librdkafka hang after a broker restart); "
-                                "restart the engine: the open transaction is aborted when it starts again")
+            raise ProducerStuck(
+                f"{self.channel.name}: sending the consumer offsets to the transaction did not "
+                f"return within {self.timeout + 5:g}s (a librdkafka hang after a broker restart); "
+                "restart the engine: the open transaction is aborted when it starts again"
+            )
         if "error" in outcome:
             raise outcome["error"]
 

@@ -8,15 +8,15 @@ partitioner places it.
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from confluent_kafka import KafkaException, Producer
 
-from domain.errors import SinkUnavailable
-from domain.events import InvalidEvent, parse_event
-
 from adapters.kafka.config import KafkaEndpoint, producer_config
 from adapters.kafka.topics import config_error, describe
+from domain.errors import SinkUnavailable
+from domain.events import InvalidEvent, parse_event
 
 # a preload is one burst: large batches, a deep local queue
 BULK = {"linger.ms": 20, "batch.size": 1_000_000, "queue.buffering.max.messages": 500_000}
@@ -30,8 +30,12 @@ def producer_key(value: bytes) -> bytes | None:
         return None
 
 
-def produce(endpoint: KafkaEndpoint, records: Iterable[tuple[int | None, bytes | None, bytes]],
-            settings: Mapping[str, Any] | None = None, timeout: float = 60) -> int:
+def produce(
+    endpoint: KafkaEndpoint,
+    records: Iterable[tuple[int | None, bytes | None, bytes]],
+    settings: Mapping[str, Any] | None = None,
+    timeout: float = 60,
+) -> int:
     """Produce ``(partition, key, value)`` records to ``endpoint.topic`` (idempotent, ``acks=all``)
     and wait until all are acknowledged; a partition of None lets the partitioner choose by key.
 
@@ -47,13 +51,16 @@ def produce(endpoint: KafkaEndpoint, records: Iterable[tuple[int | None, bytes |
     count = sum(_produce_one(producer, endpoint, *record) for record in records)
     unacknowledged = producer.flush(timeout)
     if failures or unacknowledged:
-        raise SinkUnavailable(f"{endpoint}: {len(failures)} records refused, {unacknowledged} not acknowledged "
-                              f"within {timeout:g}s ({failures[0] if failures else 'timed out'})")
+        raise SinkUnavailable(
+            f"{endpoint}: {len(failures)} records refused, {unacknowledged} not acknowledged "
+            f"within {timeout:g}s ({failures[0] if failures else 'timed out'})"
+        )
     return count
 
 
-def _produce_one(producer: Producer, endpoint: KafkaEndpoint, partition: int | None, key: bytes | None,
-                 value: bytes) -> int:
+def _produce_one(
+    producer: Producer, endpoint: KafkaEndpoint, partition: int | None, key: bytes | None, value: bytes
+) -> int:
     """Queue one record, waiting while the local queue is full."""
     where = {} if partition is None else {"partition": partition}
     while True:

@@ -8,8 +8,8 @@ acknowledged only after its outcomes are flushed, so a crash replays it.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from domain.accounting import Accounting
 from domain.pipeline import BatchPipeline

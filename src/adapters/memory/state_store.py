@@ -26,14 +26,25 @@ import heapq
 import logging
 import os
 import threading
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Iterable, Sequence
 from urllib.parse import quote, unquote
 
 from domain.errors import ProcessingBug, SetupError, StateUnavailable, first_line
 from domain.keys import rule_of, rule_part
-from domain.state import (GRANTED, Claim, Emission, Judgement, current_key, decide, decide_one, decode, encode,
-                          kept_until, version_of)
+from domain.state import (
+    GRANTED,
+    Claim,
+    Emission,
+    Judgement,
+    current_key,
+    decide,
+    decide_one,
+    decode,
+    encode,
+    kept_until,
+    version_of,
+)
 
 SNAPSHOT_HEADER = "# streamdedup state snapshot\n"
 
@@ -154,7 +165,10 @@ class InMemoryStateStore:
             log.warning("ignoring %s, left by a snapshot save that did not finish; loading %s", partial, path)
         try:
             for stored, value in read_snapshot(path):
-                entries, key = decode(value), current_key(stored, version_of(value))  # an older snapshot's key respelled
+                entries, key = (
+                    decode(value),
+                    current_key(stored, version_of(value)),
+                )  # an older snapshot's key respelled
                 self._entries[key] = _stored(entries)
                 for e in entries:
                     self._expiries_of(rule_part(key)).add(e.kept_until, key)
@@ -168,7 +182,7 @@ class InMemoryStateStore:
         """Every stored key with its emissions (for snapshots and inspection)."""
         return [(key, _emissions(stored)) for key, stored in self._entries.items()]
 
-    def _decide(self, claim: Claim, stored: tuple[StoredEmission, ...], expiries: "_Expiries") -> Judgement:
+    def _decide(self, claim: Claim, stored: tuple[StoredEmission, ...], expiries: _Expiries) -> Judgement:
         """A claim on a key that holds emissions: ``decide`` over them (``decide_one`` over one)."""
         if len(stored) == 1:
             judgement, entries = decide_one(stored[0], claim)
@@ -186,14 +200,14 @@ class InMemoryStateStore:
             expiries.add(claim.emission().kept_until, claim.key)
         return decision.judgement
 
-    def _expiries_of(self, rule_part: str) -> "_Expiries":
+    def _expiries_of(self, rule_part: str) -> _Expiries:
         """The expiries of the rule whose keys start with ``rule_part`` (its escaped name)."""
         expiries = self._expiries.get(rule_part)
         if expiries is None:
             expiries = self._expiries[rule_part] = _Expiries()
         return expiries
 
-    def _evict(self, expiries: "_Expiries", now: int) -> None:
+    def _evict(self, expiries: _Expiries, now: int) -> None:
         entries = self._entries
         for key in expiries.pop_due(now):
             stored = entries.get(key)
@@ -262,8 +276,10 @@ def read_snapshot(path: Path):
 def unreadable(path: Path, exc: Exception) -> SnapshotUnusable:
     """The error for a snapshot that cannot be read (its loading or its inspection)."""
     reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else first_line(exc)
-    return SnapshotUnusable(f"the state snapshot {path} cannot be read: {reason} (not a snapshot this program "
-                            "wrote, or damaged): move it away to start with an empty state")
+    return SnapshotUnusable(
+        f"the state snapshot {path} cannot be read: {reason} (not a snapshot this program "
+        "wrote, or damaged): move it away to start with an empty state"
+    )
 
 
 def _lock_snapshot(path: Path) -> int:
@@ -278,8 +294,10 @@ def _lock_snapshot(path: Path) -> int:
     except OSError:
         holder = os.pread(fd, 32, 0).decode(errors="replace").strip()
         os.close(fd)
-        raise SnapshotUnusable(f"the state snapshot {path} is in use by another run"
-                               f"{f' (pid {holder})' if holder else ''}: one run at a time per snapshot") from None
+        raise SnapshotUnusable(
+            f"the state snapshot {path} is in use by another run"
+            f"{f' (pid {holder})' if holder else ''}: one run at a time per snapshot"
+        ) from None
     os.ftruncate(fd, 0)
     os.pwrite(fd, str(os.getpid()).encode(), 0)
     return fd

@@ -11,10 +11,17 @@ dropped: an engine's figure must never stop it.
 from __future__ import annotations
 
 import logging
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
-from prometheus_client import PlatformCollector, ProcessCollector
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    PlatformCollector,
+    ProcessCollector,
+    generate_latest,
+)
 
 from adapters.metrics.catalog import CATALOG, Metric
 from domain.accounting import NO_RULE
@@ -71,7 +78,8 @@ class PrometheusMetrics:
         if metric is None or set(labels) != set(CATALOG[name].labels):
             if name not in self._unknown:
                 self._unknown.add(name)
-                log.warning("metric %s%s is not in the catalog (adapters.metrics.catalog): not exported",
-                            name, sorted(labels))
+                log.warning(
+                    "metric %s%s is not in the catalog (adapters.metrics.catalog): not exported", name, sorted(labels)
+                )
             return None
         return metric.labels(**labels) if labels else metric

@@ -38,19 +38,27 @@ def refuse_eviction(store: RedisStateStore, *, allowed: bool) -> str | None:
         return policy
     risk = _risk(store.address, policy)
     if not allowed:
-        raise IncompatibleState(f"{risk}. Set maxmemory-policy to noeviction on the server, or accept the risk "
-                                f"with {ACCEPT_SETTING}")
-    log.warning("DUPLICATES MAY PASS: %s. Starting anyway, as redis.allow_eviction accepts it; keep the server "
-                "well below its maxmemory", risk)
+        raise IncompatibleState(
+            f"{risk}. Set maxmemory-policy to noeviction on the server, or accept the risk with {ACCEPT_SETTING}"
+        )
+    log.warning(
+        "DUPLICATES MAY PASS: %s. Starting anyway, as redis.allow_eviction accepts it; keep the server "
+        "well below its maxmemory",
+        risk,
+    )
     return policy
 
 
 def _risk(address: str, policy: str | None) -> str:
     if policy is None:
-        return (f"cannot tell whether redis at {address} evicts keys: it answers neither CONFIG GET nor INFO memory "
-                f"with its maxmemory-policy, and an evicted state key lets that key's duplicates through")
-    return (f"redis at {address} has maxmemory-policy {policy}: under memory pressure it evicts deduplication state, "
-            f"and an evicted key lets that key's duplicates through")
+        return (
+            f"cannot tell whether redis at {address} evicts keys: it answers neither CONFIG GET nor INFO memory "
+            f"with its maxmemory-policy, and an evicted state key lets that key's duplicates through"
+        )
+    return (
+        f"redis at {address} has maxmemory-policy {policy}: under memory pressure it evicts deduplication state, "
+        f"and an evicted key lets that key's duplicates through"
+    )
 
 
 def refuse_old_server(store: RedisStateStore) -> None:
@@ -60,5 +68,6 @@ def refuse_old_server(store: RedisStateStore) -> None:
     version = store.server_version()
     if version is not None and version < OLDEST_VERSION:
         shown = ".".join(map(str, version))
-        raise IncompatibleState(f"redis at {store.address} is version {shown}: the state store needs Redis 7.0 or "
-                                "later (script flags)")
+        raise IncompatibleState(
+            f"redis at {store.address} is version {shown}: the state store needs Redis 7.0 or later (script flags)"
+        )

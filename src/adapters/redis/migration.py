@@ -53,29 +53,43 @@ class RedisMigrationPlan:
 
     def describe(self) -> list[str]:
         found = ", ".join(f"v{v}: {n}" for v, n in sorted(self.versions.items())) or "none"
-        lines = [f"read {sum(self.keys_per_rule.values())} keys from {redacted_url(self.source)} (formats {found}, "
-                 f"{self.unreadable} unreadable)"]
+        lines = [
+            (
+                f"read {sum(self.keys_per_rule.values())} keys from {redacted_url(self.source)} (formats {found}, "
+                f"{self.unreadable} unreadable)"
+            )
+        ]
         for rule, (old, new) in sorted(self.layouts.items()):
             if self.unmovable[rule]:
-                lines.append(f"leave rule {rule}'s {self.unmovable[rule]} keys: the new key ({','.join(new)}) needs "
-                             f"fields the old key ({','.join(old)}) lacks; use state_from (online fallback)")
+                lines.append(
+                    f"leave rule {rule}'s {self.unmovable[rule]} keys: the new key ({','.join(new)}) needs "
+                    f"fields the old key ({','.join(old)}) lacks; use state_from (online fallback)"
+                )
             elif self.in_place:
-                lines.append(f"rewrite rule {rule}'s older-format values in place to v{CURRENT_VERSION}, "
-                             "keeping their TTL")
+                lines.append(
+                    f"rewrite rule {rule}'s older-format values in place to v{CURRENT_VERSION}, keeping their TTL"
+                )
             else:
-                lines.append(f"copy rule {rule}'s {self.keys_per_rule[rule]} keys as v{CURRENT_VERSION} "
-                             f"({','.join(old)} -> {','.join(new)}) to {redacted_url(self.target)}, keeping their TTL")
+                lines.append(
+                    f"copy rule {rule}'s {self.keys_per_rule[rule]} keys as v{CURRENT_VERSION} "
+                    f"({','.join(old)} -> {','.join(new)}) to {redacted_url(self.target)}, keeping their TTL"
+                )
             if self.ambiguous[rule]:
-                lines.append(f"leave rule {rule}'s {self.ambiguous[rule]} older-format keys whose values held the "
-                             "separator \\x1f (ambiguous: which part is which field cannot be told); they expire")
+                lines.append(
+                    f"leave rule {rule}'s {self.ambiguous[rule]} older-format keys whose values held the "
+                    "separator \\x1f (ambiguous: which part is which field cannot be told); they expire"
+                )
         return lines
 
 
-def plan_redis_migration(source: str, target: str, rules: RuleSet,
-                         old_key_fields: dict[str, tuple[str, ...]]) -> RedisMigrationPlan:
+def plan_redis_migration(
+    source: str, target: str, rules: RuleSet, old_key_fields: dict[str, tuple[str, ...]]
+) -> RedisMigrationPlan:
     """Scan ``source`` and report what ``apply_redis_migration`` would write; writes nothing."""
-    layouts = {name: (tuple(old_key_fields.get(name, rule.key_fields)), tuple(rule.key_fields))
-               for name, rule in rules.rules.items()}
+    layouts = {
+        name: (tuple(old_key_fields.get(name, rule.key_fields)), tuple(rule.key_fields))
+        for name, rule in rules.rules.items()
+    }
     plan = RedisMigrationPlan(source, target, layouts)
     store = RedisStateStore(source)
     try:
@@ -114,8 +128,11 @@ def _version(plan: RedisMigrationPlan, value: bytes) -> int | None:
 
 def apply_redis_migration(plan: RedisMigrationPlan) -> int:
     """Write what ``plan`` describes; returns how many keys were written."""
-    store, source, target = (RedisStateStore(plan.source), redis.Redis.from_url(plan.source),
-                             redis.Redis.from_url(plan.target))
+    store, source, target = (
+        RedisStateStore(plan.source),
+        redis.Redis.from_url(plan.source),
+        redis.Redis.from_url(plan.target),
+    )
     written = 0
     try:
         for key, value in store.scan_items():
@@ -140,8 +157,7 @@ def _move(source, target, plan: RedisMigrationPlan, key: str, value: bytes) -> i
         return 0
     old = redis_key(DEFAULT_PREFIX, key)
     if plan.in_place and new_key == key:
-        return 0 if version == CURRENT_VERSION else int(bool(target.set(old, encode(entries), xx=True,
-                                                                        keepttl=True)))
+        return 0 if version == CURRENT_VERSION else int(bool(target.set(old, encode(entries), xx=True, keepttl=True)))
     ttl = source.pttl(old)
     written = target.set(redis_key(DEFAULT_PREFIX, new_key), encode(entries), nx=True, px=ttl if ttl > 0 else None)
     if written and ttl <= 0:  # a key without a TTL expires through the index (adapters.redis.expiry)

@@ -84,7 +84,10 @@ local function rule_index(prefix, rule)
 end
 """
 
-CHECK_AND_SET = "#!lua\n" + PARSE + r"""
+CHECK_AND_SET = (
+    "#!lua\n"
+    + PARSE
+    + r"""
 -- domain.state.decide, line for line: e = {time, expires_at, owner, text}; kept_until = 2 * expires_at - time
 -- (the claim: its time, window, expiry, now, owner, and its entry's text as stored)
 local function decide(entries, time, window, expires, now, owner, text)
@@ -162,8 +165,12 @@ for key, now in pairs(dirty) do
 end
 return verdicts
 """
+)
 
-SWEEP = "#!lua flags=allow-oom\n" + PARSE + r"""
+SWEEP = (
+    "#!lua flags=allow-oom\n"
+    + PARSE
+    + r"""
 local prefix, budget, idle, removed = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), 0
 local clock = redis.call('TIME')
 local wall = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
@@ -207,6 +214,7 @@ for _, rule in ipairs(order) do
 end
 return removed
 """
+)
 
 SCRIPT_SHA = hashlib.sha1(CHECK_AND_SET.encode()).hexdigest()
 SWEEP_SHA = hashlib.sha1(SWEEP.encode()).hexdigest()

@@ -32,10 +32,10 @@ surrogates kept the same way, so the script still recognises such a record's rep
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from functools import lru_cache
 from itertools import islice
-from typing import Callable, Iterator, Sequence
 from urllib.parse import quote, urlsplit, urlunsplit
 
 import redis
@@ -43,15 +43,14 @@ from redis.backoff import NoBackoff
 from redis.exceptions import NoScriptError, OutOfMemoryError
 from redis.retry import Retry
 
+from adapters.redis.expiry import is_index, lane_of
+from adapters.redis.script import BAD_STATE, CHECK_AND_SET, SCRIPT_SHA, SWEEP, SWEEP_SHA, claim_argument
 from domain.errors import StateUnavailable, first_line
-from domain.redaction import redact_uri
 from domain.keys import rule_part
+from domain.redaction import redact_uri
 from domain.rules import KEY_SEPARATOR
 from domain.state import GRANTED, Claim, Emission, Judgement, StateFormatError, decode
 from domain.watermarks import DEFAULT_IDLE_TIMEOUT
-
-from adapters.redis.expiry import is_index, lane_of
-from adapters.redis.script import BAD_STATE, CHECK_AND_SET, SCRIPT_SHA, SWEEP, SWEEP_SHA, claim_argument
 
 DEFAULT_PREFIX = "dedup:"
 
@@ -67,17 +66,30 @@ class RedisStateStore:
 
     durable = True
 
-    def __init__(self, url: str, key_prefix: str = DEFAULT_PREFIX, *, idle_timeout: float = DEFAULT_IDLE_TIMEOUT,
-                 socket_timeout: float = 5.0, connect_timeout: float = 2.0, chunk_size: int = 2000,
-                 **options):
+    def __init__(
+        self,
+        url: str,
+        key_prefix: str = DEFAULT_PREFIX,
+        *,
+        idle_timeout: float = DEFAULT_IDLE_TIMEOUT,
+        socket_timeout: float = 5.0,
+        connect_timeout: float = 2.0,
+        chunk_size: int = 2000,
+        **options,
+    ):
         self.address = redacted_url(url)
         self.key_prefix = key_prefix
         self.idle_timeout = idle_timeout  # s without a claim after which a lane's watermark holds nothing back
         self.chunk_size = chunk_size
         try:
             self._redis = redis.Redis.from_url(
-                url, socket_timeout=socket_timeout, socket_connect_timeout=connect_timeout,
-                retry=Retry(NoBackoff(), 1), health_check_interval=30, **options)
+                url,
+                socket_timeout=socket_timeout,
+                socket_connect_timeout=connect_timeout,
+                retry=Retry(NoBackoff(), 1),
+                health_check_interval=30,
+                **options,
+            )
         except (ValueError, redis.RedisError) as exc:
             raise StateUnavailable(f"invalid redis URL {self.address}: {exc}") from None
         self._claims = None  # the connection ``send_many`` sends through, with ``_unread`` answers on it
@@ -114,8 +126,10 @@ class RedisStateStore:
     def _judgements(self, claims: Sequence[Claim], connection, replies: int) -> list[Judgement]:
         """The answers of one ``send_many``, read from its connection (the oldest unread ones)."""
         if connection is not self._claims:
-            raise StateUnavailable(f"redis check-and-set failed at {self.address}: the connection of an earlier "
-                                   "call was lost before its answer was read")
+            raise StateUnavailable(
+                f"redis check-and-set failed at {self.address}: the connection of an earlier "
+                "call was lost before its answer was read"
+            )
         answers, failure = [], None
         with self._translated("check-and-set"):
             try:
@@ -136,7 +150,7 @@ class RedisStateStore:
         return _judged(answers)
 
     def _chunks(self, claims: Sequence[Claim]) -> list[Sequence[Claim]]:
-        return [claims[i:i + self.chunk_size] for i in range(0, len(claims), self.chunk_size)]
+        return [claims[i : i + self.chunk_size] for i in range(0, len(claims), self.chunk_size)]
 
     def _claims_connection(self):
         if self._claims is None:
@@ -259,8 +273,10 @@ class RedisStateStore:
             lane, until = (rule_part(c.key), lane_of(argument.rpartition(",")[2])), c.sweeps_until()
             lanes[lane] = min(lanes.get(lane, until), until)
         swept = [part for (rule, lane), until in lanes.items() for part in (rule, lane, until)]
-        return [("EVALSHA", SWEEP_SHA, 0, self.key_prefix, 2 * len(claims), round(self.idle_timeout * 1000), *swept),
-                claimed]
+        return [
+            ("EVALSHA", SWEEP_SHA, 0, self.key_prefix, 2 * len(claims), round(self.idle_timeout * 1000), *swept),
+            claimed,
+        ]
 
     @contextmanager
     def _translated(self, operation: str) -> Iterator[None]:
@@ -268,9 +284,11 @@ class RedisStateStore:
         try:
             yield
         except OutOfMemoryError:
-            raise StateUnavailable(f"redis at {self.address} is full (maxmemory reached under noeviction): {operation} "
-                                   "refused, the refused claims not applied; retried as sweeps forget expired keys, "
-                                   "or raise maxmemory") from None
+            raise StateUnavailable(
+                f"redis at {self.address} is full (maxmemory reached under noeviction): {operation} "
+                "refused, the refused claims not applied; retried as sweeps forget expired keys, "
+                "or raise maxmemory"
+            ) from None
         except redis.ResponseError as exc:
             if str(exc).startswith(BAD_STATE):
                 raise StateFormatError(str(exc).removeprefix(BAD_STATE).strip()) from None
@@ -286,8 +304,12 @@ class RedisStateStore:
 def _judged(replies: list) -> list[Judgement]:
     """The judgements in the claims' replies (lists: 1, granted, or the emission a claim repeats);
     the sweeps' replies (counts) are skipped."""
-    return [GRANTED if v == 1 else Judgement(decode(b"3|" + v)[0])
-            for reply in replies if isinstance(reply, list) for v in reply]
+    return [
+        GRANTED if v == 1 else Judgement(decode(b"3|" + v)[0])
+        for reply in replies
+        if isinstance(reply, list)
+        for v in reply
+    ]
 
 
 def quoted_owner(owner: str) -> str:

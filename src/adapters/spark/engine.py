@@ -37,8 +37,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Callable, Mapping
 
 from pyspark.sql import DataFrame, SparkSession
 
@@ -53,8 +53,13 @@ from adapters.spark.output.writers import writer_for
 from adapters.spark.parts import BatchTools, BatchWriter, Judge, JudgedBatch
 from adapters.spark.restart import query_failure, retried, run_restarting
 from adapters.spark.runtime.kafka_options import spark_kafka_options
-from adapters.spark.runtime.session import (build_session, require_classes, session_started, state_rows_tracked,
-                                            state_store_conf)
+from adapters.spark.runtime.session import (
+    build_session,
+    require_classes,
+    session_started,
+    state_rows_tracked,
+    state_store_conf,
+)
 from adapters.spark.runtime.spark_log import SparkLog
 from adapters.spark.runtime.startup import require_endpoints
 from adapters.spark.stopping import QueryStopper
@@ -68,8 +73,8 @@ from adapters.spark.stream.watermarks import BatchWatermarks
 from adapters.spark.trigger import DEFAULT_TRIGGER
 from domain.accounting import Accounting
 from domain.dead_letters import DEFAULT_MAX_BYTES
-from domain.redaction import redact_uri
 from domain.policies import Policies
+from domain.redaction import redact_uri
 from domain.restart import RestartsExhausted, RestartStrategy
 from domain.rules import RuleSet
 from domain.watermarks import DEFAULT_IDLE_TIMEOUT
@@ -101,12 +106,26 @@ class SparkQuery:
     idle_partition_timeout: float = DEFAULT_IDLE_TIMEOUT
 
 
-def build_spark_engine(rules: RuleSet, policies: Policies, *, source: str, sink: str, dead_letters: str,
-                       checkpoint: str, state: str = "checkpoint", delivery: str = "at-least-once",
-                       kafka_config: Mapping[str, str] | None = None, transactional_id: str | None = None,
-                       commit_replication: int | None = None, restart: RestartStrategy | None = None, metrics=None,
-                       spark: SparkSession | None = None, dead_letter_max_bytes: int = DEFAULT_MAX_BYTES,
-                       duplicates: str | None = None, **query) -> "SparkEngine":
+def build_spark_engine(
+    rules: RuleSet,
+    policies: Policies,
+    *,
+    source: str,
+    sink: str,
+    dead_letters: str,
+    checkpoint: str,
+    state: str = "checkpoint",
+    delivery: str = "at-least-once",
+    kafka_config: Mapping[str, str] | None = None,
+    transactional_id: str | None = None,
+    commit_replication: int | None = None,
+    restart: RestartStrategy | None = None,
+    metrics=None,
+    spark: SparkSession | None = None,
+    dead_letter_max_bytes: int = DEFAULT_MAX_BYTES,
+    duplicates: str | None = None,
+    **query,
+) -> SparkEngine:
     """The engine with the parts the settings name: Spark's state (``state="checkpoint"``) or a
     ``redis://`` URL as the judge; ``delivery`` as the writer. ``kafka_config``: librdkafka
     settings (``ValueError`` names one Spark's Kafka client cannot take). ``duplicates``: where
@@ -114,24 +133,48 @@ def build_spark_engine(rules: RuleSet, policies: Policies, *, source: str, sink:
     state = _state_of(state)
     config = dict(kafka_config or {})
     consumer, producer = (spark_kafka_options(config, role) for role in ("consumer", "producer"))
-    writer = writer_for(sink, dead_letters, delivery, checkpoint, config, transactional_id, producer,
-                        commit_replication, dead_letter_max_bytes, consumer, duplicates)
-    judge = OperatorJudge() if state == "checkpoint" else RedisBatchJudge(state, partitions=query.get(
-        "shuffle_partitions") or 2)
-    query = SparkQuery(source, checkpoint, outputs={"sink": sink, "dlq": dead_letters}, kafka_settings=config,
-                       consumer_options=consumer, **query)
+    writer = writer_for(
+        sink,
+        dead_letters,
+        delivery,
+        checkpoint,
+        config,
+        transactional_id,
+        producer,
+        commit_replication,
+        dead_letter_max_bytes,
+        consumer,
+        duplicates,
+    )
+    judge = (
+        OperatorJudge()
+        if state == "checkpoint"
+        else RedisBatchJudge(state, partitions=query.get("shuffle_partitions") or 2)
+    )
+    query = SparkQuery(
+        source,
+        checkpoint,
+        outputs={"sink": sink, "dlq": dead_letters},
+        kafka_settings=config,
+        consumer_options=consumer,
+        **query,
+    )
     return SparkEngine(rules, query, writer, judge, policies, restart or RestartStrategy(), metrics, spark=spark)
 
 
 def _state_of(state: str) -> str:
     """``checkpoint`` or a Redis URL; ``memory``, the name before ``checkpoint``, with a deprecation line."""
     if state == "memory":
-        log.warning("state='memory' for the Spark engine is deprecated: its state is kept in the checkpoint, "
-                    "write state='checkpoint'")
+        log.warning(
+            "state='memory' for the Spark engine is deprecated: its state is kept in the checkpoint, "
+            "write state='checkpoint'"
+        )
         return "checkpoint"
     if state != "checkpoint" and not state.startswith(("redis://", "rediss://", "unix://")):
-        raise SparkSetupError(f"the Spark engine keeps its state in its checkpoint ('checkpoint') or in Redis "
-                              f"(redis://HOST:PORT/DB), got {redact_uri(state)!r}")
+        raise SparkSetupError(
+            f"the Spark engine keeps its state in its checkpoint ('checkpoint') or in Redis "
+            f"(redis://HOST:PORT/DB), got {redact_uri(state)!r}"
+        )
     return state
 
 
@@ -157,8 +200,13 @@ class SparkEngine:
 
     def __post_init__(self):
         self.listener = ProgressListener(self.metrics, rules=self.rules.rules)
-        self.guard = CheckpointGuard(self.rules, self.query.checkpoint, self.endpoints(), self.query.settings_file,
-                                     state_in_checkpoint=self.judge.state_in_checkpoint)
+        self.guard = CheckpointGuard(
+            self.rules,
+            self.query.checkpoint,
+            self.endpoints(),
+            self.query.settings_file,
+            state_in_checkpoint=self.judge.state_in_checkpoint,
+        )
         self.lease = CheckpointLease(self.query.checkpoint, self.query.lease_timeout)
 
     def endpoints(self) -> dict[str, str]:
@@ -171,8 +219,9 @@ class SparkEngine:
         terminal as well while the program logs at DEBUG); a running one keeps its log."""
         if self.spark is None:
             if self.query.log_file is not None and not session_started():
-                self.spark_log = SparkLog.at(self.query.log_file,
-                                             console=logging.getLogger().isEnabledFor(logging.DEBUG))
+                self.spark_log = SparkLog.at(
+                    self.query.log_file, console=logging.getLogger().isEnabledFor(logging.DEBUG)
+                )
             self.spark = build_session(self.query.master, conf=self.query.conf, log=self.spark_log)
         return self.spark
 
@@ -186,8 +235,9 @@ class SparkEngine:
 
     def plan(self, before_operator: Hook | None = None) -> DedupPlan:
         invalid = self.policies.chains["invalid"].terminal
-        return DedupPlan(self.rules, invalid, before_operator=before_operator, state_rows=self.state_rows,
-                         watermarks=self.watermarks)
+        return DedupPlan(
+            self.rules, invalid, before_operator=before_operator, state_rows=self.state_rows, watermarks=self.watermarks
+        )
 
     def bounded(self, available_now: bool | None = None) -> bool:
         """Whether this run stops once the source's backlog is processed."""
@@ -200,8 +250,13 @@ class SparkEngine:
         """Run the query, restarted per ``restart`` (see the module docstring); returns its last start's counts."""
         stop = stop or threading.Event()
         try:
-            run_restarting(lambda: self.run_query(stop, available_now), self.restart, stop,
-                           on_failure=self._count_failure, alive=self._jvm_alive)
+            run_restarting(
+                lambda: self.run_query(stop, available_now),
+                self.restart,
+                stop,
+                on_failure=self._count_failure,
+                alive=self._jvm_alive,
+            )
         except RestartsExhausted as exc:
             if self.spark_log is None:
                 raise
@@ -215,7 +270,7 @@ class SparkEngine:
         try:
             self.spark.sparkContext._jvm.java.lang.System.nanoTime()
             return True
-        except Exception:  # noqa: BLE001 - py4j's network errors: the gateway's JVM is gone
+        except Exception:
             return False
 
     def _count_failure(self) -> None:
@@ -252,15 +307,21 @@ class SparkEngine:
     def _counted(self, run_id: str) -> None:
         """Wait until the listener has the counts of every micro-batch the query run completed."""
         if not self.listener.wait_for_end(run_id):
-            log.warning("the streaming query's end was not reported within 10 s: the counts may leave out "
-                        "its last micro-batch (its output was committed)")
+            log.warning(
+                "the streaming query's end was not reported within 10 s: the counts may leave out "
+                "its last micro-batch (its output was committed)"
+            )
 
     def _listen(self, spark: SparkSession) -> None:
         tracked = state_rows_tracked(spark, self.query.state_provider)
         self.state_rows = state_row_counter(spark)
         source = parse_uri(self.query.source)
-        self.watermarks = BatchWatermarks.open(spark, self.query.checkpoint, self.query.idle_partition_timeout,
-                                               source.topic if source.kind == "kafka" else None)
+        self.watermarks = BatchWatermarks.open(
+            spark,
+            self.query.checkpoint,
+            self.query.idle_partition_timeout,
+            source.topic if source.kind == "kafka" else None,
+        )
         gauge = StateRowGauge.open(spark, self.query.checkpoint, self.state_rows, count_missing=not tracked)
         files = StateFiles.open(spark, self.query.checkpoint)
         self.listener = ProgressListener(self.metrics, self.on_batch, tracked, gauge, files, self.rules.rules)
@@ -279,8 +340,12 @@ class SparkEngine:
         return read_stream(self.session(), uri, max_records, self.query.consumer_options)
 
     def start_query(self, bounded: bool):
-        writer = self.judged().writeStream.foreachBatch(self.write_batch) \
-            .option("checkpointLocation", self.query.checkpoint).queryName(f"streamdedup-{id(self)}")
+        writer = (
+            self.judged()
+            .writeStream.foreachBatch(self.write_batch)
+            .option("checkpointLocation", self.query.checkpoint)
+            .queryName(f"streamdedup-{id(self)}")
+        )
         trigger = {"availableNow": True} if bounded else {"processingTime": self.query.trigger}
         return writer.trigger(**trigger).start()
 
@@ -297,8 +362,12 @@ class SparkEngine:
                 self.lease.confirm()  # an instance that lost its checkpoint writes nothing more
             with timed.phase("watermarks"):
                 self.watermarks.prepare(batch_id)
-            tools = BatchTools(self.plan(), self.writer.routed, lambda work: retried(work, self.policies, self.stopper.sleep),
-                               lambda judged: self.listener.recount(batch_id, *counted(judged, self.rules.rules)))
+            tools = BatchTools(
+                self.plan(),
+                self.writer.routed,
+                lambda work: retried(work, self.policies, self.stopper.sleep),
+                lambda judged: self.listener.recount(batch_id, *counted(judged, self.rules.rules)),
+            )
             with timed.phase("write"), self.judge.judge(batch, batch_id, self.writer.reads, tools) as judged:
                 self._write(judged, batch_id, tools)
             with timed.phase("watermarks"):
@@ -332,7 +401,7 @@ def await_query(query, bounded: bool, stop: threading.Event, stopper: QueryStopp
                 stop_after_running_batch(query, stopper=stopper)
                 break
             query.awaitTermination(0.2 if bounded else 0.5)
-    except Exception:  # noqa: BLE001 - awaitTermination raises the query's own failure: translated below
+    except Exception:
         if query.exception() is None:
             raise
     finally:

@@ -8,8 +8,14 @@ from __future__ import annotations
 
 from domain.errors import SetupError, StateUnavailable
 
-__all__ = ["CheckpointInUse", "CheckpointOfAnotherJob", "CorruptFile", "InputMissing", "PartlyCommitted",
-           "SparkSetupError"]
+__all__ = [
+    "CheckpointInUse",
+    "CheckpointOfAnotherJob",
+    "CorruptFile",
+    "InputMissing",
+    "PartlyCommitted",
+    "SparkSetupError",
+]
 
 
 class SparkSetupError(SetupError):

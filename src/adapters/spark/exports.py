@@ -11,7 +11,7 @@ importing anything until one is asked for.
 from __future__ import annotations
 
 import importlib
-from typing import Callable
+from collections.abc import Callable
 
 
 def lazy(package: str, module_of: dict[str, str]) -> Callable[[str], object]:

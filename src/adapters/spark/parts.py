@@ -11,9 +11,10 @@ A micro-batch goes source → ``Judge.stream`` (the streaming plan) → ``foreac
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Protocol, TypeVar
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -30,10 +31,10 @@ Route = Callable[["DataFrame"], "DataFrame"]
 class BatchTools:
     """What a judge gets from the engine for one micro-batch."""
 
-    plan: "DedupPlan"
+    plan: DedupPlan
     route: Route  # the writer's ``routed``: verdicts as the writer takes them (oversize events dead-lettered)
     retried: Callable[[Callable[[], T]], T]  # runs a piece of the batch's work per the ``transient`` policy
-    recount: Callable[["DataFrame"], None]  # makes these judged rows the batch's accounting
+    recount: Callable[[DataFrame], None]  # makes these judged rows the batch's accounting
 
 
 class JudgedBatch:
@@ -44,7 +45,7 @@ class JudgedBatch:
     rule and partition, when the judge (not the operator) collects them.
     """
 
-    def __init__(self, df: "DataFrame", reads: int, observed: bool = False):
+    def __init__(self, df: DataFrame, reads: int, observed: bool = False):
         self.df, self.cached, self.observed = df, False, observed
         self.newest: list[tuple[str, str, int]] | None = None
         if reads > 1:
@@ -55,7 +56,7 @@ class JudgedBatch:
             self.df.persist()
             self.cached = True
 
-    def __enter__(self) -> "JudgedBatch":
+    def __enter__(self) -> JudgedBatch:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -68,11 +69,12 @@ class Judge(Protocol):
 
     state_in_checkpoint: bool  # the state is Spark's, kept in the checkpoint (the guard checks its format)
 
-    def stream(self, plan: "DedupPlan", records: "DataFrame", route: Route) -> "DataFrame":
+    def stream(self, plan: DedupPlan, records: DataFrame, route: Route) -> DataFrame:
         """The streaming DataFrame whose micro-batches ``judge`` gets, built once per start."""
 
-    def judge(self, batch: "DataFrame", batch_id: int, reads: int,
-              tools: BatchTools) -> AbstractContextManager[JudgedBatch]:
+    def judge(
+        self, batch: DataFrame, batch_id: int, reads: int, tools: BatchTools
+    ) -> AbstractContextManager[JudgedBatch]:
         """The batch's judged rows, cached while the body runs when read more than ``reads`` times
         in all. The body writes them; when it returns, the judge settles the batch (its state, its
         counts, ``JudgedBatch.newest``); when it raises, nothing is settled and the batch is not
@@ -86,10 +88,10 @@ class BatchWriter(Protocol):
     kafka: bool  # writes a Kafka topic (the Kafka connector must be on the classpath)
     routed: Route
 
-    def open(self, spark: "SparkSession") -> None:
+    def open(self, spark: SparkSession) -> None:
         """Called at each start of the query, before it runs (e.g. the exactly-once identity)."""
 
-    def write(self, batch: "DataFrame", batch_id: int) -> None:
+    def write(self, batch: DataFrame, batch_id: int) -> None:
         """One attempt; raises on failure (the engine retries per the ``transient`` policy)."""
 
     def close(self) -> None:

@@ -20,7 +20,8 @@ import logging
 import re
 import threading
 import time
-from typing import Callable, TypeVar
+from collections.abc import Callable
+from typing import TypeVar
 
 from adapters.spark.errors import CheckpointInUse
 from domain.errors import DedupError, PermanentError, ProcessingBug, SinkUnavailable, first_line
@@ -33,21 +34,26 @@ T = TypeVar("T")
 
 def retried(operation: Callable[[], T], policies: Policies, sleep: Callable[[float], None] = time.sleep) -> T:
     """Run a micro-batch's work under the transient policy; raises ``PolicyExhausted`` when it gives up."""
+
     def attempt():
         try:
             return operation()
         except DedupError:
             raise
-        except Exception as exc:  # noqa: BLE001 - a failed Spark job: the sink could not take the batch
+        except Exception as exc:
             raise SinkUnavailable(f"batch write failed: {what_failed(exc)}") from None
 
     return run_or_stop(attempt, policies, sleep)
 
 
-def run_restarting(run: Callable[[], T], strategy: RestartStrategy, stop: threading.Event,
-                   clock: Callable[[], float] = time.monotonic,
-                   on_failure: Callable[[], None] | None = None,
-                   alive: Callable[[], bool] = lambda: True) -> T | None:
+def run_restarting(
+    run: Callable[[], T],
+    strategy: RestartStrategy,
+    stop: threading.Event,
+    clock: Callable[[], float] = time.monotonic,
+    on_failure: Callable[[], None] | None = None,
+    alive: Callable[[], bool] = lambda: True,
+) -> T | None:
     """``run()`` until it returns, ``stop`` is set (then None) or the strategy gives up;
     ``on_failure()`` after each failure the strategy judges (the failed-batches counter).
     ``alive()``: whether the query can run again in this process at all; after a failure that
@@ -57,28 +63,36 @@ def run_restarting(run: Callable[[], T], strategy: RestartStrategy, stop: thread
     while True:
         try:
             return run()
-        except Exception as exc:  # noqa: BLE001 - the strategy decides on any query failure
+        except Exception as exc:
             if _setup_error(exc):
                 raise
             reason = what_failed(exc)
         if not alive():
-            raise RestartsExhausted(f"Spark's JVM is gone ({reason}): the query cannot be restarted in this "
-                                    "process; start the process again (it resumes from its checkpoint)")
+            raise RestartsExhausted(
+                f"Spark's JVM is gone ({reason}): the query cannot be restarted in this "
+                "process; start the process again (it resumes from its checkpoint)"
+            )
         if on_failure is not None:
             on_failure()
         failures.append(clock())
         delay = strategy.delay_after(failures)
         if delay is None or stop.is_set():
-            raise RestartsExhausted(f"the streaming query failed {len(failures)} time(s) and the restart "
-                                    f"strategy {strategy} gave up; last error: {reason}")
+            raise RestartsExhausted(
+                f"the streaming query failed {len(failures)} time(s) and the restart "
+                f"strategy {strategy} gave up; last error: {reason}"
+            )
         log.warning("the streaming query failed (%s); restart %d in %.1fs", reason, len(failures), delay)
         if stop.wait(delay):
             return None
 
 
 # Spark's words when another query wrote the checkpoint's logs (or runs the same query in this cluster)
-CONCURRENT_UPDATE = ("CONCURRENT_STREAM_LOG_UPDATE", "ConcurrentModificationException",
-                     "Multiple streaming queries are concurrently using", "CONCURRENT_QUERY")
+CONCURRENT_UPDATE = (
+    "CONCURRENT_STREAM_LOG_UPDATE",
+    "ConcurrentModificationException",
+    "Multiple streaming queries are concurrently using",
+    "CONCURRENT_QUERY",
+)
 
 
 def query_failure(failure: BaseException) -> DedupError:
@@ -86,8 +100,10 @@ def query_failure(failure: BaseException) -> DedupError:
     text = str(failure).strip()
     first = first_line(failure, text)
     if any(marker in text for marker in CONCURRENT_UPDATE):
-        return CheckpointInUse(f"another streaming query writes to this query's checkpoint ({first[:300]}); this "
-                               "instance stops and is not restarted (run one instance per spark.checkpoint)")
+        return CheckpointInUse(
+            f"another streaming query writes to this query's checkpoint ({first[:300]}); this "
+            "instance stops and is not restarted (run one instance per spark.checkpoint)"
+        )
     return ProcessingBug(f"the Spark query failed: {first}")
 
 
@@ -96,8 +112,10 @@ def _setup_error(exc: BaseException) -> bool:
     return isinstance(exc, PermanentError) and exc.error_class == "setup"
 
 
-_RAISED = re.compile(r"^\s*(?:[\w]+\.)*(\w+(?:Error|Exception|Exhausted|Unavailable|Fenced|Stuck)): (.+?)"
-                     r"(?: SQLSTATE: \w+)?\s*$")
+_RAISED = re.compile(
+    r"^\s*(?:[\w]+\.)*(\w+(?:Error|Exception|Exhausted|Unavailable|Fenced|Stuck)): (.+?)"
+    r"(?: SQLSTATE: \w+)?\s*$"
+)
 
 
 def what_failed(exc: BaseException) -> str:

@@ -19,8 +19,8 @@ waiting for the transient policy's retries of work it cancelled.
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Iterator
 
 __all__ = ["QueryStopper", "StoppedMidBatch"]
 
@@ -31,9 +31,11 @@ class StoppedMidBatch(Exception):
     ``foreachBatch`` by ``stop()`` (see the module's text), kept short."""
 
     def __init__(self):
-        super().__init__("py4j.protocol.Py4JJavaError: An error occurred while calling foreachBatch: "
-                         "java.lang.InterruptedException (the query was stopped during this micro-batch, "
-                         "which a restart processes again)")
+        super().__init__(
+            "py4j.protocol.Py4JJavaError: An error occurred while calling foreachBatch: "
+            "java.lang.InterruptedException (the query was stopped during this micro-batch, "
+            "which a restart processes again)"
+        )
 
 
 class QueryStopper:

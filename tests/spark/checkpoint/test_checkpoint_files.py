@@ -5,8 +5,8 @@ import json
 
 import pytest
 
-from adapters.spark.checkpoint.logs import Checkpoint
 from adapters.spark.checkpoint.hadoop_files import HadoopPath
+from adapters.spark.checkpoint.logs import Checkpoint
 from tests.spark.conftest import mounted, spellings
 
 pytestmark = pytest.mark.spark
@@ -21,17 +21,23 @@ def write(path, *lines):
 
 def checkpoint_with_two_batches(root):
     for batch, (log_offset, watermark) in enumerate([(0, 1_700_000_010_000), (1, 1_700_000_500_000)]):
-        write(root / "offsets" / str(batch), "v1", json.dumps({"batchWatermarkMs": 0, "conf": CONF}),
-              json.dumps({"logOffset": log_offset}))
+        write(
+            root / "offsets" / str(batch),
+            "v1",
+            json.dumps({"batchWatermarkMs": 0, "conf": CONF}),
+            json.dumps({"logOffset": log_offset}),
+        )
         write(root / "commits" / str(batch), "v1", json.dumps({"nextBatchWatermarkMs": watermark}))
         write(root / "offsets" / f".{batch}.crc", "ignored")
     # the file source's log: batch 0 compacted with earlier ones, batch 1 on its own, batch 2 not committed
-    write(root / "sources" / "0" / "0.compact", "v1",
-          json.dumps({"path": "file:///in/a.jsonl", "timestamp": 1, "batchId": 0}))
+    write(
+        root / "sources" / "0" / "0.compact",
+        "v1",
+        json.dumps({"path": "file:///in/a.jsonl", "timestamp": 1, "batchId": 0}),
+    )
     write(root / "sources" / "0" / "1", "v1", json.dumps({"path": "file:///in/b.jsonl", "timestamp": 2, "batchId": 1}))
     write(root / "sources" / "0" / "2", "v1", json.dumps({"path": "file:///in/c.jsonl", "timestamp": 3, "batchId": 2}))
-    write(root / "offsets" / "2", "v1", json.dumps({"batchWatermarkMs": 0, "conf": CONF}),
-          json.dumps({"logOffset": 2}))
+    write(root / "offsets" / "2", "v1", json.dumps({"batchWatermarkMs": 0, "conf": CONF}), json.dumps({"logOffset": 2}))
 
 
 def test_the_position_and_watermark_are_the_last_committed_batchs(spark, tmp_path):

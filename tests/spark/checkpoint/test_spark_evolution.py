@@ -43,16 +43,23 @@ class Stream(FileRun):
     def checkpoint(self, name: str) -> str:
         return str(self.dir / name)
 
-    def run_version(self, rules: RuleSet, checkpoint: str, output: str,
-                    provider: str = "rocksdb") -> tuple[dict, list[str]]:
+    def run_version(
+        self, rules: RuleSet, checkpoint: str, output: str, provider: str = "rocksdb"
+    ) -> tuple[dict, list[str]]:
         """Runs ``rules`` on ``checkpoint`` (its outputs, as any job's, stay the same across runs);
         returns the counts and the ids this run emitted."""
         written = set((self.dir / output).glob("batch=*"))
-        engine = self.engine(rules, sink=output, dead_letters=f"{output}-dlq", checkpoint=checkpoint,
-                             state_provider=provider)
+        engine = self.engine(
+            rules, sink=output, dead_letters=f"{output}-dlq", checkpoint=checkpoint, state_provider=provider
+        )
         counts = engine.run(available_now=True).as_dict()
-        ids = [json.loads(line)["id"] for batch in sorted(set((self.dir / output).glob("batch=*")) - written)
-               for path in sorted(batch.glob("part-*")) for line in path.read_text().splitlines() if line]
+        ids = [
+            json.loads(line)["id"]
+            for batch in sorted(set((self.dir / output).glob("batch=*")) - written)
+            for path in sorted(batch.glob("part-*"))
+            for line in path.read_text().splitlines()
+            if line
+        ]
         return counts, sorted(ids)
 
 
@@ -82,14 +89,18 @@ def test_v2_keeps_v1_dedup_memory_then_retires_the_old_state(stream, spark, capl
     migrate(spark, plan)
 
     # v2 starts after v1's input: v1's file is not read again; repeats of v1's emissions are dropped
-    stream.add(event("a2", "a", "APP", 20),      # dup of a1 (APP key unchanged, found in the old state)
-               event("w2", "w", "WEB", 300),     # dup of w1 under the old key layout
-               event("n1", "n", "WEB", 300),     # new key: emitted, written in the new layout
-               event("n2", "n", "WEB", 310),     # dup of n1 (new state)
-               event("b1", "b", "APP", 25),      # new key: emitted
-               event("l1", "l", "APP", -25))     # late by v1's watermark (T + 10 - 30), though v2's starts afresh
-    stream.add(event("x2", "x", "WEB", 600),     # 590 s after x1: still a dup (old state live)
-               event("z1", "z", "WEB", 5000))    # moves the watermark past the old state's last expiry
+    stream.add(
+        event("a2", "a", "APP", 20),  # dup of a1 (APP key unchanged, found in the old state)
+        event("w2", "w", "WEB", 300),  # dup of w1 under the old key layout
+        event("n1", "n", "WEB", 300),  # new key: emitted, written in the new layout
+        event("n2", "n", "WEB", 310),  # dup of n1 (new state)
+        event("b1", "b", "APP", 25),  # new key: emitted
+        event("l1", "l", "APP", -25),
+    )  # late by v1's watermark (T + 10 - 30), though v2's starts afresh
+    stream.add(
+        event("x2", "x", "WEB", 600),  # 590 s after x1: still a dup (old state live)
+        event("z1", "z", "WEB", 5000),
+    )  # moves the watermark past the old state's last expiry
     with caplog.at_level(logging.WARNING, logger="adapters.spark.checkpoint.migration"):
         counts, ids = stream.run_version(V2, "v2", "out-v2")
     assert (counts["in"], counts["out"], counts["duplicates"], counts["late"]) == (8, 3, 4, 1)
@@ -143,7 +154,7 @@ def test_a_checkpoint_on_another_file_system_is_checked_the_same_way(stream, spa
     before = tree_digest(mount)
 
     stream.add(event("w2", "w", "WEB", 300))
-    with pytest.raises(IncompatibleState, match="rules.WEB.key_fields changed from uniqueValue to uniqueValue,type"):
+    with pytest.raises(IncompatibleState, match=r"rules\.WEB\.key_fields changed from uniqueValue to uniqueValue,type"):
         stream.run_version(V2, location, "out")
     assert tree_digest(mount) == before
 
@@ -161,9 +172,11 @@ def test_stateless_changes_keep_the_checkpoint_and_its_memory(stream):
 
 
 def test_inspect_reports_what_the_job_wrote(stream, spark):
-    stream.add(*[event(f"a{i}", f"a{i}", "APP", i) for i in range(4)],
-               *[event(f"w{i}", f"w{i}", "WEB", i) for i in range(3)],
-               event("a0-again", "a0", "APP", 5))
+    stream.add(
+        *[event(f"a{i}", f"a{i}", "APP", i) for i in range(4)],
+        *[event(f"w{i}", f"w{i}", "WEB", i) for i in range(3)],
+        event("a0-again", "a0", "APP", 5),
+    )
     stream.run_version(V1, "ckpt", "out")
     report = inspect_checkpoint(spark, stream.checkpoint("ckpt"), sample_size=2).as_dict()
     assert report["keys"] == 7 and report["keys_per_rule"] == {"APP": 4, "WEB": 3}
@@ -175,8 +188,9 @@ def test_inspect_reports_what_the_job_wrote(stream, spark):
     assert report["details"]["last_committed_batch"] == 0
 
 
-def test_the_cli_inspects_migrates_with_a_dry_run_and_refuses_an_incompatible_run(stream, tmp_path, capsys,
-                                                                                    monkeypatch):
+def test_the_cli_inspects_migrates_with_a_dry_run_and_refuses_an_incompatible_run(
+    stream, tmp_path, capsys, monkeypatch
+):
     from app.cli import main
 
     stream.add(event("w1", "w", "WEB", 0), event("a1", "a", "APP", 0), event("a2", "a", "APP", 1))
@@ -187,13 +201,29 @@ def test_the_cli_inspects_migrates_with_a_dry_run_and_refuses_an_incompatible_ru
 
     assert main(["state", "inspect", "--state", f"spark:{v1}", "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
-    assert report["keys_per_rule"] == {"APP": 1, "WEB": 1} and report["format_versions"] == {f"window-dedup/{STATE_FORMAT}": 2}
+    assert report["keys_per_rule"] == {"APP": 1, "WEB": 1} and report["format_versions"] == {
+        f"window-dedup/{STATE_FORMAT}": 2
+    }
 
     # the job's own run refuses v2's settings on v1's checkpoint: exit 2, one line, nothing written
     before = tree_digest(v1)
     monkeypatch.setenv("DEDUP_SPARK__CHECKPOINT", str(v1))
-    code = main(["run", "--engine", "spark", "--config", str(config), "--source", f"file:{stream.input}",
-                 "--sink", f"file:{tmp_path / 'out-v1'}", "--dlq", f"file:{tmp_path / 'out-v1-dlq'}", "--no-progress"])
+    code = main(
+        [
+            "run",
+            "--engine",
+            "spark",
+            "--config",
+            str(config),
+            "--source",
+            f"file:{stream.input}",
+            "--sink",
+            f"file:{tmp_path / 'out-v1'}",
+            "--dlq",
+            f"file:{tmp_path / 'out-v1-dlq'}",
+            "--no-progress",
+        ]
+    )
     refusal = [line for line in capsys.readouterr().err.splitlines() if line.startswith("dedup:")]
     assert len(refusal) == 1 and "rules.WEB.key_fields changed from uniqueValue to uniqueValue,type" in refusal[0]
     assert code == 2
@@ -229,9 +259,13 @@ def restore(fixture: Path, written_at: str, root: Path) -> None:
             target = root / path.relative_to(fixture)
             target.parent.mkdir(parents=True, exist_ok=True)
             data = path.read_bytes()
-            target.write_bytes(data.replace(written_at.encode(), str(root).encode())
-                               if path.parent.name in ("0", "streamdedup") and b"{" in data
-                           and "state" not in path.relative_to(fixture).parts else data)
+            target.write_bytes(
+                data.replace(written_at.encode(), str(root).encode())
+                if path.parent.name in ("0", "streamdedup")
+                and b"{" in data
+                and "state" not in path.relative_to(fixture).parts
+                else data
+            )
 
 
 def refused_then_migrated(stream, tmp_path: Path, old: Path, new: Path, capsys, monkeypatch) -> None:
@@ -240,19 +274,36 @@ def refused_then_migrated(stream, tmp_path: Path, old: Path, new: Path, capsys, 
     from app.cli import main
 
     monkeypatch.setenv("DEDUP_SPARK__CHECKPOINT", str(old))
-    code = main(["run", "--engine", "spark", "--source", f"file:{stream.input}", "--sink", f"file:{tmp_path / 'out'}",
-                 "--dlq", f"file:{tmp_path / 'dlq'}", "--no-progress"])
+    code = main(
+        [
+            "run",
+            "--engine",
+            "spark",
+            "--source",
+            f"file:{stream.input}",
+            "--sink",
+            f"file:{tmp_path / 'out'}",
+            "--dlq",
+            f"file:{tmp_path / 'dlq'}",
+            "--no-progress",
+        ]
+    )
     refusal = [line for line in capsys.readouterr().err.splitlines() if line.startswith("dedup:")]
     assert code == 2 and len(refusal) == 1 and "dedup state migrate" in refusal[0], refusal
     assert main(["state", "migrate", "--from", f"spark:{old}", "--to", f"spark:{new}"]) == 0
 
 
-@pytest.mark.parametrize("fixture, written_at, store_file", [
-    (SPARK_4_0_1, SPARK_4_0_1_ROOT, ".changelog"),
-    (FORMAT_3_HDFS, FORMAT_3_HDFS_ROOT, ".delta"),
-], ids=["spark-4.0.1-rocksdb", "spark-4.2.0-hdfs-backed"])
+@pytest.mark.parametrize(
+    "fixture, written_at, store_file",
+    [
+        (SPARK_4_0_1, SPARK_4_0_1_ROOT, ".changelog"),
+        (FORMAT_3_HDFS, FORMAT_3_HDFS_ROOT, ".delta"),
+    ],
+    ids=["spark-4.0.1-rocksdb", "spark-4.2.0-hdfs-backed"],
+)
 def test_a_state_format_3_checkpoint_is_refused_then_migrated_with_its_dedup_memory_and_positions(
-        stream, tmp_path, capsys, monkeypatch, fixture, written_at, store_file):
+    stream, tmp_path, capsys, monkeypatch, fixture, written_at, store_file
+):
     """State format 3: ``flatMapGroupsWithState`` with processing-time timeouts, the operator
     before this version's ``transformWithState`` (format 4). ``fixtures/spark-4.0.1``: written by
     Spark 4.0.1 (the release this project pinned before) in RocksDB; ``fixtures/format3-hdfs``:
@@ -268,15 +319,21 @@ def test_a_state_format_3_checkpoint_is_refused_then_migrated_with_its_dedup_mem
     assert any(p.suffix == store_file for p in (old / "state").rglob("*"))
     refused_then_migrated(stream, tmp_path, old, new, capsys, monkeypatch)
     stream.files = 1
-    stream.add(event("a3", "a", "APP", 10), event("c1", "c", "APP", 11), event("w2", "w", "WEB", 100),
-               event("b2", "b", "APP", 40))
+    stream.add(
+        event("a3", "a", "APP", 10),
+        event("c1", "c", "APP", 11),
+        event("w2", "w", "WEB", 100),
+        event("b2", "b", "APP", 40),
+    )
     engine = stream.engine(V1, sink="out", dead_letters="dlq", checkpoint="v4", duplicates=str(tmp_path / "dups"))
     counts = engine.run(available_now=True).as_dict()
     assert (counts["in"], counts["out"], counts["duplicates"]) == (4, 2, 2)
     reports = {json.loads(d.record.value)["id"]: d for d in stream.run_reports("dups")}
     # the state names the input as it was where the fixture was written: its copy is here now
-    firsts = {id_: json.loads(stream.line_of(d.first.source.replace(written_at, str(tmp_path)),
-                                             d.first.offset))["id"] for id_, d in reports.items()}
+    firsts = {
+        id_: json.loads(stream.line_of(d.first.source.replace(written_at, str(tmp_path)), d.first.offset))["id"]
+        for id_, d in reports.items()
+    }
     assert firsts == {"a3": "a1", "w2": "w1"}
     assert {d.first.source for d in reports.values()} == {f"file:{written_at}/in/0000.jsonl"}
     assert (reports["a3"].first_time, reports["w2"].first_time) == (T, T)
@@ -285,7 +342,8 @@ def test_a_state_format_3_checkpoint_is_refused_then_migrated_with_its_dedup_mem
 
 
 def test_a_checkpoint_of_the_previous_state_format_is_migrated_and_its_emissions_report_no_position(
-        stream, spark, tmp_path, capsys, monkeypatch):
+    stream, spark, tmp_path, capsys, monkeypatch
+):
     """``fixtures/format2``: the checkpoint the previous version (state format 2, emission times
     without their positions; Spark 4.0.1) wrote over ``in/0000.jsonl`` (a1 a@0, w1 w@0, b1 b@2, a2 a@5:
     a duplicate), by ``dedup run --engine spark`` with two state partitions."""
@@ -297,8 +355,13 @@ def test_a_checkpoint_of_the_previous_state_format_is_migrated_and_its_emissions
 
     refused_then_migrated(stream, tmp_path, old, new, capsys, monkeypatch)
     stream.files = 1
-    stream.add(event("a3", "a", "APP", 10), event("c1", "c", "APP", 11), event("c2", "c", "APP", 12),
-               event("w2", "w", "WEB", 100), event("b2", "b", "APP", 40))
+    stream.add(
+        event("a3", "a", "APP", 10),
+        event("c1", "c", "APP", 11),
+        event("c2", "c", "APP", 12),
+        event("w2", "w", "WEB", 100),
+        event("b2", "b", "APP", 40),
+    )
     engine = stream.engine(V1, sink="out", dead_letters="dlq", checkpoint="v3", duplicates=str(tmp_path / "dups"))
     counts = engine.run(available_now=True).as_dict()
     assert (counts["in"], counts["out"], counts["duplicates"]) == (5, 2, 3)
@@ -306,18 +369,41 @@ def test_a_checkpoint_of_the_previous_state_format_is_migrated_and_its_emissions
     assert sorted(reports) == ["a3", "c2", "w2"]
     # the old emissions: their times, not where they came from; the new one: both
     assert (reports["a3"].first, reports["a3"].first_time, reports["w2"].first, reports["w2"].first_time) == (
-        None, T, None, T)
+        None,
+        T,
+        None,
+        T,
+    )
     c2 = reports["c2"]
     assert (c2.first_time, json.loads(stream.line_of(c2.first.source, c2.first.offset))["id"]) == (T + 11, "c1")
     assert read_manifest(new / "streamdedup").operators["window-dedup"]["state_format"] == STATE_FORMAT
     # what the state remembers: the old job's emission of a (consulted read-only), c1's with its position
     capsys.readouterr()
-    assert main(["state", "explain", "--state", f"spark:{new}", "--rule", "APP", "--key", "uniqueValue=a", "--json"]) == 0
+    assert (
+        main(["state", "explain", "--state", f"spark:{new}", "--rule", "APP", "--key", "uniqueValue=a", "--json"]) == 0
+    )
     explained = {"a": json.loads(capsys.readouterr().out)}
     # as a user runs it: a process of its own, which starts its SparkSession before reading the checkpoint
-    command = subprocess.run([sys.executable, "-m", "app.cli", "state", "explain", "--state", f"spark:{new}", "--rule",
-                              "APP", "--key", "uniqueValue=c", "--json"], capture_output=True, text=True, timeout=300,
-                             env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[3] / "src")})
+    command = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "app.cli",
+            "state",
+            "explain",
+            "--state",
+            f"spark:{new}",
+            "--rule",
+            "APP",
+            "--key",
+            "uniqueValue=c",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[3] / "src")},
+    )
     assert command.returncode == 0, command.stderr[-2000:]
     explained["c"] = json.loads(command.stdout)
     assert [(e["time"], e["position"]) for e in explained["a"]["emissions"]] == [(T, None)]

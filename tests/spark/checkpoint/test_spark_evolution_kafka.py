@@ -13,46 +13,71 @@ from collections import Counter
 
 import pytest
 
-from adapters.spark.engine import build_spark_engine
 from adapters.spark.checkpoint.migration import migrate, plan_migration
+from adapters.spark.engine import build_spark_engine
 from app.generator import StreamSpec, generate
 from domain.policies import Policies
 from tests.integration.kafka_io import create_topics, produce, read_topic, unique
 from tests.integration.streams import reference
-from tests.spark.output.test_spark_eos import crash_before_checkpoint_commit, engine, topics  # noqa: F401
 from tests.spark.checkpoint.test_spark_evolution import V1, V2, event
+from tests.spark.output.test_spark_eos import crash_before_checkpoint_commit, engine, topics  # noqa: F401
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka]
 
 
 def test_v2_starts_at_v1s_kafka_offsets_and_keeps_its_memory(kafka_spark, kafka_bootstrap, tmp_path):
-    topics = {role: unique(role) for role in ("in", "out1", "dlq1", "out2", "dlq2")}
-    create_topics(kafka_bootstrap, *topics.values())
-    uri = {role: f"kafka://{kafka_bootstrap}/{topic}" for role, topic in topics.items()}
+    names = {role: unique(role) for role in ("in", "out1", "dlq1", "out2", "dlq2")}
+    create_topics(kafka_bootstrap, *names.values())
+    uri = {role: f"kafka://{kafka_bootstrap}/{topic}" for role, topic in names.items()}
 
     def run(rules, out, dlq, checkpoint):
-        engine = build_spark_engine(rules, Policies(), source=uri["in"], sink=uri[out], dead_letters=uri[dlq],
-                                    checkpoint=str(tmp_path / checkpoint), spark=kafka_spark, master="local[2]")
+        engine = build_spark_engine(
+            rules,
+            Policies(),
+            source=uri["in"],
+            sink=uri[out],
+            dead_letters=uri[dlq],
+            checkpoint=str(tmp_path / checkpoint),
+            spark=kafka_spark,
+            master="local[2]",
+        )
         return engine.run(available_now=True).as_dict()
 
-    produce(kafka_bootstrap, topics["in"], [event("w1", "w", "WEB", 0).encode(), event("a1", "a", "APP", 0).encode(),
-                                            event("x1", "x", "WEB", 10).encode()])
+    produce(
+        kafka_bootstrap,
+        names["in"],
+        [
+            event("w1", "w", "WEB", 0).encode(),
+            event("a1", "a", "APP", 0).encode(),
+            event("x1", "x", "WEB", 10).encode(),
+        ],
+    )
     assert run(V1, "out1", "dlq1", "v1")["out"] == 3
 
     plan = plan_migration(kafka_spark, str(tmp_path / "v1"), str(tmp_path / "v2"), V2)
-    assert json.loads(plan.source_offsets[0]) == {topics["in"]: {"0": 3}}
+    assert json.loads(plan.source_offsets[0]) == {names["in"]: {"0": 3}}
     migrate(kafka_spark, plan)
 
-    produce(kafka_bootstrap, topics["in"], [event("w2", "w", "WEB", 300).encode(),
-                                            event("n1", "n", "WEB", 300).encode(),
-                                            event("a2", "a", "APP", 20).encode()])
+    produce(
+        kafka_bootstrap,
+        names["in"],
+        [
+            event("w2", "w", "WEB", 300).encode(),
+            event("n1", "n", "WEB", 300).encode(),
+            event("a2", "a", "APP", 20).encode(),
+        ],
+    )
     counts = run(V2, "out2", "dlq2", "v2")
     assert (counts["in"], counts["out"], counts["duplicates"]) == (3, 1, 2)
-    assert [json.loads(m.value)["id"] for m in read_topic(kafka_bootstrap, topics["out2"], committed=False)] == ["n1"]
+    assert [json.loads(m.value)["id"] for m in read_topic(kafka_bootstrap, names["out2"], committed=False)] == ["n1"]
 
 
-def test_an_exactly_once_migration_does_not_produce_again_what_the_old_job_committed(kafka_spark, kafka_bootstrap,
-                                                                                       topics, tmp_path):
+def test_an_exactly_once_migration_does_not_produce_again_what_the_old_job_committed(
+    kafka_spark,
+    kafka_bootstrap,
+    topics,  # noqa: F811 (the fixture)
+    tmp_path,
+):
     records, _ = generate(StreamSpec(uniques=900, seed=12, late=0))
     half = len(records) // 2
     produce(kafka_bootstrap, topics["in"], records[:half])

@@ -16,16 +16,16 @@ from collections import Counter
 
 import pytest
 
-from adapters.spark.checkpoint.logs import Checkpoint
 from adapters.spark.checkpoint.hadoop_files import HadoopPath
+from adapters.spark.checkpoint.logs import Checkpoint
 from adapters.spark.checkpoint.manifest import STATE_FORMAT, read_manifest
 from app.cli import main
 from app.generator import StreamSpec, generate_parts
 from domain.migration import IncompatibleState
 from tests.integration.kafka_io import create_topics, produce, unique
-from tests.spark.runtime.test_spark_app import assert_exact_output
-from tests.spark.output.test_spark_eos import markers
 from tests.spark.checkpoint.test_spark_evolution import V1, V2, Stream, event
+from tests.spark.output.test_spark_eos import markers
+from tests.spark.runtime.test_spark_app import assert_exact_output
 
 pytestmark = pytest.mark.spark
 ACCOUNTED = ("in", "out", "duplicates", "dead_lettered")
@@ -33,8 +33,10 @@ ACCOUNTED = ("in", "out", "duplicates", "dead_lettered")
 
 # The HDFS client's wait before it asks again whether a file it closed is complete (400 ms by
 # default, doubling): a small checkpoint file is then written in ~90 ms instead of ~310 (docs/operations/checkpoints.md).
-CLIENT_CONF = {"dfs.client.block.write.locateFollowingBlock.initial.delay.ms": "50",
-               "dfs.client.block.write.locateFollowingBlock.retries": "10"}
+CLIENT_CONF = {
+    "dfs.client.block.write.locateFollowingBlock.initial.delay.ms": "50",
+    "dfs.client.block.write.locateFollowingBlock.retries": "10",
+}
 
 
 @pytest.fixture
@@ -78,8 +80,12 @@ def test_a_stream_on_an_hdfs_checkpoint_restarts_with_its_dedup_memory(stream, h
     assert (counts["in"], counts["out"], counts["duplicates"], ids) == (3, 1, 2, ["n1"])
 
     # 3. the output holds each unique event once; the checkpoint and the engine's files are on HDFS
-    assert sorted(json.loads(line)["id"] for batch in sorted((stream.dir / "out").glob("batch=*"))
-                  for part in batch.glob("part-*") for line in part.read_text().splitlines()) == ["a1", "n1", "w1"]
+    assert sorted(
+        json.loads(line)["id"]
+        for batch in sorted((stream.dir / "out").glob("batch=*"))
+        for part in batch.glob("part-*")
+        for line in part.read_text().splitlines()
+    ) == ["a1", "n1", "w1"]
     ckpt = Checkpoint.at(checkpoint)
     assert str(ckpt.path).startswith("hdfs://") and ckpt.last_committed() == 1
     assert read_manifest(ckpt.ours).key_fields("WEB") == ("uniqueValue",)
@@ -94,7 +100,9 @@ def test_state_inspect_and_migrate_work_on_hdfs_checkpoints(stream, hdfs_dir, tm
     # 1. inspect reads the state, its progress and its size on HDFS
     assert main(["state", "inspect", "--state", f"spark:{v1}", "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
-    assert report["keys_per_rule"] == {"APP": 1, "WEB": 1} and report["format_versions"] == {f"window-dedup/{STATE_FORMAT}": 2}
+    assert report["keys_per_rule"] == {"APP": 1, "WEB": 1} and report["format_versions"] == {
+        f"window-dedup/{STATE_FORMAT}": 2
+    }
     assert report["details"]["last_committed_batch"] == 0 and report["details"]["manifest"] == "present"
     assert 0 < report["size_bytes"] < report["details"]["checkpoint_bytes"]
 
@@ -135,14 +143,18 @@ def forget_last_commit(checkpoint: str) -> int:
 
 
 @pytest.mark.kafka
-def test_kafka_to_spark_to_kafka_exactly_once_with_an_hdfs_checkpoint(kafka_spark, dedup, kafka_bootstrap, hdfs_dir,
-                                                                      tmp_path):
+def test_kafka_to_spark_to_kafka_exactly_once_with_an_hdfs_checkpoint(
+    kafka_spark, dedup, kafka_bootstrap, hdfs_dir, tmp_path
+):
     topics = {role: unique(f"hdfs-{role}") for role in ("in", "out", "dlq")}
     create_topics(kafka_bootstrap, *topics.values())
     uri = {role: f"kafka://{kafka_bootstrap}/{topic}" for role, topic in topics.items()}
     parts, expected = generate_parts(StreamSpec(uniques=800, seed=20), 2)
-    env = dict(DEDUP_SPARK__CHECKPOINT=f"{hdfs_dir}/checkpoint", DEDUP_SPARK__AVAILABLE_NOW="true",
-               DEDUP_KAFKA__DELIVERY="exactly-once")
+    env = {
+        "DEDUP_SPARK__CHECKPOINT": f"{hdfs_dir}/checkpoint",
+        "DEDUP_SPARK__AVAILABLE_NOW": "true",
+        "DEDUP_KAFKA__DELIVERY": "exactly-once",
+    }
     # 1. two runs, the late records produced for the second; before it, the first run's last batch is
     #    left committed to Kafka but not to the checkpoint: the restart replays it and produces nothing again
     summaries = []
@@ -151,8 +163,19 @@ def test_kafka_to_spark_to_kafka_exactly_once_with_an_hdfs_checkpoint(kafka_spar
             forget_last_commit(env["DEDUP_SPARK__CHECKPOINT"])
         produce(kafka_bootstrap, topics["in"], [r for part in batch for r in part])
         summary = tmp_path / f"summary-{run}.json"
-        dedup("--engine", "spark", "--source", uri["in"], "--sink", uri["out"], "--dlq", uri["dlq"],
-              "--summary-json", str(summary), **env)
+        dedup(
+            "--engine",
+            "spark",
+            "--source",
+            uri["in"],
+            "--sink",
+            uri["out"],
+            "--dlq",
+            uri["dlq"],
+            "--summary-json",
+            str(summary),
+            **env,
+        )
         summaries.append(json.loads(summary.read_text()))
     # 2. read_committed: each unique event once, each dead letter once with its reason
     assert_exact_output(kafka_bootstrap, topics, [r for part in parts for r in part], expected.late)

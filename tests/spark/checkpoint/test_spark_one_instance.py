@@ -93,13 +93,13 @@ def test_sparks_concurrent_update_error_stops_the_engine_without_a_restart(files
     def run():
         try:
             engine.run(threading.Event())
-        except Exception as exc:  # noqa: BLE001 - what the test looks at
+        except Exception as exc:
             outcome["error"] = exc
 
     engine.writer.write = write_then_lose_the_race
     thread = threading.Thread(target=run, daemon=True)
     thread.start()
-    wait_until(lambda: (checkpoint / "commits" / "0").exists(), 120, "the first micro-batch")
+    wait_until((checkpoint / "commits" / "0").exists, 120, "the first micro-batch")
     files.add({"id": "b1", "uniqueValue": "b", "type": "APP", "timestamp": 1_700_000_001})
     thread.join(180)
     # Spark's CONCURRENT_STREAM_LOG_UPDATE: the engine stops at once, with one line, and is not restarted

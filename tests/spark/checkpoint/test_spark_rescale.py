@@ -27,8 +27,12 @@ def event(id_: str, key: str, type_: str, t: int) -> str:
 
 
 def emitted_since(run: FileRun, output: str, seen: set[str]) -> list[str]:
-    ids = {json.loads(line)["id"] for path in (run.dir / output).glob("batch=*/part-*")
-           for line in path.read_text().splitlines() if line}
+    ids = {
+        json.loads(line)["id"]
+        for path in (run.dir / output).glob("batch=*/part-*")
+        for line in path.read_text().splitlines()
+        if line
+    }
     return sorted(ids - seen)
 
 
@@ -53,8 +57,10 @@ def test_a_job_moves_from_2_to_8_state_partitions_with_its_dedup_memory(files, m
     assert kept == {"APP": "20", "WEB": "20"}
 
     # copies of every first-run event (inside their windows) and new events, in one micro-batch
-    files.add(*[event(f"dup{i}", f"k{i}", "WEB" if i % 2 else "APP", 20 + i % 5) for i in range(40)],
-              *[event(f"n{i}", f"new{i}", "APP", 25) for i in range(10)])
+    files.add(
+        *[event(f"dup{i}", f"k{i}", "WEB" if i % 2 else "APP", 20 + i % 5) for i in range(40)],
+        *[event(f"n{i}", f"new{i}", "APP", 25) for i in range(10)],
+    )
     seen = {f"a{i}" for i in range(40)}
     counts = files.engine(checkpoint=new, shuffle_partitions=8).run(available_now=True).as_dict()
     assert emitted_since(files, "out", seen) == sorted(f"n{i}" for i in range(10))

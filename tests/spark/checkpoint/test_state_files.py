@@ -44,4 +44,3 @@ def test_a_state_directory_that_does_not_exist_yet_is_empty(spark, tmp_path):
     files = StateFiles.open(spark, str(tmp_path / "new"))
     write(tmp_path / "new" / "state" / "0" / "0" / "1.changelog", 25)
     assert files.look() == StateLook(written=25, size=25)
-

@@ -49,8 +49,15 @@ def test_every_combination_of_facts_over_many_partitions_is_counted_exactly(spar
     from pyspark.sql import functions as F
 
     delays = (None, -1.0, *(float(b) for b in BOUNDS), *(b * 1.5 for b in BOUNDS))
-    rows = list(itertools.product((None, "unlisted", *VERDICTS), (None, "unlisted", *REASONS),
-                                  (None, "OTHER", *RULES, NO_RULE), (None, False, True), delays))
+    rows = list(
+        itertools.product(
+            (None, "unlisted", *VERDICTS),
+            (None, "unlisted", *REASONS),
+            (None, "OTHER", *RULES, NO_RULE),
+            (None, False, True),
+            delays,
+        )
+    )
     rows += rows[::7]  # cells seen twice, in other partitions
     layout = CellLayout.of(RULES, BOUNDS)
     df = spark.createDataFrame(rows, SCHEMA).repartition(8)
@@ -67,5 +74,7 @@ def test_no_rows_count_nothing(spark):
 
     layout = CellLayout.of(RULES, BOUNDS)
     empty = spark.createDataFrame([], SCHEMA)
-    assert layout.counts(empty.select(layout.cell(F.col("delay")).alias("c")).agg(layout.column(F.col("c"))).first()) == {}
+    assert (
+        layout.counts(empty.select(layout.cell(F.col("delay")).alias("c")).agg(layout.column(F.col("c"))).first()) == {}
+    )
     assert layout.counts(None) == {}

@@ -46,13 +46,30 @@ def offset(text):
 
 def described(p) -> dict:
     state = p.stateOperators[0]
-    return {"id": p.id, "runId": p.runId, "name": p.name, "timestamp": p.timestamp, "batchId": p.batchId,
-            "numInputRows": p.numInputRows, "durationMs": p.durationMs, "eventTime": p.eventTime,
-            "state": (state.operatorName, state.numRowsTotal, state.numRowsUpdated, state.customMetrics),
-            "sources": [(s.description, offset(s.startOffset), offset(s.endOffset), offset(s.latestOffset),
-                         s.numInputRows, s.metrics) for s in p.sources],
-            "sink": p.sink.description,
-            "observed": {k: row.asDict() for k, row in p.observedMetrics.items()}}
+    return {
+        "id": p.id,
+        "runId": p.runId,
+        "name": p.name,
+        "timestamp": p.timestamp,
+        "batchId": p.batchId,
+        "numInputRows": p.numInputRows,
+        "durationMs": p.durationMs,
+        "eventTime": p.eventTime,
+        "state": (state.operatorName, state.numRowsTotal, state.numRowsUpdated, state.customMetrics),
+        "sources": [
+            (
+                s.description,
+                offset(s.startOffset),
+                offset(s.endOffset),
+                offset(s.latestOffset),
+                s.numInputRows,
+                s.metrics,
+            )
+            for s in p.sources
+        ],
+        "sink": p.sink.description,
+        "observed": {k: row.asDict() for k, row in p.observedMetrics.items()},
+    }
 
 
 def test_progress_read_as_json_is_what_pyspark_reads_field_by_field(spark, tmp_path):
@@ -64,11 +81,20 @@ def test_progress_read_as_json_is_what_pyspark_reads_field_by_field(spark, tmp_p
     spark.streams.addListener(theirs)
     spark.streams.addListener(ours)
     try:
-        counted = spark.readStream.option("maxFilesPerTrigger", 1).text(str(source)) \
-            .observe("seen", F.count(F.lit(1)).alias("rows"), F.sum(F.length("value")).alias("chars")) \
-            .groupBy("value").count()
-        query = counted.writeStream.outputMode("update").format("noop").trigger(availableNow=True) \
-            .option("checkpointLocation", str(tmp_path / "checkpoint")).start()
+        counted = (
+            spark.readStream.option("maxFilesPerTrigger", 1)
+            .text(str(source))
+            .observe("seen", F.count(F.lit(1)).alias("rows"), F.sum(F.length("value")).alias("chars"))
+            .groupBy("value")
+            .count()
+        )
+        query = (
+            counted.writeStream.outputMode("update")
+            .format("noop")
+            .trigger(availableNow=True)
+            .option("checkpointLocation", str(tmp_path / "checkpoint"))
+            .start()
+        )
         query.awaitTermination(120)
         spark.sparkContext._jvm.java.lang.Thread.sleep(500)  # the listener bus delivers asynchronously
     finally:
@@ -78,5 +104,6 @@ def test_progress_read_as_json_is_what_pyspark_reads_field_by_field(spark, tmp_p
     assert [described(p) for p in ours.progress] == [described(p) for p in theirs.progress]
     assert [p.observedMetrics["seen"]["rows"] for p in ours.progress] == [3, 3, 3]
     assert [(e.id, e.runId, e.name) for e in ours.started] == [(e.id, e.runId, e.name) for e in theirs.started]
-    assert [(e.id, e.runId, e.exception) for e in ours.terminated] == \
-        [(e.id, e.runId, e.exception) for e in theirs.terminated]
+    assert [(e.id, e.runId, e.exception) for e in ours.terminated] == [
+        (e.id, e.runId, e.exception) for e in theirs.terminated
+    ]

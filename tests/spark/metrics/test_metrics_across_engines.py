@@ -33,9 +33,13 @@ SPARK_OWN = {m.exported for m in CATALOG.values() if m.kind == "counter" and m.h
 def counters(metrics) -> dict[tuple[str, tuple], float]:
     """Every ``dedup_*`` counter, watermark and Kafka lag series of the exposition."""
     text = metrics.exposition().decode()
-    return {(s.name, tuple(sorted(s.labels.items()))): s.value for family in text_string_to_metric_families(text)
-            for s in family.samples if s.name.startswith("dedup_") and s.name.endswith(("_total", "watermark_seconds"))
-            or s.name == "dedup_kafka_lag"}
+    return {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+        if (s.name.startswith("dedup_") and s.name.endswith(("_total", "watermark_seconds")))
+        or s.name == "dedup_kafka_lag"
+    }
 
 
 def run(**settings) -> dict[tuple[str, tuple], float]:
@@ -51,27 +55,43 @@ def run(**settings) -> dict[tuple[str, tuple], float]:
 def test_every_engine_exports_the_same_labelled_counts(kafka_bootstrap, tmp_path, monkeypatch):
     records, expected = generate(SPEC)
     (tmp_path / "in.jsonl").write_bytes(b"".join(r + b"\n" for r in records))
-    memory = run(engine="memory", source=f"file:{tmp_path / 'in.jsonl'}", sink=f"file:{tmp_path / 'out.jsonl'}",
-                 dlq=f"file:{tmp_path / 'dlq.jsonl'}")
+    memory = run(
+        engine="memory",
+        source=f"file:{tmp_path / 'in.jsonl'}",
+        sink=f"file:{tmp_path / 'out.jsonl'}",
+        dlq=f"file:{tmp_path / 'dlq.jsonl'}",
+    )
 
     topics = {role: unique(f"metrics-{role}") for role in ("in", "k-out", "k-dlq", "s-out", "s-dlq")}
     produce_keyed(kafka_bootstrap, topics["in"], spread(records, 3))
     create_topics(kafka_bootstrap, *(topics[r] for r in ("k-out", "k-dlq", "s-out", "s-dlq")))
     broker = f"kafka://{kafka_bootstrap}"
-    kafka = run(engine="kafka", source=f"{broker}/{topics['in']}?group=metrics&stop_at_end=true",
-                sink=f"{broker}/{topics['k-out']}", dlq=f"{broker}/{topics['k-dlq']}")
+    kafka = run(
+        engine="kafka",
+        source=f"{broker}/{topics['in']}?group=metrics&stop_at_end=true",
+        sink=f"{broker}/{topics['k-out']}",
+        dlq=f"{broker}/{topics['k-dlq']}",
+    )
     monkeypatch.setenv("DEDUP_SPARK__CHECKPOINT", str(tmp_path / "checkpoint"))
     monkeypatch.setenv("DEDUP_SPARK__AVAILABLE_NOW", "true")
     monkeypatch.setenv("DEDUP_SPARK__LOG_FILE", str(tmp_path / "spark.log"))
-    spark = run(engine="spark", source=f"{broker}/{topics['in']}", sink=f"{broker}/{topics['s-out']}",
-                dlq=f"{broker}/{topics['s-dlq']}")
+    spark = run(
+        engine="spark",
+        source=f"{broker}/{topics['in']}",
+        sink=f"{broker}/{topics['s-out']}",
+        dlq=f"{broker}/{topics['s-dlq']}",
+    )
 
     totals = {name.removeprefix("dedup_").removesuffix("_total"): 0.0 for name, _ in memory}
     for (name, _), value in memory.items():
         totals[name.removeprefix("dedup_").removesuffix("_total")] += value
     assert {k: int(totals[k]) for k in ("out", "duplicates", "dead_lettered", "late", "invalid")} == {
-        "out": expected.out, "duplicates": expected.duplicates, "dead_lettered": expected.dead_lettered,
-        "late": expected.late, "invalid": expected.invalid}
+        "out": expected.out,
+        "duplicates": expected.duplicates,
+        "dead_lettered": expected.dead_lettered,
+        "late": expected.late,
+        "invalid": expected.invalid,
+    }
     assert memory[("dedup_duplicates_total", (("rule", "APP"),))] > 0
     assert memory[("dedup_dead_lettered_total", (("reason", "late"),))] == expected.late
     assert memory[("dedup_out_total", (("rule", "none"),))] == expected.passed_through
@@ -86,10 +106,13 @@ def test_every_engine_exports_the_same_labelled_counts(kafka_bootstrap, tmp_path
     assert lags == {series: value for series, value in spark.items() if series[0] == "dedup_kafka_lag"}
     memory.update(lags)
     own = {series for series in memory if series[0] in SPARK_OWN}
-    assert {series: (memory[series], kafka[series]) for series in own} == {series: (0, 0) for series in own}
+    assert {series: (memory[series], kafka[series]) for series in own} == dict.fromkeys(own, (0, 0))
     assert spark[("dedup_checkpoint_bytes_written_total", ())] > 0
-    differing = {series: (memory[series], kafka.get(series), spark.get(series)) for series in memory
-                 if series not in {*marks, *own} and not memory[series] == kafka.get(series) == spark.get(series)}
+    differing = {
+        series: (memory[series], kafka.get(series), spark.get(series))
+        for series in memory
+        if series not in {*marks, *own} and not memory[series] == kafka.get(series) == spark.get(series)
+    }
     assert differing == {}
     assert set(memory) == set(kafka) == set(spark)
 
@@ -97,12 +120,21 @@ def test_every_engine_exports_the_same_labelled_counts(kafka_bootstrap, tmp_path
 def test_the_spark_engine_reports_checkpoint_health_and_counts_failed_batches(tmp_path, monkeypatch):
     (tmp_path / "in").mkdir()
     (tmp_path / "in" / "0.jsonl").write_bytes(generate(StreamSpec(uniques=50))[0][0] + b"\n")
-    for name, value in {"CHECKPOINT": tmp_path / "checkpoint", "LOG_FILE": tmp_path / "spark.log",
-                        "RESTART": "fixed-delay(attempts=1,delay=0)"}.items():
+    for name, value in {
+        "CHECKPOINT": tmp_path / "checkpoint",
+        "LOG_FILE": tmp_path / "spark.log",
+        "RESTART": "fixed-delay(attempts=1,delay=0)",
+    }.items():
         monkeypatch.setenv(f"DEDUP_SPARK__{name}", str(value))
     monkeypatch.setenv("DEDUP_POLICIES__TRANSIENT", "retry(attempts=1,backoff=fixed,delay=0)>fail")
-    healthy = container_for(load_settings(engine="spark", source=f"file:{tmp_path / 'in'}",
-                                          sink=f"file:{tmp_path / 'out'}", dlq=f"file:{tmp_path / 'dlq'}"))
+    healthy = container_for(
+        load_settings(
+            engine="spark",
+            source=f"file:{tmp_path / 'in'}",
+            sink=f"file:{tmp_path / 'out'}",
+            dlq=f"file:{tmp_path / 'dlq'}",
+        )
+    )
     healthy.engine().run()
     values = unlabelled(healthy.metrics())
     assert values["dedup_checkpoint_commit_seconds"] > 0 and values["dedup_failed_batches_total"] == 0
@@ -110,8 +142,14 @@ def test_the_spark_engine_reports_checkpoint_health_and_counts_failed_batches(tm
 
     (tmp_path / "blocker").write_text("a file where the sink's directory should be")
     monkeypatch.setenv("DEDUP_SPARK__CHECKPOINT", str(tmp_path / "checkpoint-2"))
-    failing = container_for(load_settings(engine="spark", source=f"file:{tmp_path / 'in'}",
-                                          sink=f"file:{tmp_path / 'blocker' / 'out'}", dlq=f"file:{tmp_path / 'dlq2'}"))
+    failing = container_for(
+        load_settings(
+            engine="spark",
+            source=f"file:{tmp_path / 'in'}",
+            sink=f"file:{tmp_path / 'blocker' / 'out'}",
+            dlq=f"file:{tmp_path / 'dlq2'}",
+        )
+    )
     with pytest.raises(Exception, match="restart strategy"):
         failing.engine().run()
     text = failing.metrics().exposition().decode()
@@ -121,18 +159,21 @@ def test_the_spark_engine_reports_checkpoint_health_and_counts_failed_batches(tm
 def unlabelled(metrics) -> dict[str, float]:
     """Sample name -> value of an exposition's series without labels."""
     text = metrics.exposition().decode()
-    return {s.name: s.value for family in text_string_to_metric_families(text) for s in family.samples
-            if not s.labels}
+    return {s.name: s.value for family in text_string_to_metric_families(text) for s in family.samples if not s.labels}
 
 
 def state_files(checkpoint) -> dict[str, int]:
     """Path -> bytes of every file under ``checkpoint/state`` but Hadoop's hidden checksums."""
-    return {str(p): p.stat().st_size for p in (checkpoint / "state").rglob("*")
-            if p.is_file() and not p.name.startswith(".")}
+    return {
+        str(p): p.stat().st_size
+        for p in (checkpoint / "state").rglob("*")
+        if p.is_file() and not p.name.startswith(".")
+    }
 
 
 def test_the_spark_engine_counts_what_its_batches_write_to_the_checkpoint_and_the_restore_after_a_restart(
-        tmp_path, monkeypatch):
+    tmp_path, monkeypatch
+):
     parts = [b"".join(r + b"\n" for r in generate(StreamSpec(uniques=300, seed=5))[0][part::5]) for part in range(5)]
     checkpoint = tmp_path / "checkpoint"
     monkeypatch.setenv("DEDUP_SPARK__CHECKPOINT", str(checkpoint))
@@ -144,8 +185,14 @@ def test_the_spark_engine_counts_what_its_batches_write_to_the_checkpoint_and_th
         for part in new_parts:
             (tmp_path / "in" / f"{part}.jsonl").write_bytes(parts[part])
             os.utime(tmp_path / "in" / f"{part}.jsonl", (1_000_000 + part, 1_000_000 + part))
-        container = container_for(load_settings(engine="spark", source=f"file:{tmp_path / 'in'}?maxFilesPerTrigger=1",
-                                                sink=f"file:{tmp_path / 'out'}", dlq=f"file:{tmp_path / 'dlq'}"))
+        container = container_for(
+            load_settings(
+                engine="spark",
+                source=f"file:{tmp_path / 'in'}?maxFilesPerTrigger=1",
+                sink=f"file:{tmp_path / 'out'}",
+                dlq=f"file:{tmp_path / 'dlq'}",
+            )
+        )
         container.engine().run()
         return unlabelled(container.metrics())
 
@@ -171,7 +218,9 @@ def test_the_spark_engine_counts_what_its_batches_write_to_the_checkpoint_and_th
     assert second["dedup_checkpoint_bytes_written_total"] == sum(new.values()) > 0
     assert second["dedup_state_bytes"] == sum(after_second.values())
     assert second["dedup_state_load_seconds"] > 0
-    print(f"\nfirst run: {first['dedup_checkpoint_bytes_written_total']:.0f} bytes written in 3 batches, "
-          f"state {first['dedup_state_bytes']:.0f} bytes; restart: {second['dedup_checkpoint_bytes_written_total']:.0f}"
-          f" bytes in 2 batches, state {second['dedup_state_bytes']:.0f} bytes, "
-          f"restored in {second['dedup_state_load_seconds']:.3f} s")
+    print(
+        f"\nfirst run: {first['dedup_checkpoint_bytes_written_total']:.0f} bytes written in 3 batches, "
+        f"state {first['dedup_state_bytes']:.0f} bytes; restart: {second['dedup_checkpoint_bytes_written_total']:.0f}"
+        f" bytes in 2 batches, state {second['dedup_state_bytes']:.0f} bytes, "
+        f"restored in {second['dedup_state_load_seconds']:.3f} s"
+    )

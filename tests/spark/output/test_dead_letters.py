@@ -13,36 +13,72 @@ from dataclasses import replace
 
 import pytest
 
-from domain.dead_letters import (DEFAULT_MAX_BYTES, MAX_ERROR_CHARS, DeadLetter, from_headers, millis, to_document,
-                                 to_headers, to_message)
+from domain.dead_letters import (
+    DEFAULT_MAX_BYTES,
+    MAX_ERROR_CHARS,
+    DeadLetter,
+    from_headers,
+    millis,
+    to_document,
+    to_headers,
+    to_message,
+)
 from domain.events import RawRecord, SourcePosition
 
 pytestmark = pytest.mark.spark
 
-BATCH_SCHEMA = ("value binary, kafka_key binary, source string, partition int, offset long, reason string, "
-                "detail string, error_class string, attempts int, time_ms long")
+BATCH_SCHEMA = (
+    "value binary, kafka_key binary, source string, partition int, offset long, reason string, "
+    "detail string, error_class string, attempts int, time_ms long"
+)
 
 
 def letter(value: bytes, key: bytes | None, reason: str, error: str, **changes) -> DeadLetter:
-    base = DeadLetter(RawRecord(value, SourcePosition("events-in", 1, 1234), key), reason, error, "invalid", 1,
-                      1_795_325_944.125)
+    base = DeadLetter(
+        RawRecord(value, SourcePosition("events-in", 1, 1234), key), reason, error, "invalid", 1, 1_795_325_944.125
+    )
     return replace(base, **changes)
 
 
 LETTERS = [
     letter(b"not json", b"k-1", "not_json", "record is not JSON"),
     letter(b"\x80\x81 not utf-8", None, "not_utf8", "record is not UTF-8", time=1_700_000_000.0),
-    letter(b'{"id":"1","uniqueValue":"k","type":"APP","timestamp":1}', b"u-\xc3\xa9", "late",
-           "event time is older than the watermark minus the rule's lateness", time=1_700_000_000.999),
-    letter(b"[1, 2]", b"", "not_object", "caf\u00e9 \u2603 \"quoted\" \\ back\nslash " + "x" * MAX_ERROR_CHARS),
-    letter(b"x" * 300, b"long-key" * 20, "bug", "KeyError", error_class="bug", attempts=3,
-           record=RawRecord(b"x" * 300, SourcePosition("/data/in/0001.jsonl", 0, 2**40), b"long-key" * 20)),
+    letter(
+        b'{"id":"1","uniqueValue":"k","type":"APP","timestamp":1}',
+        b"u-\xc3\xa9",
+        "late",
+        "event time is older than the watermark minus the rule's lateness",
+        time=1_700_000_000.999,
+    ),
+    letter(b"[1, 2]", b"", "not_object", 'caf\u00e9 \u2603 "quoted" \\ back\nslash ' + "x" * MAX_ERROR_CHARS),
+    letter(
+        b"x" * 300,
+        b"long-key" * 20,
+        "bug",
+        "KeyError",
+        error_class="bug",
+        attempts=3,
+        record=RawRecord(b"x" * 300, SourcePosition("/data/in/0001.jsonl", 0, 2**40), b"long-key" * 20),
+    ),
 ]
 
 
 def judged_rows(spark, letters):
-    rows = [(d.record.value, d.record.key, d.record.position.source, d.record.position.partition,
-             d.record.position.offset, d.reason, d.error, d.error_class, d.attempts, millis(d.time)) for d in letters]
+    rows = [
+        (
+            d.record.value,
+            d.record.key,
+            d.record.position.source,
+            d.record.position.partition,
+            d.record.position.offset,
+            d.reason,
+            d.error,
+            d.error_class,
+            d.attempts,
+            millis(d.time),
+        )
+        for d in letters
+    ]
     return spark.createDataFrame(rows, BATCH_SCHEMA)
 
 
@@ -52,8 +88,9 @@ def test_spark_writes_the_headers_and_document_the_domain_defines(spark):
     from adapters.spark.output.dead_letters import json_document, kafka_headers
 
     given = {"error_class": F.col("error_class"), "attempts": F.col("attempts"), "time": F.col("time_ms")}
-    df = judged_rows(spark, LETTERS).select(kafka_headers(given).alias("headers"),
-                                            json_document(given).alias("document"))
+    df = judged_rows(spark, LETTERS).select(
+        kafka_headers(given).alias("headers"), json_document(given).alias("document")
+    )
     got = df.collect()
     assert len(got) == len(LETTERS)
     for dead_letter, row in zip(LETTERS, got):
@@ -82,8 +119,15 @@ def test_spark_bounds_the_key_and_value_as_the_domain_does(spark, max_bytes):
 
     given = {"error_class": F.col("error_class"), "attempts": F.col("attempts"), "time": F.col("time_ms")}
     record = bounded_record(max_bytes)
-    rows = judged_rows(spark, LETTERS).select(record["key"].alias("key"), record["value"].alias("value"),
-                                              json_document(given, max_bytes).alias("document")).collect()
+    rows = (
+        judged_rows(spark, LETTERS)
+        .select(
+            record["key"].alias("key"),
+            record["value"].alias("value"),
+            json_document(given, max_bytes).alias("document"),
+        )
+        .collect()
+    )
     for dead_letter, row in zip(LETTERS, rows):
         value, key, _ = to_message(dead_letter, max_bytes)
         assert (row["key"], row["value"]) == (key, value)

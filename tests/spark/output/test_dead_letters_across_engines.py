@@ -22,7 +22,9 @@ import pytest
 
 from adapters.spark.runtime.session import connector_jars
 from domain.dead_letters import DeadLetter, from_document, from_headers
-from domain.duplicates import Duplicate, from_document as report_from_document, from_headers as report_from_headers
+from domain.duplicates import Duplicate
+from domain.duplicates import from_document as report_from_document
+from domain.duplicates import from_headers as report_from_headers
 from tests.integration.kafka_io import create_topics, produce, read_topic, unique
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka]
@@ -67,8 +69,18 @@ def by_offset(letters: list, first_offset: int) -> dict[int, DeadLetter | Duplic
 def run_memory(dedup, tmp_path) -> tuple[dict[int, DeadLetter], dict[int, Duplicate]]:
     source, dlq, dups = tmp_path / "in.jsonl", tmp_path / "dead.jsonl", tmp_path / "dups.jsonl"
     source.write_bytes(b"".join(value + b"\n" for value, _ in RECORDS))
-    dedup("--engine", "memory", "--source", f"file:{source}", "--sink", f"file:{tmp_path / 'out.jsonl'}",
-          "--dlq", f"file:{dlq}", "--duplicates", f"file:{dups}")
+    dedup(
+        "--engine",
+        "memory",
+        "--source",
+        f"file:{source}",
+        "--sink",
+        f"file:{tmp_path / 'out.jsonl'}",
+        "--dlq",
+        f"file:{dlq}",
+        "--duplicates",
+        f"file:{dups}",
+    )
     letters = [from_document(json.loads(line)) for line in dlq.read_bytes().splitlines()]
     assert {d.record.position.source for d in letters} == {str(source)}
     assert {d.record.position.partition for d in letters} == {0} and {d.record.key for d in letters} == {None}
@@ -77,14 +89,26 @@ def run_memory(dedup, tmp_path) -> tuple[dict[int, DeadLetter], dict[int, Duplic
     return by_offset(letters, 1), by_offset(reports, 1)
 
 
-def run_on_kafka(dedup, bootstrap: str, engine: str, *args, **env) \
-        -> tuple[str, dict[int, DeadLetter], dict[int, Duplicate]]:
+def run_on_kafka(
+    dedup, bootstrap: str, engine: str, *args, **env
+) -> tuple[str, dict[int, DeadLetter], dict[int, Duplicate]]:
     topics = {role: unique(f"{engine}-dl-{role}") for role in ("in", "out", "dlq", "dups")}
     create_topics(bootstrap, *topics.values())
     produce(bootstrap, topics["in"], [value for value, _ in RECORDS], key_of)
     uri = {role: f"kafka://{bootstrap}/{topic}" for role, topic in topics.items()}
-    dedup("--engine", engine, "--source", uri["in"] + args[0], "--sink", uri["out"], "--dlq", uri["dlq"],
-          "--duplicates", uri["dups"], **env)
+    dedup(
+        "--engine",
+        engine,
+        "--source",
+        uri["in"] + args[0],
+        "--sink",
+        uri["out"],
+        "--dlq",
+        uri["dlq"],
+        "--duplicates",
+        uri["dups"],
+        **env,
+    )
     letters = [from_headers(m.value, m.key, m.raw_headers) for m in read_topic(bootstrap, topics["dlq"])]
     reports = [report_from_headers(m.value, m.key, m.raw_headers) for m in read_topic(bootstrap, topics["dups"])]
     assert {(d.first.source, d.first.partition) for d in reports} == {(topics["in"], 0)}
@@ -98,13 +122,20 @@ def test_every_engine_writes_the_dead_letters_a_consumer_reads_the_same_way(dedu
     kafka_topic, kafka, kafka_reports = run_on_kafka(dedup, kafka_bootstrap, "kafka", "?group=dl&stop_at_end=true")
     # the late record in a micro-batch of its own: Spark judges lateness against earlier micro-batches
     spark_topic, spark, spark_reports = run_on_kafka(
-        dedup, kafka_bootstrap, "spark", "", DEDUP_SPARK__AVAILABLE_NOW="true",
-        DEDUP_SPARK__CHECKPOINT=str(tmp_path / "checkpoint"), DEDUP_SPARK__MAX_OFFSETS_PER_TRIGGER=str(len(RECORDS) - 1))
+        dedup,
+        kafka_bootstrap,
+        "spark",
+        "",
+        DEDUP_SPARK__AVAILABLE_NOW="true",
+        DEDUP_SPARK__CHECKPOINT=str(tmp_path / "checkpoint"),
+        DEDUP_SPARK__MAX_OFFSETS_PER_TRIGGER=str(len(RECORDS) - 1),
+    )
     # 0. each engine reported the duplicate once, as a repeat of the first record, 5 s apart
     first_offset = {id(memory_reports): 1, id(kafka_reports): 0, id(spark_reports): 0}
     for reports in (memory_reports, kafka_reports, spark_reports):
         assert {i: report_view(d, first_offset[id(reports)]) for i, d in reports.items()} == {
-            1: (REPEAT, "APP", 30, T + 5, 0, T, 5)}
+            1: (REPEAT, "APP", 30, T + 5, 0, T, 5)
+        }
     assert kafka_reports[1].record.key == spark_reports[1].record.key == key_of(REPEAT)
     # 1. each engine dead-lettered exactly the bad records, with their reasons and original bytes
     expected = {i: (value, reason) for i, (value, reason) in enumerate(RECORDS) if reason}
@@ -126,8 +157,15 @@ def test_every_engine_writes_the_dead_letters_a_consumer_reads_the_same_way(dedu
 def report_view(report: Duplicate, first_offset: int) -> tuple:
     """What a consumer compares across engines: the record, its rule, window and time, and the index
     of the first copy, its time and the distance (no time of judging, no key, no source name)."""
-    return (report.record.value, report.rule, report.window, report.event_time,
-            report.first.offset - first_offset, report.first_time, report.apart)
+    return (
+        report.record.value,
+        report.rule,
+        report.window,
+        report.event_time,
+        report.first.offset - first_offset,
+        report.first_time,
+        report.apart,
+    )
 
 
 def consumer_view(letter: DeadLetter, error: bool = True) -> tuple:

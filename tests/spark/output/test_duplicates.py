@@ -18,28 +18,50 @@ from domain.state import Emission
 
 pytestmark = pytest.mark.spark
 
-BATCH_SCHEMA = ("value binary, kafka_key binary, source string, partition int, offset long, rule string, "
-                "window long, t long, repeats_time long, repeats_owner string, time_ms long")
+BATCH_SCHEMA = (
+    "value binary, kafka_key binary, source string, partition int, offset long, rule string, "
+    "window long, t long, repeats_time long, repeats_owner string, time_ms long"
+)
 
 
-def report(value: bytes, key: bytes | None, at: SourcePosition, owner: str, t: int = 1_700_000_100,
-           first: int = 1_700_000_090) -> Duplicate:
+def report(
+    value: bytes, key: bytes | None, at: SourcePosition, owner: str, t: int = 1_700_000_100, first: int = 1_700_000_090
+) -> Duplicate:
     return Duplicate.of(RawRecord(value, at, key), "APP", 30, t, Emission(first, first + 30, owner), 1_795_325_944.125)
 
 
 REPORTS = [
     report(b'{"id":"2"}', b"k-1", SourcePosition("events-in", 1, 1234), "events-in:3:17"),
-    report(b'{"id":"3"}', None, SourcePosition("file:/data/in/0001.jsonl", 0, 2 ** 40),
-           "file:/data/in/0000.jsonl:0:7", t=1_700_000_000, first=1_700_000_029),
+    report(
+        b'{"id":"3"}',
+        None,
+        SourcePosition("file:/data/in/0001.jsonl", 0, 2**40),
+        "file:/data/in/0000.jsonl:0:7",
+        t=1_700_000_000,
+        first=1_700_000_029,
+    ),
     report(b'{"id":"4"}', b"", SourcePosition("events-in", 0, 5), ""),  # the state does not know the first copy
     report(b'{"id":"5", "pad": "' + b"x" * 400 + b'"}', b"key" * 50, SourcePosition("t", 2, 9), "t:2:8"),
 ]
 
 
 def judged_rows(spark, reports):
-    rows = [(d.record.value, d.record.key, d.record.position.source, d.record.position.partition,
-             d.record.position.offset, d.rule, d.window, d.event_time, d.first_time,
-             d.first.token() if d.first else None, millis(d.time)) for d in reports]
+    rows = [
+        (
+            d.record.value,
+            d.record.key,
+            d.record.position.source,
+            d.record.position.partition,
+            d.record.position.offset,
+            d.rule,
+            d.window,
+            d.event_time,
+            d.first_time,
+            d.first.token() if d.first else None,
+            millis(d.time),
+        )
+        for d in reports
+    ]
     return spark.createDataFrame(rows, BATCH_SCHEMA)
 
 
@@ -51,9 +73,12 @@ def test_spark_writes_the_headers_and_document_the_domain_defines(spark, max_byt
 
     given = {"time": F.col("time_ms")}
     record = bounded_record(max_bytes)
-    df = judged_rows(spark, REPORTS).select(kafka_headers(max_bytes, given).alias("headers"),
-                                            json_document(max_bytes, given).alias("document"),
-                                            record["key"].alias("key"), record["value"].alias("value"))
+    df = judged_rows(spark, REPORTS).select(
+        kafka_headers(max_bytes, given).alias("headers"),
+        json_document(max_bytes, given).alias("document"),
+        record["key"].alias("key"),
+        record["value"].alias("value"),
+    )
     got = df.collect()
     assert len(got) == len(REPORTS)
     for duplicate, row in zip(REPORTS, got):

@@ -17,12 +17,11 @@ import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, ConfigResource
 
-from adapters.spark.output.executor_writer import FAULT_SETTING
-from adapters.spark.engine import SparkEngine, build_spark_engine
 from adapters.kafka.config import KafkaEndpoint
-from adapters.spark.checkpoint.logs import Checkpoint
 from adapters.spark.checkpoint.identity import legacy_transactional_id, resolve_identity
-from adapters.spark.output.executor_writer import CommitLog, partition_id
+from adapters.spark.checkpoint.logs import Checkpoint
+from adapters.spark.engine import SparkEngine, build_spark_engine
+from adapters.spark.output.executor_writer import FAULT_SETTING, CommitLog, partition_id
 from app.container import container_for
 from app.generator import StreamSpec, generate
 from app.settings import SettingsError, load_settings
@@ -46,12 +45,30 @@ def topics(kafka_bootstrap):
     return names
 
 
-def engine(spark, bootstrap, topics, checkpoint: Path, delivery: str, per_batch: int = 700,
-           policies: Policies | None = None, **settings) -> SparkEngine:
+def engine(
+    spark,
+    bootstrap,
+    topics,
+    checkpoint: Path,
+    delivery: str,
+    per_batch: int = 700,
+    policies: Policies | None = None,
+    **settings,
+) -> SparkEngine:
     uri = {role: f"kafka://{bootstrap}/{topic}" for role, topic in topics.items()}
-    return build_spark_engine(RuleSet(), policies or Policies(), source=uri["in"], sink=uri["out"],
-                              dead_letters=uri["dlq"], checkpoint=str(checkpoint), delivery=delivery, spark=spark,
-                              master="local[2]", max_offsets_per_trigger=per_batch, **settings)
+    return build_spark_engine(
+        RuleSet(),
+        policies or Policies(),
+        source=uri["in"],
+        sink=uri["out"],
+        dead_letters=uri["dlq"],
+        checkpoint=str(checkpoint),
+        delivery=delivery,
+        spark=spark,
+        master="local[2]",
+        max_offsets_per_trigger=per_batch,
+        **settings,
+    )
 
 
 def crash_before_checkpoint_commit(checkpoint: Path) -> int:
@@ -104,8 +121,9 @@ def test_a_replayed_micro_batch_is_not_produced_twice(kafka_spark, kafka_bootstr
     for batch in batches.values():
         for marker in batch:
             totals.update(marker["counts"])
-    assert {k: totals[k] for k in ("in", "out", "duplicates", "dead_lettered")} == \
-        {k: expected.as_accounting()[k] for k in ("in", "out", "duplicates", "dead_lettered")}
+    assert {k: totals[k] for k in ("in", "out", "duplicates", "dead_lettered")} == {
+        k: expected.as_accounting()[k] for k in ("in", "out", "duplicates", "dead_lettered")
+    }
 
 
 def test_the_exactly_once_identity_is_the_checkpoints_not_its_spelling(spark, tmp_path):
@@ -124,12 +142,14 @@ def test_the_exactly_once_identity_is_the_checkpoints_not_its_spelling(spark, tm
     legacy = tmp_path / "legacy"
     (legacy / "offsets").mkdir(parents=True)
     (legacy / "offsets" / "0").write_text('v1\n{"batchWatermarkMs": 0}\n{"logOffset": 0}')
-    assert resolve_identity(Checkpoint.at(str(legacy)), str(legacy)).transactional_id == \
-        legacy_transactional_id(str(legacy))
+    assert resolve_identity(Checkpoint.at(str(legacy)), str(legacy)).transactional_id == legacy_transactional_id(
+        str(legacy)
+    )
 
 
-def test_a_restart_spelling_the_checkpoint_otherwise_writes_no_batch_twice(kafka_spark, kafka_bootstrap, topics,
-                                                                          tmp_path):
+def test_a_restart_spelling_the_checkpoint_otherwise_writes_no_batch_twice(
+    kafka_spark, kafka_bootstrap, topics, tmp_path
+):
     records, _ = generate(StreamSpec(uniques=900, seed=9))
     produce(kafka_bootstrap, topics["in"], records)
     checkpoint, ids = tmp_path / "checkpoint", []
@@ -172,14 +192,24 @@ def open_transaction_left_behind(bootstrap: str, transactional_id: str, topic: s
 def test_an_invalidate_notification_from_a_topic_lets_the_event_pass_again(kafka_spark, kafka_bootstrap, tmp_path):
     topics = {role: unique(role) for role in ("in", "out", "dlq", "notes")}
     create_topics(kafka_bootstrap, *topics.values())
-    event = lambda t: json.dumps({"id": f"e{t}", "uniqueValue": "u-1", "type": "APP", "timestamp": 1_700_000_000 + t}).encode()  # noqa: E731
-    note = json.dumps({"notification": "INVALIDATE", "exception": "downstream lost it",
-                       "event": json.loads(event(0))}).encode()
+
+    def event(t):
+        return json.dumps({"id": f"e{t}", "uniqueValue": "u-1", "type": "APP", "timestamp": 1_700_000_000 + t}).encode()
+
+    note = json.dumps(
+        {"notification": "INVALIDATE", "exception": "downstream lost it", "event": json.loads(event(0))}
+    ).encode()
     checkpoint = tmp_path / "checkpoint"
 
     def run():
-        spark_engine = engine(kafka_spark, kafka_bootstrap, {k: topics[k] for k in ("in", "out", "dlq")}, checkpoint,
-                              "exactly-once", notifications=f"kafka://{kafka_bootstrap}/{topics['notes']}")
+        spark_engine = engine(
+            kafka_spark,
+            kafka_bootstrap,
+            {k: topics[k] for k in ("in", "out", "dlq")},
+            checkpoint,
+            "exactly-once",
+            notifications=f"kafka://{kafka_bootstrap}/{topics['notes']}",
+        )
         return spark_engine.run(available_now=True).as_dict()
 
     # 1. u-1 is emitted, its repeat inside the window dropped
@@ -193,8 +223,7 @@ def test_an_invalidate_notification_from_a_topic_lets_the_event_pass_again(kafka
     assert [m.value for m in read_topic(kafka_bootstrap, topics["out"])] == [event(0), event(2)]
 
 
-def test_a_checkpoint_created_anew_at_the_same_location_is_a_new_query(kafka_spark, kafka_bootstrap, topics,
-                                                                      tmp_path):
+def test_a_checkpoint_created_anew_at_the_same_location_is_a_new_query(kafka_spark, kafka_bootstrap, topics, tmp_path):
     records, _ = generate(StreamSpec(uniques=400, seed=8))
     produce(kafka_bootstrap, topics["in"], records)
     checkpoint = tmp_path / "checkpoint"
@@ -207,8 +236,9 @@ def test_a_checkpoint_created_anew_at_the_same_location_is_a_new_query(kafka_spa
     assert out == Counter({value: 2 * n for value, n in Counter(reference(records).emitted).items()})
 
 
-def test_at_least_once_writes_every_unique_event_and_dead_letter_and_counts_each_once(kafka_spark, kafka_bootstrap,
-                                                                                      topics, tmp_path):
+def test_at_least_once_writes_every_unique_event_and_dead_letter_and_counts_each_once(
+    kafka_spark, kafka_bootstrap, topics, tmp_path
+):
     records, expected = generate(StreamSpec(uniques=600, seed=7))
     produce(kafka_bootstrap, topics["in"], records)
     spark_engine = engine(kafka_spark, kafka_bootstrap, topics, tmp_path / "checkpoint", "at-least-once", per_batch=400)
@@ -216,23 +246,33 @@ def test_at_least_once_writes_every_unique_event_and_dead_letter_and_counts_each
     want = reference(records)
     assert Counter(m.value for m in read_topic(kafka_bootstrap, topics["out"])) == Counter(want.emitted)
     assert Counter(dead_letter_bytes(read_topic(kafka_bootstrap, topics["dlq"]))) == Counter(want.dead_letters)
-    assert {k: counts[k] for k in ("in", "out", "duplicates", "dead_lettered")} == \
-        {k: expected.as_accounting()[k] for k in ("in", "out", "duplicates", "dead_lettered")}
+    assert {k: counts[k] for k in ("in", "out", "duplicates", "dead_lettered")} == {
+        k: expected.as_accounting()[k] for k in ("in", "out", "duplicates", "dead_lettered")
+    }
 
 
-def test_a_write_retried_after_its_records_were_sent_counts_each_record_once(kafka_spark, kafka_bootstrap, topics,
-                                                                            tmp_path):
+def test_a_write_retried_after_its_records_were_sent_counts_each_record_once(
+    kafka_spark, kafka_bootstrap, topics, tmp_path
+):
     records, expected = generate(StreamSpec(uniques=600, seed=8))
     produce(kafka_bootstrap, topics["in"], records)
-    spark_engine = engine(kafka_spark, kafka_bootstrap, topics, tmp_path / "checkpoint", "at-least-once", per_batch=400,
-                          policies=Policies.from_strings({"transient": "retry(attempts=2,backoff=fixed,delay=0)>fail"}))
+    spark_engine = engine(
+        kafka_spark,
+        kafka_bootstrap,
+        topics,
+        tmp_path / "checkpoint",
+        "at-least-once",
+        per_batch=400,
+        policies=Policies.from_strings({"transient": "retry(attempts=2,backoff=fixed,delay=0)>fail"}),
+    )
     kafka_spark.conf.set(FAULT_SETTING, "fail-after-commit:0:0")  # batch 0's task 0 dies once after sending its records
     try:
         counts = spark_engine.run(available_now=True).as_dict()
     finally:
         kafka_spark.conf.unset(FAULT_SETTING)
-    assert {k: counts[k] for k in ("in", "out", "duplicates", "dead_lettered")} == \
-        {k: expected.as_accounting()[k] for k in ("in", "out", "duplicates", "dead_lettered")}
+    assert {k: counts[k] for k in ("in", "out", "duplicates", "dead_lettered")} == {
+        k: expected.as_accounting()[k] for k in ("in", "out", "duplicates", "dead_lettered")
+    }
     out = Counter(m.value for m in read_topic(kafka_bootstrap, topics["out"]))
     assert set(out) == set(reference(records).emitted)
     assert sum(out.values()) > len(reference(records).emitted)  # the retry wrote task 0's records again
@@ -251,25 +291,43 @@ def upstream_transactions(bootstrap: str, topic: str, aborted: list[bytes], comm
 
 
 def test_records_of_an_aborted_upstream_transaction_are_never_judged(kafka_spark, kafka_bootstrap, topics, tmp_path):
-    event = lambda i: json.dumps({"id": f"e{i}", "uniqueValue": f"u-{i}", "type": "APP", "timestamp": 1_700_000_000 + i}).encode()  # noqa: E731
+    def event(i):
+        return json.dumps(
+            {"id": f"e{i}", "uniqueValue": f"u-{i}", "type": "APP", "timestamp": 1_700_000_000 + i}
+        ).encode()
+
     aborted, committed = [event(i) for i in range(3)], [event(i) for i in range(3, 6)]
     upstream_transactions(kafka_bootstrap, topics["in"], aborted, committed)
     # 1. by default the source reads read_committed: only the committed transaction's records come out
-    counts = engine(kafka_spark, kafka_bootstrap, topics, tmp_path / "checkpoint", "at-least-once") \
-        .run(available_now=True).as_dict()
+    counts = (
+        engine(kafka_spark, kafka_bootstrap, topics, tmp_path / "checkpoint", "at-least-once")
+        .run(available_now=True)
+        .as_dict()
+    )
     assert counts["in"] == 3
     assert [m.value for m in read_topic(kafka_bootstrap, topics["out"])] == committed
     # 2. the user's kafka.config overrides the default (here: every record, aborted ones too)
-    again = engine(kafka_spark, kafka_bootstrap, topics, tmp_path / "uncommitted", "at-least-once",
-                   kafka_config={"consumer.isolation.level": "read_uncommitted"}).run(available_now=True).as_dict()
+    again = (
+        engine(
+            kafka_spark,
+            kafka_bootstrap,
+            topics,
+            tmp_path / "uncommitted",
+            "at-least-once",
+            kafka_config={"consumer.isolation.level": "read_uncommitted"},
+        )
+        .run(available_now=True)
+        .as_dict()
+    )
     assert again["in"] == 6
 
 
 @pytest.fixture
 def broker_replicating_by_default(tmp_path):
     """A one-broker cluster whose default.replication.factor is 3: a topic created with its default cannot be hosted."""
-    with running(services.KafkaBroker(tmp_path / "kafka", extra_config={"default.replication.factor": 3}),
-                 timeout=120) as broker:
+    with running(
+        services.KafkaBroker(tmp_path / "kafka", extra_config={"default.replication.factor": 3}), timeout=120
+    ) as broker:
         yield broker
 
 
@@ -281,9 +339,13 @@ def test_the_commit_topic_gets_the_brokers_replication_factor_unless_configured(
     message = str(refused.value)
     assert "\n" not in message and "default.replication.factor" in message and "replication factor of 3" in message
     # 2. kafka.commit_topic_replication_factor reaches the commit log through the settings and the container
-    settings = load_settings(engine="spark", source=f"kafka://{bootstrap}/in", sink=f"kafka://{bootstrap}/unique",
-                             dlq=f"kafka://{bootstrap}/dead", kafka={"delivery": "exactly-once",
-                                                                    "commit_topic_replication_factor": 1})
+    settings = load_settings(
+        engine="spark",
+        source=f"kafka://{bootstrap}/in",
+        sink=f"kafka://{bootstrap}/unique",
+        dlq=f"kafka://{bootstrap}/dead",
+        kafka={"delivery": "exactly-once", "commit_topic_replication_factor": 1},
+    )
     container_for(settings).engine().writer.commits.ensure()
     admin, resource = AdminClient({"bootstrap.servers": bootstrap}), ConfigResource("topic", "unique.commits")
     topic = admin.list_topics("unique.commits", timeout=10).topics["unique.commits"]
@@ -295,6 +357,8 @@ def test_the_commit_topic_gets_the_brokers_replication_factor_unless_configured(
 def test_a_bad_commit_topic_replication_factor_stops_with_one_line():
     with pytest.raises(SettingsError) as refused:
         load_settings(kafka={"commit_topic_replication_factor": 0})
-    assert str(refused.value) == ("invalid setting kafka.commit_topic_replication_factor "
-                                  "(DEDUP_KAFKA__COMMIT_TOPIC_REPLICATION_FACTOR): Input should be greater than or "
-                                  "equal to 1 (got 0)")
+    assert str(refused.value) == (
+        "invalid setting kafka.commit_topic_replication_factor "
+        "(DEDUP_KAFKA__COMMIT_TOPIC_REPLICATION_FACTOR): Input should be greater than or "
+        "equal to 1 (got 0)"
+    )

@@ -31,17 +31,26 @@ from tests.spark.eos_output import committed, dead_letter_values, markers
 pytestmark = [pytest.mark.spark, pytest.mark.kafka]
 
 
-def test_tasks_dying_before_and_after_their_commit_write_each_partition_once(kafka_spark, kafka_bootstrap, tmp_path,
-                                                                            caplog):
+def test_tasks_dying_before_and_after_their_commit_write_each_partition_once(
+    kafka_spark, kafka_bootstrap, tmp_path, caplog
+):
     records, expected = generate(StreamSpec(uniques=2400, seed=21, late=0))
     topics = {role: unique(f"eos-tasks-{role}") for role in ("in", "out", "dlq")}
     produce_keyed(kafka_bootstrap, topics["in"], spread(records, 4))
     create_topics(kafka_bootstrap, topics["out"], topics["dlq"])
     uri = {role: f"kafka://{kafka_bootstrap}/{topic}" for role, topic in topics.items()}
     engine = build_spark_engine(
-        RuleSet(), Policies.from_strings({"transient": "retry(attempts=4,backoff=fixed,delay=0)>fail"}),
-        source=uri["in"], sink=uri["out"], dead_letters=uri["dlq"], checkpoint=str(tmp_path / "checkpoint"),
-        delivery="exactly-once", spark=kafka_spark, master="local[2]", max_offsets_per_trigger=1200)
+        RuleSet(),
+        Policies.from_strings({"transient": "retry(attempts=4,backoff=fixed,delay=0)>fail"}),
+        source=uri["in"],
+        sink=uri["out"],
+        dead_letters=uri["dlq"],
+        checkpoint=str(tmp_path / "checkpoint"),
+        delivery="exactly-once",
+        spark=kafka_spark,
+        master="local[2]",
+        max_offsets_per_trigger=1200,
+    )
     # batch 1: partition 0 dies right after its commit; batch 2: partition 1 dies mid-transaction. Not both in
     # one batch: partition 1's failure could then abort the job before partition 0 committed (a race).
     kafka_spark.conf.set(FAULT_SETTING, "fail-after-commit:1:0,fail-before-commit:2:1")
@@ -63,5 +72,6 @@ def test_tasks_dying_before_and_after_their_commit_write_each_partition_once(kaf
     found = markers(kafka_bootstrap, topics["out"], tid)
     assert set(found.values()) == {1} and {(1, 0), (1, 1), (2, 1)} <= set(found)
     # 3. the accounting counts each record once, through the retries
-    assert {k: counts[k] for k in ("in", "out", "duplicates", "dead_lettered")} == \
-        {k: expected.as_accounting()[k] for k in ("in", "out", "duplicates", "dead_lettered")}
+    assert {k: counts[k] for k in ("in", "out", "duplicates", "dead_lettered")} == {
+        k: expected.as_accounting()[k] for k in ("in", "out", "duplicates", "dead_lettered")
+    }

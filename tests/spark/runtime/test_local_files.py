@@ -37,8 +37,16 @@ def file_systems(spark, jvm):
 
 
 def described(status) -> tuple:
-    return (status.getPath().toString(), status.getLen(), status.isDirectory(), status.isSymlink(),
-            status.getModificationTime(), status.getPermission().toShort(), status.getOwner(), status.getGroup())
+    return (
+        status.getPath().toString(),
+        status.getLen(),
+        status.isDirectory(),
+        status.isSymlink(),
+        status.getModificationTime(),
+        status.getPermission().toShort(),
+        status.getOwner(),
+        status.getGroup(),
+    )
 
 
 def test_a_local_session_reads_and_writes_local_files_through_it(spark, jvm):
@@ -95,7 +103,8 @@ def test_spark_checkpoint_files_are_written_atomically_and_replaced(spark, jvm, 
     conf = hadoop_conf(spark)
     Path = jvm.org.apache.hadoop.fs.Path
     manager = jvm.org.apache.spark.sql.execution.streaming.checkpointing.CheckpointFileManager.create(
-        Path(tmp_path.as_uri()), conf)
+        Path(tmp_path.as_uri()), conf
+    )
     target = Path(str(tmp_path / "0"))
     for content in (b"first", b"second"):
         out = manager.createAtomic(target, True)

@@ -54,16 +54,25 @@ def _run(monkeypatch, args, env) -> int:
 
 
 def test_kafka_config_becomes_the_connector_options():
-    settings = {"security.protocol": "SASL_SSL", "sasl.mechanism": "SCRAM-SHA-512", "sasl.username": "svc",
-                "sasl.password": 'p"w', "ssl.ca.location": "/etc/ca.pem", "consumer.fetch.max.bytes": "1048576",
-                "producer.linger.ms": "20"}
+    settings = {
+        "security.protocol": "SASL_SSL",
+        "sasl.mechanism": "SCRAM-SHA-512",
+        "sasl.username": "svc",
+        "sasl.password": 'p"w',
+        "ssl.ca.location": "/etc/ca.pem",
+        "consumer.fetch.max.bytes": "1048576",
+        "producer.linger.ms": "20",
+    }
     consumer = spark_kafka_options(settings, "consumer")
     assert consumer == {
-        "kafka.security.protocol": "SASL_SSL", "kafka.sasl.mechanism": "SCRAM-SHA-512",
-        "kafka.sasl.jaas.config": 'org.apache.kafka.common.security.scram.ScramLoginModule required '
-                                  'username="svc" password="p\\"w";',
-        "kafka.ssl.truststore.type": "PEM", "kafka.ssl.truststore.location": "/etc/ca.pem",
-        "kafka.fetch.max.bytes": "1048576"}
+        "kafka.security.protocol": "SASL_SSL",
+        "kafka.sasl.mechanism": "SCRAM-SHA-512",
+        "kafka.sasl.jaas.config": "org.apache.kafka.common.security.scram.ScramLoginModule required "
+        'username="svc" password="p\\"w";',
+        "kafka.ssl.truststore.type": "PEM",
+        "kafka.ssl.truststore.location": "/etc/ca.pem",
+        "kafka.fetch.max.bytes": "1048576",
+    }
     assert spark_kafka_options(settings, "producer")["kafka.linger.ms"] == "20"
     assert "kafka.linger.ms" not in consumer
 
@@ -71,8 +80,11 @@ def test_kafka_config_becomes_the_connector_options():
 def test_a_bad_spark_setting_stops_with_one_line_naming_it(cli, capsys, tmp_path):
     assert cli("--source", "-", "--sink", f"file:{tmp_path}/out") == 2
     assert capsys.readouterr().err.strip().splitlines() == [
-        "dedup: invalid setting source: the spark engine reads and writes file:DIRECTORY or "
-        "kafka://HOST:PORT/TOPIC, got '-'"]
+        (
+            "dedup: invalid setting source: the spark engine reads and writes file:DIRECTORY or "
+            "kafka://HOST:PORT/TOPIC, got '-'"
+        )
+    ]
     config = json.dumps({"sasl.username": "only-the-user"})
     assert cli("--source", f"file:{tmp_path}/in", "--sink", f"file:{tmp_path}/out", DEDUP_KAFKA__CONFIG=config) == 2
     assert "invalid setting kafka.config" in capsys.readouterr().err
@@ -84,9 +96,18 @@ def test_dedup_run_reports_the_accounting_and_applies_spark_conf(cli, spark, tmp
     conf = {"spark.sql.streaming.stateStore.rocksdb.maxMemoryUsageMB": "300"}
     before = spark.conf.get("spark.sql.streaming.stateStore.rocksdb.maxMemoryUsageMB")
     try:
-        code = cli("--source", f"file:{tmp_path}/in?maxFilesPerTrigger=1", "--sink", f"file:{tmp_path}/out",
-                   "--dlq", f"file:{tmp_path}/dlq", "--summary-json", str(tmp_path / "summary.json"),
-                   DEDUP_SPARK__CHECKPOINT=str(tmp_path / "checkpoint"), DEDUP_SPARK__CONF=json.dumps(conf))
+        code = cli(
+            "--source",
+            f"file:{tmp_path}/in?maxFilesPerTrigger=1",
+            "--sink",
+            f"file:{tmp_path}/out",
+            "--dlq",
+            f"file:{tmp_path}/dlq",
+            "--summary-json",
+            str(tmp_path / "summary.json"),
+            DEDUP_SPARK__CHECKPOINT=str(tmp_path / "checkpoint"),
+            DEDUP_SPARK__CONF=json.dumps(conf),
+        )
         assert spark.conf.get("spark.sql.streaming.stateStore.rocksdb.maxMemoryUsageMB") == "300"
     finally:
         spark.conf.set("spark.sql.streaming.stateStore.rocksdb.maxMemoryUsageMB", before)
@@ -112,9 +133,13 @@ class ProgressRecorder:
 def test_the_progress_line_follows_every_micro_batch(cli, tmp_path):  # cli: clean env, signals restored
     parts, expected = generate_parts(StreamSpec(uniques=300, seed=6), 3)
     write_parts(tmp_path / "in", parts)
-    settings = load_settings(engine="spark", source=f"file:{tmp_path}/in?maxFilesPerTrigger=1",
-                             sink=f"file:{tmp_path}/out", dlq=f"file:{tmp_path}/dlq",
-                             spark={"checkpoint": str(tmp_path / "checkpoint")})
+    settings = load_settings(
+        engine="spark",
+        source=f"file:{tmp_path}/in?maxFilesPerTrigger=1",
+        sink=f"file:{tmp_path}/out",
+        dlq=f"file:{tmp_path}/dlq",
+        spark={"checkpoint": str(tmp_path / "checkpoint")},
+    )
     progress = ProgressRecorder()
     totals = run_engine(settings, progress)
     assert progress.closed and progress.shown == sorted(progress.shown)
@@ -130,16 +155,21 @@ def test_kafka_to_spark_to_kafka_through_dedup_run(cli, kafka_bootstrap, tmp_pat
     create_topics(kafka_bootstrap, *topics.values())
     uri = {role: f"kafka://{kafka_bootstrap}/{topic}" for role, topic in topics.items()}
     parts, expected = generate_parts(StreamSpec(uniques=1200, seed=8), 2)
-    env = dict(DEDUP_SPARK__CHECKPOINT=str(tmp_path / "checkpoint"), DEDUP_SPARK__AVAILABLE_NOW="true",
-               DEDUP_KAFKA__CONFIG=json.dumps({"client.id": "streamdedup-spark-test"}))
+    env = {
+        "DEDUP_SPARK__CHECKPOINT": str(tmp_path / "checkpoint"),
+        "DEDUP_SPARK__AVAILABLE_NOW": "true",
+        "DEDUP_KAFKA__CONFIG": json.dumps({"client.id": "streamdedup-spark-test"}),
+    }
     summaries = []
     # the late records are produced after the rest was processed (lateness is judged against
     # earlier micro-batches); the second run continues from the checkpoint
     for run, batch in enumerate((parts[:-1], parts[-1:])):
         produce(kafka_bootstrap, topics["in"], [r for part in batch for r in part])
         summary = tmp_path / f"summary-{run}.json"
-        assert cli("--source", uri["in"], "--sink", uri["out"], "--dlq", uri["dlq"], "--summary-json", str(summary),
-                   **env) == 0
+        assert (
+            cli("--source", uri["in"], "--sink", uri["out"], "--dlq", uri["dlq"], "--summary-json", str(summary), **env)
+            == 0
+        )
         summaries.append(json.loads(summary.read_text()))
     assert_exact_output(kafka_bootstrap, topics, [r for part in parts for r in part], expected.late)
     assert {k: sum(s[k] for s in summaries) for k in COUNTS} == {k: expected.as_accounting()[k] for k in COUNTS}
@@ -182,14 +212,30 @@ def test_under_spark_submit_its_master_conf_and_jars_are_kept(tmp_path):
         "conf = spark.sparkContext.getConf()\n"
         "print('SESSION ' + json.dumps({'master': spark.sparkContext.master, 'jars': conf.get('spark.jars'),\n"
         "      'timezone': spark.conf.get('spark.sql.session.timeZone'),\n"
-        "      'partitions': spark.conf.get('spark.sql.shuffle.partitions')}))\n")
+        "      'partitions': spark.conf.get('spark.sql.shuffle.partitions')}))\n"
+    )
     jars = ",".join(str(j) for j in [operator_jar(), *connector_jars()])
     import pyspark
+
     submit = Path(pyspark.__file__).parent / "bin" / "spark-submit"
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1"}
-    done = subprocess.run([str(submit), "--master", "local[1]", "--jars", jars, "--conf",
-                           "spark.sql.session.timeZone=Europe/Paris", str(script)],
-                          env=env, capture_output=True, text=True, timeout=400, stdin=subprocess.DEVNULL)
+    done = subprocess.run(
+        [
+            str(submit),
+            "--master",
+            "local[1]",
+            "--jars",
+            jars,
+            "--conf",
+            "spark.sql.session.timeZone=Europe/Paris",
+            str(script),
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=400,
+        stdin=subprocess.DEVNULL,
+    )
     [line] = [line for line in done.stdout.splitlines() if line.startswith("SESSION ")] or [done.stderr[-3000:]]
     session = json.loads(line.removeprefix("SESSION "))
     assert session["master"] == "local[1]"

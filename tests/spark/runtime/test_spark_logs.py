@@ -28,8 +28,9 @@ VALID = b'{"eventType": "APP", "uniqueValue": "a", "eventTime": "2026-01-01T00:0
 def test_a_failing_query_leaves_its_traces_in_the_spark_log_and_one_line_on_the_terminal(tmp_path, log_level):
     (tmp_path / "in").mkdir()
     (tmp_path / "in" / "part-0.jsonl").write_bytes(VALID + b"\nnot json\n")
-    dedup = DedupProcess(tmp_path, env={"DEDUP_POLICIES__INVALID": "fail", "DEDUP_SPARK__RESTART": "none",
-                                        "DEDUP_LOG_LEVEL": log_level})
+    dedup = DedupProcess(
+        tmp_path, env={"DEDUP_POLICIES__INVALID": "fail", "DEDUP_SPARK__RESTART": "none", "DEDUP_LOG_LEVEL": log_level}
+    )
     dedup.start(bounded=True)
     assert dedup.wait() == 3
     terminal, log = dedup.output(), (tmp_path / "logs" / "spark.log").read_text()
@@ -69,8 +70,11 @@ def test_the_log_file_is_created_with_its_directory_and_named_in_the_driver_opti
 
 def test_an_unwritable_log_file_is_refused_naming_the_setting(tmp_path):
     (tmp_path / "file").write_text("")
-    with pytest.raises(SparkSetupError, match=r"^invalid setting spark.log_file \(DEDUP_SPARK__LOG_FILE\): "
-                                              r"cannot write .*file/spark.log"):
+    with pytest.raises(
+        SparkSetupError,
+        match=r"^invalid setting spark.log_file \(DEDUP_SPARK__LOG_FILE\): "
+        r"cannot write .*file/spark.log",
+    ):
         SparkLog.at(str(tmp_path / "file" / "spark.log"))
 
 

@@ -1,4 +1,5 @@
 """File lines keep their file's order whichever partitions the file's splits land in."""
+
 import pyarrow as pa
 
 from adapters.spark.stream.sources import number_lines
@@ -12,11 +13,16 @@ def partition(*splits, rows_per_batch=7, first_line=None):
         rows += [(f"{file}:{line}".encode(), file, start) for line in range(first, first + lines)]
         seen[file] = first + lines
     for at in range(0, len(rows), rows_per_batch):
-        chunk = rows[at:at + rows_per_batch]
+        chunk = rows[at : at + rows_per_batch]
         yield pa.RecordBatch.from_arrays(
-            [pa.array([r[0] for r in chunk], pa.binary()), pa.array([r[1] for r in chunk]),
-             pa.array([r[2] for r in chunk], pa.int64()), pa.array([0] * len(chunk), pa.int64())],
-            names=["value", "source", "block_start", "file_time"])
+            [
+                pa.array([r[0] for r in chunk], pa.binary()),
+                pa.array([r[1] for r in chunk]),
+                pa.array([r[2] for r in chunk], pa.int64()),
+                pa.array([0] * len(chunk), pa.int64()),
+            ],
+            names=["value", "source", "block_start", "file_time"],
+        )
 
 
 def orders(*partitions):
@@ -37,8 +43,9 @@ def test_a_file_split_across_partitions_keeps_its_line_order_after_other_files()
     # part-3 (whole, 200 lines) packed before part-4's first split; part-4's second split
     # (from byte 150) alone in another partition: its first lines must still come after
     # every line of the first split.
-    found = orders(partition(("part-3", 0, 200), ("part-4", 0, 40)),
-                   partition(("part-4", 150, 30), first_line={"part-4": 40}))
+    found = orders(
+        partition(("part-3", 0, 200), ("part-4", 0, 40)), partition(("part-4", 150, 30), first_line={"part-4": 40})
+    )
     part4 = found["part-4:0"], found["part-4:39"]
     assert part4 == (0, 39)
     assert found["part-3:199"] == 199

@@ -20,7 +20,10 @@ OK = '{"id":"e1","uniqueValue":"u-5","type":"APP","timestamp":1700000000}'
 # (record, certified by the fast path)
 RECORDS = [
     (OK, True),
-    ('{"id": "e1", "uniqueValue": "656b4183-282c", "type": "WEB", "timestamp": 1689019717, "x": [1, {"a": null}]}', True),
+    (
+        '{"id": "e1", "uniqueValue": "656b4183-282c", "type": "WEB", "timestamp": 1689019717, "x": [1, {"a": null}]}',
+        True,
+    ),
     (' \t\r\n{"timestamp":0,"type":"APP","uniqueValue":"k","id":"e1"} \n', True),
     ('{"id":"e1","uniqueValue":"true1","type":"APP","timestamp":-0}', True),
     ('{"id":"1a","uniqueValue":"9e9x","type":"APP","timestamp":1}', True),
@@ -28,7 +31,10 @@ RECORDS = [
     ('{"id":"true","uniqueValue":"k","type":"APP","timestamp":1}', True),
     ('{"id":"Infinity","uniqueValue":"k","type":"APP","timestamp":1}', True),
     ('{"id":"-1","uniqueValue":" k ","type":"APP","timestamp":253402300799}', True),
-    ('{"id":"e1","uniqueValue":"k","type":"APP","timestamp":1,"x":-0.5e+3,"y":"caf\u00e9 \\u00e9\\n\\"","z":[],"w":{}}', True),
+    (
+        '{"id":"e1","uniqueValue":"k","type":"APP","timestamp":1,"x":-0.5e+3,"y":"caf\u00e9 \\u00e9\\n\\"","z":[],"w":{}}',
+        True,
+    ),
     ('{"id":"e1","uniqueValue":"k","type":"APP","timestamp":1,"x":' + "[" * 63 + "]" * 63 + "}", True),
     # valid, but the fast path cannot vouch for it: strict path
     ('{"id":"e1","uniqueValue":"k","type":"APP","timestamp":1,"timestamp":2}', False),  # the last key wins
@@ -102,7 +108,11 @@ def spark_outcomes(spark, raws: list[bytes]) -> list[tuple]:
 
 
 def test_fast_path_agrees_with_the_domain_and_certifies_plain_events(spark):
-    bad_utf8 = [b"\x80\x81not utf-8", OK.encode()[:-2] + b',"x":"\xed\xa0\x80"}', OK.encode()[:-2] + b',"x":"\xc0\xaf"}']
+    bad_utf8 = [
+        b"\x80\x81not utf-8",
+        OK.encode()[:-2] + b',"x":"\xed\xa0\x80"}',
+        OK.encode()[:-2] + b',"x":"\xc0\xaf"}',
+    ]
     raws = [r.encode() for r, _ in RECORDS] + bad_utf8
     outcomes = spark_outcomes(spark, raws)
     assert [o for _, o in outcomes] == [domain_outcome(r) for r in raws]

@@ -51,8 +51,12 @@ class RecomputingWriter:
 
 
 def verdicts(batch) -> Counter:
-    return Counter({(row["verdict"], row["reason"]): row["n"]
-                    for row in batch.groupBy("verdict", "reason").agg(F.count("*").alias("n")).collect()})
+    return Counter(
+        {
+            (row["verdict"], row["reason"]): row["n"]
+            for row in batch.groupBy("verdict", "reason").agg(F.count("*").alias("n")).collect()
+        }
+    )
 
 
 def event(i: int, key: str, t: int, kind: str = "APP") -> dict:
@@ -79,6 +83,9 @@ def test_a_batch_recomputed_after_the_driver_moved_on_is_judged_as_it_was_first(
     first = sum((first for first, _ in writer.verdicts), Counter())
     assert first == Counter({("emit", None): 5, ("duplicate", None): 4})
     # 3. the output is the reference's: a, b, c, w and d once each
-    out = [json.loads(line)["id"] for part in sorted((files.dir / "out").glob("batch=*/part-*"))
-           for line in part.read_text().splitlines()]
+    out = [
+        json.loads(line)["id"]
+        for part in sorted((files.dir / "out").glob("batch=*/part-*"))
+        for line in part.read_text().splitlines()
+    ]
     assert sorted(out) == ["e0", "e1", "e3", "e5", "e6"]

@@ -19,7 +19,10 @@ def test_a_kafka_source_reads_committed_records_and_never_waits_on_the_broker_fo
 
 
 def test_client_settings_override_the_defaults_and_the_uri_overrides_both():
-    got = options("kafka://127.0.0.1:9092/events?kafka.fetch.max.wait.ms=50", 5000,
-                  **{"kafka.fetch.max.wait.ms": "20", "kafka.isolation.level": "read_uncommitted"})
+    got = options(
+        "kafka://127.0.0.1:9092/events?kafka.fetch.max.wait.ms=50",
+        5000,
+        **{"kafka.fetch.max.wait.ms": "20", "kafka.isolation.level": "read_uncommitted"},
+    )
     assert got["kafka.fetch.max.wait.ms"] == "50" and got["kafka.isolation.level"] == "read_uncommitted"
     assert got["maxOffsetsPerTrigger"] == "5000"

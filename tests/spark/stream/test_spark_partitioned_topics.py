@@ -24,11 +24,18 @@ pytestmark = [pytest.mark.spark, pytest.mark.kafka]
 SPEC = StreamSpec(uniques=3000, seed=23)
 
 
-@pytest.mark.parametrize("partitions,per_batch,lagging,state", [
-    (3, 800, None, "memory"), (8, 5000, 5, "memory"), (4, 1500, 1, "redis"),
-], ids=["3-partitions-small-batches", "8-partitions-one-lagging", "4-partitions-one-lagging-redis-state"])
-def test_the_spark_engine_emits_what_the_reference_emits(spark, kafka_bootstrap, redis_url, tmp_path, partitions,
-                                                         per_batch, lagging, state):
+@pytest.mark.parametrize(
+    "partitions,per_batch,lagging,state",
+    [
+        (3, 800, None, "memory"),
+        (8, 5000, 5, "memory"),
+        (4, 1500, 1, "redis"),
+    ],
+    ids=["3-partitions-small-batches", "8-partitions-one-lagging", "4-partitions-one-lagging-redis-state"],
+)
+def test_the_spark_engine_emits_what_the_reference_emits(
+    spark, kafka_bootstrap, redis_url, tmp_path, partitions, per_batch, lagging, state
+):
     if not connector_jars():
         pytest.skip("Spark's Kafka connector jars are not in .cache/jars/spark-kafka (scripts/bootstrap --services)")
     keyed = keyed_topic(partitions, SPEC, lagging)
@@ -36,10 +43,18 @@ def test_the_spark_engine_emits_what_the_reference_emits(spark, kafka_bootstrap,
     produce_keyed(kafka_bootstrap, topics["in"], keyed)
     create_topics(kafka_bootstrap, topics["out"], topics["dlq"])
     uri = {role: f"kafka://{kafka_bootstrap}/{topic}" for role, topic in topics.items()}
-    engine = build_spark_engine(RuleSet(), Policies(), source=uri["in"], sink=uri["out"], dead_letters=uri["dlq"],
-                                checkpoint=str(tmp_path / "checkpoint"), spark=spark, master="local[2]",
-                                state=redis_url if state == "redis" else "checkpoint",
-                                max_offsets_per_trigger=per_batch)
+    engine = build_spark_engine(
+        RuleSet(),
+        Policies(),
+        source=uri["in"],
+        sink=uri["out"],
+        dead_letters=uri["dlq"],
+        checkpoint=str(tmp_path / "checkpoint"),
+        spark=spark,
+        master="local[2]",
+        state=redis_url if state == "redis" else "checkpoint",
+        max_offsets_per_trigger=per_batch,
+    )
 
     totals = engine.run(available_now=True)
 

@@ -28,36 +28,51 @@ def write_batches(directory: Path, records: list[bytes], size: int) -> int:
     directory.mkdir()
     for n, start in enumerate(range(0, len(records), size)):
         path = directory / f"{n:04d}.jsonl"
-        path.write_bytes(b"".join(r + b"\n" for r in records[start:start + size]))
+        path.write_bytes(b"".join(r + b"\n" for r in records[start : start + size]))
         os.utime(path, (1_000_000 + n, 1_000_000 + n))
     return n + 1
 
 
 def run(spark, root: Path, redis_url: str) -> dict:
-    engine = build_spark_engine(RuleSet(), Policies(), source=f"jsonl:{root / 'in'}?maxFilesPerTrigger=1",
-                                sink=str(root / "out"), dead_letters=str(root / "dlq"),
-                                checkpoint=str(root / "checkpoint"), state=redis_url, master="local[2]", spark=spark,
-                                duplicates=str(root / "dups"))
+    engine = build_spark_engine(
+        RuleSet(),
+        Policies(),
+        source=f"jsonl:{root / 'in'}?maxFilesPerTrigger=1",
+        sink=str(root / "out"),
+        dead_letters=str(root / "dlq"),
+        checkpoint=str(root / "checkpoint"),
+        state=redis_url,
+        master="local[2]",
+        spark=spark,
+        duplicates=str(root / "dups"),
+    )
     return engine.run(available_now=True).as_dict()
 
 
 def emitted(root: Path) -> Counter:
-    return Counter(line.encode() for path in sorted((root / "out").glob("batch=*/part-*"))
-                   for line in path.read_text().splitlines() if line)
+    return Counter(
+        line.encode()
+        for path in sorted((root / "out").glob("batch=*/part-*"))
+        for line in path.read_text().splitlines()
+        if line
+    )
 
 
 def repeated(root: Path) -> Counter:
     """(each reported duplicate's bytes, the bytes of the record its report names as the first copy)."""
-    reports = [duplicate_from_document(json.loads(line)) for path in sorted((root / "dups").glob("batch=*/part-*"))
-               for line in path.read_text().splitlines() if line]
+    reports = [
+        duplicate_from_document(json.loads(line))
+        for path in sorted((root / "dups").glob("batch=*/part-*"))
+        for line in path.read_text().splitlines()
+        if line
+    ]
     lines = {}  # each input file's lines
     for r in reports:
         lines.setdefault(r.first.source, Path(r.first.source.removeprefix("file:")).read_bytes().splitlines())
     return Counter((r.record.value, lines[r.first.source][r.first.offset]) for r in reports)
 
 
-def test_redis_state_gives_the_reference_verdicts_with_one_script_call_per_partition_batch(spark, tmp_path,
-                                                                                          own_redis):
+def test_redis_state_gives_the_reference_verdicts_with_one_script_call_per_partition_batch(spark, tmp_path, own_redis):
     records, expected = generate(StreamSpec(uniques=3000, seed=21))
     batches = write_batches(tmp_path / "in", records, 1100)
     client = redis.Redis.from_url(own_redis.url)
@@ -93,7 +108,11 @@ def test_invalid_records_and_late_events_are_dead_lettered(spark, tmp_path, own_
     records, expected = generate(StreamSpec(uniques=400, seed=23, late=3))
     write_batches(tmp_path / "in", records, 300)
     counts = run(spark, tmp_path, own_redis.url)
-    letters = [json.loads(line) for path in sorted((tmp_path / "dlq").glob("batch=*/part-*"))
-               for line in path.read_text().splitlines() if line]
+    letters = [
+        json.loads(line)
+        for path in sorted((tmp_path / "dlq").glob("batch=*/part-*"))
+        for line in path.read_text().splitlines()
+        if line
+    ]
     assert Counter(d["reason"] for d in letters)["late"] == expected.late == counts["late"]
     assert len(letters) == expected.dead_lettered == counts["dead_lettered"]

@@ -6,14 +6,27 @@ as Spark's state data source reads it."""
 
 from adapters.spark.checkpoint.guard import CheckpointGuard
 from adapters.spark.checkpoint.hadoop_files import HadoopPath
-from adapters.spark.checkpoint.identity import (Identity, committed_pending, resolve_identity, settle,
-                                                write_identity)
+from adapters.spark.checkpoint.identity import Identity, committed_pending, resolve_identity, settle, write_identity
 from adapters.spark.checkpoint.lease import DEFAULT_TIMEOUT, CheckpointLease
 from adapters.spark.checkpoint.logs import Checkpoint
 from adapters.spark.checkpoint.migration import migrate, plan_migration
 from adapters.spark.checkpoint.state_files import StateFiles
 from adapters.spark.checkpoint.state_reader import inspect_checkpoint, read_state
 
-__all__ = ["DEFAULT_TIMEOUT", "Checkpoint", "CheckpointGuard", "CheckpointLease", "HadoopPath", "Identity",
-           "committed_pending", "inspect_checkpoint", "migrate", "plan_migration", "read_state", "resolve_identity",
-           "settle", "StateFiles", "write_identity"]
+__all__ = [
+    "DEFAULT_TIMEOUT",
+    "Checkpoint",
+    "CheckpointGuard",
+    "CheckpointLease",
+    "HadoopPath",
+    "Identity",
+    "StateFiles",
+    "committed_pending",
+    "inspect_checkpoint",
+    "migrate",
+    "plan_migration",
+    "read_state",
+    "resolve_identity",
+    "settle",
+    "write_identity",
+]

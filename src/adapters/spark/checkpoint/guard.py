@@ -16,18 +16,30 @@ from urllib.parse import quote
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from adapters.spark.checkpoint.logs import Checkpoint
-from adapters.spark.stream.keys import join_escaped, key_parts
 from adapters.spark.checkpoint.hadoop_files import HadoopPath
-from adapters.spark.checkpoint.manifest import OPERATOR, Manifest, compare, foreign, foreign_refusal, job_manifest, local_or_uri, migrate_command, read_manifest, refusal, write_manifest
-from adapters.spark.errors import CheckpointOfAnotherJob
+from adapters.spark.checkpoint.logs import Checkpoint
+from adapters.spark.checkpoint.manifest import (
+    OPERATOR,
+    Manifest,
+    compare,
+    foreign,
+    foreign_refusal,
+    job_manifest,
+    local_or_uri,
+    migrate_command,
+    read_manifest,
+    refusal,
+    write_manifest,
+)
 from adapters.spark.checkpoint.migration import FALLBACK, FILES_READ
 from adapters.spark.checkpoint.retirement import RetirementWatch
-from adapters.spark.stream.sources import parse_uri
 from adapters.spark.checkpoint.state_reader import state_schema
 from adapters.spark.checkpoint.watermark_files import rule_watermarks
-from domain.migration import IncompatibleState
+from adapters.spark.errors import CheckpointOfAnotherJob
+from adapters.spark.stream.keys import join_escaped, key_parts
+from adapters.spark.stream.sources import parse_uri
 from domain.keys import escape
+from domain.migration import IncompatibleState
 from domain.rules import RuleSet
 
 log = logging.getLogger(__name__)
@@ -48,8 +60,14 @@ class CheckpointGuard:
     state partitions is incompatible (with Redis state the judge partitions each batch itself).
     """
 
-    def __init__(self, rules: RuleSet, checkpoint: str, endpoints: dict[str, str] | None = None,
-                 settings_file: str | None = None, state_in_checkpoint: bool = True):
+    def __init__(
+        self,
+        rules: RuleSet,
+        checkpoint: str,
+        endpoints: dict[str, str] | None = None,
+        settings_file: str | None = None,
+        state_in_checkpoint: bool = True,
+    ):
         self.rules, self.location, self.state_in_checkpoint = rules, checkpoint, state_in_checkpoint
         self.endpoints, self.settings_file = dict(endpoints or {}), settings_file
         self.migration: dict | None = None  # the checkpoint's migration: where the new job starts
@@ -58,16 +76,21 @@ class CheckpointGuard:
 
     def prepare(self, spark: SparkSession, watermark=lambda: None) -> None:
         self.checkpoint = Checkpoint.at(self.location)  # any Hadoop file system: checked the same way
-        job = job_manifest(self.rules, state_schema(spark),
-                           {role: endpoint_record(uri, spark) for role, uri in self.endpoints.items()},
-                           int(spark.conf.get("spark.sql.shuffle.partitions")) if self.state_in_checkpoint else None)
+        job = job_manifest(
+            self.rules,
+            state_schema(spark),
+            {role: endpoint_record(uri, spark) for role, uri in self.endpoints.items()},
+            int(spark.conf.get("spark.sql.shuffle.partitions")) if self.state_in_checkpoint else None,
+        )
         stored = self._with_partitions(read_manifest(self.checkpoint.ours))
         if stored is None and self.checkpoint.has_progress():
-            log.warning("checkpoint %s has no manifest (written before manifests); adopting this job's",
-                        self.location)
+            log.warning("checkpoint %s has no manifest (written before manifests); adopting this job's", self.location)
         elif stored is None:
-            log.warning("checkpoint %s is new: the job starts with an empty dedup state (to keep an older "
-                        "version's memory, see `dedup state migrate --help`)", self.location)
+            log.warning(
+                "checkpoint %s is new: the job starts with an empty dedup state (to keep an older "
+                "version's memory, see `dedup state migrate --help`)",
+                self.location,
+            )
         else:
             self._refuse_foreign(stored, job)
             self._refuse_incompatible(stored, job)
@@ -124,8 +147,11 @@ class CheckpointGuard:
 
     def _refuse_foreign(self, stored: Manifest, job: Manifest) -> None:
         if stored.endpoints is None:
-            log.warning("checkpoint %s records no source and outputs yet (migrated, or written before they were "
-                        "recorded); recording this job's", self.location)
+            log.warning(
+                "checkpoint %s records no source and outputs yet (migrated, or written before they were "
+                "recorded); recording this job's",
+                self.location,
+            )
         mismatches = foreign(stored, job)
         if mismatches:
             raise CheckpointOfAnotherJob(foreign_refusal(self.shown, mismatches))
@@ -133,11 +159,16 @@ class CheckpointGuard:
     def _refuse_incompatible(self, stored: Manifest, job: Manifest) -> None:
         comparison = compare(stored, job)
         for change in comparison.changes:
-            log.warning("checkpoint %s: %s (%s)", self.location, change.describe(),
-                        "compatible" if change.compatible else "incompatible")
+            log.warning(
+                "checkpoint %s: %s (%s)",
+                self.location,
+                change.describe(),
+                "compatible" if change.compatible else "incompatible",
+            )
         if comparison.incompatible:
-            raise IncompatibleState(refusal(self.shown, comparison.incompatible, self.migration_target(),
-                                            self.settings_file))
+            raise IncompatibleState(
+                refusal(self.shown, comparison.incompatible, self.migration_target(), self.settings_file)
+            )
 
     @property
     def shown(self) -> str:
@@ -153,9 +184,13 @@ class CheckpointGuard:
 
     def _retire(self, watermark: int) -> None:
         """Called by the running query's ``RetirementWatch``: record and say that the old state is retired."""
-        log.warning("old state from %s retired: the watermark %d has passed its last expiry %d; no old emission "
-                    "is live, it is no longer consulted (the next start leaves it out of the plan)",
-                    self.migration["from"], watermark, self.migration["retire_at"])
+        log.warning(
+            "old state from %s retired: the watermark %d has passed its last expiry %d; no old emission "
+            "is live, it is no longer consulted (the next start leaves it out of the plan)",
+            self.migration["from"],
+            watermark,
+            self.migration["retire_at"],
+        )
         self.migration.update(retired=True, retired_at_watermark=watermark)
         stored = read_manifest(self.checkpoint.ours)
         write_manifest(self.checkpoint.ours, stored.with_migration(self.migration))
@@ -166,9 +201,15 @@ class CheckpointGuard:
         recorded, wanted = self.checkpoint.recorded_conf().get(key), spark.conf.get(key, None)
         if recorded and wanted and recorded != wanted:
             target = self.migration_target()
-            log.warning("checkpoint %s keeps its state in %s (Spark restores it); to move to %s, run `%s` and "
-                        "start this job with spark.checkpoint=%s", self.location, recorded.rsplit(".", 1)[-1],
-                        wanted.rsplit(".", 1)[-1], migrate_command(self.shown, target, self.settings_file), target)
+            log.warning(
+                "checkpoint %s keeps its state in %s (Spark restores it); to move to %s, run `%s` and "
+                "start this job with spark.checkpoint=%s",
+                self.location,
+                recorded.rsplit(".", 1)[-1],
+                wanted.rsplit(".", 1)[-1],
+                migrate_command(self.shown, target, self.settings_file),
+                target,
+            )
 
     def _consults_old_state(self, migration: dict | None) -> bool:
         """Whether the old state is still consulted; retires it (in ``migration``) once it has expired."""
@@ -176,12 +217,19 @@ class CheckpointGuard:
             return False
         watermark = max(rule_watermarks(self.checkpoint).values(), default=0)  # as RetirementWatch: the highest
         if self.checkpoint.last_committed() is not None and watermark >= migration["retire_at"]:
-            log.warning("old state from %s retired: the watermark %d has passed its last expiry %d; "
-                        "it is no longer consulted", migration["from"], watermark, migration["retire_at"])
+            log.warning(
+                "old state from %s retired: the watermark %d has passed its last expiry %d; it is no longer consulted",
+                migration["from"],
+                watermark,
+                migration["retire_at"],
+            )
             migration.update(retired=True, retired_at_watermark=watermark)
             return False
-        log.warning("consulting the old state from %s read-only until the watermark reaches %d",
-                    migration["from"], migration["retire_at"])
+        log.warning(
+            "consulting the old state from %s read-only until the watermark reaches %d",
+            migration["from"],
+            migration["retire_at"],
+        )
         return True
 
 
@@ -192,8 +240,10 @@ def endpoint_record(uri: str, spark: SparkSession | None = None) -> dict:
     endpoint = parse_uri(uri)
     if endpoint.kind == "kafka":
         servers = endpoint.location
-        return {"kafka": sorted({s.strip().lower() for s in servers.split(",") if s.strip()}),
-                "topics": sorted({t.strip() for t in endpoint.topic.split(",") if t.strip()})}
+        return {
+            "kafka": sorted({s.strip().lower() for s in servers.split(",") if s.strip()}),
+            "topics": sorted({t.strip() for t in endpoint.topic.split(",") if t.strip()}),
+        }
     return {"path": str(HadoopPath.at(endpoint.location, spark))}
 
 

@@ -24,14 +24,14 @@ is the Spark engine's state), never a Java exception.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
-from typing import Any, Iterator
+from typing import Any
 
 from adapters.spark.errors import CorruptFile
 from domain.errors import StateUnavailable
-
 
 PARTIAL = ".{}.{}.partial"  # hidden, and one per writer: two instances replacing one file do not mix
 
@@ -64,13 +64,13 @@ class _FileSystem:
 class HadoopPath:
     """A file or directory on a Hadoop file system (see the module docstring)."""
 
-    __slots__ = ("_jpath", "_fs")
+    __slots__ = ("_fs", "_jpath")
 
     def __init__(self, jpath, fs: _FileSystem):
         self._jpath, self._fs = jpath, fs
 
     @classmethod
-    def at(cls, location: str, spark=None) -> "HadoopPath":
+    def at(cls, location: str, spark=None) -> HadoopPath:
         """``location`` on its file system; ``spark``: a SparkSession (default: the running SparkContext)."""
         context = spark.sparkContext if spark is not None else _running_context()
         jvm, conf = context._jvm, context._jsc.hadoopConfiguration()
@@ -80,7 +80,7 @@ class HadoopPath:
             fs = path.getFileSystem(conf)
             return cls(fs.makeQualified(path), _FileSystem(jvm, context._gateway, conf, fs, path_class))
 
-    def __truediv__(self, name: str) -> "HadoopPath":
+    def __truediv__(self, name: str) -> HadoopPath:
         path_class = self._fs.path_class or self._fs.jvm.org.apache.hadoop.fs.Path
         return HadoopPath(path_class(self._jpath, name), self._fs)
 
@@ -101,7 +101,7 @@ class HadoopPath:
         return self._jpath.getName()
 
     @property
-    def parent(self) -> "HadoopPath":
+    def parent(self) -> HadoopPath:
         return HadoopPath(self._jpath.getParent(), self._fs)
 
     @property
@@ -111,9 +111,9 @@ class HadoopPath:
 
     @property
     def stem(self) -> str:
-        return self.name[:len(self.name) - len(self.suffix)]
+        return self.name[: len(self.name) - len(self.suffix)]
 
-    def with_suffix(self, suffix: str) -> "HadoopPath":
+    def with_suffix(self, suffix: str) -> HadoopPath:
         return self.parent / (self.stem + suffix)
 
     def exists(self) -> bool:
@@ -124,12 +124,12 @@ class HadoopPath:
         with _translated(self):
             return self.exists() and bool(self._fs.fs.getFileStatus(self._jpath).isDirectory())
 
-    def iterdir(self) -> list["HadoopPath"]:
+    def iterdir(self) -> list[HadoopPath]:
         """The directory's entries (hidden ones included, e.g. Hadoop's ``.NAME.crc``)."""
         with _translated(self):
             return [HadoopPath(status.getPath(), self._fs) for status in self._fs.fs.listStatus(self._jpath)]
 
-    def glob(self, pattern: str) -> list["HadoopPath"]:
+    def glob(self, pattern: str) -> list[HadoopPath]:
         """The directory's entries whose name matches ``pattern`` (one level, as ``pathlib``'s ``*.json``)."""
         return [p for p in self.iterdir() if fnmatchcase(p.name, pattern)] if self.exists() else []
 
@@ -155,12 +155,12 @@ class HadoopPath:
                 out.close()
         partial.replace(self)
 
-    def replace(self, target: "HadoopPath") -> None:
+    def replace(self, target: HadoopPath) -> None:
         """Rename this file over ``target`` (atomically where the file system can: see the module docstring)."""
         with _translated(target):
             try:
                 context, overwrite = self._fs.renames()
-            except Exception as exc:  # noqa: BLE001 - no FileContext for this scheme: Spark's own fallback
+            except Exception as exc:
                 if _java_class(exc) != "org.apache.hadoop.fs.UnsupportedFileSystemException":
                     raise
                 self._fs.fs.delete(target._jpath, False)
@@ -195,12 +195,16 @@ def _running_context():
     context = SparkContext._active_spark_context
     if context is None:
         from adapters.spark.errors import SparkSetupError
+
         raise SparkSetupError("a checkpoint is read through Spark's Hadoop file systems: start a SparkSession first")
     return context
 
 
-INTERRUPTS = ("java.nio.channels.ClosedByInterruptException", "java.io.InterruptedIOException",
-              "java.lang.InterruptedException")
+INTERRUPTS = (
+    "java.nio.channels.ClosedByInterruptException",
+    "java.io.InterruptedIOException",
+    "java.lang.InterruptedException",
+)
 
 
 @contextmanager

@@ -38,11 +38,11 @@ import hashlib
 import json
 import logging
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Callable
 
-from adapters.spark.errors import PartlyCommitted
 from adapters.spark.checkpoint.logs import Checkpoint
+from adapters.spark.errors import PartlyCommitted
 
 log = logging.getLogger(__name__)
 
@@ -64,11 +64,21 @@ class Identity:
     whole_batch_committed: int | None = None  # see ``output.executor_writer``'s upgrade; None: not yet looked up
 
     def as_json(self) -> str:
-        return json.dumps({"transactional_id": self.transactional_id, "inherited": self.inherited,
-                           "whole_batch_committed": self.whole_batch_committed}, indent=2, sort_keys=True) + "\n"
+        return (
+            json.dumps(
+                {
+                    "transactional_id": self.transactional_id,
+                    "inherited": self.inherited,
+                    "whole_batch_committed": self.whole_batch_committed,
+                },
+                indent=2,
+                sort_keys=True,
+            )
+            + "\n"
+        )
 
     @classmethod
-    def from_json(cls, text: str) -> "Identity":
+    def from_json(cls, text: str) -> Identity:
         data = json.loads(text)
         return cls(data["transactional_id"], data.get("inherited"), data.get("whole_batch_committed"))
 
@@ -99,13 +109,20 @@ def resolve_identity(checkpoint: Checkpoint, location: str, configured: str | No
         legacy = checkpoint.has_progress()
         identity = Identity(configured or (legacy_transactional_id(location) if legacy else new_transactional_id()))
         if legacy and not configured:
-            log.warning("checkpoint %s has no exactly-once identity (written by an older version): adopting the "
-                        "transactional id %s derived from its location as spelt now", location,
-                        identity.transactional_id)
+            log.warning(
+                "checkpoint %s has no exactly-once identity (written by an older version): adopting the "
+                "transactional id %s derived from its location as spelt now",
+                location,
+                identity.transactional_id,
+            )
     elif configured and configured != stored.transactional_id:
-        log.warning("checkpoint %s committed its output under transactional id %s; kafka.transactional_id=%s "
-                    "replaces it (batches committed under the old id are not recognised)", location,
-                    stored.transactional_id, configured)
+        log.warning(
+            "checkpoint %s committed its output under transactional id %s; kafka.transactional_id=%s "
+            "replaces it (batches committed under the old id are not recognised)",
+            location,
+            stored.transactional_id,
+            configured,
+        )
         identity = replace(stored, transactional_id=configured)
     else:
         return stored
@@ -123,12 +140,14 @@ def inherited_identity(old: Checkpoint, location: str, batch: int) -> Identity:
         offsets = old.source_offsets(planned)
         files = _files_of(old, offsets, old.source_offsets(batch))
         pending = {"batch": planned, "offsets": offsets, **({"files": files} if files else {})}
-    return Identity(tid, {"from": location, "transactional_id": tid, "query_id": old.query_id(), "batch": batch,
-                          "pending": pending})
+    return Identity(
+        tid, {"from": location, "transactional_id": tid, "query_id": old.query_id(), "batch": batch, "pending": pending}
+    )
 
 
-def settle(identity: Identity, checkpoint: Checkpoint,
-           last_committed: Callable[[str, str | None], dict[str, int]]) -> Identity:
+def settle(
+    identity: Identity, checkpoint: Checkpoint, last_committed: Callable[[str, str | None], dict[str, int]]
+) -> Identity:
     """After a migration, once: whether the old job's pending batch was committed to Kafka
     (``last_committed(transactional_id, query_id)``: the old query's last marker per marker
     key, ``output.executor_writer.CommitLog.last_committed``), recorded. A batch the old job
@@ -146,16 +165,20 @@ def settle(identity: Identity, checkpoint: Checkpoint,
             raise PartlyCommitted(
                 f"the old job ({inherited['from']}) committed its batch {pending['batch']} to Kafka for "
                 f"{len(done)} of its {len(lasts)} output partitions, then stopped: start the old job once more "
-                "(it finishes that batch and stops with it), then run the migration again")
+                "(it finishes that batch and stops with it), then run the migration again"
+            )
         last = min(lasts.values())
     skip = pending is not None and last >= pending["batch"]
     if skip:
-        log.warning("the old job (%s) committed its batch %d to Kafka but not to its checkpoint: its records are "
-                    "judged and not produced again", inherited["from"], pending["batch"])
+        log.warning(
+            "the old job (%s) committed its batch %d to Kafka but not to its checkpoint: its records are "
+            "judged and not produced again",
+            inherited["from"],
+            pending["batch"],
+        )
     settled = replace(identity, inherited={**inherited, "settled": {"old_last_committed": last, "skip_pending": skip}})
     write_identity(checkpoint, settled)
     return settled
-
 
 
 def committed_pending(identity: Identity) -> dict | None:

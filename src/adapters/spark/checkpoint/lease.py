@@ -54,7 +54,6 @@ DEFAULT_TIMEOUT = 30.0
 SETTLE = 1.0  # seconds between writing the lease and reading it back at start
 
 
-
 class CheckpointLease:
     """The lease of one engine instance on its checkpoint (see the module docstring)."""
 
@@ -124,23 +123,34 @@ class CheckpointLease:
             if holder is not None and holder["owner"] == self.owner:
                 path.unlink(missing_ok=True)
         except DedupError as exc:
-            log.warning("could not give up the lease of checkpoint %s (%s); it expires %gs after its last renewal",
-                        self.location, exc, self.timeout)
+            log.warning(
+                "could not give up the lease of checkpoint %s (%s); it expires %gs after its last renewal",
+                self.location,
+                exc,
+                self.timeout,
+            )
 
-    def or_lost(self, stop: threading.Event) -> "_Either":
+    def or_lost(self, stop: threading.Event) -> _Either:
         """``stop``, or the loss of the lease: what ends the engine's wait for its query."""
         return _Either(stop, self.lost)
 
     def error(self) -> CheckpointInUse:
-        return CheckpointInUse(f"checkpoint {self.location} was lost to another instance: {self._reason}; this "
-                               "instance stops writing and exits (run one instance per spark.checkpoint)")
+        return CheckpointInUse(
+            f"checkpoint {self.location} was lost to another instance: {self._reason}; this "
+            "instance stops writing and exits (run one instance per spark.checkpoint)"
+        )
 
     def _wait_until_free(self) -> None:
         """Return once the lease is free, ours or stale; raise once it proves alive."""
         seen = self._read()
         if seen is not None and seen["owner"] != self.owner and _age(seen) < self.timeout:
-            log.warning("checkpoint %s is leased by %s (renewed %.1fs ago): waiting up to %.0fs for it to expire",
-                        self.location, seen["owner"], _age(seen), self.timeout - _age(seen))
+            log.warning(
+                "checkpoint %s is leased by %s (renewed %.1fs ago): waiting up to %.0fs for it to expire",
+                self.location,
+                seen["owner"],
+                _age(seen),
+                self.timeout - _age(seen),
+            )
         while seen is not None and seen["owner"] != self.owner and _age(seen) < self.timeout:
             time.sleep(min(self.interval, self.timeout - _age(seen)))
             now = self._read()
@@ -148,8 +158,12 @@ class CheckpointLease:
                 raise CheckpointInUse(self._refusal(now))
             seen = now
         if seen is not None and seen["owner"] != self.owner:
-            log.warning("taking over checkpoint %s from %s: its lease was last renewed %.0fs ago", self.location,
-                        seen["owner"], _age(seen))
+            log.warning(
+                "taking over checkpoint %s from %s: its lease was last renewed %.0fs ago",
+                self.location,
+                seen["owner"],
+                _age(seen),
+            )
 
     def _heartbeat(self) -> None:
         renewed = time.monotonic()
@@ -177,9 +191,18 @@ class CheckpointLease:
             if self._path is None:  # released meanwhile (the heartbeat raced the query's end)
                 return
             self._beat += 1
-            self._path.write_text(json.dumps({"owner": self.owner, "host": socket.gethostname(), "pid": os.getpid(),
-                                              "heartbeat": time.time(), "beat": self._beat,
-                                              "timeout": self.timeout}))
+            self._path.write_text(
+                json.dumps(
+                    {
+                        "owner": self.owner,
+                        "host": socket.gethostname(),
+                        "pid": os.getpid(),
+                        "heartbeat": time.time(),
+                        "beat": self._beat,
+                        "timeout": self.timeout,
+                    }
+                )
+            )
 
     def _read(self) -> dict | None:
         with self._io:
@@ -187,9 +210,11 @@ class CheckpointLease:
 
     def _refusal(self, holder: dict | None) -> str:
         who = f"{holder['owner']}, lease renewed {_age(holder):.1f}s ago" if holder else "another instance"
-        return (f"checkpoint {self.location} is in use by another running instance ({who}); not starting. Run one "
-                f"instance per spark.checkpoint; a stopped instance's lease expires {self.timeout:g}s after its "
-                "last renewal (spark.lease_timeout)")
+        return (
+            f"checkpoint {self.location} is in use by another running instance ({who}); not starting. Run one "
+            f"instance per spark.checkpoint; a stopped instance's lease expires {self.timeout:g}s after its "
+            "last renewal (spark.lease_timeout)"
+        )
 
     @staticmethod
     def _taken_by(holder: dict | None) -> str:

@@ -27,7 +27,7 @@ class Checkpoint:
     path: HadoopPath
 
     @classmethod
-    def at(cls, location: str, spark=None) -> "Checkpoint":
+    def at(cls, location: str, spark=None) -> Checkpoint:
         """The checkpoint at ``location`` (any Hadoop URI or path), read through ``spark``'s JVM
         (default: the running SparkContext's)."""
         return cls(HadoopPath.at(location, spark))
@@ -58,7 +58,7 @@ class Checkpoint:
         """The end offsets of ``batch``, one JSON text per source (as the query's sources wrote them)."""
         return self.offsets(batch).sources
 
-    def offsets(self, batch: int) -> "OffsetEntry":
+    def offsets(self, batch: int) -> OffsetEntry:
         """``offsets/N``: what Spark fixed for micro-batch ``batch`` before running it."""
         lines = (self.path / "offsets" / str(batch)).read_text().splitlines()
         metadata = json.loads(lines[1]) if len(lines) > 1 else {}

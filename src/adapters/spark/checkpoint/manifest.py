@@ -36,12 +36,13 @@ from adapters.spark.checkpoint.hadoop_files import HadoopPath
 from domain.rules import RuleSet
 
 OPERATOR = "window-dedup"
-STATE_FORMAT = 4  # transformWithState: Emissions{owners, retention, times, wake} per key (domain.keys), event-time timers
+STATE_FORMAT = (
+    4  # transformWithState: Emissions{owners, retention, times, wake} per key (domain.keys), event-time timers
+)
 # 3: flatMapGroupsWithState's Emissions{owners, retention, times}; 2: no owners (each emission's
 # source position); 1: also the legacy key spelling
 MANIFEST_VERSION = 1
 FLAGS = {"source": "--source", "sink": "--sink", "dlq": "--dlq", "notifications": "--notifications"}
-
 
 
 @dataclass(frozen=True)
@@ -52,15 +53,27 @@ class Manifest:
     endpoints: dict[str, dict] | None = None  # role -> guard.endpoint_record (None: not recorded)
 
     def as_json(self) -> str:
-        return json.dumps({"manifest": MANIFEST_VERSION, "operators": self.operators, "rules": self.rules,
-                           "migration": self.migration, "endpoints": self.endpoints}, indent=2, sort_keys=True) + "\n"
+        return (
+            json.dumps(
+                {
+                    "manifest": MANIFEST_VERSION,
+                    "operators": self.operators,
+                    "rules": self.rules,
+                    "migration": self.migration,
+                    "endpoints": self.endpoints,
+                },
+                indent=2,
+                sort_keys=True,
+            )
+            + "\n"
+        )
 
     @classmethod
-    def from_json(cls, text: str) -> "Manifest":
+    def from_json(cls, text: str) -> Manifest:
         data = json.loads(text)
         return cls(data["operators"], data["rules"], data.get("migration"), data.get("endpoints"))
 
-    def with_migration(self, migration: dict | None) -> "Manifest":
+    def with_migration(self, migration: dict | None) -> Manifest:
         return replace(self, migration=migration)
 
     def key_fields(self, rule: str) -> tuple[str, ...] | None:
@@ -68,8 +81,12 @@ class Manifest:
         return tuple(found["key_fields"]) if found else None
 
 
-def job_manifest(rules: RuleSet, state_schema: str | None = None, endpoints: dict[str, dict] | None = None,
-                 partitions: int | None = None) -> Manifest:
+def job_manifest(
+    rules: RuleSet,
+    state_schema: str | None = None,
+    endpoints: dict[str, dict] | None = None,
+    partitions: int | None = None,
+) -> Manifest:
     """The manifest of a job running ``rules`` with the current operator; ``endpoints``: role ->
     its record (``guard.endpoint_record``); ``partitions``: its state partitions."""
     operator = {"id": 0, "state_format": STATE_FORMAT}
@@ -77,18 +94,30 @@ def job_manifest(rules: RuleSet, state_schema: str | None = None, endpoints: dic
         operator["state_schema"] = state_schema
     if partitions:
         operator["partitions"] = partitions
-    return Manifest({OPERATOR: operator}, {
-        name: {"key_fields": list(rule.key_fields), "window": rule.window, "lateness": rule.lateness,
-               "time_basis": rule.time_basis.value}
-        for name, rule in sorted(rules.rules.items())}, endpoints=endpoints)
+    return Manifest(
+        {OPERATOR: operator},
+        {
+            name: {
+                "key_fields": list(rule.key_fields),
+                "window": rule.window,
+                "lateness": rule.lateness,
+                "time_basis": rule.time_basis.value,
+            }
+            for name, rule in sorted(rules.rules.items())
+        },
+        endpoints=endpoints,
+    )
 
 
 def foreign(checkpoint: Manifest, job: Manifest) -> list[tuple[str, dict, dict]]:
     """``(role, the checkpoint's endpoint, the job's)`` for each role recorded in both that names
     another endpoint (see the module docstring)."""
     recorded, given = checkpoint.endpoints or {}, job.endpoints or {}
-    return [(role, recorded[role], given[role]) for role in FLAGS
-            if role in recorded and role in given and not _same_endpoint(recorded[role], given[role])]
+    return [
+        (role, recorded[role], given[role])
+        for role in FLAGS
+        if role in recorded and role in given and not _same_endpoint(recorded[role], given[role])
+    ]
 
 
 def _same_endpoint(old: dict, new: dict) -> bool:
@@ -99,11 +128,14 @@ def _same_endpoint(old: dict, new: dict) -> bool:
 
 def foreign_refusal(location: str, mismatches: list[tuple[str, dict, dict]]) -> str:
     """The one-line refusal of a checkpoint created for another job: both endpoints of each role, and the remedy."""
-    what = "; ".join(f"its {role} is {show_endpoint(old)}, this job's is {show_endpoint(new)}"
-                     for role, old, new in mismatches)
+    what = "; ".join(
+        f"its {role} is {show_endpoint(old)}, this job's is {show_endpoint(new)}" for role, old, new in mismatches
+    )
     flags = " and ".join(FLAGS[role] for role, _, _ in mismatches)
-    return (f"checkpoint {location} belongs to another job: {what}. Use another spark.checkpoint "
-            f"(DEDUP_SPARK__CHECKPOINT) for this job, or the same {flags} as that job. The checkpoint was not modified")
+    return (
+        f"checkpoint {location} belongs to another job: {what}. Use another spark.checkpoint "
+        f"(DEDUP_SPARK__CHECKPOINT) for this job, or the same {flags} as that job. The checkpoint was not modified"
+    )
 
 
 def show_endpoint(record: dict) -> str:
@@ -149,8 +181,9 @@ def compare(checkpoint: Manifest, job: Manifest) -> Comparison:
         for part in ("id", "state_format", "state_schema", "partitions"):
             before, after = (old or {}).get(part), (new or {}).get(part)
             if before != after and not (part in RECORDED_LATER and None in (before, after) and old and new):
-                result.changes.append(Change(SETTING_OF.get(part, f"stateful operator {name} {part}"), before, after,
-                                             False))
+                result.changes.append(
+                    Change(SETTING_OF.get(part, f"stateful operator {name} {part}"), before, after, False)
+                )
     for name in sorted(set(checkpoint.rules) | set(job.rules)):
         old, new = checkpoint.rules.get(name), job.rules.get(name)
         if old is None or new is None:
@@ -158,8 +191,9 @@ def compare(checkpoint: Manifest, job: Manifest) -> Comparison:
             continue
         for part in ("key_fields", "window", "lateness", "time_basis"):
             if old.get(part) != new.get(part):
-                result.changes.append(Change(f"rules.{name}.{part}", old.get(part), new.get(part),
-                                             part != "key_fields"))
+                result.changes.append(
+                    Change(f"rules.{name}.{part}", old.get(part), new.get(part), part != "key_fields")
+                )
     result.changes.sort(key=lambda c: c.compatible)
     return result
 
@@ -167,10 +201,12 @@ def compare(checkpoint: Manifest, job: Manifest) -> Comparison:
 def refusal(location: str, changes, new_location: str, settings_file: str | None = None) -> str:
     """The one-line refusal: what changed, and what to do (a command to run as printed, see ``migrate_command``)."""
     what = "; ".join(c.describe() for c in changes)
-    return (f"checkpoint {location} does not fit this job: {what}. Its state cannot be used as it is; to keep "
-            f"the dedup memory run `{migrate_command(location, new_location, settings_file)}` and start this job "
-            f"with spark.checkpoint={shlex.quote(new_location)} (DEDUP_SPARK__CHECKPOINT), or restore the previous "
-            f"setting. The checkpoint was not modified")
+    return (
+        f"checkpoint {location} does not fit this job: {what}. Its state cannot be used as it is; to keep "
+        f"the dedup memory run `{migrate_command(location, new_location, settings_file)}` and start this job "
+        f"with spark.checkpoint={shlex.quote(new_location)} (DEDUP_SPARK__CHECKPOINT), or restore the previous "
+        f"setting. The checkpoint was not modified"
+    )
 
 
 def migrate_command(location: str, new_location: str, settings_file: str | None = None) -> str:

@@ -35,12 +35,12 @@ from dataclasses import dataclass, field
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from adapters.spark.checkpoint.logs import Checkpoint
 from adapters.spark.checkpoint.identity import Identity, inherited_identity, write_identity
-from adapters.spark.stream.keys import from_legacy_column
+from adapters.spark.checkpoint.logs import Checkpoint
 from adapters.spark.checkpoint.manifest import OPERATOR, Manifest, job_manifest, read_manifest, write_manifest
 from adapters.spark.checkpoint.state_reader import FALLBACK, describe_offsets, read_state, rule_of, state_schema
 from adapters.spark.checkpoint.watermark_files import rule_watermarks
+from adapters.spark.stream.keys import from_legacy_column
 from domain.migration import IncompatibleState, KeyTranslation
 from domain.rules import RuleSet
 
@@ -68,21 +68,27 @@ class MigrationPlan:
 
     def describe(self) -> list[str]:
         keys = sum(self.keys_per_rule.values())
-        lines = [f"read {self.old} at its last committed batch {self.batch} (watermark {self.old_watermark})",
-                 f"start the new job at the old job's position: {describe_offsets(self.source_offsets)}"
-                 + (f" ({len(self.files_read)} files already read are skipped)" if self.files_read else "")]
+        lines = [
+            f"read {self.old} at its last committed batch {self.batch} (watermark {self.old_watermark})",
+            f"start the new job at the old job's position: {describe_offsets(self.source_offsets)}"
+            + (f" ({len(self.files_read)} files already read are skipped)" if self.files_read else ""),
+        ]
         for rule, t in sorted(self.translations.items()):
             old, new = ",".join(t.old_fields), ",".join(t.new_fields)
             action = f"keep rule {rule}'s key ({new})" if old == new else f"translate rule {rule}'s key {old} -> {new}"
             lines.append(f"{action}: {self.keys_per_rule.get(rule, 0)} live old keys")
         if self.legacy_keys:
-            lines.append("respell the old keys as the new job spells them (state format 1 -> "
-                         f"{ESCAPED_KEYS_SINCE}): ordinary keys are unchanged; a key whose values held the "
-                         "separator \\x1f is ambiguous, matches no new key and expires")
+            lines.append(
+                "respell the old keys as the new job spells them (state format 1 -> "
+                f"{ESCAPED_KEYS_SINCE}): ordinary keys are unchanged; a key whose values held the "
+                "separator \\x1f is ambiguous, matches no new key and expires"
+            )
         lines.append(self._identity_step())
         lines.append(f"export {keys} live old keys to {self.new}/streamdedup/{FALLBACK} (consulted read-only)")
-        lines.append("retire the old state once the watermark passes " +
-                     (str(self.retire_at) if self.retire_at is not None else "- (nothing live)"))
+        lines.append(
+            "retire the old state once the watermark passes "
+            + (str(self.retire_at) if self.retire_at is not None else "- (nothing live)")
+        )
         return lines
 
     def _identity_step(self) -> str:
@@ -90,12 +96,15 @@ class MigrationPlan:
         step = f"carry the exactly-once identity over (transactional id {self.identity.transactional_id})"
         if inherited["pending"] is None:
             return step
-        return (f"{step}; the old job's batch {inherited['pending']['batch']}, planned but not committed to its "
-                "checkpoint, is judged but not produced again if its commit marker says it reached Kafka")
+        return (
+            f"{step}; the old job's batch {inherited['pending']['batch']}, planned but not committed to its "
+            "checkpoint, is judged but not produced again if its commit marker says it reached Kafka"
+        )
 
 
-def plan_migration(spark: SparkSession, old: str, new: str, rules: RuleSet,
-                   old_key_fields: dict[str, tuple[str, ...]] | None = None) -> MigrationPlan:
+def plan_migration(
+    spark: SparkSession, old: str, new: str, rules: RuleSet, old_key_fields: dict[str, tuple[str, ...]] | None = None
+) -> MigrationPlan:
     """Check that ``old`` can be migrated into ``new`` for ``rules``; reads only, writes nothing."""
     source, target = Checkpoint.at(old), Checkpoint.at(new)
     batch = source.last_committed()
@@ -106,14 +115,26 @@ def plan_migration(spark: SparkSession, old: str, new: str, rules: RuleSet,
     offsets = source.source_offsets(batch)
     stored = read_manifest(source.ours)
     lowest = min(rule_watermarks(source).values(), default=0)  # no old emission a rule still keeps is left out
-    plan = MigrationPlan(old, new, batch, offsets, _files_read(source, offsets), lowest,
-                         _translations(stored, rules, old_key_fields or {}), job_manifest(rules, state_schema(spark)),
-                         legacy_keys=_legacy_keys(stored))
+    plan = MigrationPlan(
+        old,
+        new,
+        batch,
+        offsets,
+        _files_read(source, offsets),
+        lowest,
+        _translations(stored, rules, old_key_fields or {}),
+        job_manifest(rules, state_schema(spark)),
+        legacy_keys=_legacy_keys(stored),
+    )
     plan.identity = inherited_identity(source, old, batch)
     live = _live_old_state(spark, plan)
-    for row in live.groupBy(rule_of("old_key").alias("rule")).agg(
-            F.count(F.lit(1)).alias("keys"), F.max(F.array_max("fallback") + F.col("fallback_retention"))
-            .alias("last")).collect():
+    for row in (
+        live.groupBy(rule_of("old_key").alias("rule"))
+        .agg(
+            F.count(F.lit(1)).alias("keys"), F.max(F.array_max("fallback") + F.col("fallback_retention")).alias("last")
+        )
+        .collect()
+    ):
         plan.keys_per_rule[row["rule"]] = row["keys"]
         plan.retire_at = max(plan.retire_at or row["last"], row["last"])
     return plan
@@ -126,32 +147,44 @@ def migrate(spark: SparkSession, plan: MigrationPlan) -> None:
     write_identity(Checkpoint.at(plan.new, spark), plan.identity)
     live = plan.retire_at is not None  # no live old emission: nothing to consult, retired at once
     if live:
-        _live_old_state(spark, plan).write.mode("overwrite") \
-            .parquet(str(ours / FALLBACK))
+        _live_old_state(spark, plan).write.mode("overwrite").parquet(str(ours / FALLBACK))
     (ours / FILES_READ).write_text(json.dumps(plan.files_read))
-    write_manifest(ours, plan.manifest.with_migration({
-        "from": plan.old, "from_batch": plan.batch, "from_watermark": plan.old_watermark,
-        "source_offsets": plan.source_offsets,
-        "files_read": len(plan.files_read), "fallback_keys": sum(plan.keys_per_rule.values()),
-        "translations": {r: {"old": list(t.old_fields), "new": list(t.new_fields)}
-                         for r, t in sorted(plan.translations.items())},
-        "retire_at": plan.retire_at if live else plan.old_watermark, "retired": not live,
-        **({} if live else {"retired_at_watermark": plan.old_watermark})}))
+    write_manifest(
+        ours,
+        plan.manifest.with_migration(
+            {
+                "from": plan.old,
+                "from_batch": plan.batch,
+                "from_watermark": plan.old_watermark,
+                "source_offsets": plan.source_offsets,
+                "files_read": len(plan.files_read),
+                "fallback_keys": sum(plan.keys_per_rule.values()),
+                "translations": {
+                    r: {"old": list(t.old_fields), "new": list(t.new_fields)}
+                    for r, t in sorted(plan.translations.items())
+                },
+                "retire_at": plan.retire_at if live else plan.old_watermark,
+                "retired": not live,
+                **({} if live else {"retired_at_watermark": plan.old_watermark}),
+            }
+        ),
+    )
 
 
-def _translations(old: Manifest | None, rules: RuleSet, given: dict[str, tuple[str, ...]]) \
-        -> dict[str, KeyTranslation]:
+def _translations(old: Manifest | None, rules: RuleSet, given: dict[str, tuple[str, ...]]) -> dict[str, KeyTranslation]:
     translations = {}
     for name, rule in rules.rules.items():
-        old_fields = given.get(name) or (old.key_fields(name) if old else None) or \
-            (None if old else DEFAULT_OLD_KEY_FIELDS)
+        old_fields = (
+            given.get(name) or (old.key_fields(name) if old else None) or (None if old else DEFAULT_OLD_KEY_FIELDS)
+        )
         if old_fields is None:
             continue
         try:
             translations[name] = KeyTranslation(tuple(old_fields), tuple(rule.key_fields))
         except ValueError as exc:
-            raise IncompatibleState(f"rules.{name}.key_fields: {exc} ({','.join(old_fields)} -> "
-                                    f"{','.join(rule.key_fields)})") from None
+            raise IncompatibleState(
+                f"rules.{name}.key_fields: {exc} ({','.join(old_fields)} -> {','.join(rule.key_fields)})"
+            ) from None
     return translations
 
 
@@ -174,6 +207,9 @@ def _live_old_state(spark: SparkSession, plan: MigrationPlan) -> DataFrame:
     paired = F.zip_with("times", owners, lambda t, owner: F.struct(t.alias("t"), owner.alias("owner")))
     live = F.filter(paired, lambda e: e["t"] + F.col("retention") > F.lit(plan.old_watermark))
     key = from_legacy_column(F.col("key")) if plan.legacy_keys else F.col("key")
-    return state.select(key.alias("old_key"), F.transform(live, lambda e: e["t"]).alias("fallback"),
-                        F.transform(live, lambda e: e["owner"]).alias("fallback_owners"),
-                        F.col("retention").alias("fallback_retention")).filter(F.size("fallback") > 0)
+    return state.select(
+        key.alias("old_key"),
+        F.transform(live, lambda e: e["t"]).alias("fallback"),
+        F.transform(live, lambda e: e["owner"]).alias("fallback_owners"),
+        F.col("retention").alias("fallback_retention"),
+    ).filter(F.size("fallback") > 0)

@@ -9,7 +9,7 @@ start leaves it out of the plan. The watch removes itself when the query termina
 from __future__ import annotations
 
 import logging
-from typing import Callable
+from collections.abc import Callable
 
 from pyspark.sql.streaming import StreamingQueryListener
 
@@ -17,8 +17,7 @@ log = logging.getLogger(__name__)
 
 
 class RetirementWatch(StreamingQueryListener):
-    def __init__(self, spark, retire_at: int, on_retire: Callable[[int], None],
-                 watermark: Callable[[], int | None]):
+    def __init__(self, spark, retire_at: int, on_retire: Callable[[int], None], watermark: Callable[[], int | None]):
         """``watermark``: the engine's highest rule watermark after the last batch (``BatchWatermarks.highest``)."""
         self.spark, self.retire_at, self.on_retire, self.watermark = spark, retire_at, on_retire, watermark
         self.done = False
@@ -44,6 +43,5 @@ class RetirementWatch(StreamingQueryListener):
         self.done = True
         try:
             self.spark.streams.removeListener(self)
-        except Exception as exc:  # noqa: BLE001 - the session may be stopping; the watch is inert anyway
+        except Exception as exc:
             log.debug("could not remove the retirement watch: %s", exc)
-

@@ -40,13 +40,13 @@ class StateFiles:
     files: object  # streamdedup.spark.StateFiles
 
     @classmethod
-    def open(cls, spark, checkpoint: str) -> "StateFiles | None":
+    def open(cls, spark, checkpoint: str) -> StateFiles | None:
         """The state directory of ``checkpoint``; what it holds now is not counted as written.
         None (logged) when it cannot be listed: the run goes on without these figures."""
         location = str(Checkpoint.at(checkpoint, spark).path / "state")
         try:
             return cls(spark._jvm.streamdedup.spark.StateFiles(location, spark.sparkContext._jsc.hadoopConfiguration()))
-        except Exception as exc:  # noqa: BLE001 - py4j's Java errors: a metric must not stop the query
+        except Exception as exc:
             log.warning("the checkpoint's state files could not be listed: %s", first_line(exc))
             return None
 
@@ -54,9 +54,7 @@ class StateFiles:
         """What was written since the last look, and the size; None when the listing failed."""
         try:
             written, size = self.files.look()
-        except Exception as exc:  # noqa: BLE001 - py4j's Java errors: a metric must not stop the query
+        except Exception as exc:
             log.warning("the checkpoint's state files could not be listed: %s", first_line(exc))
             return None
         return StateLook(int(written), int(size))
-
-

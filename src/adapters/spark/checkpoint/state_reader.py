@@ -16,8 +16,8 @@ from pyspark.sql import functions as F
 
 from adapters.spark.checkpoint.logs import Checkpoint
 from adapters.spark.checkpoint.manifest import OPERATOR, read_manifest
-from adapters.spark.stream.keys import rule_column
 from adapters.spark.checkpoint.watermark_files import restored, rule_watermarks
+from adapters.spark.stream.keys import rule_column
 from domain.inspection import StateReport, key_sample
 from domain.keys import decode_key, encode_key
 from domain.migration import IncompatibleState
@@ -54,18 +54,26 @@ def read_state(spark: SparkSession, location: str, batch: int | None = None) -> 
     held = "value" if timers else "value.groupState"
     stored = (value if timers else value["groupState"].dataType).fieldNames()
     if not {"times", "retention"} <= set(stored):
-        raise IncompatibleState(f"the state in {location} has fields {', '.join(stored)}; this version reads "
-                                f"{OPERATOR} state with 'times' and 'retention' (no reader for that format)")
+        raise IncompatibleState(
+            f"the state in {location} has fields {', '.join(stored)}; this version reads "
+            f"{OPERATOR} state with 'times' and 'retention' (no reader for that format)"
+        )
     owners = F.col(f"{held}.owners") if "owners" in stored else F.lit(None).cast("array<string>")
     key = F.col("key.value") if timers else F.col("key.key")
-    return raw.select(key.alias("key"), F.col(f"{held}.times").alias("times"),
-                      F.col(f"{held}.retention").alias("retention"), owners.alias("owners"))
+    return raw.select(
+        key.alias("key"),
+        F.col(f"{held}.times").alias("times"),
+        F.col(f"{held}.retention").alias("retention"),
+        owners.alias("owners"),
+    )
 
 
 def _kept_by_transform_with_state(spark: SparkSession, location: str) -> bool:
     """Whether the checkpoint's operator is a ``transformWithState`` (state format 4 on)."""
-    names = {row["operatorName"] for row in
-             spark.read.format("state-metadata").load(location).select("operatorName").collect()}
+    names = {
+        row["operatorName"]
+        for row in spark.read.format("state-metadata").load(location).select("operatorName").collect()
+    }
     return any(name.startswith("transformWithState") for name in names)
 
 
@@ -82,9 +90,15 @@ def inspect_checkpoint(spark: SparkSession, location: str, sample_size: int = 3)
     if checkpoint.last_committed() is None:
         return report
     state = read_state(spark, location).withColumn("rule", rule_of())
-    for row in state.groupBy("rule").agg(
-            F.count(F.lit(1)).alias("keys"), F.min(F.array_min("times") + F.col("retention")).alias("oldest"),
-            F.max(F.array_max("times") + F.col("retention")).alias("newest")).collect():
+    for row in (
+        state.groupBy("rule")
+        .agg(
+            F.count(F.lit(1)).alias("keys"),
+            F.min(F.array_min("times") + F.col("retention")).alias("oldest"),
+            F.max(F.array_max("times") + F.col("retention")).alias("newest"),
+        )
+        .collect()
+    ):
         report.keys_per_rule[row["rule"]] = row["keys"]
         report.note_expiries(row["oldest"], row["newest"])
         samples = state.filter(F.col("rule") == row["rule"]).limit(sample_size).collect()
@@ -95,10 +109,12 @@ def inspect_checkpoint(spark: SparkSession, location: str, sample_size: int = 3)
 
 def _progress(checkpoint: Checkpoint) -> dict:
     manifest = read_manifest(checkpoint.ours)
-    details = {"last_committed_batch": checkpoint.last_committed(),
-               "watermark": min(rule_watermarks(checkpoint).values(), default=0),
-               "checkpoint_bytes": checkpoint.total_bytes(),
-               "manifest": "present" if manifest else "absent (written by the first run of this version)"}
+    details = {
+        "last_committed_batch": checkpoint.last_committed(),
+        "watermark": min(rule_watermarks(checkpoint).values(), default=0),
+        "checkpoint_bytes": checkpoint.total_bytes(),
+        "manifest": "present" if manifest else "absent (written by the first run of this version)",
+    }
     if manifest and manifest.migration:
         # the operator judges with the old job's watermark until its own passes it
         details["watermark"] = max(details["watermark"], manifest.migration.get("from_watermark", 0))
@@ -111,8 +127,10 @@ def _migration_status(migration: dict, watermark: int) -> str:
     if migration.get("retired"):
         return f"old state retired at watermark {migration['retired_at_watermark']}: {origin}, no longer consulted"
     if watermark >= migration["retire_at"]:
-        return (f"old state expired (watermark {watermark} >= last old expiry {migration['retire_at']}): {origin}; "
-                "the next start retires it")
+        return (
+            f"old state expired (watermark {watermark} >= last old expiry {migration['retire_at']}): {origin}; "
+            "the next start retires it"
+        )
     return f"consulting old state read-only until the watermark reaches {migration['retire_at']}: {origin}"
 
 
@@ -142,7 +160,8 @@ def key_emissions(spark: SparkSession, location: str, keys: list[str]) -> dict[s
     for row in rows:
         owners = row["owners"] or [""] * len(row["times"])
         found[row["key"]] = found.get(row["key"], ()) + tuple(
-            Emission(t, t + row["retention"], owner or "") for t, owner in zip(row["times"], owners))
+            Emission(t, t + row["retention"], owner or "") for t, owner in zip(row["times"], owners)
+        )
     return found
 
 
@@ -158,15 +177,19 @@ def _fallback_emissions(spark: SparkSession, location: str, keys: list[str]) -> 
     for key in keys:
         rule, values = decode_key(key)
         translation = migration.get("translations", {}).get(rule)
-        old_keys[key if translation is None else encode_key(rule, [
-            values[translation["new"].index(name)] for name in translation["old"]])] = key
+        old_keys[
+            key
+            if translation is None
+            else encode_key(rule, [values[translation["new"].index(name)] for name in translation["old"]])
+        ] = key
     table = spark.read.parquet(str(checkpoint.ours / FALLBACK)).where(F.col("old_key").isin(list(old_keys)))
     found = {}
     for row in table.collect():
         owners = row.asDict().get("fallback_owners")
         found[old_keys[row["old_key"]]] = tuple(
             Emission(t, t + row["fallback_retention"], owner or "")
-            for t, owner in zip(row["fallback"], owners or [None] * len(row["fallback"])))
+            for t, owner in zip(row["fallback"], owners or [None] * len(row["fallback"]))
+        )
     return found
 
 

@@ -22,8 +22,11 @@ DIRECTORY = "watermarks"
 def restored(checkpoint: Checkpoint | None, idle_timeout: float = DEFAULT_IDLE_TIMEOUT) -> Watermarks:
     """The watermarks after the newest batch the checkpoint recorded (before it, if it did not finish)."""
     directory = None if checkpoint is None else checkpoint.ours / DIRECTORY
-    files = sorted((p for p in directory.glob("*.json") if p.stem.isdigit()), key=lambda p: int(p.stem)) \
-        if directory is not None and directory.is_dir() else []
+    files = (
+        sorted((p for p in directory.glob("*.json") if p.stem.isdigit()), key=lambda p: int(p.stem))
+        if directory is not None and directory.is_dir()
+        else []
+    )
     for path in reversed(files):
         try:
             saved = json.loads(path.read_text())

@@ -16,18 +16,17 @@ the breakdowns (``name@label``) and the latency buckets (``latency:RULE:I``, cum
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Iterable, Mapping
 
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
+from adapters.spark.metrics.latency import PREFIX, TOTAL
+from adapters.spark.stream.plan import NOTIFICATION, REJECTED_NOTIFICATION
 from domain.accounting import LABEL_OF, NO_RULE
 from domain.dedup import BUCKET_OF, Verdict
 from domain.errors import DEAD_LETTER_REASONS, OVERSIZE
-
-from adapters.spark.metrics.latency import PREFIX, TOTAL
-from adapters.spark.stream.plan import NOTIFICATION, REJECTED_NOTIFICATION
 
 CELLS = "cells"
 CELL = "_accounting_cell"  # the column a row's cell is projected to
@@ -48,7 +47,7 @@ class CellLayout:
     bounds: tuple[float, ...]
 
     @classmethod
-    def of(cls, rules: Iterable[str], bounds: Iterable[float]) -> "CellLayout":
+    def of(cls, rules: Iterable[str], bounds: Iterable[float]) -> CellLayout:
         return cls(tuple(rules), tuple(bounds))
 
     @property
@@ -73,9 +72,13 @@ class CellLayout:
         bucket = F.lit(len(self.bounds))
         for index in reversed(range(len(self.bounds))):
             bucket = F.when(delay <= F.lit(self.bounds[index]), index).otherwise(bucket)
-        facts = [_index(verdict, VERDICTS), _index(reason, REASONS), _index(rule, self.labels),
-                 F.when(F.col("passed"), 1).otherwise(0),
-                 F.when(verdict == Verdict.EMIT.value, bucket).otherwise(0)]
+        facts = [
+            _index(verdict, VERDICTS),
+            _index(reason, REASONS),
+            _index(rule, self.labels),
+            F.when(F.col("passed"), 1).otherwise(0),
+            F.when(verdict == Verdict.EMIT.value, bucket).otherwise(0),
+        ]
         code = F.lit(0)
         for radix, fact in zip(self.radices, facts):
             code = code * F.lit(radix) + fact

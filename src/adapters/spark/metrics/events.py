@@ -13,8 +13,13 @@ from __future__ import annotations
 
 import json
 
-from pyspark.sql.streaming.listener import (QueryIdleEvent, QueryProgressEvent, QueryStartedEvent,
-                                            QueryTerminatedEvent, StreamingQueryListener)
+from pyspark.sql.streaming.listener import (
+    QueryIdleEvent,
+    QueryProgressEvent,
+    QueryStartedEvent,
+    QueryTerminatedEvent,
+    StreamingQueryListener,
+)
 
 
 class JsonEvents:

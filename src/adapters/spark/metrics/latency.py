@@ -17,7 +17,7 @@ observed at the last bound plus that delay. Negative delays (clocks apart) fall 
 
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
@@ -45,7 +45,7 @@ def latency_counts(values: Mapping[str, object]) -> dict[str, list[int]]:
     cumulative: dict[str, dict[str, int]] = {}
     for column, value in values.items():
         if column.startswith(PREFIX) and value:
-            rule, _, index = column[len(PREFIX):].rpartition(":")
+            rule, _, index = column[len(PREFIX) :].rpartition(":")
             cumulative.setdefault(rule, {})[index] = int(value)
     counts = {}
     for rule, seen in cumulative.items():

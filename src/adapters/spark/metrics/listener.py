@@ -12,18 +12,17 @@ from __future__ import annotations
 import json
 import logging
 import threading
-from typing import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from domain.accounting import Accounting
-from domain.dedup import BUCKET_OF
-
-from adapters.spark.metrics.events import JsonEventListener
 from adapters.spark.metrics.cells import CELL, CellLayout
+from adapters.spark.metrics.events import JsonEventListener
 from adapters.spark.metrics.latency import BOUNDS, DELAY, latency_counts, publish_latency, with_delay, write_delay
 from adapters.spark.stream.plan import NOTIFICATION, REJECTED_NOTIFICATION
+from domain.accounting import Accounting
+from domain.dedup import BUCKET_OF
 
 log = logging.getLogger(__name__)
 OBSERVATION = "accounting"
@@ -104,8 +103,15 @@ class ProgressListener(JsonEventListener):
     without it). The ``state_keys_removed`` counter: the keys the operator removed, from its own count.
     """
 
-    def __init__(self, metrics=None, on_batch: Callable[[Accounting], None] | None = None,
-                 state_rows_tracked: bool = True, state_rows=None, state_files=None, rules: Iterable[str] = ()):
+    def __init__(
+        self,
+        metrics=None,
+        on_batch: Callable[[Accounting], None] | None = None,
+        state_rows_tracked: bool = True,
+        state_rows=None,
+        state_files=None,
+        rules: Iterable[str] = (),
+    ):
         self.layout = accounting_layout(rules)
         self.on_batch = on_batch
         self.state_rows_tracked = state_rows_tracked
@@ -155,8 +161,12 @@ class ProgressListener(JsonEventListener):
             self.batch_durations_ms.append(int(progress.durationMs.get("triggerExecution", 0)))
         self._publish(counts, gauges, kafka_lags(progress), written, removed)
         if counts.rejected_notifications:
-            log.warning("micro-batch %d: %d notifications ignored: not an INVALIDATE of a valid event with a rule "
-                        "(rejected_notifications)", progress.batchId, counts.rejected_notifications)
+            log.warning(
+                "micro-batch %d: %d notifications ignored: not an INVALIDATE of a valid event with a rule "
+                "(rejected_notifications)",
+                progress.batchId,
+                counts.rejected_notifications,
+            )
         if self._metrics is not None and latency:
             publish_latency(self._metrics, latency, write_delay(progress.durationMs))
         self._notify()
@@ -197,8 +207,14 @@ class ProgressListener(JsonEventListener):
         with self._changed:
             return self._changed.wait_for(lambda: run_id in self._ended, timeout)
 
-    def _publish(self, counts: Accounting, gauges: dict[str, float], lags: dict[tuple[str, str], float],
-                 written: int = 0, removed: int = 0) -> None:
+    def _publish(
+        self,
+        counts: Accounting,
+        gauges: dict[str, float],
+        lags: dict[tuple[str, str], float],
+        written: int = 0,
+        removed: int = 0,
+    ) -> None:
         if self._metrics is None:
             return
         counts.publish(self._metrics)
@@ -214,17 +230,20 @@ class ProgressListener(JsonEventListener):
 
 
 def _gauges(progress, state_rows_tracked: bool, operator_count=None) -> dict[str, float]:
-    gauges = {"batch_duration_ms": float(progress.durationMs.get("triggerExecution", 0)),
-              "input_rows_per_second": float(progress.inputRowsPerSecond or 0.0),
-              "processed_rows_per_second": float(progress.processedRowsPerSecond or 0.0)}
+    gauges = {
+        "batch_duration_ms": float(progress.durationMs.get("triggerExecution", 0)),
+        "input_rows_per_second": float(progress.inputRowsPerSecond or 0.0),
+        "processed_rows_per_second": float(progress.processedRowsPerSecond or 0.0),
+    }
     if progress.stateOperators:
         state = progress.stateOperators[0]
         rows = state.numRowsTotal if state_rows_tracked else operator_count.rows() if operator_count else None
         if rows is not None:
             gauges["state_rows"] = float(rows)
         durations = progress.durationMs
-        gauges["checkpoint_commit_seconds"] = (state.commitTimeMs + durations.get("walCommit", 0)
-                                               + durations.get("commitOffsets", 0)) / 1000
+        gauges["checkpoint_commit_seconds"] = (
+            state.commitTimeMs + durations.get("walCommit", 0) + durations.get("commitOffsets", 0)
+        ) / 1000
     return gauges
 
 

@@ -19,13 +19,12 @@ import json
 import logging
 from dataclasses import dataclass
 
-from adapters.spark.checkpoint.logs import Checkpoint
 from adapters.spark.checkpoint.hadoop_files import HadoopPath
+from adapters.spark.checkpoint.logs import Checkpoint
 from domain.errors import first_line
 
 log = logging.getLogger(__name__)
 FILE = "state_rows.json"
-
 
 
 @dataclass
@@ -37,7 +36,7 @@ class StateRowGauge:
     base: int | None
 
     @classmethod
-    def open(cls, spark, checkpoint: str, counter, count_missing: bool = True) -> "StateRowGauge":
+    def open(cls, spark, checkpoint: str, counter, count_missing: bool = True) -> StateRowGauge:
         """``count_missing``: count a checkpoint's keys when it has progress but no count kept."""
         location = Checkpoint.at(checkpoint, spark)
         path = location.ours / FILE
@@ -52,9 +51,12 @@ class StateRowGauge:
         log.info("counting the keys of checkpoint %s once (it has no %s yet)", checkpoint, FILE)
         try:
             return cls(counter, path, read_state(spark, checkpoint).count())
-        except Exception as exc:  # noqa: BLE001 - e.g. a checkpoint whose state is kept in Redis: no gauge
-            log.warning("the state rows of %s could not be counted (%s); no state_rows gauge", checkpoint,
-                        first_line(exc, str(exc)))
+        except Exception as exc:
+            log.warning(
+                "the state rows of %s could not be counted (%s); no state_rows gauge",
+                checkpoint,
+                first_line(exc, str(exc)),
+            )
             return cls(counter, path, None)
 
     def rows(self) -> int | None:

@@ -17,14 +17,18 @@ one instant per micro-batch, the same on a replay). Its ``error`` texts for inva
 
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
-from adapters.spark.output.metadata import bounded_record as bounded_metadata_record, document_column, headers_column
-from adapters.spark.output.metadata import no_headers  # noqa: F401 - re-exported for the writers
 from adapters.spark.clock import clock_millis
+from adapters.spark.output.metadata import bounded_record as bounded_metadata_record
+from adapters.spark.output.metadata import (
+    document_column,
+    headers_column,
+    no_headers,  # noqa: F401 - re-exported for the writers
+)
 from domain.dead_letters import DEFAULT_MAX_BYTES, FIELDS, MAX_ERROR_CHARS
 
 

@@ -13,13 +13,14 @@ carries and ``json_document(max_bytes)`` the JSONL document.
 
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
-from adapters.spark.output.metadata import bounded_record as bounded_metadata_record, document_column, headers_column
 from adapters.spark.clock import clock_millis
+from adapters.spark.output.metadata import bounded_record as bounded_metadata_record
+from adapters.spark.output.metadata import document_column, headers_column
 from domain.duplicates import FIELDS
 
 TOKEN = r"^(.*):(-?\d+):(\d+)(#.*)?$"  # SourcePosition.token, with what a file's line adds after '#'

@@ -37,16 +37,16 @@ from __future__ import annotations
 import json
 import logging
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from domain.errors import SinkUnavailable
-
 from adapters.kafka.config import KafkaEndpoint, admin_config, client_settings, producer_config
 from adapters.kafka.topics import describe
+from domain.errors import SinkUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -102,24 +102,34 @@ class CommitLog:
         try:
             if self.endpoint.topic in admin.list_topics(timeout=self.timeout).topics:
                 return
-            topic = NewTopic(self.endpoint.topic, 1, self.replication_factor or BROKER_DEFAULT,
-                             config=COMMIT_TOPIC_CONFIG)
+            topic = NewTopic(
+                self.endpoint.topic, 1, self.replication_factor or BROKER_DEFAULT, config=COMMIT_TOPIC_CONFIG
+            )
             admin.create_topics([topic])[self.endpoint.topic].result(self.timeout)
         except KafkaException as exc:
             if exc.args and getattr(exc.args[0], "code", lambda: None)() == KafkaError.TOPIC_ALREADY_EXISTS:
                 return
             factor = self.replication_factor or "the broker's default.replication.factor"
-            raise SinkUnavailable(f"cannot create the commit topic {self.endpoint} with replication factor {factor} "
-                                  f"(kafka.commit_topic_replication_factor): {describe(exc)}") from None
+            raise SinkUnavailable(
+                f"cannot create the commit topic {self.endpoint} with replication factor {factor} "
+                f"(kafka.commit_topic_replication_factor): {describe(exc)}"
+            ) from None
 
     def last_committed(self, transactional_id: str, query_id: str | None = None) -> dict[str, int]:
         """The highest batch id committed per marker key of ``transactional_id`` (the id itself,
         written by versions that committed a whole batch at once, and its partitions' ``ID-pN``)
         by query ``query_id``. Markers of another query (a checkpoint deleted and created anew at
         the same location restarts batch ids at 0) do not count."""
-        consumer = Consumer({**client_settings(self.settings, "consumer"), "bootstrap.servers": self.endpoint.bootstrap,
-                             "group.id": f"{transactional_id}-marker-reader", "enable.auto.commit": "false",
-                             "isolation.level": "read_committed", "enable.partition.eof": "true"})
+        consumer = Consumer(
+            {
+                **client_settings(self.settings, "consumer"),
+                "bootstrap.servers": self.endpoint.bootstrap,
+                "group.id": f"{transactional_id}-marker-reader",
+                "enable.auto.commit": "false",
+                "isolation.level": "read_committed",
+                "enable.partition.eof": "true",
+            }
+        )
         try:
             consumer.assign([TopicPartition(self.endpoint.topic, 0, 0)])
             return self._scan(consumer, transactional_id, query_id)
@@ -183,14 +193,23 @@ class ExecutorWriter:
     markers: str | None = None
     _jvm_side: tuple | None = field(default=None, init=False, repr=False, compare=False)
 
-    def write(self, records, batch_id: int, transactional_id: str | None = None,
-              query_id: str | None = None) -> list[PartitionWrite]:
+    def write(
+        self, records, batch_id: int, transactional_id: str | None = None, query_id: str | None = None
+    ) -> list[PartitionWrite]:
         """Write ``records`` (``output.spark_writer.accounted_records``) from the executors: in one transaction per
         partition under ``transactional_id``, or (None) at-least-once."""
         spark = records.sparkSession
         writer, strings, producer, consumer = self._jvm_objects(spark)
-        lines = writer.write(records._jdf, batch_id, producer, consumer, transactional_id, self.markers,
-                             query_id, spark.conf.get(FAULT_SETTING, None))
+        lines = writer.write(
+            records._jdf,
+            batch_id,
+            producer,
+            consumer,
+            transactional_id,
+            self.markers,
+            query_id,
+            spark.conf.get(FAULT_SETTING, None),
+        )
         # joined in the JVM: iterating the Java list from Python is a call per line, and its end a
         # Java exception that PySpark inspects with some forty more
         text = strings.join("\n", lines)

@@ -11,8 +11,8 @@ parity test.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from functools import reduce
-from typing import Mapping, Sequence
 
 from pyspark.sql import Column
 from pyspark.sql import functions as F
@@ -35,8 +35,12 @@ def bounded_record(max_bytes: int) -> dict[str, Column]:
 
 def headers_column(fields: Sequence[Field], columns: Mapping[str, Column], optional: bool = False) -> Column:
     """The ``headers`` column (``domain.metadata.to_headers``); ``optional``: fields whose value is null are left out."""
-    headers = F.array(*[F.struct(F.lit(f.header).alias("key"), text(f, columns[f.name]).cast("binary").alias("value"))
-                        for f in fields])
+    headers = F.array(
+        *[
+            F.struct(F.lit(f.header).alias("key"), text(f, columns[f.name]).cast("binary").alias("value"))
+            for f in fields
+        ]
+    )
     return F.filter(headers, lambda header: header["value"].isNotNull()) if optional else headers
 
 
@@ -51,9 +55,15 @@ def document_column(fields: Sequence[Field], columns: Mapping[str, Column], reco
     flat = {f.name: seconds(columns[f.name]) if f.kind == TIME else columns[f.name] for f in fields}
     meta = F.to_json(_struct(nest(flat)))  # nulls are left out (ignoreNullFields, Spark's default)
     key = F.coalesce(F.concat(F.lit('"'), base64(record["key"]), F.lit('"')), F.lit("null"))
-    return F.concat(meta.substr(F.lit(1), F.length(meta) - 1),
-                    F.when(F.length(meta) > 2, F.lit(",")).otherwise(F.lit("")),
-                    F.lit('"key":'), key, F.lit(',"value":"'), base64(record["value"]), F.lit('"}'))
+    return F.concat(
+        meta.substr(F.lit(1), F.length(meta) - 1),
+        F.when(F.length(meta) > 2, F.lit(",")).otherwise(F.lit("")),
+        F.lit('"key":'),
+        key,
+        F.lit(',"value":"'),
+        base64(record["value"]),
+        F.lit('"}'),
+    )
 
 
 def seconds(millis: Column) -> Column:

@@ -18,8 +18,8 @@ A topic whose configuration cannot be read is not checked (logged).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
@@ -45,10 +45,13 @@ class OversizeRoute:
             return judged
         size = message_size()
         oversize = (F.col("verdict") == EMIT) & (size > F.lit(self.limit))
-        return judged.withColumns({
-            "verdict": F.when(oversize, F.lit(DEAD_LETTER)).otherwise(F.col("verdict")),
-            "reason": F.when(oversize, F.lit(OVERSIZE)).otherwise(F.col("reason")),
-            "detail": F.when(oversize, self._text(size)).otherwise(F.col("detail"))})
+        return judged.withColumns(
+            {
+                "verdict": F.when(oversize, F.lit(DEAD_LETTER)).otherwise(F.col("verdict")),
+                "reason": F.when(oversize, F.lit(OVERSIZE)).otherwise(F.col("reason")),
+                "detail": F.when(oversize, self._text(size)).otherwise(F.col("detail")),
+            }
+        )
 
     def _text(self, size: Column) -> Column:
         before, _, after = too_large_text("\0", str(self.limit), self.output).partition("\0")

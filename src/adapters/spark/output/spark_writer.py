@@ -28,9 +28,10 @@ from pyspark.sql import functions as F
 
 from adapters.spark.clock import with_clock
 from adapters.spark.metrics.listener import bucket_of, is_input
-from adapters.spark.output.duplicates import bounded_record as report_record, json_document as report_document
-from adapters.spark.output.duplicates import kafka_headers as report_headers
 from adapters.spark.output.dead_letters import bounded_record, json_document, kafka_headers, no_headers
+from adapters.spark.output.duplicates import bounded_record as report_record
+from adapters.spark.output.duplicates import json_document as report_document
+from adapters.spark.output.duplicates import kafka_headers as report_headers
 from adapters.spark.stream.plan import DEAD_LETTER, DUPLICATE, EMIT
 from adapters.spark.stream.sources import Endpoint, parse_uri
 from domain.dead_letters import DEFAULT_MAX_BYTES
@@ -46,7 +47,7 @@ class BatchSink:
     max_bytes: int = DEFAULT_MAX_BYTES  # dead letters and duplicate reports: their key plus value at most
 
     @classmethod
-    def from_uri(cls, uri: str, kind: str, kafka_options: dict[str, str] | None = None) -> "BatchSink":
+    def from_uri(cls, uri: str, kind: str, kafka_options: dict[str, str] | None = None) -> BatchSink:
         """``kafka_options``: client settings (``kafka.``-prefixed) for a Kafka topic, under the URI's own."""
         return cls(parse_uri(uri), kind, dict(kafka_options or {}))
 
@@ -55,18 +56,24 @@ class BatchSink:
         if self.endpoint.kind == "kafka":
             self.write_kafka(payload)
         else:
-            payload.select(F.col("value").cast("string")).write.mode("overwrite") \
-                .text(f"{self.endpoint.location}/batch={batch_id:010d}")
+            payload.select(F.col("value").cast("string")).write.mode("overwrite").text(
+                f"{self.endpoint.location}/batch={batch_id:010d}"
+            )
 
-    def same_cluster(self, other: "BatchSink") -> bool:
+    def same_cluster(self, other: BatchSink) -> bool:
         """Whether both are Kafka topics of one cluster (one producer, or one transaction, can write both)."""
-        return self.endpoint.kind == other.endpoint.kind == "kafka" and self.endpoint.location == other.endpoint.location
+        return (
+            self.endpoint.kind == other.endpoint.kind == "kafka" and self.endpoint.location == other.endpoint.location
+        )
 
     def _columns(self) -> list[Column]:
         """Kafka: key, original value and, for dead letters and reports, their headers; a JSONL directory: the line."""
         if self.endpoint.kind != "kafka":
-            line = {"events": F.col("value"), "dead_letters": json_document(max_bytes=self.max_bytes),
-                    "duplicates": report_document(self.max_bytes)}[self.kind]
+            line = {
+                "events": F.col("value"),
+                "dead_letters": json_document(max_bytes=self.max_bytes),
+                "duplicates": report_document(self.max_bytes),
+            }[self.kind]
             return [line.alias("value")]
         if self.kind == "events":
             return [F.col("kafka_key").alias("key"), F.col("value")]
@@ -78,16 +85,24 @@ class BatchSink:
         return {**self.kafka_options, **self.endpoint.options}
 
     def write_kafka(self, payload: DataFrame) -> None:
-        writer = payload.write.format("kafka").option("kafka.bootstrap.servers", self.endpoint.location) \
+        writer = (
+            payload.write.format("kafka")
+            .option("kafka.bootstrap.servers", self.endpoint.location)
             .option("topic", self.endpoint.topic)
+        )
         for key, value in self.client_options().items():
             writer = writer.option(key, value)
         writer.save()
 
 
-def accounted_records(batch: DataFrame, events_topic: str, dead_letters_topic: str | None,
-                      max_bytes: int = DEFAULT_MAX_BYTES, duplicates_topic: str | None = None,
-                      duplicates_max_bytes: int = DEFAULT_MAX_BYTES) -> DataFrame:
+def accounted_records(
+    batch: DataFrame,
+    events_topic: str,
+    dead_letters_topic: str | None,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+    duplicates_topic: str | None = None,
+    duplicates_max_bytes: int = DEFAULT_MAX_BYTES,
+) -> DataFrame:
     """Every judged row, as its Kafka record (``topic``, ``key``, ``value``, ``headers``; ``topic`` null:
     nothing written: a duplicate without ``duplicates_topic``, a dead letter without ``dead_letters_topic``)
     and what it counts as: ``bucket`` (``metrics.listener.bucket_of``) and ``input``
@@ -96,15 +111,29 @@ def accounted_records(batch: DataFrame, events_topic: str, dead_letters_topic: s
 
     The column expressions are built once per SparkContext and reused by every micro-batch:
     building them costs some 500 Python → JVM calls (``record_columns``)."""
-    return with_clock(batch).select(*record_columns(batch.sparkSession.sparkContext, events_topic, dead_letters_topic, max_bytes,
-                                        duplicates_topic, duplicates_max_bytes))
+    return with_clock(batch).select(
+        *record_columns(
+            batch.sparkSession.sparkContext,
+            events_topic,
+            dead_letters_topic,
+            max_bytes,
+            duplicates_topic,
+            duplicates_max_bytes,
+        )
+    )
 
 
 _COLUMNS: dict[tuple, tuple[object, list[Column]]] = {}
 
 
-def record_columns(context, events_topic: str, dead_letters_topic: str | None, max_bytes: int,
-                   duplicates_topic: str | None = None, duplicates_max_bytes: int = DEFAULT_MAX_BYTES) -> list[Column]:
+def record_columns(
+    context,
+    events_topic: str,
+    dead_letters_topic: str | None,
+    max_bytes: int,
+    duplicates_topic: str | None = None,
+    duplicates_max_bytes: int = DEFAULT_MAX_BYTES,
+) -> list[Column]:
     """The columns of ``accounted_records``, kept for ``context`` (a new SparkContext builds them again)."""
     key = (events_topic, dead_letters_topic, max_bytes, duplicates_topic, duplicates_max_bytes)
     cached = _COLUMNS.get(key)
@@ -113,8 +142,13 @@ def record_columns(context, events_topic: str, dead_letters_topic: str | None, m
     return cached[1]
 
 
-def _record_columns(events_topic: str, dead_letters_topic: str | None, max_bytes: int,
-                    duplicates_topic: str | None, duplicates_max_bytes: int) -> list[Column]:
+def _record_columns(
+    events_topic: str,
+    dead_letters_topic: str | None,
+    max_bytes: int,
+    duplicates_topic: str | None,
+    duplicates_max_bytes: int,
+) -> list[Column]:
     emit, dead = F.col("verdict") == EMIT, F.col("verdict") == DEAD_LETTER
     letters = F.lit(None).cast("string") if dead_letters_topic is None else F.lit(dead_letters_topic)
     record = bounded_record(max_bytes)
@@ -125,6 +159,11 @@ def _record_columns(events_topic: str, dead_letters_topic: str | None, max_bytes
         topic, key = topic.when(reported, F.lit(duplicates_topic)), key.when(reported, report["key"])
         value = value.when(reported, report["value"])
         headers = headers.when(reported, report_headers(duplicates_max_bytes))
-    return [topic.alias("topic"), key.otherwise(record["key"]).alias("key"),
-            value.otherwise(record["value"]).alias("value"), headers.otherwise(kafka_headers()).alias("headers"),
-            bucket_of().alias("bucket"), is_input().alias("input")]
+    return [
+        topic.alias("topic"),
+        key.otherwise(record["key"]).alias("key"),
+        value.otherwise(record["value"]).alias("value"),
+        headers.otherwise(kafka_headers()).alias("headers"),
+        bucket_of().alias("bucket"),
+        is_input().alias("input"),
+    ]

@@ -35,25 +35,34 @@ import json
 import logging
 import operator
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from functools import reduce
-from typing import Mapping
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from adapters.spark.checkpoint.logs import Checkpoint
 from adapters.spark.checkpoint.identity import Identity, committed_pending, resolve_identity, settle, write_identity
+from adapters.spark.checkpoint.logs import Checkpoint
 from adapters.spark.errors import SparkSetupError
+from adapters.spark.output.executor_writer import (
+    BATCHING,
+    NO_BATCH,
+    PRODUCER_DEFAULTS,
+    CommitLog,
+    ExecutorWriter,
+    PartitionWrite,
+    control_topic_for,
+    fence,
+    java_client_settings,
+)
 from adapters.spark.output.oversize import OversizeRoute, dead_letter_bound, events_route, producer_max
-from adapters.spark.stream.plan import DEAD_LETTER, DUPLICATE, EMIT
 from adapters.spark.output.spark_writer import BatchSink, accounted_records
-from adapters.spark.output.executor_writer import (BATCHING, NO_BATCH, PRODUCER_DEFAULTS, CommitLog, ExecutorWriter,
-                                               PartitionWrite, control_topic_for, fence, java_client_settings)
+from adapters.spark.stream.plan import DEAD_LETTER, DUPLICATE, EMIT
 from domain.dead_letters import DEFAULT_MAX_BYTES
 
 log = logging.getLogger(__name__)
-WHOLE = 2 ** 31 - 1  # a duplicate report in a JSONL directory is never cut
+WHOLE = 2**31 - 1  # a duplicate report in a JSONL directory is never cut
 
 
 @dataclass
@@ -87,17 +96,25 @@ class AtLeastOnceWriter:
             if self.duplicates is not None:
                 self.duplicates.write(batch.filter(F.col("verdict") == DUPLICATE), batch_id)
         else:
-            write_from_executors(batch, batch_id, self.events, self.dead_letters, self.executors,
-                                 duplicates=self.duplicates)
+            write_from_executors(
+                batch, batch_id, self.events, self.dead_letters, self.executors, duplicates=self.duplicates
+            )
 
     def close(self) -> None:
         if self.executors is not None and self.spark is not None:
             ExecutorWriter.close(self.spark)
 
 
-def write_from_executors(batch: DataFrame, batch_id: int, events: BatchSink, dead_letters: BatchSink,
-                         executors: ExecutorWriter, transactional_id: str | None = None,
-                         query_id: str | None = None, duplicates: BatchSink | None = None) -> list[PartitionWrite]:
+def write_from_executors(
+    batch: DataFrame,
+    batch_id: int,
+    events: BatchSink,
+    dead_letters: BatchSink,
+    executors: ExecutorWriter,
+    transactional_id: str | None = None,
+    query_id: str | None = None,
+    duplicates: BatchSink | None = None,
+) -> list[PartitionWrite]:
     """The judged batch's Kafka records written by the executors, in one transaction per partition
     under ``transactional_id`` (None: at-least-once). Dead letters and duplicate reports go with the
     unique events when on the same Kafka cluster; otherwise Spark's own writer writes them first."""
@@ -107,8 +124,14 @@ def write_from_executors(batch: DataFrame, batch_id: int, events: BatchSink, dea
             sink.write(batch.filter(F.col("verdict") == verdict), batch_id)
     letters = None if dead_letters in apart else dead_letters.endpoint.topic
     reports = None if duplicates is None or duplicates in apart else duplicates.endpoint.topic
-    records = accounted_records(batch, events.endpoint.topic, letters, dead_letters.max_bytes, reports,
-                                duplicates.max_bytes if duplicates else DEFAULT_MAX_BYTES)
+    records = accounted_records(
+        batch,
+        events.endpoint.topic,
+        letters,
+        dead_letters.max_bytes,
+        reports,
+        duplicates.max_bytes if duplicates else DEFAULT_MAX_BYTES,
+    )
     return executors.write(records, batch_id, transactional_id, query_id)
 
 
@@ -143,8 +166,10 @@ class ExactlyOnceWriter:
         after a migration, whether the old job committed its pending batch to Kafka (``identity.settle``);
         after an upgrade from a version that committed whole batches, what it committed (``upgrade``)."""
         if spark.conf.get("spark.speculation", "false").strip().lower() == "true":
-            raise SparkSetupError("kafka.delivery=exactly-once needs spark.speculation=false: a speculative copy of "
-                                  "a writing task would fence the task it copies (see docs/delivery.md)")
+            raise SparkSetupError(
+                "kafka.delivery=exactly-once needs spark.speculation=false: a speculative copy of "
+                "a writing task would fence the task it copies (see docs/delivery.md)"
+            )
         checkpoint = Checkpoint.at(self.checkpoint, spark)
         self.commits.ensure()
         identity = resolve_identity(checkpoint, self.checkpoint, self.transactional_id)
@@ -155,18 +180,30 @@ class ExactlyOnceWriter:
 
     def write(self, batch: DataFrame, batch_id: int) -> None:
         if self.identity.whole_batch_committed is not None and batch_id <= self.identity.whole_batch_committed:
-            log.info("batch %d was committed to Kafka by the previous version (marker found); not writing it again",
-                     batch_id)
+            log.info(
+                "batch %d was committed to Kafka by the previous version (marker found); not writing it again", batch_id
+            )
             return
         if self.carried is not None:  # judged, but the old job produced them before the migration
             batch = batch.filter(~self.carried)
         self.query_id = self.query_id or query_id_of(self.checkpoint)
-        tasks = write_from_executors(batch, batch_id, self.events, self.dead_letters, self.executors,
-                                     self.identity.transactional_id, self.query_id, self.duplicates)
+        tasks = write_from_executors(
+            batch,
+            batch_id,
+            self.events,
+            self.dead_letters,
+            self.executors,
+            self.identity.transactional_id,
+            self.query_id,
+            self.duplicates,
+        )
         skipped = sorted(task.partition for task in tasks if task.skipped)
         if skipped:
-            log.info("batch %d: partitions %s were committed to Kafka before (markers found); not written again",
-                     batch_id, skipped)
+            log.info(
+                "batch %d: partitions %s were committed to Kafka before (markers found); not written again",
+                batch_id,
+                skipped,
+            )
 
     def close(self) -> None:
         if self.spark is not None:
@@ -198,9 +235,14 @@ def already_committed(pending: dict | None) -> Column | None:
         paths = [re.sub(r"^file:/+", "/", path) for path in pending["files"]]
         return F.regexp_replace("source", r"^file:/+", "/").isin(paths)
     ends = json.loads(pending["offsets"][0])
-    return reduce(operator.or_, [(F.col("source") == topic) & (F.col("partition") == int(partition))
-                                 & (F.col("offset") < end) for topic, parts in ends.items()
-                                 for partition, end in parts.items()])
+    return reduce(
+        operator.or_,
+        [
+            (F.col("source") == topic) & (F.col("partition") == int(partition)) & (F.col("offset") < end)
+            for topic, parts in ends.items()
+            for partition, end in parts.items()
+        ],
+    )
 
 
 def query_id_of(checkpoint: str | None) -> str | None:
@@ -210,11 +252,19 @@ def query_id_of(checkpoint: str | None) -> str | None:
     return Checkpoint.at(checkpoint).query_id() if checkpoint else None
 
 
-def writer_for(sink: str, dead_letters: str, delivery: str, checkpoint: str,
-               kafka_settings: Mapping[str, str] | None = None, transactional_id: str | None = None,
-               spark_producer_options: Mapping[str, str] | None = None, commit_replication: int | None = None,
-               dead_letter_max_bytes: int = DEFAULT_MAX_BYTES, consumer_options: Mapping[str, str] | None = None,
-               duplicates: str | None = None):
+def writer_for(
+    sink: str,
+    dead_letters: str,
+    delivery: str,
+    checkpoint: str,
+    kafka_settings: Mapping[str, str] | None = None,
+    transactional_id: str | None = None,
+    spark_producer_options: Mapping[str, str] | None = None,
+    commit_replication: int | None = None,
+    dead_letter_max_bytes: int = DEFAULT_MAX_BYTES,
+    consumer_options: Mapping[str, str] | None = None,
+    duplicates: str | None = None,
+):
     """The batch writer for ``delivery`` (``at-least-once`` or ``exactly-once``).
 
     ``kafka_settings``: librdkafka settings (the transactional producer);
@@ -226,8 +276,10 @@ def writer_for(sink: str, dead_letters: str, delivery: str, checkpoint: str,
     """
     options = {**{f"kafka.{key}": value for key, value in BATCHING.items()}, **(spark_producer_options or {})}
     settings = dict(kafka_settings or {})
-    events, letters = (BatchSink.from_uri(sink, "events", options),
-                       BatchSink.from_uri(dead_letters, "dead_letters", options))
+    events, letters = (
+        BatchSink.from_uri(sink, "events", options),
+        BatchSink.from_uri(dead_letters, "dead_letters", options),
+    )
     letters = replace(letters, max_bytes=dead_letter_bound(letters.endpoint, settings, dead_letter_max_bytes))
     reports = None
     if duplicates:
@@ -237,8 +289,10 @@ def writer_for(sink: str, dead_letters: str, delivery: str, checkpoint: str,
     route = events_route(events.endpoint, settings, producer_max(options))
     if events.endpoint.kind != "kafka":
         if delivery == "exactly-once":
-            raise SparkSetupError("kafka.delivery=exactly-once needs a kafka:// sink (JSONL output is replaced "
-                                  "per micro-batch, effectively once, with at-least-once)")
+            raise SparkSetupError(
+                "kafka.delivery=exactly-once needs a kafka:// sink (JSONL output is replaced "
+                "per micro-batch, effectively once, with at-least-once)"
+            )
         return AtLeastOnceWriter(events, letters, route, duplicates=reports)
     consumer = java_client_settings(events.endpoint.location, consumer_options or {})
     producer = {**PRODUCER_DEFAULTS, **java_client_settings(events.endpoint.location, events.client_options())}
@@ -246,13 +300,21 @@ def writer_for(sink: str, dead_letters: str, delivery: str, checkpoint: str,
         return AtLeastOnceWriter(events, letters, route, ExecutorWriter(producer, consumer), duplicates=reports)
     for sink, what in ((letters, "dead-letter topic"), (reports, "duplicates topic")):
         if sink is not None and sink.endpoint.kind == "kafka" and not events.same_cluster(sink):
-            raise SparkSetupError(f"kafka.delivery=exactly-once needs the {what} on the sink's cluster "
-                                  f"({events.endpoint.location}): a transaction spans one cluster")
+            raise SparkSetupError(
+                f"kafka.delivery=exactly-once needs the {what} on the sink's cluster "
+                f"({events.endpoint.location}): a transaction spans one cluster"
+            )
     from adapters.kafka.config import KafkaEndpoint
 
     endpoint = KafkaEndpoint(events.endpoint.location, events.endpoint.topic)
-    commits = CommitLog(KafkaEndpoint(endpoint.bootstrap, events.endpoint.options.get(
-        "commit_topic", control_topic_for(endpoint.topic))), settings, replication_factor=commit_replication)
+    commits = CommitLog(
+        KafkaEndpoint(
+            endpoint.bootstrap, events.endpoint.options.get("commit_topic", control_topic_for(endpoint.topic))
+        ),
+        settings,
+        replication_factor=commit_replication,
+    )
     executors = ExecutorWriter(producer, consumer, commits.endpoint.topic)
-    return ExactlyOnceWriter(events, letters, executors, commits, checkpoint, route,
-                             transactional_id=transactional_id, duplicates=reports)
+    return ExactlyOnceWriter(
+        events, letters, executors, commits, checkpoint, route, transactional_id=transactional_id, duplicates=reports
+    )

@@ -16,8 +16,8 @@ import tempfile
 import zipfile
 from pathlib import Path
 
-from adapters.spark.runtime.jars import cache_dir
 from adapters.spark.errors import SparkSetupError
+from adapters.spark.runtime.jars import cache_dir
 
 PACKAGES = ("domain", "adapters", "app")
 SOURCE_ROOT = Path(__file__).resolve().parents[3]
@@ -44,8 +44,9 @@ def code_archive(root: Path = SOURCE_ROOT) -> Path:
             return archive
         except OSError:  # a cache this user cannot write (an image's): the temporary directory
             continue
-    raise SparkSetupError(f"cannot write the code archive {name} for the executors in {cache_dir() / 'python'} "
-                          f"or {tempfile.gettempdir()}")
+    raise SparkSetupError(
+        f"cannot write the code archive {name} for the executors in {cache_dir() / 'python'} or {tempfile.gettempdir()}"
+    )
 
 
 def _write(archive: Path, root: Path, files: list[Path]) -> None:

@@ -28,7 +28,6 @@ PLAIN_EVENT_CLASS = "streamdedup.spark.PlainEvent"
 TRAILING_CONTENT_CLASS = "streamdedup.spark.TrailingContent"
 
 
-
 def cache_dir() -> Path:
     return Path(os.environ.get("STREAMDEDUP_CACHE", ROOT / ".cache"))
 
@@ -43,8 +42,9 @@ def operator_jar() -> Path:
     executor-side Kafka writer (``streamdedup.spark.kafka``) is compiled in when the Kafka
     connector's jars are there to compile it against."""
     kafka = connector_jars()
-    java_files = sorted(p for p in (SOURCES / "streamdedup" / "spark").rglob("*.java")
-                        if kafka or KAFKA_SOURCES not in p.parents)
+    java_files = sorted(
+        p for p in (SOURCES / "streamdedup" / "spark").rglob("*.java") if kafka or KAFKA_SOURCES not in p.parents
+    )
     return _built("streamdedup-spark", java_files, kafka)
 
 
@@ -68,8 +68,11 @@ def _compile(java_files: list[Path], jar: Path, extra: list[Path]) -> None:
 
     classpath = os.pathsep.join([str(Path(pyspark.__file__).parent / "jars" / "*"), *map(str, extra)])
     with tempfile.TemporaryDirectory() as classes:
-        result = subprocess.run([javac, "-nowarn", "--release", "17", "-cp", classpath, "-d", classes,
-                                 *map(str, java_files)], capture_output=True, text=True)
+        result = subprocess.run(
+            [javac, "-nowarn", "--release", "17", "-cp", classpath, "-d", classes, *map(str, java_files)],
+            capture_output=True,
+            text=True,
+        )
         if result.returncode != 0:
             raise SparkSetupError(f"javac failed for the Spark operator:\n{result.stderr[-2000:]}")
         _write_jar(Path(classes), jar)
@@ -92,6 +95,8 @@ def _javac() -> str:
         return str(candidate)
     found = shutil.which("javac")
     if not found:
-        raise SparkSetupError("the Spark engine needs a JDK (javac) once, to build its operator jar; "
-                              "install openjdk-17-jdk-headless or set JAVA_HOME")
+        raise SparkSetupError(
+            "the Spark engine needs a JDK (javac) once, to build its operator jar; "
+            "install openjdk-17-jdk-headless or set JAVA_HOME"
+        )
     return found

@@ -20,8 +20,9 @@ are secrets: the options are never logged (``adapters.kafka.config.redacted`` sh
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from adapters.kafka.config import client_settings
 
@@ -30,8 +31,14 @@ LOGIN_MODULES = {
     "SCRAM-SHA-256": "org.apache.kafka.common.security.scram.ScramLoginModule",
     "SCRAM-SHA-512": "org.apache.kafka.common.security.scram.ScramLoginModule",
 }
-LIBRDKAFKA_ONLY = ("sasl.username", "sasl.password", "ssl.ca.location", "ssl.certificate.location",
-                   "ssl.key.location", "sasl.mechanisms")
+LIBRDKAFKA_ONLY = (
+    "sasl.username",
+    "sasl.password",
+    "ssl.ca.location",
+    "ssl.certificate.location",
+    "ssl.key.location",
+    "sasl.mechanisms",
+)
 
 
 def spark_kafka_options(settings: Mapping[str, Any] | None, role: str) -> dict[str, str]:
@@ -53,11 +60,15 @@ def _sasl(config: dict[str, str]) -> dict[str, str]:
         raise ValueError("sasl.username and sasl.password go together")
     mechanism = config.get("sasl.mechanism", "PLAIN").upper()
     if mechanism not in LOGIN_MODULES:
-        raise ValueError(f"sasl.mechanism {mechanism!r} has no username/password login module in Java's "
-                         f"Kafka client (use {', '.join(LOGIN_MODULES)}, or give sasl.jaas.config)")
+        raise ValueError(
+            f"sasl.mechanism {mechanism!r} has no username/password login module in Java's "
+            f"Kafka client (use {', '.join(LOGIN_MODULES)}, or give sasl.jaas.config)"
+        )
     user, password = json.dumps(config["sasl.username"]), json.dumps(config["sasl.password"])
-    return {"sasl.mechanism": mechanism,
-            "sasl.jaas.config": f"{LOGIN_MODULES[mechanism]} required username={user} password={password};"}
+    return {
+        "sasl.mechanism": mechanism,
+        "sasl.jaas.config": f"{LOGIN_MODULES[mechanism]} required username={user} password={password};",
+    }
 
 
 def _trust_store(config: dict[str, str]) -> dict[str, str]:
@@ -71,8 +82,11 @@ def _key_store(config: dict[str, str]) -> dict[str, str]:
         return {}
     if not certificate or not key:
         raise ValueError("ssl.certificate.location and ssl.key.location go together")
-    return {"ssl.keystore.type": "PEM", "ssl.keystore.certificate.chain": _read(certificate, "ssl.certificate.location"),
-            "ssl.keystore.key": _read(key, "ssl.key.location")}
+    return {
+        "ssl.keystore.type": "PEM",
+        "ssl.keystore.certificate.chain": _read(certificate, "ssl.certificate.location"),
+        "ssl.keystore.key": _read(key, "ssl.key.location"),
+    }
 
 
 def _read(path: str, name: str) -> str:

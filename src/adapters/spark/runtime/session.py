@@ -24,9 +24,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from adapters.spark.errors import SparkSetupError
 from adapters.spark.runtime.code_archive import ARCHIVE_PREFIX, code_archive
 from adapters.spark.runtime.jars import OPERATOR_CLASS, cache_dir, connector_jars, local_files_jar, operator_jar
-from adapters.spark.errors import SparkSetupError
 from adapters.spark.runtime.spark_log import SparkLog
 
 if TYPE_CHECKING:
@@ -72,8 +72,6 @@ DEFAULT_CONF = {
 }
 
 
-
-
 def state_rows_tracked(spark: SparkSession, provider: str) -> bool:
     """Whether the state store counts its rows. RocksDB's count costs a read per write
     (14–24% of the Kafka → Kafka rate at 10 M keys, docs/design/measurements.md), so it is
@@ -100,8 +98,12 @@ def launched_by_spark_submit() -> bool:
     return "PYSPARK_GATEWAY_PORT" in os.environ
 
 
-def build_session(master: str | None = None, app_name: str = "streamdedup",
-                  conf: dict[str, str] | None = None, log: SparkLog | None = None):
+def build_session(
+    master: str | None = None,
+    app_name: str = "streamdedup",
+    conf: dict[str, str] | None = None,
+    log: SparkLog | None = None,
+):
     """The process's SparkSession (created on first call, then reused as Spark does); ``log``:
     where the session started by this call logs (see the module docstring)."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -228,8 +230,11 @@ def forkless_local_files(settings: dict[str, str]) -> dict[str, str]:
     if any(settings.get(key, value) != value for key, value in FORKLESS_LOCAL_FILES.items()):
         return settings
     classpath = [p for p in settings.get("spark.driver.extraClassPath", "").split(os.pathsep) if p]
-    return {**settings, **FORKLESS_LOCAL_FILES,
-            "spark.driver.extraClassPath": os.pathsep.join([*classpath, str(local_files_jar())])}
+    return {
+        **settings,
+        **FORKLESS_LOCAL_FILES,
+        "spark.driver.extraClassPath": os.pathsep.join([*classpath, str(local_files_jar())]),
+    }
 
 
 def classpath_jars(settings: dict[str, str]) -> list[str]:
@@ -250,9 +255,11 @@ def require_classes(spark, kafka: bool) -> None:
     if not class_loads(spark, OPERATOR_CLASS):
         raise SparkSetupError(
             f"the engine's operator ({OPERATOR_CLASS}) is not on Spark's classpath: pass "
-            f"--jars {operator_jar()} to spark-submit")
+            f"--jars {operator_jar()} to spark-submit"
+        )
     if kafka and not class_loads(spark, KAFKA_CLASS):
         raise SparkSetupError(
             "Spark's Kafka connector is not on the classpath: run scripts/bootstrap --services (fetches it into "
             f"{cache_dir() / 'jars' / 'spark-kafka'}), or give spark-submit --jars with those jars or "
-            "--packages org.apache.spark:spark-sql-kafka-0-10_2.13:<the pyspark version>")
+            "--packages org.apache.spark:spark-sql-kafka-0-10_2.13:<the pyspark version>"
+        )

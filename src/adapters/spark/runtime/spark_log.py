@@ -35,7 +35,7 @@ class SparkLog:
     console: bool = False
 
     @classmethod
-    def at(cls, location: str, console: bool = False) -> "SparkLog":
+    def at(cls, location: str, console: bool = False) -> SparkLog:
         """The log at ``location`` (relative to the working directory), its directory created;
         ``SparkSetupError`` naming the setting when it cannot be written."""
         path = Path(location).expanduser().absolute()
@@ -43,14 +43,17 @@ class SparkLog:
             path.parent.mkdir(parents=True, exist_ok=True)
             path.open("a").close()
         except OSError as exc:
-            raise SparkSetupError(f"invalid setting spark.log_file (DEDUP_SPARK__LOG_FILE): cannot write {path}: "
-                                  f"{exc.strerror or exc}") from None
+            raise SparkSetupError(
+                f"invalid setting spark.log_file (DEDUP_SPARK__LOG_FILE): cannot write {path}: {exc.strerror or exc}"
+            ) from None
         return cls(path, console)
 
     def java_options(self) -> str:
         """The driver JVM's options that send its log4j2 log to the file (quoted for Spark's split)."""
-        return (f"-Dlog4j2.configurationFile={FILE_CONF.as_uri()} \"-Dstreamdedup.log.file={self.file}\" "
-                f"-Dstreamdedup.log.console={'warn' if self.console else 'off'}")
+        return (
+            f'-Dlog4j2.configurationFile={FILE_CONF.as_uri()} "-Dstreamdedup.log.file={self.file}" '
+            f"-Dstreamdedup.log.console={'warn' if self.console else 'off'}"
+        )
 
     def capture_python_loggers(self) -> None:
         """py4j's and pyspark's records into the file; to the terminal as well only with ``console``."""

@@ -19,19 +19,19 @@ seconds, not after the Kafka connector's minutes of retries.
 
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 
-from adapters.spark.errors import InputMissing
 from adapters.spark.checkpoint.hadoop_files import HadoopPath
+from adapters.spark.errors import InputMissing
 from adapters.spark.stream.sources import parse_uri
 
 TIMEOUT = 10.0  # seconds for a cluster's metadata
 INPUTS = ("source", "notifications")
 
 
-
-def require_endpoints(spark, endpoints: Mapping[str, str], kafka_settings: Mapping[str, str] | None = None,
-                      timeout: float = TIMEOUT) -> None:
+def require_endpoints(
+    spark, endpoints: Mapping[str, str], kafka_settings: Mapping[str, str] | None = None, timeout: float = TIMEOUT
+) -> None:
     """Check ``endpoints`` (role -> URI: ``source``, ``notifications``, ``sink``, ``dlq``); raises as
     the module docstring says, the first input's problem first."""
     topics = []
@@ -50,17 +50,22 @@ def _require_directory(spark, role: str, location: str) -> None:
         return  # a glob: Spark reads what matches, none at first is fine
     path = HadoopPath.at(location, spark)
     if not path.exists():
-        raise InputMissing(f"input directory {location} ({role}) does not exist; create it, or give the "
-                           f"directory that holds the input as --{role}")
+        raise InputMissing(
+            f"input directory {location} ({role}) does not exist; create it, or give the "
+            f"directory that holds the input as --{role}"
+        )
     if not path.is_dir():
-        raise InputMissing(f"input {location} ({role}) is a file; the Spark engine reads a directory of files "
-                           f"(each new file one after another): give the directory that holds it as --{role}")
+        raise InputMissing(
+            f"input {location} ({role}) is a file; the Spark engine reads a directory of files "
+            f"(each new file one after another): give the directory that holds it as --{role}"
+        )
 
 
 def _require_topics(endpoints: Mapping[str, str], topics: list[tuple[str, str]], kafka_settings, timeout) -> None:
     from adapters.kafka.config import KafkaEndpoint
     from adapters.kafka.topics import require_topics
 
-    checked = [(role, KafkaEndpoint(parse_uri(endpoints[role], role).location, topic.strip()))
-               for role, topic in topics]
+    checked = [
+        (role, KafkaEndpoint(parse_uri(endpoints[role], role).location, topic.strip())) for role, topic in topics
+    ]
     require_topics(checked, kafka_settings, timeout)

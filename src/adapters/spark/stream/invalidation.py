@@ -28,7 +28,7 @@ from pyspark.sql import functions as F
 
 from adapters.spark.stream.plan import DedupPlan, Hook
 
-FIRST = -(2 ** 63)
+FIRST = -(2**63)
 
 
 def notification_rows(notes: DataFrame, plan: DedupPlan) -> DataFrame:
@@ -39,15 +39,22 @@ def notification_rows(notes: DataFrame, plan: DedupPlan) -> DataFrame:
     invalidate = F.coalesce(F.get_json_object(text, "$.notification") == F.lit("INVALIDATE"), F.lit(False))
     events = notes.withColumn("value", F.when(invalidate, F.get_json_object(text, "$.event").cast("binary")))
     rows = plan.operator_input(events)
-    return rows.withColumns({"file_time": F.lit(FIRST), "ord": F.lit(FIRST), "invalidate": F.lit(True),
-                             "judged": F.col("judged") & F.col("value").isNotNull()})
+    return rows.withColumns(
+        {
+            "file_time": F.lit(FIRST),
+            "ord": F.lit(FIRST),
+            "invalidate": F.lit(True),
+            "judged": F.col("judged") & F.col("value").isNotNull(),
+        }
+    )
 
 
 def with_notifications(notes: DataFrame, plan: DedupPlan, then: Hook | None = None) -> Hook:
     """A ``DedupPlan.before_operator`` hook: the event rows (through ``then``, e.g. a migration's
     fallback lookup) unioned with the notification rows."""
+
     def union(events: DataFrame) -> DataFrame:
         events = (then or (lambda df: df))(events).withColumn("invalidate", F.lit(False))
         return events.unionByName(notification_rows(notes, plan), allowMissingColumns=True)
-    return union
 
+    return union

@@ -10,8 +10,8 @@ operator's state with the batch, and the operator collects the batch's newest ti
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Iterator
 
 from pyspark.sql import DataFrame
 

@@ -18,6 +18,7 @@ def state_row_counter(spark):
     spark.sparkContext._jsc.sc().register(counter, "streamdedup.state_rows")
     return counter
 
+
 def apply_operator(df, key_column: str, state_rows, horizons, newest):
     """Apply the JVM operator to ``df`` (a streaming DataFrame); returns ``df`` plus ``verdict``.
 

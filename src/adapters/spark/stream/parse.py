@@ -62,7 +62,9 @@ def parse(raw: DataFrame, extra_fields: tuple[str, ...] = ()) -> DataFrame:
     if extra_fields:
         return _strict(raw, text, extra_fields)
     df = raw.withColumns({"_raw": text, "_fast": plain_event(raw)})
-    df = _strict(df.withColumn("_certified", F.col("_fast").isNotNull()), F.when(~F.col("_certified"), F.col("_raw")), ())
+    df = _strict(
+        df.withColumn("_certified", F.col("_fast").isNotNull()), F.when(~F.col("_certified"), F.col("_raw")), ()
+    )
     fields = {n: F.when(F.col("_certified"), F.col(f"_fast.{n}")).otherwise(F.col(n)) for n in FAST_FIELDS}
     outcome = {c: F.when(~F.col("_certified"), F.col(c)) for c in ("reason", "detail", "field")}
     return df.withColumns({**fields, **outcome})
@@ -76,8 +78,9 @@ def plain_event(raw: DataFrame) -> Column:
 
 def _strict(raw: DataFrame, text: Column, extra_fields: tuple[str, ...]) -> DataFrame:
     names = (*REQUIRED_STRING_FIELDS, "timestamp", *extra_fields)
-    apart_from_surrogates = F.when(text.rlike(LONE_SURROGATE), F.try_parse_json(
-        F.regexp_replace(text, LONE_SURROGATE_ESCAPE, r"$1\\uFFFD")))
+    apart_from_surrogates = F.when(
+        text.rlike(LONE_SURROGATE), F.try_parse_json(F.regexp_replace(text, LONE_SURROGATE_ESCAPE, r"$1\\uFFFD"))
+    )
     raw.sparkSession.udf.registerJavaFunction(TRAILING_CONTENT, TRAILING_CONTENT_CLASS, "boolean")
     df = raw.withColumns({"_text": text, "_json": F.coalesce(F.try_parse_json(text), apart_from_surrogates)})
     df = df.withColumns({f"_v_{n}": field_variant(n) for n in names})
@@ -85,7 +88,9 @@ def _strict(raw: DataFrame, text: Column, extra_fields: tuple[str, ...]) -> Data
     outcome = _outcome()
     df = df.withColumn("_check", outcome.pop("_check")).withColumns(outcome)
     valid = F.col("reason").isNull()
-    typed = {n: F.when(valid, F.try_variant_get(F.col("_json"), json_path(n), "string")) for n in REQUIRED_STRING_FIELDS}
+    typed = {
+        n: F.when(valid, F.try_variant_get(F.col("_json"), json_path(n), "string")) for n in REQUIRED_STRING_FIELDS
+    }
     typed["timestamp"] = F.when(valid, F.try_variant_get(F.col("_json"), "$.timestamp", "bigint"))
     return df.withColumns(typed)
 
@@ -94,10 +99,12 @@ def key_field_part(name: str) -> Column:
     """An extra key field's value as a key part (``domain.keys.typed_part`` of ``Event.field_value``):
     a string escaped, an integer or a boolean typed; null when ``key_field_problem`` is not."""
     v, kind = F.col(f"_v_{name}"), F.col(f"_t_{name}")
-    return F.when(v.isNull() | F.is_variant_null(v), F.lit(None)) \
-        .when(kind == "STRING", escaped(F.variant_get(v, "$", "string"))) \
-        .when(kind.isin(*INTEGER_TYPES), F.concat(F.lit(INTEGER_PART), F.to_json(v))) \
+    return (
+        F.when(v.isNull() | F.is_variant_null(v), F.lit(None))
+        .when(kind == "STRING", escaped(F.variant_get(v, "$", "string")))
+        .when(kind.isin(*INTEGER_TYPES), F.concat(F.lit(INTEGER_PART), F.to_json(v)))
         .when(kind == "BOOLEAN", F.concat(F.lit(BOOLEAN_PART), F.to_json(v)))
+    )
 
 
 def key_field_problem(name: str) -> Column:
@@ -105,8 +112,9 @@ def key_field_problem(name: str) -> Column:
     VARIANT holds an integer beyond 64 bits, and any number written with a fraction or an
     exponent, as a DECIMAL or a DOUBLE: both ``wrong_type``, as in the domain."""
     v, kind = F.col(f"_v_{name}"), F.col(f"_t_{name}")
-    return F.when(v.isNull() | F.is_variant_null(v), F.lit("missing_field")) \
-        .when(~(kind.isin("STRING", "BOOLEAN", *INTEGER_TYPES)), F.lit("wrong_type"))
+    return F.when(v.isNull() | F.is_variant_null(v), F.lit("missing_field")).when(
+        ~(kind.isin("STRING", "BOOLEAN", *INTEGER_TYPES)), F.lit("wrong_type")
+    )
 
 
 def drop_work_columns(df: DataFrame) -> DataFrame:
@@ -119,49 +127,94 @@ def _checks() -> list[tuple[Column, str, Column, str | None]]:
     checks = [
         (~F.is_valid_utf8(text), "not_utf8", F.lit("record is not UTF-8"), None),
         (F.col("_json").isNull(), "not_json", F.lit("record is not JSON"), None),
-        (F.call_function(TRAILING_CONTENT, text.cast("binary")), "not_json",
-         F.lit("record is not JSON: more after its value"), None),
+        (
+            F.call_function(TRAILING_CONTENT, text.cast("binary")),
+            "not_json",
+            F.lit("record is not JSON: more after its value"),
+            None,
+        ),
         (text.rlike(LONE_SURROGATE), "not_utf8", F.lit("record holds a lone UTF-16 surrogate"), None),
         (~text.rlike(r"^[ \t\r\n]*\{"), "not_object", F.lit("record is a JSON value, not an object"), None),
     ]
     for name in REQUIRED_STRING_FIELDS:
         checks += _presence(name)
         kind = F.col(f"_t_{name}")
-        checks.append((kind != "STRING", "wrong_type", F.concat(F.lit(f"field '{name}' must be a string, got "), _json_type(kind)), name))
-        checks.append((F.variant_get(F.col(f"_v_{name}"), "$", "string").rlike(BLANK), "empty_field", F.lit(f"field '{name}' is empty"), name))
+        checks.append(
+            (
+                kind != "STRING",
+                "wrong_type",
+                F.concat(F.lit(f"field '{name}' must be a string, got "), _json_type(kind)),
+                name,
+            )
+        )
+        checks.append(
+            (
+                F.variant_get(F.col(f"_v_{name}"), "$", "string").rlike(BLANK),
+                "empty_field",
+                F.lit(f"field '{name}' is empty"),
+                name,
+            )
+        )
     return checks + _presence("timestamp") + _timestamp_checks()
 
 
 def _presence(name: str) -> list[tuple[Column, str, Column, str]]:
     v = F.col(f"_v_{name}")
-    return [(v.isNull(), "missing_field", F.lit(f"field '{name}' is missing"), name),
-            (F.is_variant_null(v), "null_field", F.lit(f"field '{name}' is null"), name)]
+    return [
+        (v.isNull(), "missing_field", F.lit(f"field '{name}' is missing"), name),
+        (F.is_variant_null(v), "null_field", F.lit(f"field '{name}' is null"), name),
+    ]
 
 
 def _timestamp_checks() -> list[tuple[Column, str, Column, str]]:
     kind = F.col("_t_timestamp")
     integral = kind.isin(*INTEGER_TYPES) | (
-        kind.rlike(r"^DECIMAL\(\d+,0\)$") & F.get_json_object(F.col("_text"), "$.timestamp").rlike(r"^-?[0-9]+$"))
+        kind.rlike(r"^DECIMAL\(\d+,0\)$") & F.get_json_object(F.col("_text"), "$.timestamp").rlike(r"^-?[0-9]+$")
+    )
     as_decimal = F.try_variant_get(F.col("_v_timestamp"), "$", "decimal(38,0)")
     in_range = as_decimal.isNotNull() & as_decimal.between(0, MAX_TIMESTAMP)
     return [
-        (~integral, "wrong_type", F.concat(F.lit("field 'timestamp' must be an integer (epoch seconds), got "), _json_type(kind)), "timestamp"),
-        (~in_range, "out_of_range", F.lit(f"field 'timestamp' is not epoch seconds in 0..{MAX_TIMESTAMP}"), "timestamp"),
+        (
+            ~integral,
+            "wrong_type",
+            F.concat(F.lit("field 'timestamp' must be an integer (epoch seconds), got "), _json_type(kind)),
+            "timestamp",
+        ),
+        (
+            ~in_range,
+            "out_of_range",
+            F.lit(f"field 'timestamp' is not epoch seconds in 0..{MAX_TIMESTAMP}"),
+            "timestamp",
+        ),
     ]
 
 
 def _json_type(kind: Column) -> Column:
-    return F.when(kind == "STRING", "string").when(kind == "BOOLEAN", "boolean") \
-        .when(kind.startswith("OBJECT"), "object").when(kind.startswith("ARRAY"), "array").otherwise("number")
+    return (
+        F.when(kind == "STRING", "string")
+        .when(kind == "BOOLEAN", "boolean")
+        .when(kind.startswith("OBJECT"), "object")
+        .when(kind.startswith("ARRAY"), "array")
+        .otherwise("number")
+    )
 
 
 def _outcome() -> dict[str, Column]:
     """The first failing check's reason, detail and field: one CASE picks it, lookups follow."""
     checks = _checks()
-    index = reduce(lambda acc, item: acc.when(item[1][0], item[0]), enumerate(checks[1:], 1),
-                   F.when(checks[0][0], 0))
-    pick = lambda values: F.when(F.col("_check").isNotNull(), F.element_at(F.array(*values), F.col("_check") + 1))
-    detail = reduce(lambda acc, item: acc.when(F.col("_check") == item[0], item[1][2]), enumerate(checks[1:], 1),
-                    F.when(F.col("_check") == 0, checks[0][2]))
-    return {"_check": index, "reason": pick([F.lit(c[1]) for c in checks]),
-            "detail": detail, "field": pick([F.lit(c[3]).cast("string") for c in checks])}
+    index = reduce(lambda acc, item: acc.when(item[1][0], item[0]), enumerate(checks[1:], 1), F.when(checks[0][0], 0))
+
+    def pick(values):
+        return F.when(F.col("_check").isNotNull(), F.element_at(F.array(*values), F.col("_check") + 1))
+
+    detail = reduce(
+        lambda acc, item: acc.when(F.col("_check") == item[0], item[1][2]),
+        enumerate(checks[1:], 1),
+        F.when(F.col("_check") == 0, checks[0][2]),
+    )
+    return {
+        "_check": index,
+        "reason": pick([F.lit(c[1]) for c in checks]),
+        "detail": detail,
+        "field": pick([F.lit(c[3]).cast("string") for c in checks]),
+    }

@@ -17,16 +17,16 @@ state, the stream stops at ``state_input`` and each micro-batch is judged by
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import reduce
-from typing import Callable
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from adapters.spark.clock import CLOCK, clock_seconds, with_clock
-from adapters.spark.stream.operator import apply_operator, running_newest
 from adapters.spark.stream.keys import escaped, key_column
+from adapters.spark.stream.operator import apply_operator, running_newest
 from adapters.spark.stream.parse import drop_work_columns, key_field_part, key_field_problem, parse
 from domain.dedup import Verdict
 from domain.events import REQUIRED_STRING_FIELDS
@@ -37,8 +37,9 @@ STANDARD_FIELDS = (*REQUIRED_STRING_FIELDS, "timestamp")  # key fields the parse
 RECORD_COLUMNS = ("value", "kafka_key", "source", "partition", "offset", "ord", "file_time", "arrived")
 PASS_GROUPS = 64  # rows passed through are spread over this many stateless groups
 VERDICT_COLUMNS = ("verdict", "repeats_time", "repeats_owner")  # what the judge adds to each operator-input row
-EMIT, DUPLICATE, DEAD_LETTER, SKIP = (v.value for v in (Verdict.EMIT, Verdict.DUPLICATE, Verdict.DEAD_LETTER,
-                                                        Verdict.SKIP))
+EMIT, DUPLICATE, DEAD_LETTER, SKIP = (
+    v.value for v in (Verdict.EMIT, Verdict.DUPLICATE, Verdict.DEAD_LETTER, Verdict.SKIP)
+)
 NOTIFICATION = "invalidated"  # the verdict of an INVALIDATE notification row: not an input record
 REJECTED_NOTIFICATION = "rejected_notification"  # a notification that is not an INVALIDATE of a valid, ruled event
 Hook = Callable[[DataFrame], DataFrame]
@@ -91,11 +92,23 @@ class DedupPlan:
         annotated = self.annotate(parse(records, self.extra_fields))
         judged = F.col("reason").isNull() & F.col("ruled")
         spread = F.concat(F.lit("\u0000"), F.pmod(F.col("ord"), F.lit(PASS_GROUPS)).cast("string"))
-        lane = F.when(F.col("source").contains("/"), F.lit("files")) \
-            .otherwise(F.concat_ws(":", F.col("source"), F.col("partition").cast("string")))
-        rows = annotated.select(*RECORD_COLUMNS, CLOCK, "reason", "detail", "t", "ts", "window", "lateness",
-                                judged.alias("judged"), F.when(judged, F.col("key")).otherwise(spread).alias("key"),
-                                F.when(judged, F.col("type")).alias("rule"), lane.alias("lane"))
+        lane = F.when(F.col("source").contains("/"), F.lit("files")).otherwise(
+            F.concat_ws(":", F.col("source"), F.col("partition").cast("string"))
+        )
+        rows = annotated.select(
+            *RECORD_COLUMNS,
+            CLOCK,
+            "reason",
+            "detail",
+            "t",
+            "ts",
+            "window",
+            "lateness",
+            judged.alias("judged"),
+            F.when(judged, F.col("key")).otherwise(spread).alias("key"),
+            F.when(judged, F.col("type")).alias("rule"),
+            lane.alias("lane"),
+        )
         return running_newest(rows)
 
     def verdicts(self, judged: DataFrame) -> DataFrame:
@@ -110,13 +123,26 @@ class DedupPlan:
         rejected = note & ~valid
         passed = (verdict == "pass") & ~note
         return judged.select(
-            *RECORD_COLUMNS, CLOCK,
-            F.when(rejected, REJECTED_NOTIFICATION).when(note, NOTIFICATION).when(late, DEAD_LETTER)
-            .when(passed & ~valid, self._invalid_verdict()).when(passed, EMIT).otherwise(verdict).alias("verdict"),
+            *RECORD_COLUMNS,
+            CLOCK,
+            F.when(rejected, REJECTED_NOTIFICATION)
+            .when(note, NOTIFICATION)
+            .when(late, DEAD_LETTER)
+            .when(passed & ~valid, self._invalid_verdict())
+            .when(passed, EMIT)
+            .otherwise(verdict)
+            .alias("verdict"),
             F.when(late, "late").when(~rejected, F.col("reason")).alias("reason"),
             F.when(late, F.lit("event time is older than the watermark minus the rule's lateness"))
-            .when(~rejected, F.col("detail")).alias("detail"),
-            (passed & valid).alias("passed"), F.col("rule"), "t", "window", "repeats_time", "repeats_owner")
+            .when(~rejected, F.col("detail"))
+            .alias("detail"),
+            (passed & valid).alias("passed"),
+            F.col("rule"),
+            "t",
+            "window",
+            "repeats_time",
+            "repeats_owner",
+        )
 
     def _invalid_verdict(self) -> Column:
         if self.invalid is Terminal.SKIP:
@@ -130,15 +156,17 @@ class DedupPlan:
         """Adds the rule's columns; rejects unknown types and missing key fields per the RuleSet."""
         rules = list(self.rules.rules.values())
         ruled = F.col("type").isin(*[r.event_type for r in rules]) if rules else F.lit(False)
-        df = parsed.withColumns({
-            "ruled": F.coalesce(ruled, F.lit(False)),
-            "window": self._by_type(lambda r: F.lit(r.window)).cast("long"),
-            "lateness": self._by_type(lambda r: F.lit(r.lateness)).cast("long"),
-            "t": self._by_type(_time_of).cast("long"),
-            "_latest": self._by_type(_latest_time).cast("long"),
-            "key": self._by_type(_key_of),
-            "_key_problem": self._by_type(_key_problem),
-        })
+        df = parsed.withColumns(
+            {
+                "ruled": F.coalesce(ruled, F.lit(False)),
+                "window": self._by_type(lambda r: F.lit(r.window)).cast("long"),
+                "lateness": self._by_type(lambda r: F.lit(r.lateness)).cast("long"),
+                "t": self._by_type(_time_of).cast("long"),
+                "_latest": self._by_type(_latest_time).cast("long"),
+                "key": self._by_type(_key_of),
+                "_key_problem": self._by_type(_key_problem),
+            }
+        )
         df = df.withColumns({"reason": self._rejection(df), "detail": self._rejection_detail()})
         return drop_work_columns(df.withColumn("ts", F.timestamp_seconds("t")))
 
@@ -150,24 +178,43 @@ class DedupPlan:
         return F.lit(None) if column is None else column
 
     def _rejection(self, df: DataFrame) -> Column:
-        unknown = F.col("reason").isNull() & ~F.col("ruled") & F.lit(
-            self.rules.unknown_types is UnknownTypePolicy.DEAD_LETTER)
+        unknown = (
+            F.col("reason").isNull()
+            & ~F.col("ruled")
+            & F.lit(self.rules.unknown_types is UnknownTypePolicy.DEAD_LETTER)
+        )
         bad_key = F.col("reason").isNull() & F.col("ruled") & F.col("key").isNull()
         ahead = F.col("reason").isNull() & F.col("ruled") & (F.col("t") > F.col("_latest"))
-        return F.when(unknown, "unknown_type").when(bad_key, F.coalesce(F.col("_key_problem"), F.lit("missing_field"))) \
-            .when(ahead, "future").otherwise(F.col("reason"))
+        return (
+            F.when(unknown, "unknown_type")
+            .when(bad_key, F.coalesce(F.col("_key_problem"), F.lit("missing_field")))
+            .when(ahead, "future")
+            .otherwise(F.col("reason"))
+        )
 
     def _rejection_detail(self) -> Column:
-        return F.when(F.col("reason") == "unknown_type",
-                      F.concat(F.lit("no deduplication rule for type '"), F.col("type"), F.lit("'"))) \
-            .when((F.col("reason") == "missing_field") & F.col("detail").isNull(), F.lit("a key field is missing")) \
-            .when((F.col("reason") == "wrong_type") & F.col("detail").isNull(),
-                  F.lit("a key field must be a string, an integer or a boolean")) \
-            .when(F.col("reason") == "future",
-                  F.concat(F.lit("time "), F.col("t"), F.lit(" is more than max_ahead "),
-                           F.col("_latest") - clock_seconds(), F.lit(" s past the clock"))) \
+        return (
+            F.when(
+                F.col("reason") == "unknown_type",
+                F.concat(F.lit("no deduplication rule for type '"), F.col("type"), F.lit("'")),
+            )
+            .when((F.col("reason") == "missing_field") & F.col("detail").isNull(), F.lit("a key field is missing"))
+            .when(
+                (F.col("reason") == "wrong_type") & F.col("detail").isNull(),
+                F.lit("a key field must be a string, an integer or a boolean"),
+            )
+            .when(
+                F.col("reason") == "future",
+                F.concat(
+                    F.lit("time "),
+                    F.col("t"),
+                    F.lit(" is more than max_ahead "),
+                    F.col("_latest") - clock_seconds(),
+                    F.lit(" s past the clock"),
+                ),
+            )
             .otherwise(F.col("detail"))
-
+        )
 
 
 def _time_of(rule: DedupRule) -> Column:

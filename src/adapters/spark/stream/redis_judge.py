@@ -21,9 +21,9 @@ the transient policy (claims already applied are recognised by their owners).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Iterator
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
@@ -79,9 +79,15 @@ class RedisPartitionClaims:
             verdicts[i] = "emit" if judgement.granted else "duplicate"
             if not judgement.granted:
                 repeats_time[i], repeats_owner[i] = judgement.repeats.time, judgement.repeats.owner or None
-        return pa.RecordBatch.from_arrays([*batch.columns, pa.array(verdicts, pa.string()),
-                                           pa.array(repeats_time, pa.int64()), pa.array(repeats_owner, pa.string())],
-                                          names=[*batch.schema.names, *VERDICT_COLUMNS])
+        return pa.RecordBatch.from_arrays(
+            [
+                *batch.columns,
+                pa.array(verdicts, pa.string()),
+                pa.array(repeats_time, pa.int64()),
+                pa.array(repeats_owner, pa.string()),
+            ],
+            names=[*batch.schema.names, *VERDICT_COLUMNS],
+        )
 
     def claim(self, row: dict) -> Claim | None:
         """The row's claim, or None when it is late against its partition's horizon (neither it nor
@@ -134,9 +140,16 @@ class RedisBatchJudge:
     def judged_rows(self, rows: DataFrame, marks) -> DataFrame:
         """``rows`` plus ``verdict`` (emit, duplicate, late, pass or invalidated) and, for a duplicate,
         ``repeats_time`` and ``repeats_owner`` (the emission it repeats), like the JVM operator's."""
-        function = RedisPartitionClaims(self.url, self.prefix, dict(marks.used["watermarks"]), dict(marks.used["newest"]),
-                                        marks.used.get("now"))
-        schema = StructType([*rows.schema.fields, StructField("verdict", StringType(), False),
-                             StructField("repeats_time", LongType(), True), StructField("repeats_owner", StringType(), True)])
+        function = RedisPartitionClaims(
+            self.url, self.prefix, dict(marks.used["watermarks"]), dict(marks.used["newest"]), marks.used.get("now")
+        )
+        schema = StructType(
+            [
+                *rows.schema.fields,
+                StructField("verdict", StringType(), False),
+                StructField("repeats_time", LongType(), True),
+                StructField("repeats_owner", StringType(), True),
+            ]
+        )
         ordered = rows.repartition(self.partitions, "key").sortWithinPartitions("key", *ARRIVAL_ORDER)
         return ordered.mapInArrow(function, schema)

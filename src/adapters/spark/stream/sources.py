@@ -31,8 +31,8 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from adapters.kafka.config import parse_kafka_uri
-from adapters.spark.errors import SparkSetupError
 from adapters.spark.clock import batch_timestamp
+from adapters.spark.errors import SparkSetupError
 from adapters.spark.stream.whitespace import BLANK
 from domain.redaction import redact_uri
 
@@ -42,8 +42,12 @@ ARRIVAL_ORDER = ("file_time", "source", "ord")  # the columns that order records
 # as a poll returns, would otherwise hold the broker connection (and the offset lookup each
 # poll makes behind it) until a new record arrives or 500 ms pass: up to 500 ms per task over
 # a partition that has gone quiet (docs/design/latency.md)
-KAFKA_SOURCE_DEFAULTS = {"startingOffsets": "earliest", "failOnDataLoss": "true",
-                         "kafka.isolation.level": "read_committed", "kafka.fetch.max.wait.ms": "0"}
+KAFKA_SOURCE_DEFAULTS = {
+    "startingOffsets": "earliest",
+    "failOnDataLoss": "true",
+    "kafka.isolation.level": "read_committed",
+    "kafka.fetch.max.wait.ms": "0",
+}
 
 
 @dataclass(frozen=True)
@@ -70,8 +74,9 @@ def parse_uri(uri: str, role: str = "Kafka") -> Endpoint:
     raise SparkSetupError(f"unsupported URI scheme {parts.scheme!r} in {redact_uri(uri)!r} (use kafka:// or jsonl:)")
 
 
-def read_stream(spark: SparkSession, uri: str, max_records_per_batch: int | None = None,
-                kafka_options: dict[str, str] | None = None) -> DataFrame:
+def read_stream(
+    spark: SparkSession, uri: str, max_records_per_batch: int | None = None, kafka_options: dict[str, str] | None = None
+) -> DataFrame:
     """``kafka_options``: client settings (``kafka.``-prefixed) for a Kafka source, under the URI's own."""
     endpoint = parse_uri(uri)
     if endpoint.kind == "kafka":
@@ -79,19 +84,28 @@ def read_stream(spark: SparkSession, uri: str, max_records_per_batch: int | None
     return read_jsonl(spark, endpoint.location, endpoint.options)
 
 
-def read_kafka(spark: SparkSession, endpoint: Endpoint, max_records_per_batch: int | None,
-               kafka_options: dict[str, str]) -> DataFrame:
+def read_kafka(
+    spark: SparkSession, endpoint: Endpoint, max_records_per_batch: int | None, kafka_options: dict[str, str]
+) -> DataFrame:
     """The topic's records; the defaults (``KAFKA_SOURCE_DEFAULTS``) under the client settings, under the URI's."""
-    reader = spark.readStream.format("kafka").options(**kafka_source_options(endpoint, max_records_per_batch,
-                                                                             kafka_options))
+    reader = spark.readStream.format("kafka").options(
+        **kafka_source_options(endpoint, max_records_per_batch, kafka_options)
+    )
     return reader.load().select(
-        "value", F.col("key").alias("kafka_key"), F.col("topic").alias("source"), "partition", "offset",
+        "value",
+        F.col("key").alias("kafka_key"),
+        F.col("topic").alias("source"),
+        "partition",
+        "offset",
         (F.shiftleft(F.col("offset"), PARTITION_BITS) + F.col("partition")).alias("ord"),
-        F.lit(0).cast("long").alias("file_time"), F.col("timestamp").alias("arrived"))
+        F.lit(0).cast("long").alias("file_time"),
+        F.col("timestamp").alias("arrived"),
+    )
 
 
-def kafka_source_options(endpoint: Endpoint, max_records_per_batch: int | None,
-                         kafka_options: dict[str, str]) -> dict[str, str]:
+def kafka_source_options(
+    endpoint: Endpoint, max_records_per_batch: int | None, kafka_options: dict[str, str]
+) -> dict[str, str]:
     """The options of Spark's Kafka source: ``KAFKA_SOURCE_DEFAULTS`` under the client settings
     (``kafka_options``), under the URI's own options."""
     options = {"kafka.bootstrap.servers": endpoint.location, "subscribe": endpoint.topic}
@@ -105,14 +119,23 @@ def read_jsonl(spark: SparkSession, directory: str, options: dict[str, str]) -> 
     for key, value in options.items():
         reader = reader.option(key, value)
     lines = reader.load(directory).select(
-        F.col("value").cast("binary").alias("value"), F.col("_metadata.file_path").alias("source"),
+        F.col("value").cast("binary").alias("value"),
+        F.col("_metadata.file_path").alias("source"),
         F.col("_metadata.file_block_start").alias("block_start"),
-        F.unix_millis(F.col("_metadata.file_modification_time")).alias("file_time"))
+        F.unix_millis(F.col("_metadata.file_modification_time")).alias("file_time"),
+    )
     numbered = lines.mapInArrow(number_lines, "value binary, source string, ord long, file_time long")
     records = numbered.filter(~F.col("value").cast("string").rlike(BLANK))
-    return records.select("value", F.lit(None).cast("binary").alias("kafka_key"), "source",
-                          F.lit(0).alias("partition"), F.col("ord").alias("offset"), "ord", "file_time",
-                          batch_timestamp().alias("arrived"))  # the micro-batch's time: when it read them
+    return records.select(
+        "value",
+        F.lit(None).cast("binary").alias("kafka_key"),
+        "source",
+        F.lit(0).alias("partition"),
+        F.col("ord").alias("offset"),
+        "ord",
+        "file_time",
+        batch_timestamp().alias("arrived"),
+    )  # the micro-batch's time: when it read them
 
 
 def number_lines(batches):
@@ -144,8 +167,10 @@ def number_lines(batches):
         ord_ = pc.add(starts, pa.array(positions - run_starts, pa.int64()))
         previous_split = (starts[count - 1].as_py(), sources[count - 1].as_py())
         previous_run = int(count - run_starts[-1])
-        yield pa.RecordBatch.from_arrays([batch.column("value"), sources, ord_, batch.column("file_time")],
-                                         names=["value", "source", "ord", "file_time"])
+        yield pa.RecordBatch.from_arrays(
+            [batch.column("value"), sources, ord_, batch.column("file_time")],
+            names=["value", "source", "ord", "file_time"],
+        )
 
 
 def _slice_pair(column, count: int):

@@ -30,9 +30,11 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass, field
-from adapters.spark.checkpoint.logs import Checkpoint, OffsetEntry
+
 from adapters.spark.checkpoint.hadoop_files import HadoopPath
-from adapters.spark.checkpoint.watermark_files import DIRECTORY, restored as _restore
+from adapters.spark.checkpoint.logs import Checkpoint, OffsetEntry
+from adapters.spark.checkpoint.watermark_files import DIRECTORY
+from adapters.spark.checkpoint.watermark_files import restored as _restore
 from domain.watermarks import Watermarks
 
 KEPT_FILES = 10
@@ -50,7 +52,7 @@ class BatchWatermarks:
     document: tuple[int, dict] | None = None  # the last batch's file as written by ``prepare``
 
     @classmethod
-    def open(cls, spark, checkpoint: str, idle_timeout: float, topic: str | None = None) -> "BatchWatermarks":
+    def open(cls, spark, checkpoint: str, idle_timeout: float, topic: str | None = None) -> BatchWatermarks:
         package = spark._jvm.streamdedup.spark
         newest = package.NewestTimes()
         spark.sparkContext._jsc.sc().register(newest, "streamdedup.newest_times")
@@ -73,8 +75,11 @@ class BatchWatermarks:
             saved = {"use": {"watermarks": watermarks, "newest": newest}}
             self._write(batch_id, saved)
         self.document = (batch_id, saved)
-        self.used = {"watermarks": watermarks, "newest": {(rule, lane): t for rule, lane, t in newest},
-                     "now": entry.timestamp_ms / 1000}  # the batch's clock (domain.watermarks.clock_bound)
+        self.used = {
+            "watermarks": watermarks,
+            "newest": {(rule, lane): t for rule, lane, t in newest},
+            "now": entry.timestamp_ms / 1000,
+        }  # the batch's clock (domain.watermarks.clock_bound)
         lines = [f"{rule}\t{mark}" for rule, mark in watermarks.items()]
         lines += [f"{rule}\t{lane}\t{t}" for rule, lane, t in newest]
         self.horizons.load(entry.timestamp_ms, "\n".join(lines))
@@ -87,8 +92,10 @@ class BatchWatermarks:
     def advance(self, batch_id: int, newest: list[tuple[str, str, int]] | None = None) -> None:
         """Fold in the newest times batch ``batch_id`` judged (default: what the operator collected)."""
         if newest is None:
-            newest = [(rule, lane, int(t)) for rule, lane, t in
-                      (line.split("\t") for line in self.newest.value().splitlines() if line)]
+            newest = [
+                (rule, lane, int(t))
+                for rule, lane, t in (line.split("\t") for line in self.newest.value().splitlines() if line)
+            ]
         now = time.time()
         for rule, lane, t in newest:
             self.marks.observe(rule, lane, t, now)
@@ -106,8 +113,9 @@ class BatchWatermarks:
             offsets = [json.loads(line) for line in entry.sources]
         except ValueError:
             return None
-        return [f"{self.topic}:{p}" for source in offsets if isinstance(source, dict)
-                for p in source.get(self.topic, {})] or None
+        return [
+            f"{self.topic}:{p}" for source in offsets if isinstance(source, dict) for p in source.get(self.topic, {})
+        ] or None
 
     def _file(self, batch_id: int) -> HadoopPath:
         return self.checkpoint.ours / DIRECTORY / f"{batch_id}.json"
