@@ -100,6 +100,21 @@ class ImportGraph:
             floor_of[index] = 1 + max(floor_of[other] for other in below) if below else 0
         return {name: floor_of[home[name]] for name in self.paths}
 
+    def packages(self) -> ImportGraph:
+        """The graph of packages: each module stands for its package (a package's ``__init__``
+        for the package itself), and an arrow joins two packages when a module of one imports a
+        module of the other. A cycle here is a loop between packages, though their modules may
+        form none."""
+        home = {name: package_of(name, path) for name, path in self.paths.items()}
+        paths = {package: self.paths[package] for package in set(home.values()) if package in self.paths}
+        arrows: dict[str, dict[str, int]] = {package: {} for package in paths}
+        for importer, targets in self.arrows.items():
+            for imported, line in targets.items():
+                source, target = home[importer], home[imported]
+                if source != target and source in arrows and target in paths:
+                    arrows[source].setdefault(target, line)
+        return ImportGraph(paths, arrows)
+
     def violations(self) -> list[Violation]:
         """Every arrow that breaks a layering rule, in importer order."""
         return [
@@ -242,6 +257,11 @@ def private_owner(module: str) -> str | None:
         if part.startswith("_") and not part.endswith("__"):  # __main__ is no private module
             return ".".join(parts[:depth])
     return None
+
+
+def package_of(name: str, path: Path) -> str:
+    """The package module ``name`` belongs to: itself for a package's ``__init__``."""
+    return name if path.name == "__init__.py" else name.rpartition(".")[0] or name
 
 
 def is_under(name: str, prefix: str) -> bool:

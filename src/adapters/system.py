@@ -21,7 +21,7 @@ class InMemoryMetrics:
     ``gauges`` by name (counters summed over their labels), ``series`` by name and labels,
     ``observations`` as lists."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.counters: dict[str, int] = defaultdict(int)
         self.gauges: dict[str, float] = {}
         self.series: dict[tuple[str, tuple], float] = defaultdict(float)

@@ -41,7 +41,7 @@ from domain.ports import StateStore
 from domain.redaction import redact_uri
 from domain.restart import parse_restart
 from domain.rules import DedupRule, RuleSet, UnknownTypePolicy
-from domain.watermarks import Watermarks
+from domain.watermarks import DEFAULT_IDLE_TIMEOUT, Watermarks
 
 log = logging.getLogger(__name__)
 
@@ -50,9 +50,15 @@ class UsageError(Exception):
     """A combination of settings the application cannot run; one line, names the settings."""
 
 
+def _window(name: str, rule: RuleSettings) -> int:
+    if rule.window is None:  # the settings refuse it (Settings._rules_have_windows); a caller's own may not
+        raise UsageError(f"invalid setting rules.{name}.window: a rule needs a window")
+    return rule.window
+
+
 def build_rules(rules: dict[str, RuleSettings], unknown_types: UnknownTypePolicy) -> RuleSet:
     compiled = {
-        name: DedupRule(name, r.window, tuple(r.key_fields), r.time_basis, r.allowed_lateness, r.max_ahead)
+        name: DedupRule(name, _window(name, r), tuple(r.key_fields), r.time_basis, r.allowed_lateness, r.max_ahead)
         for name, r in rules.items()
     }
     return RuleSet(compiled, unknown_types)
@@ -74,24 +80,29 @@ def build_state_store(
     migration: MigrationSettings | None = None,
     rules: RuleSet | None = None,
     redis: RedisSettings | None = None,
+    idle_timeout: float = DEFAULT_IDLE_TIMEOUT,
 ) -> StateStore:
     """The state store at ``uri``; with ``migration.state_from``, consulting that old store read-only.
 
     ``redis``: given (a job that judges with the store), every Redis store is first checked for
     an evicting ``maxmemory-policy`` (``adapters.redis.eviction``); ``dedup state`` only reads.
+    ``idle_timeout``: the job's ``idle_partition_timeout``; a Redis store's expiry sweep stops
+    waiting for a source partition silent that long (``adapters.redis.state_store``).
     """
-    store = _state_store(uri, redis)
+    store = _state_store(uri, redis, idle_timeout)
     if migration is None or not migration.state_from:
         return store
     from domain.migration import KeyTranslation, MigratingStateStore
 
+    if rules is None:
+        raise ValueError("a migration needs the job's rules")
     translations = {}
     for rule, old_fields in migration.old_key_fields.items():
         try:
             translations[rule] = KeyTranslation(tuple(old_fields), rules.rules[rule].key_fields)
         except (ValueError, KeyError) as exc:
             raise UsageError(f"invalid setting migration.old_key_fields.{rule}: {exc}") from None
-    old = _state_store(migration.state_from, redis)
+    old = _state_store(migration.state_from, redis, idle_timeout)
     return MigratingStateStore(store, old, rules.max_retention, translations, started_at=old_state_ends(old))
 
 
@@ -110,7 +121,9 @@ def old_state_ends(old) -> dict[str, int]:
     return ends
 
 
-def _state_store(uri: str, redis: RedisSettings | None = None) -> StateStore:
+def _state_store(
+    uri: str, redis: RedisSettings | None = None, idle_timeout: float = DEFAULT_IDLE_TIMEOUT
+) -> StateStore:
     if uri == "memory":
         return InMemoryStateStore()
     if uri.startswith("memory:"):
@@ -119,7 +132,7 @@ def _state_store(uri: str, redis: RedisSettings | None = None) -> StateStore:
         except SetupError as exc:
             raise UsageError(f"invalid setting state (DEDUP_STATE): {exc}") from None
     if uri.startswith(REDIS_SCHEMES):
-        return _redis_store(uri, redis)
+        return _redis_store(uri, redis, idle_timeout)
     if uri == CHECKPOINT:
         raise UsageError(
             "invalid setting state: 'checkpoint' is the spark engine's state, kept in its checkpoint; "
@@ -130,11 +143,11 @@ def _state_store(uri: str, redis: RedisSettings | None = None) -> StateStore:
     )
 
 
-def _redis_store(uri: str, settings: RedisSettings | None):
+def _redis_store(uri: str, settings: RedisSettings | None, idle_timeout: float = DEFAULT_IDLE_TIMEOUT):
     """A ``RedisStateStore``; with ``settings``, refused on an evicting server unless they accept it."""
     from adapters.redis.state_store import RedisStateStore
 
-    store = RedisStateStore(uri)
+    store = RedisStateStore(uri, idle_timeout=idle_timeout)
     if settings is None:
         return store
     from adapters.redis.eviction import refuse_eviction, refuse_old_server
@@ -181,7 +194,7 @@ def build_memory_engine(
         "duplicates": duplicates and file_path(duplicates, "duplicates"),
     }
     # the inputs first: a run refused because an input cannot be read creates no output file
-    source = opened("source", JsonlSource, file_path(source, "source"))
+    events = opened("source", JsonlSource, file_path(source, "source"))
     notes_in = (
         opened("notifications", JsonlNotificationSource, file_path(notifications, "notifications"))
         if notifications
@@ -201,7 +214,7 @@ def build_memory_engine(
     return InMemoryEngine(
         BatchPipeline(
             core,
-            source,
+            events,
             delivery,
             metrics,
             notifications=notes_in,
@@ -334,7 +347,9 @@ def build_spark_engine(
 
 class Container(containers.DeclarativeContainer):
     settings = providers.Dependency(instance_of=Settings)
-    settings_file = providers.Object(None)  # the settings' file (--config), when they came from one
+    settings_file: providers.Object[str | None] = providers.Object(
+        None
+    )  # the settings' file (--config), when they came from one
 
     clock = providers.Singleton(SystemClock)
     rules = providers.Singleton(
@@ -348,6 +363,7 @@ class Container(containers.DeclarativeContainer):
         migration=settings.provided.migration,
         rules=rules,
         redis=settings.provided.redis,
+        idle_timeout=settings.provided.idle_partition_timeout,
     )
     watermarks = providers.Factory(Watermarks, idle_timeout=settings.provided.idle_partition_timeout)
     core = providers.Singleton(

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import argparse
 import io
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import redirect_stdout
 from enum import Enum
 from types import UnionType
-from typing import Annotated, Any, Literal, Union, get_args, get_origin
+from typing import Annotated, Any, Literal, Union, cast, get_args, get_origin
 
 from pydantic import BaseModel
 from pydantic_core import PydanticUndefined
@@ -101,7 +101,8 @@ def setting_leaves(
     for name, field in model.model_fields.items():
         path = (*prefix, name)
         annotation = field.annotation
-        default = field.default_factory() if field.default_factory is not None else field.default
+        factory = cast(Callable[[], Any] | None, field.default_factory)  # the settings' factories take no data
+        default = factory() if factory is not None else field.default
         nested = _model_of(annotation)
         if nested is not None:
             yield from setting_leaves(nested, path)

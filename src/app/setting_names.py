@@ -65,7 +65,7 @@ def misspelt(model: type[BaseModel], path: Sequence[str], *, case_sensitive: boo
     return None
 
 
-def unknown_variables(model: type[BaseModel], environ: Mapping[str, str] | None = None) -> list[Misspelt]:
+def unknown_variables(model: type[BaseModel], environ: Mapping[str, str | None] | None = None) -> list[Misspelt]:
     """The ``DEDUP_*`` environment variables that name no setting (pydantic-settings ignores them)."""
     environ = os.environ if environ is None else environ
     found = []

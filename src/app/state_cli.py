@@ -187,6 +187,9 @@ def _key_reader(uri: str, rule: str):
     if not store.durable:
         store.close()
         raise UsageError(f"invalid setting state: {redact(uri)!r} cannot be read (a volatile in-memory state)")
+    from adapters.redis.state_store import RedisStateStore
+
+    assert isinstance(store, RedisStateStore)  # the one durable store build_state_store makes without a migration
 
     def read_store(keys: list[str]) -> dict[str, tuple[Emission, ...]]:
         try:
@@ -260,7 +263,10 @@ def inspect_state_store(uri: str, sample_size: int = 3) -> StateReport:
     store = build_state_store(uri)
     if not store.durable:
         raise UsageError(f"invalid setting state: {redact(uri)!r} cannot be inspected (a volatile in-memory state)")
+    from adapters.redis.state_store import RedisStateStore
+
     try:
+        assert isinstance(store, RedisStateStore)  # the one durable store build_state_store makes without a migration
         return inspect_state(f"redis {store.address}", store.scan_items(), sample_size, store.memory_bytes())
     finally:
         store.close()

@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field, fields
 
+from domain.metrics import Metrics
+
 BUCKETS = ("out", "duplicates", "dead_lettered", "skipped")
 LABEL_OF = {"out": "rule", "duplicates": "rule", "late": "rule", "dead_lettered": "reason"}
 """The counts broken down by a label: per rule (the rule's event type; ``NO_RULE`` for events of a
@@ -31,12 +33,12 @@ class Accounting:
     passed_through: int = 0
     invalidations: int = 0
     rejected_notifications: int = 0  # invalid notifications: dead-lettered (Kafka) or logged (files)
-    detail: Counter = field(default_factory=Counter, compare=False, repr=False)
+    detail: Counter[tuple[str, str]] = field(default_factory=Counter, compare=False, repr=False)
     """``(name, label value) -> count`` for the names in ``LABEL_OF``; sums to the name's count."""
 
     @property
     def balanced(self) -> bool:
-        return self.records_in == sum(getattr(self, b) for b in BUCKETS)
+        return bool(self.records_in == sum(getattr(self, b) for b in BUCKETS))
 
     def tally(self, name: str, amount: int = 1, label: str | None = None) -> None:
         """Count ``amount`` (may be negative: a record moved on) under ``name`` and, for a
@@ -58,7 +60,7 @@ class Accounting:
             found[UNKNOWN] = found.get(UNKNOWN, 0) + rest
         return found
 
-    def publish(self, metrics) -> None:
+    def publish(self, metrics: Metrics) -> None:
         """Add the non-zero counts to a ``domain.ports.Metrics``' counters, named as ``as_dict``,
         the names of ``LABEL_OF`` per label value (``increment("duplicates", 3, rule="APP")``)."""
         for name, value in self.as_dict().items():

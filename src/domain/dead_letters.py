@@ -32,6 +32,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
+from typing import Any
 
 from domain.events import RawRecord, SourcePosition
 from domain.metadata import HEADER_PREFIX, INTEGER, TEXT, TIME, Field, Original, cut_to, millis, nest  # noqa: F401 - re-exported
@@ -125,20 +126,20 @@ def from_headers(value: bytes, key: bytes | None, headers: Iterable[tuple[str, b
     return _dead_letter(value, key, metadata_from_headers(FIELDS, headers, "dead letter"))
 
 
-def to_document(dead_letter: DeadLetter, max_bytes: int = DEFAULT_MAX_BYTES) -> dict:
+def to_document(dead_letter: DeadLetter, max_bytes: int = DEFAULT_MAX_BYTES) -> dict[str, Any]:
     """The JSON document of ``dead_letter``, :func:`bounded` by ``max_bytes`` (a JSONL line once dumped)."""
     dead_letter = bounded(dead_letter, max_bytes)
     record = dead_letter.record
     return metadata_document(FIELDS, metadata(dead_letter), record.key, record.value)
 
 
-def from_document(document: dict) -> DeadLetter:
+def from_document(document: dict[str, Any]) -> DeadLetter:
     """The dead letter a JSON document carries. Raises ``ValueError`` when a field is missing or malformed."""
     values, key, value = metadata_from_document(FIELDS, document, "dead letter")
     return _dead_letter(value, key, values)
 
 
-def _dead_letter(value: bytes, key: bytes | None, values: dict) -> DeadLetter:
+def _dead_letter(value: bytes, key: bytes | None, values: dict[str, Any]) -> DeadLetter:
     position = SourcePosition(values["source.topic"], values["source.partition"], values["source.offset"])
     return DeadLetter(
         RawRecord(value, position, key),
@@ -151,7 +152,7 @@ def _dead_letter(value: bytes, key: bytes | None, values: dict) -> DeadLetter:
     )
 
 
-def _original(value: bytes, values: dict) -> Original | None:
+def _original(value: bytes, values: dict[str, Any]) -> Original | None:
     """The ``original`` a bounded letter carried; None when the value is whole (or the fields are missing)."""
     if "original.size" not in values or "original.sha256" not in values:
         return None

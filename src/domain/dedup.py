@@ -75,10 +75,14 @@ class Deduplicator:
         under the policies, as a failed call is).
         """
         counts = Accounting(records_in=len(records))
-        outcomes, pending, sent = [], defaultdict(list), []
+        outcomes: list[Outcome] = []
+        pending: defaultdict[str, list[_Pending]] = defaultdict(list)
+        sent: list[tuple[list[_Pending], Answer | None]] = []
         admit, place, now = self._admit, self._place, self.clock.now()
         self._settled.clear()  # per rule, its watermark before this batch's first record of it (Claim.settled)
-        send = self.state.send_many if isinstance(self.state, PipelinedStateStore) else None
+        send: Callable[[Sequence[Claim]], Answer] | None = (
+            self.state.send_many if isinstance(self.state, PipelinedStateStore) else None
+        )
         chunk = self.claim_chunk if send is not None else len(records) + 1
         for index, record in enumerate(records, 1):
             try:
@@ -136,6 +140,7 @@ class Deduplicator:
         if rule is None:
             counts.passed_through += 1
             return self._counted(Outcome(record, Verdict.EMIT, event), counts), None
+        assert key is not None  # a rule gives every event it applies to a key
         position = record.position
         settled = self._settled.get(rule.event_type)
         if settled is None:
@@ -204,7 +209,8 @@ class Deduplicator:
         answer of one already sent: when it fails, they are claimed again under the policies,
         a replayed claim being granted as before); count them."""
         claims = [claim for _, _, claim in items]
-        result, failed = None, None
+        result: Succeeded[list[Judgement]] | Resolved | None = None
+        failed: Exception | None = None
         if answer is not None:
             try:
                 result = Succeeded(answer(), 1)
@@ -221,7 +227,7 @@ class Deduplicator:
             return
         refused = 0
         for (outcome, _, claim), judgement in zip(items, result.value):
-            if not judgement.granted:
+            if judgement.repeats is not None:  # refused
                 refused += 1
                 outcome.verdict = Verdict.DUPLICATE
                 outcome.duplicate = Duplicate.of(

@@ -11,12 +11,14 @@ where it really went. ``flush`` failures that outlast their retries raise
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 
 from domain.accounting import Accounting
 from domain.dedup import Deduplicator, Outcome, Verdict
 from domain.errors import PolicyExhausted
+from domain.events import RawRecord
 from domain.policies import Resolved, Terminal, run_or_stop, run_with_policy
 from domain.ports import DeadLetterSink, DuplicateSink, EventSink, Notification, NotificationSink
 
@@ -38,6 +40,7 @@ class Delivery:
         write = self.sink.write
         for outcome in outcomes:
             if outcome.verdict is Verdict.EMIT:
+                assert outcome.event is not None  # an event to emit was parsed
                 try:
                     write(outcome.record, outcome.event)
                 except Exception as failed:
@@ -46,9 +49,11 @@ class Delivery:
                 else:
                     delivered.append(outcome)
             elif outcome.verdict is Verdict.DEAD_LETTER:
-                self._retrying(lambda o=outcome: self.dead_letters.write(o.dead_letter))
+                assert outcome.dead_letter is not None  # a dead-letter verdict carries its letter
+                self._retrying(partial(self.dead_letters.write, outcome.dead_letter))
             elif outcome.verdict is Verdict.DUPLICATE and self.duplicates is not None:
-                self._retrying(lambda o=outcome: self.duplicates.write(o.duplicate))
+                assert outcome.duplicate is not None  # a duplicate verdict carries its report
+                self._retrying(partial(self.duplicates.write, outcome.duplicate))
             elif outcome.verdict is Verdict.SKIP:
                 log.info("skipped record at %s", outcome.record.position.token())
         refused = run_or_stop(self.sink.flush, self.core.policies, self.core.clock.sleep) or ()
@@ -59,7 +64,9 @@ class Delivery:
             self._retrying(self.duplicates.flush)
         return delivered
 
-    def _divert_refused(self, delivered: list[Outcome], refused, counts: Accounting) -> list[Outcome]:
+    def _divert_refused(
+        self, delivered: list[Outcome], refused: Sequence[tuple[RawRecord, Exception]], counts: Accounting
+    ) -> list[Outcome]:
         """The events the sink refused for good only once flushed (``EventSink.flush``) go where
         the policies send a write that failed for good, as if ``write`` had refused them."""
         by_record = {id(record): error for record, error in refused}
@@ -82,6 +89,7 @@ class Delivery:
         def write() -> None:
             if refusal is not None:
                 raise refusal
+            assert outcome.event is not None  # only a parsed event is emitted
             self.sink.write(outcome.record, outcome.event)
 
         result = run_with_policy(write, self.core.policies, self.core.clock.sleep, failed)
@@ -101,11 +109,13 @@ class Delivery:
         return False
 
     def _invalidate(self, outcome: Outcome, result: Resolved, counts: Accounting) -> None:
-        self._retrying(lambda: self.core.state.invalidate(outcome.key))
+        key, event = outcome.key, outcome.event
+        assert key is not None and event is not None  # only an emitted event is invalidated
+        self._retrying(lambda: self.core.state.invalidate(key))
         counts.tally("invalidations")
         if self.notifications is not None:
-            note = Notification("INVALIDATE", str(result.error), outcome.event)
-            self._retrying(lambda: self.notifications.publish(note))
+            note, notifications = Notification("INVALIDATE", str(result.error), event), self.notifications
+            self._retrying(lambda: notifications.publish(note))
 
-    def _retrying(self, operation) -> None:
+    def _retrying(self, operation: Callable[[], object]) -> None:
         run_or_stop(operation, self.core.policies, self.core.clock.sleep)

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
+from typing import Any
 
 from domain.events import RawRecord, SourcePosition
 from domain.metadata import INTEGER, TEXT, TIME, Field, Original, cut_to, millis
@@ -105,14 +106,14 @@ def metadata(duplicate: Duplicate) -> dict[str, str | int | None]:
         "source.topic": position.source,
         "source.partition": position.partition,
         "source.offset": position.offset,
-        "repeats.topic": first and first.source,
-        "repeats.partition": first and first.partition,
-        "repeats.offset": first and first.offset,
+        "repeats.topic": first.source if first else None,
+        "repeats.partition": first.partition if first else None,
+        "repeats.offset": first.offset if first else None,
         "repeats.time": duplicate.first_time,
         "apart": duplicate.apart,
         "time": millis(duplicate.time),
-        "original.size": original and original.size,
-        "original.sha256": original and original.sha256,
+        "original.size": original.size if original else None,
+        "original.sha256": original.sha256 if original else None,
     }
 
 
@@ -135,19 +136,19 @@ def from_headers(value: bytes, key: bytes | None, headers: Iterable[tuple[str, b
     return _duplicate(value, key, metadata_from_headers(FIELDS, headers, WHAT))
 
 
-def to_document(duplicate: Duplicate) -> dict:
+def to_document(duplicate: Duplicate) -> dict[str, Any]:
     """The JSON document of ``duplicate`` (a JSONL line once dumped)."""
     record = duplicate.record
     return metadata_document(FIELDS, metadata(duplicate), record.key, record.value)
 
 
-def from_document(document: dict) -> Duplicate:
+def from_document(document: dict[str, Any]) -> Duplicate:
     """The report a JSON document carries. Raises ``ValueError`` when a field is missing or malformed."""
     values, key, value = metadata_from_document(FIELDS, document, WHAT)
     return _duplicate(value, key, values)
 
 
-def _duplicate(value: bytes, key: bytes | None, values: dict) -> Duplicate:
+def _duplicate(value: bytes, key: bytes | None, values: dict[str, Any]) -> Duplicate:
     position = SourcePosition(values["source.topic"], values["source.partition"], values["source.offset"])
     first = None
     if all(f"repeats.{part}" in values for part in ("topic", "partition", "offset")):

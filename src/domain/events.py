@@ -16,6 +16,7 @@ import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from domain.errors import InvalidEvent
 from domain.keys import KeyValue
@@ -72,7 +73,7 @@ class Event:
     unique_value: str
     type: str
     timestamp: int
-    fields: dict = field(default_factory=dict, compare=False, repr=False)
+    fields: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     def field_value(self, name: str) -> KeyValue:
         """The value of a wire field by its wire name, as a key's part holds it (``domain.keys``).
@@ -85,7 +86,7 @@ class Event:
         if name == "uniqueValue":
             return self.unique_value
         if name in ("id", "type"):
-            return getattr(self, name)
+            return self.id if name == "id" else self.type
         if name == "timestamp":
             return str(self.timestamp)
         value = self.fields.get(name)
@@ -98,7 +99,7 @@ class Event:
             "wrong_type", f"key field {name!r} must be a string, an integer or a boolean, got {kind}", name
         )
 
-    def to_wire(self) -> dict:
+    def to_wire(self) -> dict[str, Any]:
         return {
             **self.fields,
             "id": self.id,
@@ -148,14 +149,16 @@ def _not_a_number(literal: str) -> object:
     raise ValueError(f"{literal} is not a JSON number")
 
 
-def _unique_members(pairs: list[tuple[str, object]]) -> dict:
+def _unique_members(pairs: list[tuple[str, object]]) -> dict[str, Any]:
     """An object whose member names are unique, at any depth: a name given twice means
     different things to different readers (first-wins or last-wins), so it is refused."""
     obj = dict(pairs)
     if len(obj) != len(pairs):
         seen: set[str] = set()
-        name = next(name for name, _ in pairs if name in seen or seen.add(name))
-        raise ValueError(f"member {name!r} occurs more than once in an object")
+        for name, _ in pairs:
+            if name in seen:
+                raise ValueError(f"member {name!r} occurs more than once in an object")
+            seen.add(name)
     return obj
 
 
@@ -202,8 +205,12 @@ def _refuse_lone_surrogates(value: object) -> None:
             ) from None
 
 
-def event_from_object(obj: dict) -> Event:
+def event_from_object(obj: dict[str, Any]) -> Event:
     """The event an object holds, or ``InvalidEvent`` (see ``parse_event`` for the codes)."""
+    id_: Any
+    unique_value: Any
+    type_: Any
+    timestamp: Any
     id_, unique_value, type_, timestamp = (obj.get("id"), obj.get("uniqueValue"), obj.get("type"), obj.get("timestamp"))
     if not (
         type(id_) is str
@@ -227,7 +234,7 @@ def event_from_object(obj: dict) -> Event:
 _REQUIRED_FIELDS = frozenset((*REQUIRED_STRING_FIELDS, "timestamp"))
 
 
-def _require_present(obj: dict, name: str) -> object:
+def _require_present(obj: dict[str, Any], name: str) -> object:
     if name not in obj:
         raise InvalidEvent("missing_field", f"field {name!r} is missing", name)
     if obj[name] is None:
@@ -235,7 +242,7 @@ def _require_present(obj: dict, name: str) -> object:
     return obj[name]
 
 
-def _require_string(obj: dict, name: str) -> str:
+def _require_string(obj: dict[str, Any], name: str) -> str:
     value = _require_present(obj, name)
     if not isinstance(value, str):
         raise InvalidEvent("wrong_type", f"field {name!r} must be a string, got {_json_type(value)}", name)
@@ -244,7 +251,7 @@ def _require_string(obj: dict, name: str) -> str:
     return value
 
 
-def _require_timestamp(obj: dict) -> int:
+def _require_timestamp(obj: dict[str, Any]) -> int:
     value = _require_present(obj, "timestamp")
     if isinstance(value, bool) or not isinstance(value, int):
         raise InvalidEvent(

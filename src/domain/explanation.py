@@ -19,6 +19,7 @@ import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import Any
 
 from domain.events import SourcePosition
 from domain.keys import KeyValue, display_value, encode_key
@@ -67,7 +68,7 @@ class ExplainedEmission:
         )
         return f"emitted at {dated(self.time)}, expires at {dated(self.expires_at)} ({state}), made by {where}"
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         position = (
             None
             if self.position is None
@@ -98,7 +99,7 @@ class Explanation:
             return [*head, NOTHING]
         return [*head, *(f"  {e.line()}" for e in self.emissions)]
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         return {
             "store": self.store,
             "rule": self.rule,

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 from domain.keys import SEPARATOR, decode_key, display_value
 from domain.state import StateFormatError, current_key, decode, version_of
@@ -18,14 +19,14 @@ from domain.state import StateFormatError, current_key, decode, version_of
 @dataclass
 class StateReport:
     store: str
-    keys_per_rule: Counter = field(default_factory=Counter)
-    versions: Counter = field(default_factory=Counter)
+    keys_per_rule: Counter[str] = field(default_factory=Counter)
+    versions: Counter[int | str] = field(default_factory=Counter)  # a value format, or a Spark operator's "name/format"
     samples: dict[str, list[str]] = field(default_factory=dict)
     oldest_expiry: int | None = None
     newest_expiry: int | None = None
     unreadable: int = 0
     size_bytes: int | None = None
-    details: dict = field(default_factory=dict)
+    details: dict[str, Any] = field(default_factory=dict)
 
     def note_expiries(self, oldest: int | None, newest: int | None) -> None:
         """Widen the oldest/newest expiry seen so far by ``oldest`` and ``newest`` (``None``: nothing)."""
@@ -38,7 +39,7 @@ class StateReport:
     def keys(self) -> int:
         return sum(self.keys_per_rule.values())
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         return {
             "store": self.store,
             "keys": self.keys,

@@ -24,7 +24,7 @@ import base64
 import hashlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from domain.events import RawRecord
@@ -78,12 +78,12 @@ def time_text(ms: int) -> str:
     return f"{ms // 1000}.{ms % 1000:03d}"
 
 
-def to_headers(fields: Sequence[Field], values: dict) -> list[tuple[str, bytes]]:
+def to_headers(fields: Sequence[Field], values: dict[str, Any]) -> list[tuple[str, bytes]]:
     """The ``dedup.*`` headers of ``values``, in ``fields`` order; a field whose value is None is left out."""
     return [(f.header, _text(f, values[f.name]).encode()) for f in fields if values.get(f.name) is not None]
 
 
-def from_headers(fields: Sequence[Field], headers: Iterable[tuple[str, bytes]] | None, what: str) -> dict:
+def from_headers(fields: Sequence[Field], headers: Iterable[tuple[str, bytes]] | None, what: str) -> dict[str, Any]:
     """The values the ``dedup.*`` headers carry. Raises ``ValueError`` naming ``what`` when a
     required field is missing or a field is malformed."""
     by_name = {name: data for name, data in headers or () if name.startswith(HEADER_PREFIX)}
@@ -93,7 +93,7 @@ def from_headers(fields: Sequence[Field], headers: Iterable[tuple[str, bytes]] |
     return {f.name: _parse(f, by_name[f.header].decode()) for f in fields if f.header in by_name}
 
 
-def to_document(fields: Sequence[Field], values: dict, key: bytes | None, value: bytes) -> dict:
+def to_document(fields: Sequence[Field], values: dict[str, Any], key: bytes | None, value: bytes) -> dict[str, Any]:
     """The JSON document of ``values`` and the record's bytes; a field whose value is None is left out."""
     flat = {
         f.name: values[f.name] / 1000 if f.kind == TIME else values[f.name]
@@ -104,7 +104,9 @@ def to_document(fields: Sequence[Field], values: dict, key: bytes | None, value:
     return nest(flat)
 
 
-def from_document(fields: Sequence[Field], document: dict, what: str) -> tuple[dict, bytes | None, bytes]:
+def from_document(
+    fields: Sequence[Field], document: dict[str, Any], what: str
+) -> tuple[dict[str, Any], bytes | None, bytes]:
     """``(values, key, value)`` a JSON document carries. Raises ``ValueError`` naming ``what``
     when a required field is missing or a field is malformed."""
     try:
@@ -120,9 +122,9 @@ def from_document(fields: Sequence[Field], document: dict, what: str) -> tuple[d
     return values, key, value
 
 
-def nest(flat: dict) -> dict:
+def nest(flat: dict[str, Any]) -> dict[str, Any]:
     """``{"source.topic": t}`` → ``{"source": {"topic": t}}``, keeping the order of first appearance."""
-    out: dict = {}
+    out: dict[str, Any] = {}
     for name, value in flat.items():
         *parents, leaf = name.split(".")
         node = out
@@ -133,7 +135,7 @@ def nest(flat: dict) -> dict:
 
 
 def _text(field: Field, value: str | int) -> str:
-    if field.kind == TIME:
+    if field.kind == TIME and isinstance(value, int):
         return time_text(value)
     return str(value)
 
@@ -146,14 +148,18 @@ def _parse(field: Field, text: str) -> str | int:
     return text
 
 
-def _typed(field: Field, value) -> str | int:
-    wanted = {TEXT: (str,), INTEGER: (int,), TIME: (int, float)}[field.kind]
-    if isinstance(value, bool) or not isinstance(value, wanted):
-        raise TypeError(f"{field.name} is {value!r}, not {field.kind}")
-    return millis(value) if field.kind == TIME else value
+def _typed(field: Field, value: object) -> str | int:
+    if not isinstance(value, bool):
+        if field.kind == TEXT and isinstance(value, str):
+            return value
+        if field.kind == INTEGER and isinstance(value, int):
+            return value
+        if field.kind == TIME and isinstance(value, (int, float)):
+            return millis(value)
+    raise TypeError(f"{field.name} is {value!r}, not {field.kind}")
 
 
-def _lookup(document: dict, name: str, *default):
+def _lookup(document: dict[str, Any], name: str, *default: object) -> Any:
     """The value at dotted ``name``; ``default`` when given and a part is missing (else ``KeyError``)."""
     node = document
     for part in name.split("."):

@@ -45,7 +45,7 @@ class KeyTranslation:
     old_fields: tuple[str, ...]
     new_fields: tuple[str, ...]
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         missing = [f for f in self.old_fields if f not in self.new_fields]
         if missing:
             raise ValueError(f"cannot migrate: old key field(s) {', '.join(missing)} are not in the new key")

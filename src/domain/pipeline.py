@@ -20,8 +20,9 @@ import time
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 
-from domain.accounting import Accounting
+from domain.accounting import NO_RULE, Accounting
 from domain.dedup import Deduplicator, Outcome
 from domain.delivery import Delivery
 from domain.errors import BatchAborted, PolicyExhausted
@@ -70,7 +71,7 @@ class BatchPipeline:
     max_batch_delay: float = DEFAULT_MAX_BATCH_DELAY
     totals: Accounting = field(default_factory=Accounting)
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if self.committer is None:
             self.committer = SourceCommitter(self.source)
         self._polled_at = time.monotonic()
@@ -123,16 +124,18 @@ class BatchPipeline:
     def step(self, records: Sequence[RawRecord]) -> Accounting:
         """Judge, deliver and commit one batch; adds its counts to the totals and the metrics."""
         started = time.monotonic()
-        self.committer.begin()
+        committer = self.committer
+        assert committer is not None  # set by __post_init__
+        committer.begin()
         try:
             partitions = self.source.assignment()
             if partitions is not None:
                 self.core.expect(partitions)
             outcomes, counts = self.core.process(records)
             delivered = self.delivery.deliver(outcomes, counts)
-            self.committer.commit(records)
+            committer.commit(records)
         except PolicyExhausted:
-            self.committer.abort()
+            committer.abort()
             raise
         except BatchAborted as aborted:
             self._aborted_in_a_row += 1
@@ -164,7 +167,7 @@ class BatchPipeline:
             self.totals.rejected_notifications += self.notifications.rejected - rejected
             self.metrics.increment("rejected_notifications", self.notifications.rejected - rejected)
         for note in notes:
-            forgot = run_or_stop(lambda n=note: self.core.invalidate(n), self.core.policies, self.core.clock.sleep)
+            forgot = run_or_stop(partial(self.core.invalidate, note), self.core.policies, self.core.clock.sleep)
             self.totals.invalidations += 1
             self.metrics.increment("invalidations")
             log.info(
@@ -178,14 +181,14 @@ class BatchPipeline:
 
     def _observe_latency(self, delivered: Sequence[Outcome]) -> None:
         """``end_to_end_latency_seconds`` of each unique event now final: output time minus arrival."""
-        now, by_rule = time.time(), defaultdict(list)
+        now, by_rule = time.time(), defaultdict[str | None, list[float]](list)
         label_of = self.core.label_of
         for outcome in delivered:
             arrived = outcome.record.arrived
             if arrived is not None:
                 by_rule[label_of(outcome)].append(now - arrived if now > arrived else 0.0)
         for rule, latencies in by_rule.items():
-            self.metrics.observe_many("end_to_end_latency_seconds", latencies, rule=rule)
+            self.metrics.observe_many("end_to_end_latency_seconds", latencies, rule=rule or NO_RULE)
 
     def _account(self, counts: Accounting) -> None:
         self.totals.add(counts)

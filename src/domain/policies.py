@@ -47,7 +47,7 @@ class Retry:
     max_delay: float = 30.0
     factor: float = 2.0
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if self.attempts < 1:
             raise ValueError("retry attempts must be >= 1")
         if self.backoff not in ("fixed", "exponential"):

@@ -16,6 +16,7 @@ from domain.dead_letters import DeadLetter
 from domain.duplicates import Duplicate
 from domain.errors import PermanentError
 from domain.events import Event, RawRecord
+from domain.metrics import Metrics as Metrics  # the port lives in a leaf module; named here with the others
 from domain.state import Claim, Emission, Judgement
 
 
@@ -160,7 +161,8 @@ class StateStore(Protocol):
     output needs a durable store; only a durable store can be inspected from outside.
     """
 
-    durable: bool
+    @property
+    def durable(self) -> bool: ...
 
     def check_and_set(self, claim: Claim) -> bool:
         """Atomically apply :func:`domain.state.decide`: True means emit, False duplicate.
@@ -231,24 +233,6 @@ class NotificationSink(Protocol):
 
 
 @runtime_checkable
-class Metrics(Protocol):
-    """Where an engine reports what it did. Names are the accounting's (``Accounting.as_dict``)
-    and the engines' figures (``state_rows``, ``batch_duration_seconds``…); labels are keyword
-    arguments (``increment("duplicates", 3, rule="APP")``, ``domain.accounting.LABEL_OF``)."""
-
-    def increment(self, name: str, amount: int = 1, **labels: str) -> None:
-        """Add ``amount`` to a counter."""
-
-    def gauge(self, name: str, value: float, **labels: str) -> None:
-        """Set a figure that goes up and down."""
-
-    def observe(self, name: str, value: float, **labels: str) -> None:
-        """Record one measurement of a distribution (a batch's duration)."""
-
-    def observe_many(self, name: str, values: Sequence[float], **labels: str) -> None:
-        """Record many measurements of one series at once (each event's latency in a batch)."""
-
-
 @runtime_checkable
 class Clock(Protocol):
     def now(self) -> float:

@@ -69,7 +69,7 @@ def redact(text: str) -> str:
     return text
 
 
-def _mask_assignment(match: re.Match) -> str:
+def _mask_assignment(match: re.Match[str]) -> str:
     if not is_secret_name(match["name"]) or match["value"] == MASK:
         return match[0]
     return f"{match['name']}{match['close']}{match['sep']}{match['quote']}{MASK}"

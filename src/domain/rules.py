@@ -63,7 +63,7 @@ class DedupRule:
     allowed_lateness: int | None = None
     max_ahead: int = DEFAULT_MAX_AHEAD
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if self.window <= 0:
             raise ValueError(f"rule {self.event_type}: window must be positive, got {self.window}")
         if not self.key_fields:

@@ -140,7 +140,7 @@ def decide(entries: tuple[Emission, ...], claim: Claim) -> Decision:
     return Decision(True, kept + (claim.emission(),), True)
 
 
-def decide_one(stored: tuple[int, int, str], claim: Claim) -> tuple[Judgement, tuple | None]:
+def decide_one(stored: tuple[int, int, str], claim: Claim) -> tuple[Judgement, tuple[tuple[int, int, str], ...] | None]:
     """:func:`decide` over a key holding one emission given as ``(time, expires_at, owner)``,
     without building ``Emission`` values: the usual case, for a store that keeps such tuples.
     Returns the judgement and the key's entries after the claim, as such tuples, or None when

@@ -39,6 +39,9 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Any
+
+from domain.metrics import Metrics
 
 DEFAULT_IDLE_TIMEOUT = 60.0
 
@@ -60,9 +63,11 @@ class Watermarks:
     idle_timeout: float = DEFAULT_IDLE_TIMEOUT
     _expected: set[str] | None = None  # None: the source does not say; the partitions seen count
     _since: dict[str, float] = field(default_factory=dict)  # partition → wall time first expected
-    _newest: dict[str, dict[str, list]] = field(default_factory=dict)  # rule → partition → [time, wall]
+    _newest: dict[str, dict[str, list[Any]]] = field(default_factory=dict)  # rule → partition → [time, wall]
     _current: dict[str, int] = field(default_factory=dict)
-    _known: dict[str, tuple] = field(default_factory=dict)  # rule → (now, ``of``, lowest active newest) still true
+    _known: dict[str, tuple[float, int | None, int | None]] = field(
+        default_factory=dict
+    )  # rule → (now, ``of``, lowest active newest) still true
 
     def expect(self, partitions: Iterable[str], now: float) -> None:
         """The partitions the source reads from now on (its current assignment)."""
@@ -84,7 +89,7 @@ class Watermarks:
         """An event of ``rule`` at time ``t`` was read from ``partition`` at wall time ``now``."""
         self._observe(rule, partition, t, now)
 
-    def _observe(self, rule: str, partition: str, t: int, now: float) -> list:
+    def _observe(self, rule: str, partition: str, t: int, now: float) -> list[Any]:
         """``observe``; returns the partition's ``[newest time, wall time]`` after it."""
         seen = self._newest.get(rule)
         if seen is None:
@@ -108,9 +113,9 @@ class Watermarks:
         """``observe`` the event, then what it is judged against: the rule's watermark (``of``)
         and its partition's ``horizon``, both bound by the clock (``clock_bound``). One call for
         the three, as an engine judges every record."""
-        newest = self._observe(rule, partition, t, now)[0]
+        newest: int = self._observe(rule, partition, t, now)[0]
         mark = clock_bound(self.of(rule, now), now)
-        return mark, clock_bound(_horizon(newest, mark), now)
+        return mark, min(newest if mark is None else max(newest, mark), math.floor(now))
 
     def of(self, rule: str, now: float) -> int | None:
         """The rule's watermark at wall time ``now``; None while it has none."""
@@ -156,7 +161,7 @@ class Watermarks:
         newest = {(rule, p): seen[0] for rule, parts in self._newest.items() for p, seen in parts.items()}
         return watermarks, newest
 
-    def publish(self, metrics, now: float) -> None:
+    def publish(self, metrics: Metrics, now: float) -> None:
         """Each rule's watermark (``watermark_seconds``) and how far it is behind the newest event
         time seen for the rule (``event_time_lag_seconds``) as gauges of a ``domain.ports.Metrics``."""
         watermarks, newest = self.table(now)
@@ -165,12 +170,12 @@ class Watermarks:
             latest = max((t for (r, _), t in newest.items() if r == rule), default=mark)
             metrics.gauge("event_time_lag_seconds", max(0, latest - mark), rule=rule)
 
-    def to_document(self) -> dict:
+    def to_document(self) -> dict[str, Any]:
         """What a restart needs to resume the watermarks (JSON-ready)."""
         return {"newest": self._newest, "current": self._current, "since": self._since}
 
     @classmethod
-    def from_document(cls, document: dict, idle_timeout: float = DEFAULT_IDLE_TIMEOUT) -> Watermarks:
+    def from_document(cls, document: dict[str, Any], idle_timeout: float = DEFAULT_IDLE_TIMEOUT) -> Watermarks:
         marks = cls(idle_timeout)
         marks._newest = {rule: {p: list(v) for p, v in parts.items()} for rule, parts in document["newest"].items()}
         marks._current = {rule: int(t) for rule, t in document["current"].items()}

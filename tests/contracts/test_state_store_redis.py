@@ -84,6 +84,34 @@ class TestRedisStateStore(StateStoreContract):
             lagging.close()
             ahead.close()
 
+    def test_the_jobs_idle_partition_timeout_is_how_long_a_silent_reader_holds_the_sweeps_back(self, tmp_path):
+        """The setting reaches the store the container builds (60 s by default would keep a0…a9)."""
+        from app.container import container_for
+        from app.settings import load_settings
+
+        url = self.url.rstrip("/").rsplit("/", 1)[0] if self.url.count("/") > 2 else self.url
+        url = f"{url}/9"  # a database of its own: the container's store uses the default prefix
+        redis.Redis.from_url(url).flushdb()
+        settings = load_settings(
+            engine="memory",
+            source=f"file:{tmp_path / 'in.jsonl'}",
+            sink=f"file:{tmp_path / 'out.jsonl'}",
+            state=url,
+            idle_partition_timeout="1s",
+        )
+        ahead = container_for(settings).state_store()
+        lagging = RedisStateStore(url, key_prefix=ahead.key_prefix)
+        try:
+            lagging.check_and_set_many([claim(f"APP\x1fa{i}", 100, owner=f"t:0:{i}") for i in range(10)])
+            ahead.check_and_set_many([claim(f"APP\x1fb{i}", 1000, owner=f"t:1:{i}") for i in range(10)])
+            assert ahead.key_count() == 20
+            time.sleep(1.2)  # partition 0's reader silent for longer than the job's idle_partition_timeout
+            ahead.check_and_set_many([claim(f"APP\x1fc{i}", 1000, owner=f"t:1:{100 + i}") for i in range(10)])
+            assert ahead.key_count() == 20  # a0…a9 forgotten
+        finally:
+            lagging.close()
+            ahead.close()
+
     def test_a_key_claimed_again_later_is_kept_until_its_newest_emission(self):
         assert self.store.check_and_set(claim("APP\x1fa", 100)) is True  # kept until 220
         assert self.store.check_and_set(claim("APP\x1fa", 150)) is True  # kept until 270

@@ -29,3 +29,9 @@ def run(*args: str) -> subprocess.CompletedProcess[str]:
 def test_ruff_finds_nothing(command):
     done = run(str(BIN / "ruff"), *command)
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_mypy_finds_nothing_in_src():
+    """Strict on the domain, the adapters' and the app's annotations checked (pyproject.toml)."""
+    done = run(str(BIN / "mypy"))
+    assert done.returncode == 0, done.stdout + done.stderr

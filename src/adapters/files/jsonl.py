@@ -93,7 +93,7 @@ class JsonlSource:
     def poll(self, max_records: int, timeout: float) -> list[RawRecord]:
         """Up to ``max_records`` lines; waits at most ``timeout`` for more when the input (a pipe,
         stdin) has none yet, so an idle input returns an empty batch instead of blocking."""
-        records = []
+        records: list[RawRecord] = []
         deadline = time.monotonic() + timeout
         while len(records) < max_records:
             line = self._lines.next(max(0.0, deadline - time.monotonic()))

@@ -62,7 +62,9 @@ class KafkaEngine:
 
     def _polled(self, totals: Accounting) -> None:
         """After every poll: the source's lag per partition as ``kafka_lag`` gauges, then ``on_batch``."""
-        for (topic, partition), lag in self.pipeline.source.lag().items():
+        source = self.pipeline.source
+        assert isinstance(source, KafkaSource)  # build_kafka_engine's: only it has a lag
+        for (topic, partition), lag in source.lag().items():
             self.pipeline.metrics.gauge("kafka_lag", lag, topic=topic, partition=str(partition))
         if self.on_batch is not None:
             self.on_batch(totals)
@@ -74,7 +76,9 @@ class KafkaEngine:
         ever: then the clients are closed by a daemon thread given ``STUCK_CLOSE_TIMEOUT`` s, so
         the process still ends and its supervisor can start it again.
         """
-        self.pipeline.committer.abort()
+        committer = self.pipeline.committer
+        assert committer is not None  # set by BatchPipeline.__post_init__
+        committer.abort()
         if not any(getattr(r, "stuck", False) for r in self.resources):
             _close_all(self.resources)
             return
@@ -197,7 +201,7 @@ def _notification_source(
 class _Channels:
     """One producer per cluster (transactional under exactly-once), plus a plain one when needed."""
 
-    def __init__(self, settings, flush_timeout, resources, transactional_id, limits=None):
+    def __init__(self, settings, flush_timeout, resources, transactional_id, limits=None) -> None:
         self.settings, self.flush_timeout, self.resources = settings, flush_timeout, resources
         self.transactional_id = transactional_id
         self.limits: dict[str, dict[str, int]] = limits or {}  # bootstrap -> topic -> max.message.bytes
@@ -228,7 +232,9 @@ def _write_limits(endpoints: dict[str, KafkaEndpoint], settings, timeout: float)
     limits: dict[str, dict[str, int]] = {}
     for role in ("sink", "dlq", "notifications_out", "duplicates"):
         endpoint = endpoints.get(role)
-        limit = max_message_bytes(endpoint, settings, timeout) if endpoint else None
+        if endpoint is None:
+            continue
+        limit = max_message_bytes(endpoint, settings, timeout)
         if limit is not None:
             limits.setdefault(endpoint.bootstrap, {})[endpoint.topic] = limit
     return limits

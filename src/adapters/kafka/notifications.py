@@ -59,8 +59,9 @@ class KafkaNotificationSource:
             raise SourceUnavailable(f"cannot read notifications from {self.endpoint}: {describe(exc)}") from None
         notes, invalid = [], 0
         for message in messages:
-            if message.error() is not None:
-                log.warning("reading notifications from %s: %s", self.endpoint, message.error().str())
+            error = message.error()
+            if error is not None:
+                log.warning("reading notifications from %s: %s", self.endpoint, error.str())
                 continue
             note = self._parse(message)
             if note is None:

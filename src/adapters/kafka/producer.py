@@ -170,7 +170,8 @@ class ProducerChannel:
     def forget_failures(self) -> None:
         """Called when the transaction that held the failed messages was aborted: its topics whose
         messages were refused as too large are produced ``careful`` from now on."""
-        self.careful.update(entry[0] for entry in (*self.refused, *self._batch_refused))
+        self.careful.update(entry[0] for entry in self.refused)
+        self.careful.update(entry[0] for entry in self._batch_refused)
         self._failed.clear()
         self.refused.clear()
         self._batch_refused.clear()

@@ -45,7 +45,7 @@ class KafkaSink:
         self.channel = channel
         self.topic = topic
         self.key_of = key_of
-        self._written: dict[tuple[bytes, bytes], RawRecord] = {}  # since the last flush, by message
+        self._written: dict[tuple[bytes, bytes | None], RawRecord] = {}  # since the last flush, by message
 
     def write(self, record: RawRecord, event: Event) -> None:
         key = self.key_of(event)

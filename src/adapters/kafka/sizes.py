@@ -27,5 +27,5 @@ def message_size(
     """An upper bound of the bytes a broker counts for a message with ``value``, ``key`` and ``headers``."""
     if not headers:
         return RECORD_OVERHEAD + len(value or b"") + len(key or b"")
-    header_bytes = sum(HEADER_OVERHEAD + len(name.encode()) + len(data or b"") for name, data in headers or ())
+    header_bytes = sum(HEADER_OVERHEAD + len(name.encode()) + len(data or b"") for name, data in headers)
     return RECORD_OVERHEAD + len(value or b"") + len(key or b"") + header_bytes

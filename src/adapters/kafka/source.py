@@ -200,9 +200,11 @@ class KafkaSource:
             ) from None
         failed = [tp for tp in results or () if tp.error is not None]
         if failed:
+            error = failed[0].error
+            assert error is not None  # failed holds the partitions with an error
             raise SourceUnavailable(
                 f"cannot commit offset of {self.endpoint} partition {failed[0].partition} "
-                f"(group {self.group}): {failed[0].error.str()}"
+                f"(group {self.group}): {error.str()}"
             )
         self._confirmed(results or offsets)
 
@@ -221,7 +223,9 @@ class KafkaSource:
             return
         failed = [tp for tp in partitions if tp.error is not None]
         if failed:
-            self._log_commit_failure(f"partition {failed[0].partition}: {failed[0].error.str()}")
+            error = failed[0].error
+            assert error is not None  # failed holds the partitions with an error
+            self._log_commit_failure(f"partition {failed[0].partition}: {error.str()}")
         self._confirmed([tp for tp in partitions if tp.error is None])
 
     def _confirmed(self, offsets: Sequence[TopicPartition]) -> None:

@@ -82,7 +82,7 @@ def unavailable(role: str) -> type[TransientError]:
 
 def describe(exc: BaseException) -> str:
     """A KafkaException's librdkafka text (``Local: Broker transport failure``), one line."""
-    error = exc.args[0] if exc.args else None
+    error: Any = exc.args[0] if exc.args else None  # a KafkaError, or whatever else the exception carries
     return first_line(exc, error.str() if hasattr(error, "str") else str(exc))
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from confluent_kafka import KafkaException, Producer
+from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
 from adapters.kafka.config import KafkaEndpoint, producer_config
 from adapters.kafka.topics import config_error, describe
@@ -43,9 +43,14 @@ def produce(
     a record was refused or not acknowledged within ``timeout`` seconds (the topic must
     exist: ``topics.require_topics``)."""
     failures: list[str] = []
+
+    def on_delivery(error: KafkaError | None, _message: Message) -> None:
+        if error:
+            failures.append(error.str())
+
     config = producer_config(endpoint, {**BULK, **(settings or {})})
     try:
-        producer = Producer({**config, "on_delivery": lambda error, _message: error and failures.append(error.str())})
+        producer = Producer({**config, "on_delivery": on_delivery})
     except KafkaException as exc:
         raise config_error(exc, "output", config) from None
     count = sum(_produce_one(producer, endpoint, *record) for record in records)
@@ -62,10 +67,12 @@ def _produce_one(
     producer: Producer, endpoint: KafkaEndpoint, partition: int | None, key: bytes | None, value: bytes
 ) -> int:
     """Queue one record, waiting while the local queue is full."""
-    where = {} if partition is None else {"partition": partition}
     while True:
         try:
-            producer.produce(endpoint.topic, value, key, **where)
+            if partition is None:
+                producer.produce(endpoint.topic, value, key)
+            else:
+                producer.produce(endpoint.topic, value, key, partition=partition)
             return 1
         except BufferError:
             producer.poll(0.05)

@@ -231,7 +231,7 @@ class _Expiries:
     collector does not track; the heap holds one integer per second, not one entry per key.
     """
 
-    def __init__(self):
+    def __init__(self) -> None:
         self._seconds: list[int] = []
         self._keys: dict[int, dict[str, None]] = {}
 

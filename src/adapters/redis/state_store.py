@@ -36,9 +36,11 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from functools import lru_cache
 from itertools import islice
+from typing import cast
 from urllib.parse import quote, urlsplit, urlunsplit
 
 import redis
+import redis.connection
 from redis.backoff import NoBackoff
 from redis.exceptions import NoScriptError, OutOfMemoryError
 from redis.retry import Retry
@@ -123,7 +125,9 @@ class RedisStateStore:
             self._unread += len(commands)
         return lambda: self._judgements(claims, connection, len(commands))
 
-    def _judgements(self, claims: Sequence[Claim], connection, replies: int) -> list[Judgement]:
+    def _judgements(
+        self, claims: Sequence[Claim], connection: redis.connection.Connection, replies: int
+    ) -> list[Judgement]:
         """The answers of one ``send_many``, read from its connection (the oldest unread ones)."""
         if connection is not self._claims:
             raise StateUnavailable(
@@ -182,7 +186,7 @@ class RedisStateStore:
             while batch := list(islice(keys, chunk)):
                 for key, value in zip(batch, self._redis.mget(batch)):
                     if value is not None:
-                        yield key_text(key).removeprefix(self.key_prefix), value
+                        yield key_text(key).removeprefix(self.key_prefix), cast(bytes, value)  # no decode_responses
 
     def newest_emission_times(self) -> dict[str, int]:
         """The time of the newest emission per rule, read from every key (SCAN; unreadable values

@@ -39,6 +39,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 from pyspark.sql import DataFrame, SparkSession
 
@@ -74,6 +75,7 @@ from adapters.spark.trigger import DEFAULT_TRIGGER
 from domain.accounting import Accounting
 from domain.dead_letters import DEFAULT_MAX_BYTES
 from domain.policies import Policies
+from domain.ports import Metrics
 from domain.redaction import redact_uri
 from domain.restart import RestartsExhausted, RestartStrategy
 from domain.rules import RuleSet
@@ -149,9 +151,13 @@ def build_spark_engine(
     judge = (
         OperatorJudge()
         if state == "checkpoint"
-        else RedisBatchJudge(state, partitions=query.get("shuffle_partitions") or 2)
+        else RedisBatchJudge(
+            state,
+            partitions=query.get("shuffle_partitions") or 2,
+            idle_timeout=query.get("idle_partition_timeout", DEFAULT_IDLE_TIMEOUT),
+        )
     )
-    query = SparkQuery(
+    spark_query = SparkQuery(
         source,
         checkpoint,
         outputs={"sink": sink, "dlq": dead_letters},
@@ -159,7 +165,7 @@ def build_spark_engine(
         consumer_options=consumer,
         **query,
     )
-    return SparkEngine(rules, query, writer, judge, policies, restart or RestartStrategy(), metrics, spark=spark)
+    return SparkEngine(rules, spark_query, writer, judge, policies, restart or RestartStrategy(), metrics, spark=spark)
 
 
 def _state_of(state: str) -> str:
@@ -186,13 +192,13 @@ class SparkEngine:
     judge: Judge = field(default_factory=OperatorJudge)
     policies: Policies = field(default_factory=Policies)
     restart: RestartStrategy = field(default_factory=RestartStrategy)
-    metrics: object | None = None
+    metrics: Metrics | None = None
     on_batch: Callable[[Accounting], None] | None = None
     spark: SparkSession | None = None
     listener: ProgressListener = field(init=False, repr=False)
     guard: CheckpointGuard = field(init=False, repr=False)
     lease: CheckpointLease = field(init=False, repr=False)
-    state_rows: object | None = field(init=False, default=None, repr=False)  # the operator's StateRowCount
+    state_rows: Any = field(init=False, default=None, repr=False)  # the operator's StateRowCount (JVM), once started
     watermarks: BatchWatermarks | None = field(init=False, default=None, repr=False)
     spark_log: SparkLog | None = field(init=False, default=None, repr=False)  # where the session started here logs
     timings: BatchTimings = field(init=False, default_factory=BatchTimings, repr=False)  # foreachBatch's phases
@@ -268,7 +274,10 @@ class SparkEngine:
         if self.spark is None:
             return True
         try:
-            self.spark.sparkContext._jvm.java.lang.System.nanoTime()
+            jvm = self.spark.sparkContext._jvm
+            if jvm is None:  # no gateway: as when calling it raises (caught below)
+                return False
+            jvm.java.lang.System.nanoTime()
             return True
         except Exception:
             return False
@@ -285,6 +294,7 @@ class SparkEngine:
             require_endpoints(spark, self.endpoints(), self.query.kafka_settings)  # topics, input directories
             self.lease.take(spark)  # one instance per checkpoint: a second is refused (CheckpointInUse)
             self._listen(spark)
+            assert self.watermarks is not None  # opened by _listen
             self.guard.prepare(spark, self.watermarks.highest)  # refuses an incompatible checkpoint first
             self.writer.open(spark)  # e.g. the exactly-once identity kept in the checkpoint
             spark.streams.addListener(self.listener)
@@ -360,6 +370,7 @@ class SparkEngine:
         with self.stopper.translated(), self.timings.batch(batch_id) as timed:
             with timed.phase("lease"):
                 self.lease.confirm()  # an instance that lost its checkpoint writes nothing more
+            assert self.watermarks is not None  # opened by _listen before the query started
             with timed.phase("watermarks"):
                 self.watermarks.prepare(batch_id)
             tools = BatchTools(
@@ -390,7 +401,13 @@ class SparkEngine:
             tools.recount(judged.df)
 
 
-def await_query(query, bounded: bool, stop: threading.Event, stopper: QueryStopper | None = None) -> None:
+class Stop(Protocol):
+    """What ends the wait for a query: a ``threading.Event``, or the lease's ``or_lost(event)``."""
+
+    def is_set(self) -> bool: ...
+
+
+def await_query(query, bounded: bool, stop: Stop, stopper: QueryStopper | None = None) -> None:
     """Wait for a bounded query to finish or for ``stop``. Raises ``restart.query_failure`` if it
     failed (its running micro-batch was not committed: a restart replays it); no query is left
     running either way. ``stopper``: stops the query (``stopping``)."""

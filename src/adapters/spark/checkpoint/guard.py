@@ -72,18 +72,25 @@ class CheckpointGuard:
         self.endpoints, self.settings_file = dict(endpoints or {}), settings_file
         self.migration: dict | None = None  # the checkpoint's migration: where the new job starts
         self.consulting = False  # whether the old state is still consulted (not retired)
-        self.checkpoint: Checkpoint | None = None
+        self.checkpoint: Checkpoint | None = None  # opened by ``prepare``
+
+    @property
+    def opened(self) -> Checkpoint:
+        """The checkpoint ``prepare`` opened (everything below but ``prepare`` runs after it)."""
+        assert self.checkpoint is not None, "CheckpointGuard.prepare opens the checkpoint first"
+        return self.checkpoint
 
     def prepare(self, spark: SparkSession, watermark=lambda: None) -> None:
-        self.checkpoint = Checkpoint.at(self.location)  # any Hadoop file system: checked the same way
+        self.checkpoint = checkpoint = Checkpoint.at(self.location)  # any Hadoop file system: checked the same way
         job = job_manifest(
             self.rules,
             state_schema(spark),
             {role: endpoint_record(uri, spark) for role, uri in self.endpoints.items()},
-            int(spark.conf.get("spark.sql.shuffle.partitions")) if self.state_in_checkpoint else None,
+            # pyspark types RuntimeConfig.get as Optional[str]; without a default it returns a str or raises
+            int(spark.conf.get("spark.sql.shuffle.partitions")) if self.state_in_checkpoint else None,  # type: ignore[arg-type]
         )
-        stored = self._with_partitions(read_manifest(self.checkpoint.ours))
-        if stored is None and self.checkpoint.has_progress():
+        stored = self._with_partitions(read_manifest(checkpoint.ours))
+        if stored is None and checkpoint.has_progress():
             log.warning("checkpoint %s has no manifest (written before manifests); adopting this job's", self.location)
         elif stored is None:
             log.warning(
@@ -97,13 +104,14 @@ class CheckpointGuard:
         self._note_provider(spark)
         self.migration = stored.migration if stored else None
         self.consulting = self._consults_old_state(self.migration)
-        write_manifest(self.checkpoint.ours, job.with_migration(self.migration))
+        write_manifest(checkpoint.ours, job.with_migration(self.migration))
         if self.consulting:
+            assert self.migration is not None  # only a migration's old state is consulted
             spark.streams.addListener(RetirementWatch(spark, self.migration["retire_at"], self._retire, watermark))
 
     def source(self, uri: str) -> str:
         """``uri``, starting at the old job's Kafka offsets while a migrated checkpoint has no progress."""
-        if not self.migration or self.checkpoint.has_progress() or not uri.startswith("kafka:"):
+        if not self.migration or self.opened.has_progress() or not uri.startswith("kafka:"):
             return uri
         offsets = self.migration["source_offsets"]
         separator = "&" if "?" in uri else "?"
@@ -114,7 +122,7 @@ class CheckpointGuard:
         if not self.migration or not self.migration.get("files_read"):
             return records
         spark = records.sparkSession
-        paths = json.loads((self.checkpoint.ours / FILES_READ).read_text())
+        paths = json.loads((self.opened.ours / FILES_READ).read_text())
         read = spark.createDataFrame([(_path_of_text(p),) for p in paths], "old_path string")
         return records.join(F.broadcast(read), _path_of(F.col("source")) == F.col("old_path"), "left_anti")
 
@@ -130,16 +138,16 @@ class CheckpointGuard:
         floored = operator_input.withColumn("watermark_floor", floor)
         if not self.consulting:
             return floored
-        table = operator_input.sparkSession.read.parquet(str(self.checkpoint.ours / FALLBACK))
+        table = operator_input.sparkSession.read.parquet(str(self.opened.ours / FALLBACK))
         keyed = floored.withColumn("_old_key", _old_key(self.migration["translations"]))
         return keyed.join(table, F.col("_old_key") == table["old_key"], "left").drop("_old_key", "old_key")
 
     def _with_partitions(self, stored: Manifest | None) -> Manifest | None:
         """The stored manifest with the state partitions Spark froze in the checkpoint at its first
         micro-batch (its offset log's settings), which a manifest written before it recorded them lacks."""
-        if stored is None or not self.state_in_checkpoint or not self.checkpoint.has_progress():
+        if stored is None or not self.state_in_checkpoint or not self.opened.has_progress():
             return stored
-        frozen = self.checkpoint.recorded_conf().get("spark.sql.shuffle.partitions")
+        frozen = self.opened.recorded_conf().get("spark.sql.shuffle.partitions")
         operator = stored.operators.get(OPERATOR)
         if frozen is None or operator is None:
             return stored
@@ -173,17 +181,18 @@ class CheckpointGuard:
     @property
     def shown(self) -> str:
         """The checkpoint's location as an operator writes it, absolute (a local path, or its URI)."""
-        return local_or_uri(str(self.checkpoint.path))
+        return local_or_uri(str(self.opened.path))
 
     def migration_target(self) -> str:
         """A new checkpoint beside this one, for a migration: ``NAME-migrated`` (``-2``, ``-3``… when taken)."""
-        parent, name = self.checkpoint.path.parent, self.checkpoint.path.name
+        parent, name = self.opened.path.parent, self.opened.path.name
         candidates = (f"{name}-migrated", *(f"{name}-migrated-{n}" for n in range(2, 100)))
         free = next((parent / c for c in candidates if not (parent / c).exists()), parent / candidates[-1])
         return local_or_uri(str(free))
 
     def _retire(self, watermark: int) -> None:
         """Called by the running query's ``RetirementWatch``: record and say that the old state is retired."""
+        assert self.migration is not None  # watched only while a migration's old state is consulted
         log.warning(
             "old state from %s retired: the watermark %d has passed its last expiry %d; no old emission "
             "is live, it is no longer consulted (the next start leaves it out of the plan)",
@@ -192,13 +201,14 @@ class CheckpointGuard:
             self.migration["retire_at"],
         )
         self.migration.update(retired=True, retired_at_watermark=watermark)
-        stored = read_manifest(self.checkpoint.ours)
-        write_manifest(self.checkpoint.ours, stored.with_migration(self.migration))
+        stored = read_manifest(self.opened.ours)
+        assert stored is not None  # ``prepare`` wrote it
+        write_manifest(self.opened.ours, stored.with_migration(self.migration))
 
     def _note_provider(self, spark: SparkSession) -> None:
         """Spark restores the state store provider from the checkpoint: a changed one does not take effect."""
         key = "spark.sql.streaming.stateStore.providerClass"
-        recorded, wanted = self.checkpoint.recorded_conf().get(key), spark.conf.get(key, None)
+        recorded, wanted = self.opened.recorded_conf().get(key), spark.conf.get(key, None)
         if recorded and wanted and recorded != wanted:
             target = self.migration_target()
             log.warning(
@@ -215,8 +225,8 @@ class CheckpointGuard:
         """Whether the old state is still consulted; retires it (in ``migration``) once it has expired."""
         if not migration or migration.get("retired"):
             return False
-        watermark = max(rule_watermarks(self.checkpoint).values(), default=0)  # as RetirementWatch: the highest
-        if self.checkpoint.last_committed() is not None and watermark >= migration["retire_at"]:
+        watermark = max(rule_watermarks(self.opened).values(), default=0)  # as RetirementWatch: the highest
+        if self.opened.last_committed() is not None and watermark >= migration["retire_at"]:
             log.warning(
                 "old state from %s retired: the watermark %d has passed its last expiry %d; it is no longer consulted",
                 migration["from"],
@@ -239,6 +249,7 @@ def endpoint_record(uri: str, spark: SparkSession | None = None) -> dict:
     qualifies it."""
     endpoint = parse_uri(uri)
     if endpoint.kind == "kafka":
+        assert endpoint.topic is not None  # a Kafka endpoint (parse_uri) always names its topic
         servers = endpoint.location
         return {
             "kafka": sorted({s.strip().lower() for s in servers.split(",") if s.strip()}),

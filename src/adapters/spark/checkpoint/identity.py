@@ -170,6 +170,7 @@ def settle(
         last = min(lasts.values())
     skip = pending is not None and last >= pending["batch"]
     if skip:
+        assert pending is not None  # skip implies it
         log.warning(
             "the old job (%s) committed its batch %d to Kafka but not to its checkpoint: its records are "
             "judged and not produced again",

@@ -109,12 +109,13 @@ class CheckpointLease:
 
     def release(self) -> None:
         """Stop renewing and give the lease up; raises ``CheckpointInUse`` if it was lost while held."""
-        path, self._path = self._path, None
+        path = self._path
         if path is None:
             return
-        self._stopped.set()
+        self._stopped.set()  # the heartbeat stops before the path goes: a last beat still finds it
         if self._thread is not None:
             self._thread.join()
+        self._path = None
         if self.lost.is_set():
             raise self.error()
         try:
@@ -206,6 +207,8 @@ class CheckpointLease:
 
     def _read(self) -> dict | None:
         with self._io:
+            if self._path is None:  # released meanwhile (the heartbeat can race ``release``): _read(None) failed too
+                raise RuntimeError(f"the lease of checkpoint {self.location} is not held")
             return _read(self._path)
 
     def _refusal(self, holder: dict | None) -> str:

@@ -89,7 +89,7 @@ def job_manifest(
 ) -> Manifest:
     """The manifest of a job running ``rules`` with the current operator; ``endpoints``: role ->
     its record (``guard.endpoint_record``); ``partitions``: its state partitions."""
-    operator = {"id": 0, "state_format": STATE_FORMAT}
+    operator: dict[str, int | str] = {"id": 0, "state_format": STATE_FORMAT}
     if state_schema:
         operator["state_schema"] = state_schema
     if partitions:

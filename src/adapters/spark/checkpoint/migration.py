@@ -92,8 +92,10 @@ class MigrationPlan:
         return lines
 
     def _identity_step(self) -> str:
-        inherited = self.identity.inherited
-        step = f"carry the exactly-once identity over (transactional id {self.identity.transactional_id})"
+        identity = self.identity
+        assert identity is not None and identity.inherited is not None  # set by plan_migration (inherited_identity)
+        inherited = identity.inherited
+        step = f"carry the exactly-once identity over (transactional id {identity.transactional_id})"
         if inherited["pending"] is None:
             return step
         return (
@@ -144,6 +146,7 @@ def migrate(spark: SparkSession, plan: MigrationPlan) -> None:
     """Write the fallback, the position and the manifest into the new checkpoint."""
     ours = Checkpoint.at(plan.new).ours
     ours.mkdir(parents=True, exist_ok=True)
+    assert plan.identity is not None  # set by plan_migration
     write_identity(Checkpoint.at(plan.new, spark), plan.identity)
     live = plan.retire_at is not None  # no live old emission: nothing to consult, retired at once
     if live:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from typing import Any
 
 from adapters.spark.checkpoint.logs import Checkpoint
 from domain.errors import first_line
@@ -37,7 +38,7 @@ class StateLook:
 
 @dataclass
 class StateFiles:
-    files: object  # streamdedup.spark.StateFiles
+    files: Any  # streamdedup.spark.StateFiles (JVM)
 
     @classmethod
     def open(cls, spark, checkpoint: str) -> StateFiles | None:

@@ -10,9 +10,11 @@ which did not keep them); an emission expires at ``time + retention``, as
 from __future__ import annotations
 
 import json
+from typing import Any, cast
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql.types import StructType
 
 from adapters.spark.checkpoint.logs import Checkpoint
 from adapters.spark.checkpoint.manifest import OPERATOR, read_manifest
@@ -29,6 +31,7 @@ FALLBACK = "fallback"  # where a migration exports the old state the new job con
 def state_schema(spark: SparkSession) -> str:
     """The current operator's state value schema (the ``Emissions`` bean), e.g. ``struct<retention:bigint,…>``."""
     jvm = spark._jvm
+    assert jvm is not None  # a running session's JVM
     bean = jvm.streamdedup.spark.Emissions().getClass()
     return jvm.org.apache.spark.sql.Encoders.bean(bean).schema().simpleString()
 
@@ -48,11 +51,13 @@ def read_state(spark: SparkSession, location: str, batch: int | None = None) -> 
         reader = reader.option("batchId", batch)
     timers = _kept_by_transform_with_state(spark, location)
     if timers:
-        reader = reader.option("stateVarName", spark._jvm.streamdedup.spark.WindowDedup.STATE)
+        jvm = spark._jvm
+        assert jvm is not None  # a running session's JVM
+        reader = reader.option("stateVarName", jvm.streamdedup.spark.WindowDedup.STATE)
     raw = reader.load(location)
-    value = raw.schema["value"].dataType
+    value = cast(StructType, raw.schema["value"].dataType)  # the state's value: a struct (so is groupState)
     held = "value" if timers else "value.groupState"
-    stored = (value if timers else value["groupState"].dataType).fieldNames()
+    stored = (value if timers else cast(StructType, value["groupState"].dataType)).fieldNames()
     if not {"times", "retention"} <= set(stored):
         raise IncompatibleState(
             f"the state in {location} has fields {', '.join(stored)}; this version reads "
@@ -109,7 +114,7 @@ def inspect_checkpoint(spark: SparkSession, location: str, sample_size: int = 3)
 
 def _progress(checkpoint: Checkpoint) -> dict:
     manifest = read_manifest(checkpoint.ours)
-    details = {
+    details: dict[str, Any] = {
         "last_committed_batch": checkpoint.last_committed(),
         "watermark": min(rule_watermarks(checkpoint).values(), default=0),
         "checkpoint_bytes": checkpoint.total_bytes(),

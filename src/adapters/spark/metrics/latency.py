@@ -39,7 +39,7 @@ def with_delay(judged: DataFrame) -> DataFrame:
     return with_clock(judged).withColumn(DELAY, (clock_micros() - F.unix_micros(F.col("arrived"))) / F.lit(1_000_000))
 
 
-def latency_counts(values: Mapping[str, object]) -> dict[str, list[int]]:
+def latency_counts(values: Mapping[str, int]) -> dict[str, list[int]]:
     """Rule → unique events per bucket (``len(BOUNDS) + 1``: the last is past the last bound), from
     an observed row's values; rules without events are left out."""
     cumulative: dict[str, dict[str, int]] = {}

@@ -13,6 +13,7 @@ import json
 import logging
 import threading
 from collections.abc import Callable, Iterable, Mapping
+from typing import Any
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
@@ -75,7 +76,7 @@ def counted(judged: DataFrame, rules: Iterable[str] = ()) -> tuple[Accounting, d
 
 def accounting_from(values: Mapping[str, int]) -> Accounting:
     """An ``Accounting`` of named counts (``accounting_layout``'s)."""
-    counts = {name: int(values.get(name) or 0) for name in COUNTED}
+    counts: dict[str, Any] = {name: int(values.get(name) or 0) for name in COUNTED}  # Accounting's int fields
     accounting = Accounting(records_in=counts.pop("in"), **counts)
     for column, value in values.items():
         name, _, label = column.partition("@")

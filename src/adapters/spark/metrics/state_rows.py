@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import logging
 from dataclasses import dataclass
+from typing import Any
 
 from adapters.spark.checkpoint.hadoop_files import HadoopPath
 from adapters.spark.checkpoint.logs import Checkpoint
@@ -31,7 +32,7 @@ FILE = "state_rows.json"
 class StateRowGauge:
     """Keys in the operator's state: ``base`` at the run's start plus the counter's net change."""
 
-    counter: object
+    counter: Any  # the JVM StateRowCount (stream.operator.state_row_counter)
     path: HadoopPath | None
     base: int | None
 

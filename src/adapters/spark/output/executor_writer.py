@@ -74,8 +74,8 @@ def control_topic_for(events_topic: str) -> str:
     return f"{events_topic}.commits"
 
 
-def partition_id(transactional_id: str, partition: int) -> str:
-    """The transactional id (and marker group) of one output partition."""
+def partition_id(transactional_id: str, partition: int | str) -> str:
+    """The transactional id (and marker group) of one output partition (``""``: the prefix of them all)."""
     return f"{transactional_id}-p{partition}"
 
 
@@ -144,17 +144,21 @@ class CommitLog:
         deadline = time.monotonic() + self.timeout
         while time.monotonic() < deadline:
             for message in consumer.consume(1000, 0.5):
-                if message.error() is None:
+                error = message.error()
+                if error is None:
                     key = (message.key() or b"").decode(errors="replace")
                     if key != ours[0] and not key.startswith(ours[1]):
                         continue
-                    marker = json.loads(message.value())
+                    value = message.value()
+                    if value is None:  # as json.loads(None) would: no marker is written without a value
+                        raise TypeError(f"a commit marker of {self.endpoint} has no value (key {key})")
+                    marker = json.loads(value)
                     if query_id is None or marker.get("query_id") in (None, query_id):
                         last[key] = max(last.get(key, NO_BATCH), marker["batch_id"])
-                elif message.error().code() == KafkaError._PARTITION_EOF:
+                elif error.code() == KafkaError._PARTITION_EOF:
                     return last
                 else:
-                    raise KafkaException(message.error())
+                    raise KafkaException(error)
         raise SinkUnavailable(f"the commit topic {self.endpoint} was not read to its end within {self.timeout:g}s")
 
 

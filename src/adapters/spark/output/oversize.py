@@ -84,6 +84,7 @@ def topic_limit(endpoint: Endpoint, kafka_settings: Mapping[str, str]) -> int | 
     from adapters.kafka.config import KafkaEndpoint
     from adapters.kafka.topics import max_message_bytes
 
+    assert endpoint.topic is not None  # a Kafka endpoint (parse_uri) always names its topic
     return max_message_bytes(KafkaEndpoint(endpoint.location, endpoint.topic), kafka_settings, TIMEOUT)
 
 

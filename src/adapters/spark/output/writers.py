@@ -124,6 +124,7 @@ def write_from_executors(
             sink.write(batch.filter(F.col("verdict") == verdict), batch_id)
     letters = None if dead_letters in apart else dead_letters.endpoint.topic
     reports = None if duplicates is None or duplicates in apart else duplicates.endpoint.topic
+    assert events.endpoint.topic is not None  # the executors write to Kafka: a Kafka endpoint names its topic
     records = accounted_records(
         batch,
         events.endpoint.topic,
@@ -170,6 +171,7 @@ class ExactlyOnceWriter:
                 "kafka.delivery=exactly-once needs spark.speculation=false: a speculative copy of "
                 "a writing task would fence the task it copies (see docs/delivery.md)"
             )
+        assert self.checkpoint is not None  # writer_for gives the job's
         checkpoint = Checkpoint.at(self.checkpoint, spark)
         self.commits.ensure()
         identity = resolve_identity(checkpoint, self.checkpoint, self.transactional_id)
@@ -179,6 +181,7 @@ class ExactlyOnceWriter:
         self.query_id, self.spark = None, spark
 
     def write(self, batch: DataFrame, batch_id: int) -> None:
+        assert self.identity is not None  # resolved by ``open``, before the query starts
         if self.identity.whole_batch_committed is not None and batch_id <= self.identity.whole_batch_committed:
             log.info(
                 "batch %d was committed to Kafka by the previous version (marker found); not writing it again", batch_id
@@ -298,14 +301,15 @@ def writer_for(
     producer = {**PRODUCER_DEFAULTS, **java_client_settings(events.endpoint.location, events.client_options())}
     if delivery == "at-least-once":
         return AtLeastOnceWriter(events, letters, route, ExecutorWriter(producer, consumer), duplicates=reports)
-    for sink, what in ((letters, "dead-letter topic"), (reports, "duplicates topic")):
-        if sink is not None and sink.endpoint.kind == "kafka" and not events.same_cluster(sink):
+    for output, what in ((letters, "dead-letter topic"), (reports, "duplicates topic")):
+        if output is not None and output.endpoint.kind == "kafka" and not events.same_cluster(output):
             raise SparkSetupError(
                 f"kafka.delivery=exactly-once needs the {what} on the sink's cluster "
                 f"({events.endpoint.location}): a transaction spans one cluster"
             )
     from adapters.kafka.config import KafkaEndpoint
 
+    assert events.endpoint.topic is not None  # a Kafka endpoint (parse_uri) always names its topic
     endpoint = KafkaEndpoint(events.endpoint.location, events.endpoint.topic)
     commits = CommitLog(
         KafkaEndpoint(

@@ -76,7 +76,8 @@ def state_rows_tracked(spark: SparkSession, provider: str) -> bool:
     """Whether the state store counts its rows. RocksDB's count costs a read per write
     (14–24% of the Kafka → Kafka rate at 10 M keys, docs/design/measurements.md), so it is
     off by default and the operator counts its keys instead (``state_rows``)."""
-    return provider != "rocksdb" or spark.conf.get(TRACK_ROWS, DEFAULT_CONF[TRACK_ROWS]).strip().lower() != "false"
+    # pyspark types RuntimeConfig.get as Optional[str] even given a str default (then it is never None)
+    return provider != "rocksdb" or spark.conf.get(TRACK_ROWS, DEFAULT_CONF[TRACK_ROWS]).strip().lower() != "false"  # type: ignore[union-attr]
 
 
 def state_store_conf(provider: str) -> dict[str, str]:
@@ -210,7 +211,9 @@ def _submitted(master: str | None, conf: dict[str, str]) -> tuple[dict[str, str]
         master = None
     settings = {**defaults, **conf, "spark.master": master or submitted.get("spark.master", DEFAULT_MASTER)}
     if submitted.contains("spark.submit.pyFiles"):
-        settings.setdefault("spark.submit.pyFiles", submitted.get("spark.submit.pyFiles"))
+        py_files = submitted.get("spark.submit.pyFiles")
+        assert py_files is not None  # contains() said it is set
+        settings.setdefault("spark.submit.pyFiles", py_files)
     return settings, master
 
 

@@ -38,6 +38,7 @@ def require_endpoints(
     for role, uri in endpoints.items():
         endpoint = parse_uri(uri, role)
         if endpoint.kind == "kafka":
+            assert endpoint.topic is not None  # a Kafka endpoint (parse_uri) always names its topic
             topics += [(role, topic) for topic in endpoint.topic.split(",") if topic.strip()]
         elif role in INPUTS:
             _require_directory(spark, role, endpoint.location)

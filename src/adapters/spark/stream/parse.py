@@ -124,7 +124,7 @@ def drop_work_columns(df: DataFrame) -> DataFrame:
 def _checks() -> list[tuple[Column, str, Column, str | None]]:
     """(failed, code, detail, field) in the order ``parse_event`` applies them."""
     text = F.col("_text")
-    checks = [
+    checks: list[tuple[Column, str, Column, str | None]] = [
         (~F.is_valid_utf8(text), "not_utf8", F.lit("record is not UTF-8"), None),
         (F.col("_json").isNull(), "not_json", F.lit("record is not JSON"), None),
         (

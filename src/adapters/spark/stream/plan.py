@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import reduce
+from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
@@ -32,6 +33,9 @@ from domain.dedup import Verdict
 from domain.events import REQUIRED_STRING_FIELDS
 from domain.policies import Terminal
 from domain.rules import DedupRule, RuleSet, TimeBasis, UnknownTypePolicy
+
+if TYPE_CHECKING:
+    from adapters.spark.stream.watermarks import BatchWatermarks
 
 STANDARD_FIELDS = (*REQUIRED_STRING_FIELDS, "timestamp")  # key fields the parser checks itself
 RECORD_COLUMNS = ("value", "kafka_key", "source", "partition", "offset", "ord", "file_time", "arrived")
@@ -54,8 +58,8 @@ class DedupPlan:
     rules: RuleSet
     invalid: Terminal = Terminal.DEAD_LETTER
     before_operator: Hook | None = None  # e.g. a migration's old-state lookup, notifications
-    state_rows: object | None = None  # the JVM StateRowCount counting the operator's keys (``state_row_counter``)
-    watermarks: object | None = None  # stream.watermarks.BatchWatermarks: what each batch is judged against
+    state_rows: Any = None  # the JVM StateRowCount counting the operator's keys (``state_row_counter``)
+    watermarks: BatchWatermarks | None = None  # what each batch is judged against
 
     @property
     def extra_fields(self) -> tuple[str, ...]:
@@ -70,6 +74,7 @@ class DedupPlan:
         the whole parse expression into each branch's filter).
         """
         marks = self.watermarks
+        assert marks is not None  # the operator reads them: a plan streamed through it has them (SparkEngine.plan)
         judged = apply_operator(self.state_input(records), "key", self.state_rows, marks.horizons, marks.newest)
         return self.verdicts(judged)
 

@@ -33,7 +33,7 @@ from adapters.spark.parts import BatchTools, JudgedBatch, Route
 from adapters.spark.stream.plan import VERDICT_COLUMNS, DedupPlan
 from adapters.spark.stream.sources import ARRIVAL_ORDER
 from domain.state import NO_WATERMARK, Claim
-from domain.watermarks import clock_bound
+from domain.watermarks import DEFAULT_IDLE_TIMEOUT, clock_bound
 
 
 @dataclass(frozen=True)
@@ -45,11 +45,12 @@ class RedisPartitionClaims:
     watermarks: dict[str, int]  # rule → watermark
     newest: dict[tuple[str, str], int]  # (rule, partition) → newest time
     now: float | None = None  # the micro-batch's clock (its timestamp, the same on a replay); None: no bound
+    idle_timeout: float = DEFAULT_IDLE_TIMEOUT  # s after which a silent partition holds the expiry sweep back no more
 
     def __call__(self, batches):
         from adapters.redis.state_store import RedisStateStore
 
-        store = RedisStateStore(self.url, key_prefix=self.prefix)
+        store = RedisStateStore(self.url, key_prefix=self.prefix, idle_timeout=self.idle_timeout)
         try:
             for batch in batches:
                 yield self.claim_batch(store, batch)
@@ -110,6 +111,7 @@ class RedisBatchJudge:
     url: str
     prefix: str = "dedup:"
     partitions: int = 2
+    idle_timeout: float = DEFAULT_IDLE_TIMEOUT  # the job's idle_partition_timeout: see RedisPartitionClaims
     state_in_checkpoint = False
 
     def stream(self, plan: DedupPlan, records: DataFrame, route: Route) -> DataFrame:
@@ -141,7 +143,12 @@ class RedisBatchJudge:
         """``rows`` plus ``verdict`` (emit, duplicate, late, pass or invalidated) and, for a duplicate,
         ``repeats_time`` and ``repeats_owner`` (the emission it repeats), like the JVM operator's."""
         function = RedisPartitionClaims(
-            self.url, self.prefix, dict(marks.used["watermarks"]), dict(marks.used["newest"]), marks.used.get("now")
+            self.url,
+            self.prefix,
+            dict(marks.used["watermarks"]),
+            dict(marks.used["newest"]),
+            marks.used.get("now"),
+            self.idle_timeout,
         )
         schema = StructType(
             [

@@ -108,6 +108,7 @@ def kafka_source_options(
 ) -> dict[str, str]:
     """The options of Spark's Kafka source: ``KAFKA_SOURCE_DEFAULTS`` under the client settings
     (``kafka_options``), under the URI's own options."""
+    assert endpoint.topic is not None  # a Kafka endpoint (parse_uri) always names its topic
     options = {"kafka.bootstrap.servers": endpoint.location, "subscribe": endpoint.topic}
     if max_records_per_batch:
         options["maxOffsetsPerTrigger"] = str(max_records_per_batch)

@@ -30,6 +30,7 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 from adapters.spark.checkpoint.hadoop_files import HadoopPath
 from adapters.spark.checkpoint.logs import Checkpoint, OffsetEntry
@@ -43,8 +44,8 @@ KEPT_FILES = 10
 @dataclass
 class BatchWatermarks:
     marks: Watermarks
-    horizons: object  # the JVM RuleHorizons the operator reads
-    newest: object  # the JVM NewestTimes accumulator the operator fills
+    horizons: Any  # the JVM RuleHorizons the operator reads
+    newest: Any  # the JVM NewestTimes accumulator the operator fills
     checkpoint: Checkpoint
     topic: str | None = None  # the Kafka topic whose partitions hold the watermarks back
     used: dict = field(default_factory=dict)  # the batch's table, as judged (rule → watermark, (rule, lane) → newest)
