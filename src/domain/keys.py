@@ -21,7 +21,7 @@ spelled as it always was. (Before typed parts, a non-string value was spelled by
 ``json.dumps`` and so made the same key as its text as a string.)
 
 Engines that cannot call this module per row (Spark) mirror :func:`escape` and the typed
-parts in their own expressions (``adapters.spark.stream.keys``) and a parity test holds them
+parts in their own expressions (``adapters.spark.shared.keys``) and a parity test holds them
 to it.
 """
 

@@ -21,6 +21,13 @@ def test_src_has_no_import_cycle():
     assert not cycles, "import cycles in src/:\n" + "\n".join(f"  {cycle}" for cycle in cycles)
 
 
+def test_no_two_packages_of_src_import_each_other():
+    """Modules may form no cycle while their packages do (a module of one imports the other's
+    and back): every package sits on a floor above those it imports."""
+    cycles = read_graph().packages().cycles()
+    assert not cycles, "package cycles in src/:\n" + "\n".join(f"  {cycle}" for cycle in cycles)
+
+
 def test_src_breaks_no_layering_rule():
     violations = read_graph().violations()
     assert not violations, "layering violations in src/:\n" + "\n".join(f"  {v}" for v in violations)
@@ -112,6 +119,20 @@ def test_a_cycle_closed_by_a_deferred_import_is_found(tmp_path, form):
         },
     )
     assert [cycle.path for cycle in graph.cycles()] == [("adapters.a", "adapters.b", "adapters.a")]
+
+
+def test_a_loop_between_packages_is_a_package_cycle_though_no_module_cycle(tmp_path):
+    graph = write_tree(
+        tmp_path,
+        {
+            "adapters/p/a.py": "from adapters.q.b import B\n",
+            "adapters/q/b.py": "B = 1\n",
+            "adapters/q/c.py": "from adapters.p.d import D\n",
+            "adapters/p/d.py": "D = 1\n",
+        },
+    )
+    assert graph.cycles() == []
+    assert [cycle.path for cycle in graph.packages().cycles()] == [("adapters.p", "adapters.q", "adapters.p")]
 
 
 def test_relative_imports_are_resolved_against_the_importing_module(tmp_path):

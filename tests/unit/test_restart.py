@@ -6,8 +6,8 @@ import threading
 
 import pytest
 
-from adapters.spark.errors import CheckpointInUse
 from adapters.spark.restart import query_failure, run_restarting
+from adapters.spark.shared.errors import CheckpointInUse
 from app.settings import SettingsError, load_settings
 from domain.errors import PermanentError
 from domain.restart import RestartsExhausted, parse_restart

@@ -2,9 +2,11 @@
 
 Importing this package is cheap; pyspark is imported by the modules that need it, and only
 when the Spark engine is chosen. The entry point is ``adapters.spark.engine``
-(``build_spark_engine``, ``SparkEngine``); its parts are typed in ``parts`` and its setup
-errors defined in ``errors``. Sub-packages, by concept: ``runtime`` (the session, jars, Spark's
-log, start-up checks), ``checkpoint`` (what the engine keeps in its checkpoint), ``stream``
-(the plan and its judges), ``output`` (the writers), ``metrics``. Modules inside the engine
-import each other's modules, never a sub-package's ``__init__``.
+(``build_spark_engine``, ``SparkEngine``). Sub-packages, by concept and floor (a package
+imports only those below it; ``scripts/imports adapters.spark --packages`` prints the graph):
+``shared`` (setup errors, the batch's time, key columns, endpoints), ``runtime`` (the session,
+jars, Spark's log, start-up checks), ``checkpoint`` (what the engine keeps in its checkpoint),
+``stream`` (the plan), ``metrics``, ``output`` (the writers), ``batch`` (a micro-batch's parts
+and the two judges); this package's own modules (the engine, restarts, stopping, the trigger)
+assemble and run them.
 """

@@ -1,8 +1,8 @@
 """The Spark engine: one streaming query assembled from parts (``parts``).
 
 ``build_spark_engine`` chooses the parts from the settings, for ``dedup run`` and the tests
-alike: the **judge** (``stream.judges.OperatorJudge``, the JVM operator in the stream with its
-state in the checkpoint, or ``stream.redis_judge.RedisBatchJudge``), the **writer**
+alike: the **judge** (``batch.operator_judge.OperatorJudge``, the JVM operator in the stream with its
+state in the checkpoint, or ``batch.redis_judge.RedisBatchJudge``), the **writer**
 (``output.writers``: at-least-once or exactly-once) and the **restart strategy**
 (``domain.restart``, ``restart.run_restarting``).
 
@@ -43,15 +43,16 @@ from typing import Any, Protocol
 
 from pyspark.sql import DataFrame, SparkSession
 
+from adapters.spark.batch.operator_judge import OperatorJudge
+from adapters.spark.batch.parts import BatchTools, BatchWriter, Judge, JudgedBatch
+from adapters.spark.batch.redis_judge import RedisBatchJudge
 from adapters.spark.checkpoint.guard import CheckpointGuard
 from adapters.spark.checkpoint.lease import DEFAULT_TIMEOUT, CheckpointLease
 from adapters.spark.checkpoint.state_files import StateFiles
-from adapters.spark.errors import SparkSetupError
 from adapters.spark.metrics.listener import ProgressListener, counted
 from adapters.spark.metrics.state_rows import StateRowGauge
 from adapters.spark.metrics.timings import BatchTimings
 from adapters.spark.output.writers import writer_for
-from adapters.spark.parts import BatchTools, BatchWriter, Judge, JudgedBatch
 from adapters.spark.restart import query_failure, retried, run_restarting
 from adapters.spark.runtime.kafka_options import spark_kafka_options
 from adapters.spark.runtime.session import (
@@ -63,13 +64,13 @@ from adapters.spark.runtime.session import (
 )
 from adapters.spark.runtime.spark_log import SparkLog
 from adapters.spark.runtime.startup import require_endpoints
+from adapters.spark.shared.endpoints import parse_uri
+from adapters.spark.shared.errors import SparkSetupError
 from adapters.spark.stopping import QueryStopper
 from adapters.spark.stream.invalidation import with_notifications
-from adapters.spark.stream.judges import OperatorJudge
 from adapters.spark.stream.operator import state_row_counter
 from adapters.spark.stream.plan import DedupPlan, Hook
-from adapters.spark.stream.redis_judge import RedisBatchJudge
-from adapters.spark.stream.sources import parse_uri, read_stream
+from adapters.spark.stream.sources import read_stream
 from adapters.spark.stream.watermarks import BatchWatermarks
 from adapters.spark.trigger import DEFAULT_TRIGGER
 from domain.accounting import Accounting

@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable
 from typing import TypeVar
 
-from adapters.spark.errors import CheckpointInUse
+from adapters.spark.shared.errors import CheckpointInUse
 from domain.errors import DedupError, PermanentError, ProcessingBug, SinkUnavailable, first_line
 from domain.policies import Policies, run_or_stop
 from domain.restart import RestartsExhausted, RestartStrategy

@@ -100,8 +100,8 @@ def test_spark_writes_the_headers_and_document_the_domain_defines(spark):
 
 
 def test_the_engine_stamps_invalid_one_attempt_and_the_batch_time(spark):
-    from adapters.spark.clock import with_clock
     from adapters.spark.output.dead_letters import kafka_headers
+    from adapters.spark.shared.batch_time import with_clock
 
     before = time.time()
     [row] = with_clock(judged_rows(spark, LETTERS[:1])).select(kafka_headers().alias("headers")).collect()

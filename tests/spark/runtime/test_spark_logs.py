@@ -13,9 +13,9 @@ import re
 
 import pytest
 
-from adapters.spark.errors import SparkSetupError
 from adapters.spark.runtime.session import LOG_CONF
 from adapters.spark.runtime.spark_log import FILE_CONF, SparkLog
+from adapters.spark.shared.errors import SparkSetupError
 from tests.spark.processes import DedupProcess
 
 JAVA_TRACE = "\tat org.apache."

@@ -1,6 +1,6 @@
 """Spark's state keys against the domain's (``domain.keys``), and the separator collision gone.
 
-The plan's keys (``DedupPlan.operator_input``) and ``adapters.spark.stream.keys``' expressions run
+The plan's keys (``DedupPlan.operator_input``) and ``adapters.spark.shared.keys``' expressions run
 over tricky values; the domain's functions on the same values are the reference.
 """
 
@@ -114,7 +114,7 @@ def test_the_plan_types_every_key_value_as_the_domain_does(spark):
 def test_the_key_expressions_mirror_the_domain(spark):
     from pyspark.sql import functions as F
 
-    from adapters.spark.stream.keys import from_legacy_column, rule_column, unescaped
+    from adapters.spark.shared.keys import from_legacy_column, rule_column, unescaped
 
     keys = [RULES.rules["APP"].state_key(parse_event(event("APP", u, "c"))) for u in UNIQUE] + [
         RULES.rules["W\x1fB\x1e"].state_key(parse_event(event("W\x1fB\x1e", u, "c"))) for u in UNIQUE

@@ -35,9 +35,9 @@ from adapters.spark.checkpoint.migration import FALLBACK, FILES_READ
 from adapters.spark.checkpoint.retirement import RetirementWatch
 from adapters.spark.checkpoint.state_reader import state_schema
 from adapters.spark.checkpoint.watermark_files import rule_watermarks
-from adapters.spark.errors import CheckpointOfAnotherJob
-from adapters.spark.stream.keys import join_escaped, key_parts
-from adapters.spark.stream.sources import parse_uri
+from adapters.spark.shared.endpoints import parse_uri
+from adapters.spark.shared.errors import CheckpointOfAnotherJob
+from adapters.spark.shared.keys import join_escaped, key_parts
 from domain.keys import escape
 from domain.migration import IncompatibleState
 from domain.rules import RuleSet

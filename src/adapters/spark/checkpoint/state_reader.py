@@ -19,7 +19,7 @@ from pyspark.sql.types import StructType
 from adapters.spark.checkpoint.logs import Checkpoint
 from adapters.spark.checkpoint.manifest import OPERATOR, read_manifest
 from adapters.spark.checkpoint.watermark_files import restored, rule_watermarks
-from adapters.spark.stream.keys import rule_column
+from adapters.spark.shared.keys import rule_column
 from domain.inspection import StateReport, key_sample
 from domain.keys import decode_key, encode_key
 from domain.migration import IncompatibleState

@@ -5,7 +5,7 @@ the time of the micro-batch that read them). The plan's ``observe`` (``metrics.l
 computed by the executors in the pass that writes the batch, counts the batch's unique
 events per rule whose delay ``batch time - arrived`` is at most each bound of the
 histogram (``metrics.cells``: cumulative counts ``latency:RULE:I``, plus each rule's total). The batch time
-is the micro-batch's own time (``batchTimestampMs``, ``adapters.spark.clock``).
+is the micro-batch's own time (``batchTimestampMs``, ``adapters.spark.shared.batch_time``).
 
 The driver gets the counts with the batch's progress and replays them into
 ``domain.ports.Metrics.observe`` at the middle of each bucket plus the time from the batch's
@@ -23,7 +23,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from adapters.metrics.catalog import CATALOG
-from adapters.spark.clock import clock_micros, with_clock
+from adapters.spark.shared.batch_time import clock_micros, with_clock
 
 LATENCY = "end_to_end_latency_seconds"
 BOUNDS: tuple[float, ...] = CATALOG[LATENCY].buckets

@@ -10,7 +10,7 @@ JSONL document. ``tests/spark/output/test_dead_letters.py`` holds them to the do
 field by field.
 
 The Spark engine dead-letters invalid and late records only, each once: ``error_class`` is
-``invalid`` and ``attempts`` 1; ``time`` is the micro-batch's time (``adapters.spark.clock.CLOCK``:
+``invalid`` and ``attempts`` 1; ``time`` is the micro-batch's time (``adapters.spark.shared.batch_time.CLOCK``:
 one instant per micro-batch, the same on a replay). Its ``error`` texts for invalid records are its parser's own
 (docs/semantics.md, "Dead letters").
 """
@@ -22,13 +22,13 @@ from collections.abc import Mapping
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
-from adapters.spark.clock import clock_millis
 from adapters.spark.output.metadata import bounded_record as bounded_metadata_record
 from adapters.spark.output.metadata import (
     document_column,
     headers_column,
     no_headers,  # noqa: F401 - re-exported for the writers
 )
+from adapters.spark.shared.batch_time import clock_millis
 from domain.dead_letters import DEFAULT_MAX_BYTES, FIELDS, MAX_ERROR_CHARS
 
 

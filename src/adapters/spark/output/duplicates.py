@@ -5,7 +5,7 @@ judged batch's columns: ``rule``, ``window``, ``t`` (the duplicate's time under 
 ``source``, ``partition``, ``offset``, ``value``, ``kafka_key`` and the judge's
 ``repeats_time`` and ``repeats_owner`` (the emission it repeats and its maker's position
 token, ``domain.events.SourcePosition.from_token``; null when the state does not know it).
-``time`` is the micro-batch's time (``adapters.spark.clock.CLOCK``). ``kafka_headers(max_bytes)``
+``time`` is the micro-batch's time (``adapters.spark.shared.batch_time.CLOCK``). ``kafka_headers(max_bytes)``
 is the Kafka ``headers`` column, ``bounded_record(max_bytes)`` the key and value the record
 carries and ``json_document(max_bytes)`` the JSONL document.
 ``tests/spark/output/test_duplicates.py`` holds them to the domain's encoders.
@@ -18,9 +18,9 @@ from collections.abc import Mapping
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
-from adapters.spark.clock import clock_millis
 from adapters.spark.output.metadata import bounded_record as bounded_metadata_record
 from adapters.spark.output.metadata import document_column, headers_column
+from adapters.spark.shared.batch_time import clock_millis
 from domain.duplicates import FIELDS
 
 TOKEN = r"^(.*):(-?\d+):(\d+)(#.*)?$"  # SourcePosition.token, with what a file's line adds after '#'

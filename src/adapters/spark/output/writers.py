@@ -44,7 +44,6 @@ from pyspark.sql import functions as F
 
 from adapters.spark.checkpoint.identity import Identity, committed_pending, resolve_identity, settle, write_identity
 from adapters.spark.checkpoint.logs import Checkpoint
-from adapters.spark.errors import SparkSetupError
 from adapters.spark.output.executor_writer import (
     BATCHING,
     NO_BATCH,
@@ -58,6 +57,7 @@ from adapters.spark.output.executor_writer import (
 )
 from adapters.spark.output.oversize import OversizeRoute, dead_letter_bound, events_route, producer_max
 from adapters.spark.output.spark_writer import BatchSink, accounted_records
+from adapters.spark.shared.errors import SparkSetupError
 from adapters.spark.stream.plan import DEAD_LETTER, DUPLICATE, EMIT
 from domain.dead_letters import DEFAULT_MAX_BYTES
 

@@ -16,8 +16,8 @@ import tempfile
 import zipfile
 from pathlib import Path
 
-from adapters.spark.errors import SparkSetupError
 from adapters.spark.runtime.jars import cache_dir
+from adapters.spark.shared.errors import SparkSetupError
 
 PACKAGES = ("domain", "adapters", "app")
 SOURCE_ROOT = Path(__file__).resolve().parents[3]

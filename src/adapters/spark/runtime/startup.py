@@ -22,8 +22,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from adapters.spark.checkpoint.hadoop_files import HadoopPath
-from adapters.spark.errors import InputMissing
-from adapters.spark.stream.sources import parse_uri
+from adapters.spark.shared.endpoints import parse_uri
+from adapters.spark.shared.errors import InputMissing
 
 TIMEOUT = 10.0  # seconds for a cluster's metadata
 INPUTS = ("source", "notifications")

@@ -25,7 +25,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from adapters.spark.runtime.jars import PLAIN_EVENT_CLASS, TRAILING_CONTENT_CLASS
-from adapters.spark.stream.keys import escaped
+from adapters.spark.shared.keys import escaped
 from adapters.spark.stream.whitespace import BLANK
 from domain.events import MAX_TIMESTAMP, REQUIRED_STRING_FIELDS
 from domain.keys import BOOLEAN_PART, INTEGER_PART

@@ -12,7 +12,7 @@ under ``invalid=skip``), ``reason`` and ``passed`` (emitted without a rule), and
 duplicate what its report needs (``domain.duplicates``): ``t`` and ``window`` under its rule,
 ``repeats_time`` and ``repeats_owner`` (the emission it repeats, its maker's position token). With Redis as the
 state, the stream stops at ``state_input`` and each micro-batch is judged by
-``adapters.spark.stream.redis_judge``, whose verdicts ``verdicts`` turns into the same rows.
+``adapters.spark.batch.redis_judge``, whose verdicts ``verdicts`` turns into the same rows.
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ from typing import TYPE_CHECKING, Any
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from adapters.spark.clock import CLOCK, clock_seconds, with_clock
-from adapters.spark.stream.keys import escaped, key_column
+from adapters.spark.shared.batch_time import CLOCK, clock_seconds, with_clock
+from adapters.spark.shared.keys import escaped, key_column
 from adapters.spark.stream.operator import apply_operator, running_newest
 from adapters.spark.stream.parse import drop_work_columns, key_field_part, key_field_problem, parse
 from domain.dedup import Verdict
@@ -236,7 +236,7 @@ def _latest_time(rule: DedupRule) -> Column:
 
 
 def _key_of(rule: DedupRule) -> Column:
-    """``DedupRule.state_key`` (``adapters.spark.stream.keys``); null while a key field is missing
+    """``DedupRule.state_key`` (``adapters.spark.shared.keys``); null while a key field is missing
     or of the wrong type (``_key_problem``)."""
     parts = [_key_part(name) for name in rule.key_fields]
     all_present = reduce(lambda acc, part: acc & part.isNotNull(), parts, F.lit(True))

@@ -24,17 +24,12 @@ the micro-batch that read them (``metrics.latency``, the end-to-end latency).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from urllib.parse import parse_qsl, urlsplit
-
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from adapters.kafka.config import parse_kafka_uri
-from adapters.spark.clock import batch_timestamp
-from adapters.spark.errors import SparkSetupError
+from adapters.spark.shared.batch_time import batch_timestamp
+from adapters.spark.shared.endpoints import Endpoint, parse_uri
 from adapters.spark.stream.whitespace import BLANK
-from domain.redaction import redact_uri
 
 PARTITION_BITS = 12
 ARRIVAL_ORDER = ("file_time", "source", "ord")  # the columns that order records as they arrived
@@ -48,30 +43,6 @@ KAFKA_SOURCE_DEFAULTS = {
     "kafka.isolation.level": "read_committed",
     "kafka.fetch.max.wait.ms": "0",
 }
-
-
-@dataclass(frozen=True)
-class Endpoint:
-    """A parsed source or sink URI."""
-
-    kind: str  # "kafka" or "jsonl"
-    location: str  # bootstrap servers (never with user-info), or a directory
-    topic: str | None = None
-    options: dict[str, str] = field(default_factory=dict)
-
-
-def parse_uri(uri: str, role: str = "Kafka") -> Endpoint:
-    """A source or sink URI; a Kafka one through the kafka adapter's parser (``parse_kafka_uri``:
-    the user-info is dropped there, the servers checked, ``role`` named in its error)."""
-    parts = urlsplit(uri)
-    if parts.scheme == "kafka":
-        kafka = parse_kafka_uri(uri, role)
-        return Endpoint("kafka", kafka.bootstrap, kafka.topic, kafka.options)
-    if parts.scheme in ("jsonl", "file"):
-        return Endpoint("jsonl", parts.path, None, dict(parse_qsl(parts.query)))
-    if parts.scheme == "":
-        return Endpoint("jsonl", uri, None, {})
-    raise SparkSetupError(f"unsupported URI scheme {parts.scheme!r} in {redact_uri(uri)!r} (use kafka:// or jsonl:)")
 
 
 def read_stream(

@@ -15,8 +15,8 @@ from contextlib import contextmanager
 
 from pyspark.sql import DataFrame
 
+from adapters.spark.batch.parts import BatchTools, JudgedBatch, Route
 from adapters.spark.metrics.listener import accounting_metrics
-from adapters.spark.parts import BatchTools, JudgedBatch, Route
 from adapters.spark.stream.plan import DedupPlan
 
 __all__ = ["OperatorJudge"]

@@ -29,7 +29,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
-from adapters.spark.parts import BatchTools, JudgedBatch, Route
+from adapters.spark.batch.parts import BatchTools, JudgedBatch, Route
 from adapters.spark.stream.plan import VERDICT_COLUMNS, DedupPlan
 from adapters.spark.stream.sources import ARRIVAL_ORDER
 from domain.state import NO_WATERMARK, Claim

@@ -1,0 +1,4 @@
+"""One micro-batch's parts and the two judges, above the stream and the metrics: the
+protocols a micro-batch is handled through (``parts``: ``Judge``, ``BatchWriter``,
+``JudgedBatch``), the JVM operator's judge (``operator_judge.OperatorJudge``, its state in
+the checkpoint) and the Redis judge (``redis_judge.RedisBatchJudge``)."""
