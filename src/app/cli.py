@@ -13,14 +13,15 @@ import threading
 from pathlib import Path
 
 from app.collector import long_lived_frozen
-from app.container import UsageError, container_for
+from app.container import container_for
 from app.demo import prepare as prepare_demo
 from app.demo import report as report_demo
+from app.errors import SettingsError, UsageError
 from app.generator import StreamSpec, generate
 from app.logs import configure_logging
 from app.metrics_server import MetricsServer
 from app.progress import ProgressLine
-from app.settings import Settings, SettingsError, load_settings
+from app.settings import Settings, load_settings
 from app.state_cli import add_state_commands
 from app.uris import check_stream_uri
 from domain.accounting import Accounting

@@ -20,6 +20,7 @@ from adapters.memory.engine import InMemoryEngine
 from adapters.memory.state_store import InMemoryStateStore
 from adapters.metrics.prometheus import PrometheusMetrics
 from adapters.system import SystemClock
+from app.errors import UsageError
 from app.setting_names import env_name
 from app.settings import (
     KafkaSettings,
@@ -44,10 +45,6 @@ from domain.rules import DedupRule, RuleSet, UnknownTypePolicy
 from domain.watermarks import DEFAULT_IDLE_TIMEOUT, Watermarks
 
 log = logging.getLogger(__name__)
-
-
-class UsageError(Exception):
-    """A combination of settings the application cannot run; one line, names the settings."""
 
 
 def _window(name: str, rule: RuleSettings) -> int:

@@ -23,6 +23,7 @@ from pydantic_settings import BaseSettings, EnvSettingsSource, NoDecode, Pydanti
 from pydantic_settings import SettingsError as _SourceError
 
 from adapters.spark.trigger import DEFAULT_TRIGGER
+from app.errors import SettingsError
 from app.setting_names import Misspelt, misspelt, unknown_variables
 from app.uris import CHECKPOINT, check_state_uri, check_stream_uri, distinct_files
 from domain.dead_letters import DEFAULT_MAX_BYTES
@@ -37,10 +38,6 @@ from domain.watermarks import DEFAULT_IDLE_TIMEOUT
 
 log = logging.getLogger(__name__)
 _SPARK_INTERVAL = re.compile(r"^\s*\d+\s+(millisecond|second|minute|hour|day)s?\s*$", re.IGNORECASE)
-
-
-class SettingsError(Exception):
-    """A setting is invalid; the message is one line naming it."""
 
 
 class _Strict(BaseModel):

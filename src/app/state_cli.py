@@ -12,7 +12,8 @@ import json
 import time
 from pathlib import Path
 
-from app.container import UsageError, build_state_store, container_for
+from app.container import build_state_store, container_for
+from app.errors import UsageError
 from app.settings import load_settings
 from domain.explanation import Explanation, explain, key_spellings
 from domain.inspection import StateReport, inspect_state

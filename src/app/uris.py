@@ -17,7 +17,8 @@ import re
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from adapters.kafka.config import KafkaConfigurationError, parse_kafka_uri
+from adapters.kafka.config import parse_kafka_uri
+from adapters.kafka.errors import KafkaConfigurationError
 from app.setting_names import env_name
 from domain.errors import first_line
 from domain.redaction import redact_uri

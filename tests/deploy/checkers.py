@@ -43,7 +43,8 @@ from yamllint import linter as yaml_linter
 from yamllint.config import YamlLintConfig
 
 from adapters.metrics.prometheus import PrometheusMetrics
-from app.settings import Settings, SettingsError, load_settings
+from app.errors import SettingsError
+from app.settings import Settings, load_settings
 
 REPO = Path(__file__).resolve().parents[2]
 DEPLOY = REPO / "deploy"

@@ -10,8 +10,8 @@ from collections import Counter
 
 import pytest
 
-from adapters.kafka.config import KafkaConfigurationError
 from adapters.kafka.engine import build_kafka_engine
+from adapters.kafka.errors import KafkaConfigurationError
 from adapters.memory.state_store import InMemoryStateStore
 from adapters.redis.state_store import RedisStateStore
 from adapters.system import InMemoryMetrics, SystemClock

@@ -9,7 +9,8 @@ import pytest
 from dependency_injector import providers
 
 from adapters.memory.state_store import InMemoryStateStore
-from app.container import UsageError, container_for
+from app.container import container_for
+from app.errors import UsageError
 from app.settings import load_settings
 from tests.fakes import FlakyStateStore
 
@@ -119,7 +120,7 @@ def test_the_state_setting_names_the_engines_own_state(given, engine, kept, capl
 
 @pytest.mark.parametrize("engine", ["memory", "kafka"])
 def test_the_checkpoint_state_is_refused_by_the_engines_that_keep_no_checkpoint(engine):
-    from app.settings import SettingsError
+    from app.errors import SettingsError
 
     with pytest.raises(SettingsError, match=r"state \(DEDUP_STATE\): 'checkpoint' is the spark engine's state"):
         load_settings(engine=engine, state="checkpoint")

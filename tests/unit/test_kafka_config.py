@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 
 from adapters.kafka.config import (
-    KafkaConfigurationError,
     KafkaEndpoint,
     consumer_config,
     parse_kafka_uri,
@@ -13,6 +12,7 @@ from adapters.kafka.config import (
     redacted,
     scrub,
 )
+from adapters.kafka.errors import KafkaConfigurationError
 
 
 @pytest.mark.parametrize(

@@ -8,7 +8,8 @@ import pytest
 
 from adapters.spark.restart import query_failure, run_restarting
 from adapters.spark.shared.errors import CheckpointInUse
-from app.settings import SettingsError, load_settings
+from app.errors import SettingsError
+from app.settings import load_settings
 from domain.errors import PermanentError
 from domain.restart import RestartsExhausted, parse_restart
 

@@ -2,6 +2,6 @@
 
 ``config`` (URIs, client settings, redaction), ``topics`` (start-up checks), ``source``,
 ``producer`` (the shared producer), ``sink``, ``dead_letters``, ``notifications``,
-``transactions`` (exactly-once batches) and ``engine`` (the wiring). Imported only when the
-kafka engine is chosen.
+``transactions`` (exactly-once batches), ``errors`` (what it raises) and ``engine`` (the
+wiring). Imported only when the kafka engine is chosen.
 """

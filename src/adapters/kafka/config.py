@@ -20,17 +20,13 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
-from domain.errors import SetupError
+from adapters.kafka.errors import KafkaConfigurationError
 from domain.redaction import redact, redact_settings, redact_uri, remember, secrets_of_settings
 
 ROLES = ("consumer", "producer")
 _TRUE = ("1", "true", "yes", "on")
 librdkafka_log = logging.getLogger("adapters.kafka.librdkafka")
 LOG_EVERY = 10.0  # seconds between two warnings of one kind of failure that repeats (reconnects, commits)
-
-
-class KafkaConfigurationError(SetupError):
-    """A Kafka URI, setting or topic the engine cannot start with; the message is one line."""
 
 
 @dataclass(frozen=True)

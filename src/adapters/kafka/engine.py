@@ -23,9 +23,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from adapters.kafka.config import KafkaConfigurationError, KafkaEndpoint, parse_kafka_uri, producer_config
+from adapters.kafka.config import KafkaEndpoint, parse_kafka_uri, producer_config
 from adapters.kafka.dead_letters import KafkaDeadLetterSink
 from adapters.kafka.duplicates import KafkaDuplicateSink
+from adapters.kafka.errors import KafkaConfigurationError
 from adapters.kafka.notifications import KafkaNotificationSink, KafkaNotificationSource
 from adapters.kafka.producer import ProducerChannel
 from adapters.kafka.sink import KafkaSink, rule_key

@@ -34,26 +34,15 @@ from typing import Any
 from confluent_kafka import KafkaError, KafkaException, Producer
 
 from adapters.kafka.config import LOG_EVERY
+from adapters.kafka.errors import ProducerFenced, RecordRejected
 from adapters.kafka.sizes import PRODUCER_DEFAULT_MAX, message_size
 from adapters.kafka.topics import config_error, describe
-from domain.errors import PermanentError, RecordTooLarge, SinkUnavailable
+from domain.errors import RecordTooLarge, SinkUnavailable
 
 log = logging.getLogger(__name__)
 
 TOO_LARGE = {KafkaError.MSG_SIZE_TOO_LARGE, KafkaError.RECORD_LIST_TOO_LARGE}  # a broker's refusals of a message's size
 PURGED = {KafkaError._PURGE_QUEUE, KafkaError._PURGE_INFLIGHT}
-
-
-class ProducerFenced(PermanentError):
-    """The producer hit a fatal error (e.g. another instance took over its transactional id)."""
-
-
-class ProducerStuck(PermanentError):
-    """A producer call did not return (a librdkafka hang); only a restart of the engine helps."""
-
-
-class RecordRejected(PermanentError):
-    """The client refused one record for good (e.g. larger than the broker accepts)."""
 
 
 class ProducerChannel:

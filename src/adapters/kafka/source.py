@@ -29,7 +29,8 @@ from typing import Any
 
 from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, Consumer, KafkaError, KafkaException, TopicPartition
 
-from adapters.kafka.config import LOG_EVERY, KafkaConfigurationError, KafkaEndpoint, consumer_config
+from adapters.kafka.config import LOG_EVERY, KafkaEndpoint, consumer_config
+from adapters.kafka.errors import StateNotShared
 from adapters.kafka.topics import config_error, describe
 from domain.errors import SourceUnavailable
 from domain.events import RawRecord, SourcePosition
@@ -54,10 +55,6 @@ _TOPIC_GONE = (
     KafkaError.TOPIC_AUTHORIZATION_FAILED,
     KafkaError.GROUP_AUTHORIZATION_FAILED,
 )
-
-
-class StateNotShared(KafkaConfigurationError):
-    """The consumer group gave this instance part of the topic, and its state lives in this process."""
 
 
 class KafkaSource:

@@ -14,7 +14,8 @@ from typing import Any
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient, ConfigResource
 
-from adapters.kafka.config import KafkaConfigurationError, KafkaEndpoint, admin_config, scrub
+from adapters.kafka.config import KafkaEndpoint, admin_config, scrub
+from adapters.kafka.errors import KafkaConfigurationError
 from domain.errors import SinkUnavailable, SourceUnavailable, TransientError, first_line
 
 log = logging.getLogger(__name__)

@@ -26,7 +26,8 @@ from collections.abc import Sequence
 
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
-from adapters.kafka.producer import ProducerChannel, ProducerStuck
+from adapters.kafka.errors import ProducerStuck
+from adapters.kafka.producer import ProducerChannel
 from adapters.kafka.source import KafkaSource, next_offsets
 from adapters.kafka.topics import describe
 from domain.errors import BatchAborted, SinkUnavailable

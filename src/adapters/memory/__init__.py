@@ -1,1 +1,2 @@
-"""The in-memory engine and state store: exact semantics, no external service."""
+"""The in-memory engine and state store: exact semantics, no external service (``engine``,
+``state_store``, ``errors``)."""

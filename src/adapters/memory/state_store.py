@@ -30,7 +30,8 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from urllib.parse import quote, unquote
 
-from domain.errors import ProcessingBug, SetupError, StateUnavailable, first_line
+from adapters.memory.errors import SnapshotUnusable
+from domain.errors import ProcessingBug, StateUnavailable, first_line
 from domain.keys import rule_of, rule_part
 from domain.state import (
     GRANTED,
@@ -49,11 +50,6 @@ from domain.state import (
 SNAPSHOT_HEADER = "# streamdedup state snapshot\n"
 
 log = logging.getLogger(__name__)
-
-
-class SnapshotUnusable(SetupError):
-    """A ``memory:PATH`` snapshot this run cannot use: in use by another run, in a directory it
-    cannot write, or not a readable snapshot."""
 
 
 class InMemoryStateStore:

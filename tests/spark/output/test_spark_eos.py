@@ -23,8 +23,9 @@ from adapters.spark.checkpoint.logs import Checkpoint
 from adapters.spark.engine import SparkEngine, build_spark_engine
 from adapters.spark.output.executor_writer import FAULT_SETTING, CommitLog, partition_id
 from app.container import container_for
+from app.errors import SettingsError
 from app.generator import StreamSpec, generate
-from app.settings import SettingsError, load_settings
+from app.settings import load_settings
 from deploy.local import services
 from domain.dead_letters import from_headers
 from domain.errors import SinkUnavailable
