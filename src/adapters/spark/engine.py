@@ -39,7 +39,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 
@@ -53,7 +53,7 @@ from adapters.spark.metrics.listener import ProgressListener, counted
 from adapters.spark.metrics.state_rows import StateRowGauge
 from adapters.spark.metrics.timings import BatchTimings
 from adapters.spark.output.writers import writer_for
-from adapters.spark.restart import query_failure, retried, run_restarting
+from adapters.spark.restart import retried, run_restarting
 from adapters.spark.runtime.kafka_options import spark_kafka_options
 from adapters.spark.runtime.session import (
     build_session,
@@ -73,6 +73,7 @@ from adapters.spark.stream.plan import DedupPlan, Hook
 from adapters.spark.stream.sources import read_stream
 from adapters.spark.stream.watermarks import BatchWatermarks
 from adapters.spark.trigger import DEFAULT_TRIGGER
+from adapters.spark.waiting import await_query
 from domain.accounting import Accounting
 from domain.dead_letters import DEFAULT_MAX_BYTES
 from domain.policies import Policies
@@ -400,50 +401,3 @@ class SparkEngine:
         tools.retried(attempt)
         if attempts > 1 and recount:
             tools.recount(judged.df)
-
-
-class Stop(Protocol):
-    """What ends the wait for a query: a ``threading.Event``, or the lease's ``or_lost(event)``."""
-
-    def is_set(self) -> bool: ...
-
-
-def await_query(query, bounded: bool, stop: Stop, stopper: QueryStopper | None = None) -> None:
-    """Wait for a bounded query to finish or for ``stop``. Raises ``restart.query_failure`` if it
-    failed (its running micro-batch was not committed: a restart replays it); no query is left
-    running either way. ``stopper``: stops the query (``stopping``)."""
-    stopper = stopper or QueryStopper()
-    try:
-        while query.isActive:
-            if stop.is_set():
-                stop_after_running_batch(query, stopper=stopper)
-                break
-            query.awaitTermination(0.2 if bounded else 0.5)
-    except Exception:
-        if query.exception() is None:
-            raise
-    finally:
-        if query.isActive:  # waiting failed (e.g. the gateway)
-            stopper.stop(query)
-    failure = query.exception()
-    if failure is not None:
-        raise query_failure(failure) from failure
-
-
-def stop_after_running_batch(query, poll: float = 0.1, stopper: QueryStopper | None = None) -> None:
-    """Graceful stop: let the running micro-batch commit, then stop the query.
-
-    Stops as soon as no micro-batch runs, or right after the running one reported its
-    progress: behind a backlog Spark starts the next batch at once, and waiting for a gap
-    would drain the whole backlog. That next batch is cancelled before it commits and is
-    processed again on restart (``stopping``: it ends as stopped, not failed).
-    """
-    seen = _last_progress(query)
-    while query.isActive and query.status["isTriggerActive"] and _last_progress(query) == seen:
-        time.sleep(poll)
-    (stopper or QueryStopper()).stop(query)
-
-
-def _last_progress(query) -> tuple | None:
-    last = query.lastProgress
-    return None if last is None else (last["batchId"], last["timestamp"])
