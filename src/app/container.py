@@ -38,7 +38,7 @@ from domain.delivery import Delivery
 from domain.errors import SetupError
 from domain.pipeline import BatchPipeline
 from domain.policies import Policies
-from domain.ports import StateStore
+from domain.ports import SavedState, StateStore
 from domain.redaction import redact_uri
 from domain.restart import parse_restart
 from domain.rules import DedupRule, RuleSet, UnknownTypePolicy
@@ -137,6 +137,30 @@ def _state_store(
         )
     raise UsageError(
         f"invalid setting state: {redact_uri(uri)!r} is not 'memory', 'memory:SNAPSHOT_PATH' or a redis:// URL"
+    )
+
+
+def build_saved_state(uri: str) -> SavedState:
+    """The state at ``uri`` read while no job runs on it (``dedup state``): a ``memory:PATH``
+    snapshot, a Redis database or a ``spark:CHECKPOINT_DIR``. The one place that tells them
+    apart by their URI."""
+    if uri.startswith("spark:"):
+        from adapters.spark.saved_state import CheckpointState
+
+        return CheckpointState(uri.removeprefix("spark:"))
+    if uri.startswith("memory:"):
+        from adapters.memory.saved_state import SnapshotState
+
+        return SnapshotState(uri.removeprefix("memory:"))
+    if uri.startswith(REDIS_SCHEMES):
+        from adapters.redis.saved_state import RedisSavedState
+
+        return RedisSavedState(uri)
+    if uri == "memory":
+        raise UsageError("invalid setting state: 'memory' cannot be read (a volatile in-memory state)")
+    raise UsageError(
+        f"invalid setting state: {redact_uri(uri)!r} is not 'memory:SNAPSHOT_PATH', a redis:// URL "
+        "or 'spark:CHECKPOINT_DIR'"
     )
 
 

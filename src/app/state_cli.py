@@ -10,16 +10,14 @@ from __future__ import annotations
 import argparse
 import json
 import time
-from pathlib import Path
 
-from app.container import build_state_store, container_for
+from app.container import build_saved_state, container_for
 from app.errors import UsageError
 from app.settings import load_settings
 from domain.explanation import Explanation, explain, key_spellings
-from domain.inspection import StateReport, inspect_state
+from domain.inspection import StateReport
 from domain.redaction import redact
 from domain.rules import RuleSet
-from domain.state import NO_WATERMARK, Emission, current_key, decode, version_of
 
 
 def add_state_commands(commands) -> None:
@@ -114,91 +112,29 @@ def explain_key(uri: str, rule: str, given: dict[str, str], config: str | None, 
     """The explanation of the key ``given`` names under ``rule`` in the state at ``uri``: one per
     spelling that holds emissions (a value may read as a string or a number, ``domain.explanation``),
     else the string spelling's (nothing remembered)."""
-    if uri.startswith("spark:"):  # a checkpoint is read through the session's Hadoop file systems
-        from adapters.spark.runtime.session import build_session
-
-        build_session()
-    fields = _key_fields(uri, rule, config)
+    saved = build_saved_state(uri)
     try:
-        spellings = key_spellings(rule, fields, given)
-    except ValueError as exc:
-        raise UsageError(f"invalid setting --key: {exc}") from None
-    store, read, clock = _key_reader(uri, rule)
-    found = read([key for _, key in spellings])
-    moment, what = (at, "given with --at") if at is not None else clock
-    explained = [explain(store, rule, values, found[key], moment, what) for values, key in spellings if found.get(key)]
-    return explained or [explain(store, rule, spellings[0][0], (), moment, what)]
+        fields = saved.recorded_key_fields(rule) or _configured_key_fields(rule, config)
+        try:
+            spellings = key_spellings(rule, fields, given)
+        except ValueError as exc:
+            raise UsageError(f"invalid setting --key: {exc}") from None
+        found = saved.emissions([key for _, key in spellings])
+        moment, what = (at, "given with --at") if at is not None else saved.clock(rule, int(time.time()))
+    finally:
+        saved.close()
+    explained = [
+        explain(saved.name, rule, values, found[key], moment, what) for values, key in spellings if found.get(key)
+    ]
+    return explained or [explain(saved.name, rule, spellings[0][0], (), moment, what)]
 
 
-def _key_fields(uri: str, rule: str, config: str | None) -> tuple[str, ...]:
-    """``rule``'s key fields: a Spark checkpoint's manifest records them; otherwise the settings say."""
-    if uri.startswith("spark:"):
-        from adapters.spark.checkpoint.logs import Checkpoint
-        from adapters.spark.checkpoint.manifest import read_manifest
-
-        manifest = read_manifest(Checkpoint.at(uri.removeprefix("spark:")).ours)
-        recorded = manifest.key_fields(rule) if manifest else None
-        if recorded:
-            return recorded
+def _configured_key_fields(rule: str, config: str | None) -> tuple[str, ...]:
+    """``rule``'s key fields as the settings say (for a state that does not record them)."""
     rules = container_for(load_settings(config)).rules()
     if rule not in rules.rules:
         raise UsageError(f"invalid setting --rule: no rule {rule!r} (rules: {', '.join(sorted(rules.rules))})")
     return rules.rules[rule].key_fields
-
-
-def _key_reader(uri: str, rule: str):
-    """``(store's name, read(keys) -> {key: emissions}, (default time, what it is))`` for the state at ``uri``."""
-    now = int(time.time())
-    wall = (now, "the wall clock: this state does not record the job's watermark")
-    if uri.startswith("spark:"):
-        from adapters.spark.checkpoint.logs import Checkpoint
-        from adapters.spark.checkpoint.state_reader import key_emissions, rule_watermark
-        from adapters.spark.runtime.session import build_session
-
-        location = uri.removeprefix("spark:")
-        if not Checkpoint.at(location).path.exists():
-            raise UsageError(f"invalid setting state: no checkpoint at {location}")
-        watermark = rule_watermark(location, rule, now)
-        clock = (
-            (watermark, f"rule {rule}'s watermark in the checkpoint")
-            if watermark is not None
-            else (0, f"rule {rule} has no watermark in the checkpoint yet: nothing has expired")
-        )
-        return f"spark checkpoint {location}", lambda keys: key_emissions(build_session(), location, keys), clock
-    if uri.startswith("memory:"):
-        from adapters.memory.state_store import read_snapshot, unreadable
-
-        path = Path(uri.removeprefix("memory:"))
-        if not path.is_file():
-            raise UsageError(f"invalid setting state: no snapshot at {path}")
-
-        def read_memory(keys: list[str]) -> dict[str, tuple[Emission, ...]]:
-            wanted, found = set(keys), {}
-            try:
-                for key, value in read_snapshot(path):
-                    current = current_key(key, version_of(value))
-                    if current in wanted:
-                        found[current] = decode(value)
-            except (ValueError, OSError) as exc:
-                raise UsageError(f"invalid setting state: {unreadable(path, exc)}") from None
-            return found
-
-        return f"snapshot {path}", read_memory, wall
-    store = build_state_store(uri)
-    if not store.durable:
-        store.close()
-        raise UsageError(f"invalid setting state: {redact(uri)!r} cannot be read (a volatile in-memory state)")
-    from adapters.redis.state_store import RedisStateStore
-
-    assert isinstance(store, RedisStateStore)  # the one durable store build_state_store makes without a migration
-
-    def read_store(keys: list[str]) -> dict[str, tuple[Emission, ...]]:
-        try:
-            return {key: store.entries(key, NO_WATERMARK) for key in keys}
-        finally:
-            store.close()
-
-    return f"redis {store.address}", read_store, wall
 
 
 def add_migrate(parser: argparse.ArgumentParser) -> None:
@@ -238,66 +174,23 @@ def cmd_migrate(args: argparse.Namespace) -> int:
 
 
 def inspect_state_store(uri: str, sample_size: int = 3) -> StateReport:
-    """A ``StateReport`` for a saved in-memory snapshot, a durable store (Redis) or a Spark checkpoint."""
-    if uri.startswith("spark:"):
-        from adapters.spark.checkpoint.logs import Checkpoint
-        from adapters.spark.checkpoint.state_reader import inspect_checkpoint
-        from adapters.spark.runtime.session import build_session
-
-        location, spark = uri.removeprefix("spark:"), build_session()
-        if not Checkpoint.at(location, spark).path.exists():
-            raise UsageError(f"invalid setting state: no checkpoint at {location}")
-        return inspect_checkpoint(spark, location, sample_size)
-    if uri.startswith("memory:"):
-        from adapters.memory.state_store import read_snapshot, unreadable
-
-        path = Path(uri.removeprefix("memory:"))
-        if not path.is_file():
-            raise UsageError(
-                f"invalid setting state: no snapshot at {path}"
-                f"{' (a directory; a snapshot is a file)' if path.is_dir() else ''}"
-            )
-        try:
-            return inspect_state(f"snapshot {path}", read_snapshot(path), sample_size, path.stat().st_size)
-        except (ValueError, OSError) as exc:
-            raise UsageError(f"invalid setting state: {unreadable(path, exc)}") from None
-    store = build_state_store(uri)
-    if not store.durable:
-        raise UsageError(f"invalid setting state: {redact(uri)!r} cannot be inspected (a volatile in-memory state)")
-    from adapters.redis.state_store import RedisStateStore
-
+    """A ``StateReport`` for a saved in-memory snapshot, a Redis database or a Spark checkpoint."""
+    saved = build_saved_state(uri)
     try:
-        assert isinstance(store, RedisStateStore)  # the one durable store build_state_store makes without a migration
-        return inspect_state(f"redis {store.address}", store.scan_items(), sample_size, store.memory_bytes())
+        return saved.report(sample_size)
     finally:
-        store.close()
+        saved.close()
 
 
 def migrate_state(
     source: str, target: str, rules: RuleSet, old_key_fields: dict[str, tuple[str, ...]], dry_run: bool
 ) -> list[str]:
     """Plan the offline step of a state migration and, unless ``dry_run``, do it; returns the steps."""
-    if source.startswith("spark:") and target.startswith("spark:"):
-        from adapters.spark.checkpoint.migration import migrate, plan_migration
-        from adapters.spark.runtime.session import build_session
-
-        spark = build_session()
-        plan = plan_migration(
-            spark, source.removeprefix("spark:"), target.removeprefix("spark:"), rules, old_key_fields
-        )
-        if not dry_run:
-            migrate(spark, plan)
-        return plan.describe()
-    if source.startswith(("redis://", "rediss://")) and target.startswith(("redis://", "rediss://")):
-        from adapters.redis.migration import apply_redis_migration, plan_redis_migration
-
-        redis_plan = plan_redis_migration(source, target, rules, old_key_fields)
-        steps = redis_plan.describe()
-        return steps if dry_run else [*steps, f"wrote {apply_redis_migration(redis_plan)} keys"]
-    raise UsageError(
-        f"invalid setting --from/--to: migrate spark:CHECKPOINT to spark:NEW_CHECKPOINT or redis:// "
-        f"to redis://, got {redact(source)!r} and {redact(target)!r}"
-    )
+    saved = build_saved_state(source)
+    try:
+        return saved.migrate_to(target, rules, old_key_fields, dry_run)
+    finally:
+        saved.close()
 
 
 def old_key_fields(values: list[str]) -> dict[str, tuple[str, ...]]:

@@ -16,7 +16,9 @@ from domain.dead_letters import DeadLetter
 from domain.duplicates import Duplicate
 from domain.errors import PermanentError
 from domain.events import Event, RawRecord
+from domain.inspection import StateReport
 from domain.metrics import Metrics as Metrics  # the port lives in a leaf module; named here with the others
+from domain.rules import RuleSet
 from domain.state import Claim, Emission, Judgement
 
 
@@ -252,3 +254,35 @@ class Engine(Protocol):
         finishes first. Returns the run's accounting. Raises ``SetupError`` when the job cannot
         start as configured, ``PolicyExhausted`` or ``RestartsExhausted`` when an error policy or
         the restart strategy gives up (the failing batch is then not acknowledged)."""
+
+
+class SavedState(Protocol):
+    """A job's state read while no job runs on it: what ``dedup state inspect``, ``explain`` and
+    ``migrate`` use. Implemented by the memory snapshot, Redis and the Spark checkpoint; the
+    container picks one by the state's URI. Each raises a ``SetupError`` (one line) for a state
+    it cannot read."""
+
+    name: str
+    """How reports name it: ``snapshot PATH``, ``redis HOST:PORT/DB``, ``spark checkpoint DIR``."""
+
+    def report(self, sample_size: int) -> StateReport:
+        """Keys per rule, samples, expiries, value formats and size."""
+
+    def recorded_key_fields(self, rule: str) -> tuple[str, ...] | None:
+        """``rule``'s key fields as the state records them (a Spark checkpoint's manifest), else None."""
+
+    def emissions(self, keys: Sequence[str]) -> dict[str, tuple[Emission, ...]]:
+        """The emissions kept for each of ``keys`` that has any."""
+
+    def clock(self, rule: str, now: int) -> tuple[int, str]:
+        """The time liveness is judged at when none is given, and what it is (the rule's
+        watermark where the state records it, else the wall clock ``now``)."""
+
+    def migrate_to(
+        self, target: str, rules: RuleSet, old_key_fields: dict[str, tuple[str, ...]], dry_run: bool
+    ) -> list[str]:
+        """Prepare the state at ``target`` for a job with ``rules`` from this one, unless
+        ``dry_run``; returns the steps. ``old_key_fields``: this state's key fields where it
+        does not record them."""
+
+    def close(self) -> None: ...

@@ -1,0 +1,54 @@
+"""A Redis database as a ``SavedState``: read for ``dedup state inspect`` and ``explain``,
+migrated to another database for a job whose key fields changed (``migration``). Redis keeps
+no watermark: liveness is judged at the wall clock unless a time is given."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from adapters.redis.migration import apply_redis_migration, plan_redis_migration
+from adapters.redis.state_store import RedisStateStore
+from domain.errors import SetupError
+from domain.inspection import StateReport, inspect_state
+from domain.redaction import redact_uri
+from domain.rules import RuleSet
+from domain.state import NO_WATERMARK, Emission
+
+WALL_CLOCK = "the wall clock: this state does not record the job's watermark"
+SCHEMES = ("redis://", "rediss://")
+
+
+class RedisSavedState:
+    """The state in the Redis database at ``url`` (read-only but for ``migrate_to``)."""
+
+    def __init__(self, url: str):
+        self.url = url
+        self.store = RedisStateStore(url)
+        self.name = f"redis {self.store.address}"
+
+    def report(self, sample_size: int) -> StateReport:
+        return inspect_state(self.name, self.store.scan_items(), sample_size, self.store.memory_bytes())
+
+    def recorded_key_fields(self, rule: str) -> tuple[str, ...] | None:
+        return None
+
+    def emissions(self, keys: Sequence[str]) -> dict[str, tuple[Emission, ...]]:
+        found = {key: self.store.entries(key, NO_WATERMARK) for key in keys}
+        return {key: entries for key, entries in found.items() if entries}
+
+    def clock(self, rule: str, now: int) -> tuple[int, str]:
+        return now, WALL_CLOCK
+
+    def migrate_to(
+        self, target: str, rules: RuleSet, old_key_fields: dict[str, tuple[str, ...]], dry_run: bool
+    ) -> list[str]:
+        if not target.startswith(SCHEMES):
+            raise SetupError(
+                f"invalid setting --to: a Redis state migrates to another redis:// database, got {redact_uri(target)!r}"
+            )
+        plan = plan_redis_migration(self.url, target, rules, old_key_fields)
+        steps = plan.describe()
+        return steps if dry_run else [*steps, f"wrote {apply_redis_migration(plan)} keys"]
+
+    def close(self) -> None:
+        self.store.close()
