@@ -133,6 +133,7 @@ def computed_names(project) -> list[str]:
     return [e.name() for e in items if e.getClass().getSimpleName() != "AttributeReference"]
 
 
+@pytest.mark.guard  # walks Spark's physical plan: a projection outside code generation costs every row
 def test_the_plan_reads_the_clock_in_one_small_projection_and_generates_code_for_the_rest(spark):
     from adapters.spark.metrics.listener import accounting_metrics
     from adapters.spark.output.spark_writer import accounted_records

@@ -101,6 +101,7 @@ def test_a_batch_closes_when_full_without_waiting():
     assert journal_sizes == [2, 4, 5] and max(source.waits) < 60.0
 
 
+@pytest.mark.guard  # reaches into the pipeline's poll clock: waiting a minute is no test
 def test_records_buffered_while_a_batch_ran_close_the_next_batch_at_once():
     source = ListSource([records(event("a")), records(event("b"), first=1)])
     line = pipeline(source, max_batch_delay=60.0)

@@ -72,6 +72,7 @@ def repeated(root: Path) -> Counter:
     return Counter((r.record.value, lines[r.first.source][r.first.offset]) for r in reports)
 
 
+@pytest.mark.guard  # counts script calls as well as verdicts: one round trip per partition's batch
 def test_redis_state_gives_the_reference_verdicts_with_one_script_call_per_partition_batch(spark, tmp_path, own_redis):
     records, expected = generate(StreamSpec(uniques=3000, seed=21))
     batches = write_batches(tmp_path / "in", records, 1100)

@@ -8,7 +8,7 @@ token, ``domain.events.SourcePosition.from_token``; null when the state does not
 ``time`` is the micro-batch's time (``adapters.spark.shared.batch_time.CLOCK``). ``kafka_headers(max_bytes)``
 is the Kafka ``headers`` column, ``bounded_record(max_bytes)`` the key and value the record
 carries and ``json_document(max_bytes)`` the JSONL document.
-``tests/spark/output/test_duplicates.py`` holds them to the domain's encoders.
+``tests/spark/output/test_spark_duplicates.py`` holds them to the domain's encoders.
 """
 
 from __future__ import annotations
