@@ -53,6 +53,9 @@ def test_the_docs_site_builds_in_strict_mode(tmp_path):
     )
     assert build.returncode == 0, f"mkdocs build --strict exited {build.returncode}\n{build.stdout}\n{build.stderr}"
     assert (tmp_path / "site" / "index.html").exists()
+    changelog = (tmp_path / "site" / "changelog" / "index.html").read_text()
+    for heading in re.findall(r"^## (.+)$", (REPO_ROOT / "CHANGELOG.md").read_text(), re.M):
+        assert heading in changelog, f"the site's changelog page lacks CHANGELOG.md's section {heading!r}"
 
 
 def test_the_readme_is_a_front_door_of_at_most_20000_bytes():
