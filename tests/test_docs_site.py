@@ -87,3 +87,18 @@ def test_the_site_index_includes_the_readmes_top_instead_of_copying_it():
         shown = readme.split(f"[start:{section}] -->", 1)[1].split(f"<!-- --8<-- [end:{section}]", 1)[0]
         copied = [line for line in shown.splitlines() if len(line) > 40 and line in index]
         assert copied == [], f"docs/index.md copies the README's {section} section instead of including it"
+
+
+def test_every_test_the_docs_name_exists():
+    """A page that names a test (`test_…`) as evidence names one the suite still has."""
+    defined = set()
+    for path in (REPO_ROOT / "tests").rglob("*.py"):
+        defined |= set(re.findall(r"def (test_[a-z0-9_]+)", path.read_text())) | {path.stem}
+    named = {
+        (str(path.relative_to(REPO_ROOT)), name)
+        for path in [*markdown_files()]
+        for name in re.findall(r"`(test_[a-z0-9_]+)(?:\[[^\]`]*\])?`", path.read_text())
+    }
+    assert named, "the check found no test named in the docs: is it reading them?"
+    missing = sorted((page, name) for page, name in named if name not in defined)
+    assert not missing, f"pages naming tests the suite no longer has: {missing}"
