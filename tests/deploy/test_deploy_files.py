@@ -14,6 +14,7 @@ import re
 import pytest
 
 from adapters.metrics.catalog import CATALOG
+from domain.accounting import Accounting
 from tests.deploy import checkers as c
 
 DOCKERFILE = c.DEPLOY / "Dockerfile"
@@ -431,7 +432,7 @@ def test_prometheus_loads_the_alert_rules_from_its_mounted_directory(compose):
 
 
 def test_every_count_of_the_accounting_and_every_catalog_metric_is_exported(exported):
-    counters = {f"dedup_{'records_in' if n == 'in' else n}_total" for n in c.Accounting().as_dict()}
+    counters = {f"dedup_{'records_in' if n == 'in' else n}_total" for n in Accounting().as_dict()}
     assert counters == {
         "dedup_records_in_total",
         "dedup_out_total",
