@@ -25,6 +25,9 @@ from domain.events import SourcePosition
 from domain.keys import KeyValue, display_value, encode_key
 from domain.state import Emission
 
+WALL_CLOCK = "the wall clock: this state does not record the job's watermark"
+"""What liveness is judged at by default in a state that keeps no watermark (``SavedState.clock``)."""
+
 NOTHING = (
     "nothing is remembered for this key: no event of it was emitted, or its emissions expired and were "
     "forgotten, or an INVALIDATE notification removed them"

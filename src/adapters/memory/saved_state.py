@@ -8,11 +8,10 @@ from pathlib import Path
 
 from adapters.memory.errors import SnapshotUnusable
 from adapters.memory.state_store import read_snapshot, unreadable
+from domain.explanation import WALL_CLOCK
 from domain.inspection import StateReport, inspect_state
 from domain.rules import RuleSet
 from domain.state import Emission, current_key, decode, version_of
-
-WALL_CLOCK = "the wall clock: this state does not record the job's watermark"
 
 
 class SnapshotState:
