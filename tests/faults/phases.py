@@ -12,6 +12,10 @@ so each run here places one kill at one phase of one batch:
 * ``source-stage`` and ``shuffle``: unplaced, at a random moment while the batch's source stage (its
   Kafka read, parse and map output) or its operator stage (reading the shuffle, judging, writing) runs,
   as the driver's own status API reports them: an executor is killed -9 there, wherever its tasks are.
+  A stage of a thousand records lasts a fraction of a second, less than the status API takes to
+  show it; so the stage's first-attempt tasks are slowed by the engine's test slow-down
+  (``SLOW_SETTING``, ``SlowTasks.java``) to about ``SLOW_TASK_SECONDS`` each, spread over their
+  records: the kill lands somewhere in the stage's work, not at a chosen point of it.
 
 and one target: an ``executor`` JVM (halted by the writer's own test fault at that exact point, or
 killed -9 between batches), a whole ``worker`` with its executors (the task stalls at the point and
@@ -63,6 +67,10 @@ from tests.integration.streams import reference
 
 PHASES = ("before-operator", "mid-write", "after-write", "between-batches", "source-stage", "shuffle")
 UNPLACED = {"source-stage": "source", "shuffle": "operator"}  # phase -> the stage a random kill strikes
+SLOW_SETTING = "spark.streamdedup.test.slowTasks"  # SlowTasks.java: STAGE:BATCH:MICROS a record
+SLOW_TASK_SECONDS = 3.0  # an unplaced kill's stage: each first-attempt task slowed to about this long
+SHUFFLE_PARTITIONS = 2
+CORES = 2  # the cluster's: 2 workers of 1 core
 TARGETS = ("executor", "worker", "driver")
 WRITER_POINT = {"before-operator": "at-start", "mid-write": "before-commit", "after-write": "after-commit"}
 PARTITIONS = 4
@@ -76,6 +84,19 @@ class Kill:
     phase: str
     batch: int = 2
     partition: int = 1
+
+    def slow_tasks(self, per_batch: int) -> str | None:
+        """The test slow-down of the stage an unplaced kill strikes (``SLOW_SETTING``), or None."""
+        if self.phase not in UNPLACED:
+            return None
+        tasks = PARTITIONS if UNPLACED[self.phase] == "source" else SHUFFLE_PARTITIONS
+        micros = int(SLOW_TASK_SECONDS * 1e6 * tasks / per_batch)
+        return f"{UNPLACED[self.phase]}:{self.batch}:{micros}"
+
+    def stage_seconds(self) -> float:
+        """About how long the slowed stage runs: its tasks in waves over the cluster's cores."""
+        tasks = PARTITIONS if UNPLACED.get(self.phase) == "source" else SHUFFLE_PARTITIONS
+        return SLOW_TASK_SECONDS * -(-tasks // CORES)
 
     def writer_fault(self) -> str | None:
         """The writer's test fault that halts (executor) or stalls (worker, driver) the task at the phase."""
@@ -205,19 +226,18 @@ class PhaseRun:
         require_produced_order(self.bootstrap, topics.input, keyed)
         create_topics(self.bootstrap, topics.output, topics.dead_letters)
         self.earlier = set(self.executor_logs())  # of the applications before this run
-        engine = self.engine(topics, workdir, kill.writer_fault())
+        engine = self.engine(topics, workdir, kill.writer_fault(), kill.slow_tasks(self.per_batch))
         engine.start()
         if kill.phase == "between-batches":
             self.wait((workdir / "checkpoint" / "commits" / str(kill.batch)).exists, engine, "the commit")
         elif kill.phase in UNPLACED:
-            typical = []
             self.wait(
-                lambda: typical.append(self.running_stage(kill)) or typical[-1] is not None,
+                lambda: self.running_stage(kill),
                 engine,
                 f"the {UNPLACED[kill.phase]} stage of batch {kill.batch}",
                 interval=0.1,
             )
-            time.sleep(self.random.uniform(0, 0.8 * typical[-1]))  # somewhere in the stage, unplaced
+            time.sleep(self.random.uniform(0, 0.8 * kill.stage_seconds()))  # somewhere in the stage, unplaced
         elif kill.target != "executor":
             self.wait(self.stalled_executor, engine, "the stalled task")
         engine = self.strike(kill, engine, topics, workdir)
@@ -243,25 +263,26 @@ class PhaseRun:
             engine.start()
         return engine
 
-    def engine(self, topics: Topics, workdir: Path, fault: str | None) -> EngineProcess:
+    def engine(self, topics: Topics, workdir: Path, fault: str | None, slow: str | None = None) -> EngineProcess:
         engine = engine_process(topics, workdir, self.per_batch, self.delivery, bounded=True, master=self.cluster.url)
         self.ui_port = free_port()
         (workdir / "events").mkdir(exist_ok=True)
         conf = {
-            "spark.sql.shuffle.partitions": "2",
+            "spark.sql.shuffle.partitions": str(SHUFFLE_PARTITIONS),
             "spark.ui.enabled": "true",
             "spark.ui.port": str(self.ui_port),
             "spark.eventLog.enabled": "true",
             "spark.eventLog.compress": "false",
             "spark.eventLog.dir": (workdir / "events").as_uri(),
             **({FAULT_SETTING: fault} if fault else {}),
+            **({SLOW_SETTING: slow} if slow else {}),
         }
         engine.env.update(DEDUP_SPARK__CONF=json.dumps(conf))
         return engine
 
-    def running_stage(self, kill: Kill) -> float | None:
-        """While the stage ``kill`` strikes runs (the source stage or the operator stage of its batch, as the
-        driver's status API shows it): the seconds a stage of that kind took so far in this run, at least 1."""
+    def running_stage(self, kill: Kill) -> bool:
+        """Whether the stage ``kill`` strikes runs now (the source stage or the operator stage of its
+        batch), as the driver's status API shows it."""
         try:
             apps = _get(f"http://127.0.0.1:{self.ui_port}/api/v1/applications")
             base = f"http://127.0.0.1:{self.ui_port}/api/v1/applications/{apps[0]['id']}"
@@ -271,16 +292,12 @@ class PhaseRun:
                 if f"batch = {kill.batch}" in (j.get("description") or "")
             ]
             if not jobs:
-                return None
+                return False
             stages = sorted(jobs[0]["stageIds"])
             wanted = stages[0] if UNPLACED[kill.phase] == "source" else stages[-1]
-            active = {s["stageId"] for s in _get(f"{base}/stages?status=active")}
-            if wanted not in active:
-                return None
-            done = [s for s in _get(f"{base}/stages?status=complete") if s.get("executorRunTime")]
-            return max(1.0, max((s["executorRunTime"] / 1000 / max(s["numTasks"], 1) for s in done), default=1.0))
+            return wanted in {s["stageId"] for s in _get(f"{base}/stages?status=active")}
         except (OSError, ValueError, KeyError, IndexError):
-            return None
+            return False
 
     def struck(self, kill: Kill, workdir: Path) -> bool:
         """Whether this run's executors logged the writer fault at its point (a kill between batches: done

@@ -2,6 +2,7 @@ package streamdedup.spark;
 
 import java.nio.charset.StandardCharsets;
 
+import org.apache.spark.TaskContext;
 import org.apache.spark.sql.Row;
 import org.apache.spark.sql.RowFactory;
 import org.apache.spark.sql.api.java.UDF1;
@@ -32,8 +33,18 @@ public final class PlainEvent implements UDF1<byte[], Row> {
         "type".getBytes(StandardCharsets.US_ASCII), "timestamp".getBytes(StandardCharsets.US_ASCII)};
     private static final int TIMESTAMP = 3, OTHER = -1;
 
+    /** The task this instance last served, and its test slow-down ({@link SlowTasks}): none in production. */
+    private transient long task = -1;
+    private transient long slowMicros;
+
     @Override
     public Row call(byte[] value) {
+        TaskContext context = TaskContext.get();
+        if (context != null && context.taskAttemptId() != task) {
+            task = context.taskAttemptId();
+            slowMicros = SlowTasks.micros("source");
+        }
+        SlowTasks.pause(slowMicros, 1);
         if (value == null) return null;
         Scan scan = new Scan(value);
         if (!scan.event()) return null;

@@ -91,6 +91,7 @@ public final class WindowDedup extends StatefulProcessor<String, Row, Row> {
     private final NewestTimes newest;
 
     private transient ValueState<Emissions> state;
+    private transient long slowMicros;  // a test's slow-down of this task ({@link SlowTasks}): 0 in production
 
     private WindowDedup(StructType schema, StateRowCount stateRows, RuleHorizons horizons, NewestTimes newest) {
         this.tIdx = schema.fieldIndex("t");
@@ -139,6 +140,7 @@ public final class WindowDedup extends StatefulProcessor<String, Row, Row> {
     @Override
     public void init(OutputMode outputMode, TimeMode timeMode) {
         state = getHandle().getValueState(STATE, Encoders.bean(Emissions.class), TTLConfig.NONE());
+        slowMicros = SlowTasks.micros("operator");
     }
 
     @Override
@@ -169,6 +171,7 @@ public final class WindowDedup extends StatefulProcessor<String, Row, Row> {
         rows.forEachRemaining(row -> {
             if (row.getBoolean(judgedIdx)) batch.add(row); else out.add(withVerdict(row, PASS, null, null));
         });
+        SlowTasks.pause(slowMicros, batch.size() + out.size());
         if (batch.isEmpty()) return out.iterator();
         batch.sort(this::arrival);
         long window = batch.get(0).getLong(windowIdx), lateness = batch.get(0).getLong(latenessIdx);
