@@ -341,7 +341,7 @@ def run_group(args, services: Services, topic: str, expected: dict) -> dict:
 
 def run_engine(args: argparse.Namespace) -> dict:
     """The child: one bounded run of the engine; its own peak RSS is the run's."""
-    from adapters.json import decode_json
+    from adapters.json import read_event
     from adapters.kafka.engine import build_kafka_engine
     from adapters.memory.state_store import InMemoryStateStore
     from adapters.system import SystemClock
@@ -358,7 +358,7 @@ def run_engine(args: argparse.Namespace) -> dict:
             args.state, key_prefix=f"{args.group or f'bench-{uuid.uuid4().hex[:6]}'}:"
         )  # a group shares it
     state = "memory" if args.state == "memory" else "redis"
-    core = Deduplicator(RuleSet(), store, SystemClock(), decode=decode_json)  # as the container builds it
+    core = Deduplicator(RuleSet(), store, SystemClock(), read_event=read_event)  # as the container builds it
     bootstrap, topic = args.bootstrap, args.topic
     rss_before = peak_rss_mb()
     cpu = CpuMeter(None if args.state == "memory" else args.state)

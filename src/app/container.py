@@ -15,7 +15,7 @@ from dependency_injector import containers, providers
 
 from adapters.files.jsonl import JsonlDeadLetterSink, JsonlDuplicateSink, JsonlSink, JsonlSource
 from adapters.files.notifications import JsonlNotificationSink, JsonlNotificationSource
-from adapters.json import decode_json
+from adapters.json import read_event
 from adapters.memory.engine import InMemoryEngine
 from adapters.memory.state_store import InMemoryStateStore
 from adapters.metrics.prometheus import PrometheusMetrics
@@ -394,7 +394,7 @@ class Container(containers.DeclarativeContainer):
         clock=clock,
         policies=policies,
         watermarks=watermarks,
-        decode=providers.Object(decode_json),
+        read_event=providers.Object(read_event),
     )
 
     _io = {

@@ -17,7 +17,7 @@ from domain.duplicates import Duplicate
 from domain.errors import DedupError, InvalidEvent, PolicyExhausted
 from domain.events import Event, RawRecord, parse_event
 from domain.policies import Policies, Resolved, Succeeded, Terminal, run_with_policy
-from domain.ports import Clock, DeadLetter, JsonDecoder, Notification, PipelinedStateStore, StateStore
+from domain.ports import Clock, DeadLetter, EventReader, Notification, PipelinedStateStore, StateStore
 from domain.rules import DedupRule, RuleSet, TimeBasis
 from domain.state import NO_WATERMARK, Claim, Judgement
 from domain.watermarks import Watermarks, clock_bound
@@ -56,7 +56,7 @@ class Deduplicator:
     clock: Clock
     policies: Policies = field(default_factory=Policies)
     watermarks: Watermarks = field(default_factory=Watermarks)
-    decode: JsonDecoder | None = None  # ``domain.events.parse_json`` unless an adapter gives a faster one
+    read_event: EventReader = parse_event  # ``domain.events.parse_event`` unless an adapter gives a faster one
     claim_chunk: int = 500  # records judged between two sends to a store that decides while the batch goes on
     _settled: dict[str, int] = field(default_factory=dict, init=False, repr=False)
 
@@ -172,7 +172,7 @@ class Deduplicator:
 
     def _admit(self, record: RawRecord, now: float) -> tuple[Event, DedupRule | None, str | None, int]:
         """Parse and place one record: its event, rule, state key and time (or raise ``InvalidEvent``)."""
-        event = parse_event(record.value, self.decode)
+        event = self.read_event(record.value)
         rule = self.rules.rule_for(event)
         if rule is None:
             return event, None, None, event.timestamp

@@ -42,6 +42,18 @@ class JsonDecoder(Protocol):
     def __call__(self, value: bytes) -> object: ...
 
 
+class EventReader(Protocol):
+    """Reads a record's bytes as an event for ``domain.dedup.Deduplicator``.
+
+    It must give exactly what ``domain.events.parse_event`` gives: an equal ``Event`` (with
+    equal ``fields``) for every record that function accepts, and ``InvalidEvent`` with the same
+    code and text for every other (an adapter that is faster for common records falls back to
+    that function for the rest).
+    """
+
+    def __call__(self, value: bytes) -> Event: ...
+
+
 @runtime_checkable
 class EventSource(Protocol):
     def poll(self, max_records: int, timeout: float) -> list[RawRecord]:

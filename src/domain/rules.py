@@ -36,7 +36,7 @@ from functools import cached_property
 from domain.errors import InvalidEvent, UnknownEventType
 from domain.events import Event
 from domain.keys import SEPARATOR as KEY_SEPARATOR  # noqa: F401 - for adapters.redis.state_store; use domain.keys
-from domain.keys import join_parts, key_prefix, typed_part
+from domain.keys import escape, join_parts, key_prefix
 
 DEFAULT_MAX_AHEAD = 300
 UNIQUE_VALUE_ONLY = ("uniqueValue",)
@@ -95,7 +95,7 @@ class DedupRule:
     def state_key(self, event: Event) -> str:
         """The event's state key: this rule's name and the key fields' values (``domain.keys``)."""
         if self.key_fields == UNIQUE_VALUE_ONLY:
-            return self.key_prefix + typed_part(event.unique_value)
+            return self.key_prefix + escape(event.unique_value)  # typed_part of a string
         return self.key_prefix + join_parts([event.field_value(name) for name in self.key_fields])
 
     @cached_property

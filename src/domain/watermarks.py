@@ -46,6 +46,10 @@ from domain.metrics import Metrics
 DEFAULT_IDLE_TIMEOUT = 60.0
 
 
+_UNSAMPLED = object()
+"""In ``Watermarks._known``: the lowest active time moved, the watermark not yet taken from it."""
+
+
 def clock_bound(t: int | None, now: float) -> int | None:
     """``t`` (a horizon or a watermark), never past the wall clock's second ``now``."""
     return None if t is None else min(t, math.floor(now))
@@ -65,9 +69,9 @@ class Watermarks:
     _since: dict[str, float] = field(default_factory=dict)  # partition → wall time first expected
     _newest: dict[str, dict[str, list[Any]]] = field(default_factory=dict)  # rule → partition → [time, wall]
     _current: dict[str, int] = field(default_factory=dict)
-    _known: dict[str, tuple[float, int | None, int | None]] = field(
+    _known: dict[str, list[Any]] = field(
         default_factory=dict
-    )  # rule → (now, ``of``, lowest active newest) still true
+    )  # rule → [now, ``of``, lowest active newest, the next one up, active partitions] still true
 
     def expect(self, partitions: Iterable[str], now: float) -> None:
         """The partitions the source reads from now on (its current assignment)."""
@@ -90,7 +94,16 @@ class Watermarks:
         self._observe(rule, partition, t, now)
 
     def _observe(self, rule: str, partition: str, t: int, now: float) -> list[Any]:
-        """``observe``; returns the partition's ``[newest time, wall time]`` after it."""
+        """``observe``; returns the partition's ``[newest time, wall time]`` after it.
+
+        What ``of`` answered at ``now`` stays true (``_known``) unless this moves the lowest
+        active partition: a partition first seen, or seen again at a new wall time (it may have
+        been idle), forgets it. A partition raised above the second lowest forgets it too;
+        one at the lowest raised to no more than the second lowest moves the lowest there
+        (ties: the second lowest is the lowest), and of two active partitions the lowest raised
+        past the other makes that one the lowest, with no walk over the partitions; one above
+        the lowest leaves it where it is.
+        """
         seen = self._newest.get(rule)
         if seen is None:
             seen = self._newest[rule] = {}
@@ -102,8 +115,16 @@ class Watermarks:
         elif t > newest[0]:
             known, before = self._known.get(rule), newest[0]
             newest[0] = t
-            if known is not None and known[0] == now and known[2] is not None and before > known[2]:
-                return newest  # active and above the lowest: raising it leaves the watermark where it is
+            if known is not None and known[0] == now and known[2] is not None:
+                if before > known[2]:
+                    return newest  # active and above the lowest: the watermark stays where it is
+                counted = self._expected is None or partition in self._expected  # else ``expect`` left it out
+                if counted and t <= known[3]:  # it was the lowest and stays the lowest, at t
+                    known[1], known[2] = _UNSAMPLED, t
+                    return newest
+                if counted and known[4] == 2:  # of two active partitions, the other is the lowest now
+                    known[1], known[2], known[3] = _UNSAMPLED, known[3], t
+                    return newest
         else:
             return newest
         self._known.pop(rule, None)
@@ -114,35 +135,56 @@ class Watermarks:
         and its partition's ``horizon``, both bound by the clock (``clock_bound``). One call for
         the three, as an engine judges every record."""
         newest: int = self._observe(rule, partition, t, now)[0]
-        mark = clock_bound(self.of(rule, now), now)
-        return mark, min(newest if mark is None else max(newest, mark), math.floor(now))
+        known = self._known.get(rule)
+        fresh = known is not None and known[0] == now and known[1] is not _UNSAMPLED
+        mark: int | None = known[1] if fresh and known is not None else self.of(rule, now)
+        second = math.floor(now)
+        if mark is None:
+            return None, newest if newest < second else second
+        if mark > second:
+            mark = second
+        horizon = newest if newest > mark else mark
+        return mark, horizon if horizon < second else second
 
     def of(self, rule: str, now: float) -> int | None:
         """The rule's watermark at wall time ``now``; None while it has none."""
         known = self._known.get(rule)
         if known is not None and known[0] == now:
-            return known[1]
-        low = self._lowest_active(rule, now)
-        if low is not None:
-            self._current[rule] = max(self._current.get(rule, low), low)
+            mark: int | None = known[1]
+            if mark is not _UNSAMPLED:
+                return mark
+            low: int = known[2]  # the lowest moved (``_observe``), the others did not
+            mark = known[1] = self._current[rule] = max(self._current.get(rule, low), low)
+            return mark
+        lowest, second, active = self._lowest_active(rule, now)
+        if lowest is not None:
+            self._current[rule] = max(self._current.get(rule, lowest), lowest)
         mark = self._current.get(rule)
-        self._known[rule] = (now, mark, low)
+        self._known[rule] = [now, mark, lowest, second, active]
         return mark
 
-    def _lowest_active(self, rule: str, now: float) -> int | None:
-        """The lowest newest time of the partitions not idle at ``now``; None while a partition
-        that showed nothing yet holds the watermark back, or when every partition is idle."""
+    def _lowest_active(self, rule: str, now: float) -> tuple[int | None, float, int]:
+        """The lowest newest time of the partitions not idle at ``now``, the next one up (the
+        lowest again when two share it; infinite when one partition is active), and how many
+        are active; None while a partition that showed nothing yet holds the watermark back,
+        or when every partition is idle."""
         seen = self._newest.get(rule, {})
         partitions = seen.keys() if self._expected is None else self._expected
-        active = []
+        low: int | None = None
+        second, active = math.inf, 0
         for partition in partitions:
             newest = seen.get(partition)
             if newest is None:
                 if now - self._since.get(partition, now) < self.idle_timeout:
-                    return None
+                    return None, second, 0
             elif now - newest[1] < self.idle_timeout:
-                active.append(newest[0])
-        return min(active) if active else None
+                active += 1
+                t = newest[0]
+                if low is None or t < low:
+                    low, second = t, (second if low is None else low)
+                elif t < second:
+                    second = t
+        return low, second, active
 
     def newest(self, rule: str, partition: str) -> int | None:
         """The newest time ``partition`` showed for ``rule``."""

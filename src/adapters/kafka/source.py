@@ -106,18 +106,28 @@ class KafkaSource:
         """Up to ``max_records`` records; waits the whole ``timeout`` unless that many are ready
         (or, in a bounded run, the end was already reached)."""
         try:
-            messages = self.consumer.consume(max_records, 0 if self.exhausted else timeout)
+            messages: list[Any] = self.consumer.consume(
+                max_records, 0 if self.exhausted else timeout
+            )  # a record has its topic, partition and offset
         except (KafkaException, RuntimeError) as exc:
             raise SourceUnavailable(f"cannot read {self.endpoint}: {describe(exc)}") from None
         if self._refused:
             raise StateNotShared(self._refused)
-        records = []
-        for message in messages:
+        records: list[RawRecord] = []
+        append, uncommitted, at_end = records.append, self._uncommitted, self._at_end
+        for message in messages:  # one pass, no call per record but the message's own
             error = message.error()
-            if error is None:
-                records.append(self._record(message))
-            else:
+            if error is not None:
                 self._on_error(message, error)
+                continue
+            topic, partition, offset = message.topic(), message.partition(), message.offset()
+            if (topic, partition) not in uncommitted:
+                uncommitted[topic, partition] = offset
+            if at_end:
+                at_end.discard(partition)
+            kind, millis = message.timestamp()
+            arrived = millis / 1000 if kind != TIMESTAMP_NOT_AVAILABLE and millis >= 0 else None
+            append(RawRecord(message.value() or b"", SourcePosition(topic, partition, offset), message.key(), arrived))
         return records
 
     @property
@@ -348,16 +358,6 @@ class KafkaSource:
             self.consumer.close()
         except (KafkaException, RuntimeError) as exc:
             log.warning("closing the consumer of %s: %s", self.endpoint, describe(exc))
-
-    def _record(self, message) -> RawRecord:
-        topic, partition, offset = message.topic(), message.partition(), message.offset()
-        if (topic, partition) not in self._uncommitted:
-            self._uncommitted[topic, partition] = offset
-        if self._at_end:
-            self._at_end.discard(partition)
-        kind, millis = message.timestamp()
-        arrived = millis / 1000 if kind != TIMESTAMP_NOT_AVAILABLE and millis >= 0 else None
-        return RawRecord(message.value() or b"", SourcePosition(topic, partition, offset), message.key(), arrived)
 
     def _on_error(self, message, error: KafkaError) -> None:
         if error.code() == KafkaError._PARTITION_EOF:

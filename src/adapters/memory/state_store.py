@@ -84,7 +84,11 @@ class InMemoryStateStore:
         return self.check_and_set_many([claim])[0].granted
 
     def check_and_set_many(self, claims: Sequence[Claim]) -> list[Judgement]:
-        judgements, entries, expiries_of = [], self._entries, self._expiries
+        """Each claim decided in turn (``domain.state.decide``); a rule's keys due to be
+        forgotten by a claim's ``now`` are forgotten first. The usual claim (a key the store
+        does not hold) takes a path with ``_Expiries.due`` and ``add`` written out."""
+        judgements: list[Judgement] = []
+        entries, expiries_of, append = self._entries, self._expiries, judgements.append
         with self._lock:
             for claim in claims:
                 key, now = claim.key, claim.now
@@ -92,15 +96,22 @@ class InMemoryStateStore:
                 expiries = expiries_of.get(rule)
                 if expiries is None:
                     expiries = self._expiries_of(rule)
-                elif expiries.due(now):
+                seconds = expiries._seconds
+                if seconds and seconds[0] <= now:
                     self._evict(expiries, now)
                 stored = entries.get(key)
                 if stored is None:  # ``decide`` over no emission: granted, the claim's emission remembered
-                    entries[key] = ((claim.time, claim.expires_at, claim.owner),)
-                    expiries.add(kept_until(claim.time, claim.expires_at), key)
-                    judgements.append(GRANTED)
+                    time, expires_at = claim.time, claim.expires_at
+                    entries[key] = ((time, expires_at, claim.owner),)
+                    second = kept_until(time, expires_at)
+                    keys = expiries._keys.get(second)
+                    if keys is None:
+                        keys = expiries._keys[second] = {}
+                        heapq.heappush(seconds, second)
+                    keys[key] = None
+                    append(GRANTED)
                 else:
-                    judgements.append(self._decide(claim, stored, expiries))
+                    append(self._decide(claim, stored, expiries))
         return judgements
 
     def invalidate(self, key: str) -> bool:
