@@ -179,6 +179,19 @@ def test_the_kafka_connector_jars_are_fetched_by_maven_from_the_spark_kafka_pom(
     assert "-DoutputDirectory=/out/jars" in mvn.body
 
 
+def test_one_spark_release_is_named_everywhere_it_is_pinned(sparkapp):
+    """pyproject's PySpark, the Kafka connector the pom fetches, the SparkApplication's
+    sparkVersion and the changelog's compatibility row name the same release (a move to a new
+    Spark release changes them together: docs/guides/move-to-a-new-spark-release.md)."""
+    pinned = re.search(r"pyspark\[sql\]==([\d.]+)", (c.REPO / "pyproject.toml").read_text()).group(1)
+    connectors = [name for name in c.pom_jar_names(SPARK_KAFKA_POM) if name.startswith("spark-")]
+    assert connectors and all(name.endswith(f"_2.13-{pinned}.jar") for name in connectors), connectors
+    assert sparkapp["spec"]["sparkVersion"] == pinned
+    version = re.search(r'^version = "([^"]+)"', (c.REPO / "pyproject.toml").read_text(), re.M).group(1)
+    [row] = [line for line in (c.REPO / "CHANGELOG.md").read_text().splitlines() if line.startswith(f"| {version} |")]
+    assert row.split("|")[3].strip() == pinned, row
+
+
 def jar_dirs(dockerfile) -> list[str]:
     """The directories whose jars the default command puts on the classpath (``--jars D/*.jar,…``)."""
     cmd = dockerfile.final.last("CMD").exec_form
