@@ -22,7 +22,10 @@ seconds, ``--seconds`` are measured. Printed per run:
 * per batch: classes compiled by Spark's code generator (``CodegenMetrics``) and their time,
   Spark jobs (the query's job group, ``statusTracker``), py4j calls made by
   ``foreachBatch``'s thread, and the wait between batches (trigger interval minus the batch);
-* the end-to-end latency p50/p90/p99/max and the input and output rates.
+* the end-to-end latency p50/p90/p99/max and the input and output rates;
+* the CPU share of every process on the machine over the measured window (``CpuShares``): this
+  process (the PySpark driver's Python side, the generator, the output consumer), the Spark JVM,
+  the Kafka broker, the rest, and the idle share.
 
 Figures go to ``--out`` (JSON). On a shared 2-core machine, expect run-to-run noise of ±20%.
 """
@@ -86,6 +89,7 @@ def main(argv=None) -> None:
         if not args.bootstrap:
             broker = local_services.KafkaBroker(Path(workdir) / "kafka", heap="512m").start()
             args.bootstrap = broker.bootstrap
+        args.broker_pid = broker.pid if broker is not None else None
         try:
             from adapters.spark.runtime.session import build_session
 
@@ -155,12 +159,19 @@ def measure(spark, args, delivery: str, rate: int, workdir: Path, calls: Py4jCal
     feeder.start()
     runner.start()
     time.sleep(args.warmup)
+    cpu = CpuShares(
+        _jvm_pid(spark),
+        args.broker_pid,
+        {"  of it, the generator thread": feeder.ident, "  of it, the output consumer": latencies.thread_ident},
+    )
+    cpu_before = cpu.sample()
     started_ms = time.time() * 1000
     first_batch = engine.timings.batches[-1].batch_id + 1 if engine.timings.batches else 0
     latencies.measuring_from(started_ms)
     compiles = codegen_compiles(spark)
     time.sleep(args.seconds)
     compiles = [after - before for before, after in zip(compiles, codegen_compiles(spark))]
+    cpu_shares = cpu.shares(cpu_before, cpu.sample())
     ended_ms = time.time() * 1000
     active = [q for q in spark.streams.active if q.name and q.name.startswith("streamdedup-")]
     progress = [
@@ -181,6 +192,7 @@ def measure(spark, args, delivery: str, rate: int, workdir: Path, calls: Py4jCal
         "compilations": round(compiles[0] / max(1, len(progress)), 1),
         "ms": round(compiles[1] / max(1, len(progress))),
     }
+    result["cpu_share_percent"] = cpu_shares
     print_result(result)
     return result
 
@@ -263,6 +275,11 @@ def print_result(r: dict) -> None:
     idle = r["idle_between_batches_ms"]
     if idle:
         print(f"{'idle between batches':<28}{idle['mean']:>10}{idle['p50']:>10}{idle['p90']:>10}")
+    shares = r.get("cpu_share_percent") or {}
+    if shares:
+        print(f"CPU, % of the machine's {os.cpu_count()} cores over the measured window:")
+        for name, share in shares.items():
+            print(f"  {name:<40}{share:>6}")
     lat = r["latency_ms"]
     if lat:
         print(
@@ -270,6 +287,61 @@ def print_result(r: dict) -> None:
             f"({r['output_per_s']:,} unique events/s out)",
             flush=True,
         )
+
+
+class CpuShares:
+    """CPU time of every process on the machine over a window, as a share of the machine's cores:
+    this Python process (the PySpark driver's Python side, the generator and the output consumer,
+    their librdkafka threads included; of it, the generator's and the consumer's Python threads),
+    the Spark JVM (driver and executors: ``local[2]``), the Kafka broker, and everything else (the
+    machine's busy time, ``/proc/stat``, minus those)."""
+
+    def __init__(self, jvm: int | None, broker: int | None, threads: dict[str, int]):
+        self.pids = {"python (driver, generator, consumer)": os.getpid(), "spark jvm": jvm, "kafka broker": broker}
+        self.threads = threads  # name -> thread ident, within this process
+        self.cores = os.cpu_count() or 1
+
+    def sample(self) -> tuple[float, dict[str, float]]:
+        times = {name: _process_cpu(pid) for name, pid in self.pids.items()}
+        for name, ident in self.threads.items():
+            try:
+                times[name] = time.clock_gettime(time.pthread_getcpuclockid(ident))
+            except (OSError, OverflowError):
+                times[name] = 0.0
+        return time.monotonic(), {**times, "machine busy": _machine_busy()}
+
+    def shares(self, before, after) -> dict[str, float]:
+        """Each one's % of the machine (all cores) between two samples; ``other`` the rest of the busy time."""
+        wall = (after[0] - before[0]) * self.cores
+        used = {name: after[1][name] - before[1][name] for name in after[1]}
+        listed = sum(v for name, v in used.items() if name in self.pids)
+        shares = {name: round(100 * v / wall, 1) for name, v in used.items() if name != "machine busy"}
+        shares["other processes"] = round(100 * max(0.0, used["machine busy"] - listed) / wall, 1)
+        shares["idle"] = round(100 - 100 * used["machine busy"] / wall, 1)
+        return shares
+
+
+def _process_cpu(pid: int | None) -> float:
+    """User plus system CPU seconds of ``pid`` (all its threads); 0 when unknown or gone."""
+    if pid is None:
+        return 0.0
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _machine_busy() -> float:
+    """CPU seconds the whole machine spent busy since boot (``/proc/stat``: all but idle and iowait)."""
+    values = [int(v) for v in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
+    return (sum(values) - values[3] - values[4]) / os.sysconf("SC_CLK_TCK")
+
+
+def _jvm_pid(spark) -> int | None:
+    """The Spark JVM PySpark started (None when it was not started from this process)."""
+    proc = getattr(spark.sparkContext._gateway, "proc", None)  # PySpark keeps the process it launched there
+    return getattr(proc, "pid", None)
 
 
 def iso_ms(text: str) -> float:
@@ -335,6 +407,11 @@ class Latencies:
 
     def measuring_from(self, ms: float) -> None:
         self.since = ms
+
+    @property
+    def thread_ident(self) -> int | None:
+        """The reading thread's ident (its CPU clock: ``CpuShares``)."""
+        return self._thread.ident
 
     def stop(self) -> None:
         self._stop.set()
