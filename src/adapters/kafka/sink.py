@@ -45,24 +45,26 @@ class KafkaSink:
         self.channel = channel
         self.topic = topic
         self.key_of = key_of
-        self._written: dict[tuple[bytes, bytes | None], RawRecord] = {}  # since the last flush, by message
+        self._written: list[tuple[bytes, bytes | None, RawRecord]] = []  # since the last flush
 
     def write(self, record: RawRecord, event: Event) -> None:
         key = self.key_of(event)
         self.channel.produce(self.topic, record.value, key)
         if not self.channel.transactional and self.topic not in self.channel.limits_read:
-            self._written[(record.value, key)] = record
+            self._written.append((record.value, key, record))
 
     def flush(self) -> list[tuple[RawRecord, RecordTooLarge]]:
+        """Flushes the channel; the written events the topic refused as too large (matched by
+        message; a refusal is rare, so the batch's messages are looked up only then)."""
         self.channel.flush()
-        written, self._written = self._written, {}
+        written, self._written = self._written, []
         if self.channel.transactional:
             return []
-        return [
-            (written[(value, key)], error)
-            for value, key, error in self.channel.take_refused(self.topic)
-            if (value, key) in written
-        ]
+        refused = self.channel.take_refused(self.topic)
+        if not refused:
+            return []
+        by_message = {(value, key): record for value, key, record in written}
+        return [(by_message[(value, key)], error) for value, key, error in refused if (value, key) in by_message]
 
     def close(self) -> None:
         """The channel is shared; the engine closes it."""
