@@ -19,7 +19,7 @@ from domain.events import Event, RawRecord, parse_event
 from domain.policies import Policies, Resolved, Succeeded, Terminal, run_with_policy
 from domain.ports import Clock, DeadLetter, EventReader, Notification, PipelinedStateStore, StateStore
 from domain.rules import DedupRule, RuleSet, TimeBasis
-from domain.state import NO_WATERMARK, Claim, Judgement
+from domain.state import NO_WATERMARK, Claim, Emission, Judgement
 from domain.watermarks import Watermarks, clock_bound
 
 log = logging.getLogger(__name__)
@@ -39,7 +39,17 @@ class Outcome:
     event: Event | None = None
     key: str | None = None
     dead_letter: DeadLetter | None = None
-    duplicate: Duplicate | None = None  # a duplicate's report: the emission it repeats
+    repeats: _Repeat | None = None  # a duplicate's: what its report (``duplicate``) is made of
+
+    @property
+    def duplicate(self) -> Duplicate | None:
+        """A duplicate's report: the emission it repeats (made when asked: most engines write
+        no report, and reading the emission's position costs)."""
+        return None if self.repeats is None else Duplicate.of(self.record, *self.repeats)
+
+
+_Repeat = tuple[str, int, int, Emission, float]
+"""A duplicate's rule, window and event time, the emission it repeats, and when it was judged."""
 
 
 _Pending = tuple[Outcome, DedupRule, Claim]
@@ -230,9 +240,7 @@ class Deduplicator:
             if judgement.repeats is not None:  # refused
                 refused += 1
                 outcome.verdict = Verdict.DUPLICATE
-                outcome.duplicate = Duplicate.of(
-                    outcome.record, rule.event_type, rule.window, claim.time, judgement.repeats, now
-                )
+                outcome.repeats = (rule.event_type, rule.window, claim.time, judgement.repeats, now)
         if refused < len(items):
             counts.tally("out", len(items) - refused, rule.event_type)
         if refused:
