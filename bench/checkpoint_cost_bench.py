@@ -32,10 +32,11 @@ micro-batch's ``addBatch`` is the state's reload plus judging those few records.
 Each provider and each restart runs in a process of its own (a fresh JVM: the memory
 provider's maps are not left on the heap of the next run). The driver is the executor
 (``local[2]``), ``--driver-memory`` for both. Figures go to ``--out`` (JSON) and a PNG plot
-(``--plot``, by default ``docs/checkpoint-cost.png``); a table is printed. ``--conf KEY=VALUE``
+(``--plot``, by default beside ``--out``); a table is printed, and the same as the Markdown table
+of the docs with the lines that have the site chart it (``--replot JSON`` prints them again). ``--conf KEY=VALUE``
 sets a Spark setting for every provider, e.g. ``spark.sql.streaming.stateStore.minDeltasForSnapshot=3``
 and ``…maintenanceInterval=10s`` to see snapshots within a short run (with Spark's 10 and 60 s,
-10 micro-batches make none); ``--replot JSON`` draws the plot again from a run's figures.
+10 micro-batches make none); ``--replot JSON`` draws the plot and the table again from a run's figures.
 Results and commands of a run: docs/operations/checkpoints.md, "What a checkpoint costs, and the state provider".
 """
 
@@ -79,7 +80,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     )
     p.add_argument("--hdfs", help="a running HDFS's hdfs://HOST:PORT (default: start one)")
     p.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "checkpoint_cost.json")
-    p.add_argument("--plot", type=Path, default=ROOT / "docs" / "checkpoint-cost.png")
+    p.add_argument("--plot", type=Path, default=ROOT / "bench" / "results" / "checkpoint_cost.png")
     p.add_argument("--replot", type=Path, metavar="JSON", help="only draw --plot from the figures of an earlier run")
     p.add_argument("--phase", choices=("grow", "restart"), help=argparse.SUPPRESS)  # a child process's part
     p.add_argument("--provider", help=argparse.SUPPRESS)
@@ -94,7 +95,9 @@ def main(argv=None) -> None:
         print(json.dumps(run_phase(args)))
         return
     if args.replot:
-        plot(json.loads(args.replot.read_text())["results"], args.plot)
+        results = json.loads(args.replot.read_text())["results"]
+        plot(results, args.plot)
+        print(markdown(results))
         return
     from deploy.local import services as local_services
 
@@ -296,7 +299,38 @@ def report(results: list[dict], args) -> None:
             f"{r['restart']['addBatch']:,} ms, peak memory {r['peak_memory_mb']:,} MB"
         )
     plot(results, args.plot)
+    print(f"\n{markdown(results)}\n")
     print(f"figures: {args.out}\nplot:    {args.plot}")
+
+
+def markdown(results: list[dict]) -> str:
+    """Per micro-batch, each provider's bytes written, state in the checkpoint and commit time, as
+    the docs' Markdown table, and under it the lines that have the site chart the state's growth
+    and the bytes written (``scripts/mkdocs_hooks.py``)."""
+    mb = 2**20
+    header = ["keys after the batch"]
+    for r in results:
+        p = r["provider"]
+        header += [f"{p}: written", f"{p}: state in checkpoint", f"{p}: commit (wal + offsets + state)"]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for i, first in enumerate(results[0]["batches"]):
+        cells = [f"{first['state_rows'] / 1e6:g} M"]
+        for r in results:
+            b = r["batches"][i]
+            cells += [
+                f"{b['written'] / mb:.1f} MB",
+                f"{b['state_bytes'] / mb:.1f} MB",
+                f"{b['walCommit']} + {b['commitOffsets']} + {b['commitTimeMs']} ms",
+            ]
+        lines.append("| " + " | ".join(cells) + " |")
+    lines.append("")
+    for r in results:
+        p = r["provider"]
+        lines += [
+            f"<!-- plot: line | {p} state: MB of state in the checkpoint | keys after the batch | {p}: state in checkpoint | MB -->",
+            f"<!-- plot: line | {p} state: MB written per micro-batch | keys after the batch | {p}: written | MB -->",
+        ]
+    return "\n".join(lines)
 
 
 def plot(results: list[dict], path: Path) -> None:

@@ -615,6 +615,26 @@ def table(results: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def markdown(results: list[dict]) -> str:
+    """The run as the Latency page's table, with the line that has the site draw it as a chart
+    (``scripts/mkdocs_hooks.py``): paste both into the page."""
+    lines = [
+        "| engine, delivery, state | rate reached | p50 | p90 | p99 | p99.9 | max |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in results:
+        ms = r["latency_ms"]
+        name = ", ".join([r["engine"], r["delivery"], r["state"], *(f"{k}={v}" for k, v in r["settings"].items())])
+        cells = [
+            name,
+            f"{r['reached_rate']:,.1f}/s",
+            *(f"{fmt(ms[k])} ms" for k in ("p50", "p90", "p99", "p99.9", "max")),
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
+    chart = "<!-- plot: hbar | p99 end-to-end latency (ms) | engine, delivery, state + rate reached | p99 | ms -->"
+    return "\n".join([*lines, "", chart])
+
+
 def fmt(value) -> str:
     return "-" if value is None else f"{value:,.0f}" if value >= 100 else f"{value:,.1f}"
 
@@ -644,6 +664,7 @@ def plot(results: list[dict], path: Path) -> None:
 
 def report(results: list[dict], args) -> None:
     print(table(results))
+    print(f"\n{markdown(results)}\n")
     if args.json:
         args.json.write_text(
             json.dumps(
