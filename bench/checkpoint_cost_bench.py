@@ -205,8 +205,7 @@ def run_phase(args) -> dict:
 
     from adapters.spark.engine import build_spark_engine
     from adapters.spark.runtime.session import build_session
-    from domain.policies import Policies
-    from domain.rules import RuleSet
+    from domain import Policies, RuleSet
     from spark_bench_report import Sampler
 
     started = time.perf_counter()

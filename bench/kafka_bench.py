@@ -346,8 +346,7 @@ def run_engine(args: argparse.Namespace) -> dict:
     from adapters.memory.state_store import InMemoryStateStore
     from adapters.system import SystemClock
     from app.collector import long_lived_frozen
-    from domain.dedup import Deduplicator
-    from domain.rules import RuleSet
+    from domain import Deduplicator, RuleSet
 
     if args.state == "memory":
         store = InMemoryStateStore()

@@ -237,8 +237,7 @@ def run_engine(args) -> None:
     from adapters.spark.engine import build_spark_engine
     from adapters.spark.runtime.session import build_session
     from checkpoint_cost_bench import CheckpointBytes
-    from domain.policies import Policies
-    from domain.rules import RuleSet
+    from domain import Policies, RuleSet
     from spark_bench_report import children, pss_mb
 
     work = args.work

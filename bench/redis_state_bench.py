@@ -60,7 +60,7 @@ def main() -> None:
 
     from adapters.redis.state_store import RedisStateStore
     from deploy.local import services
-    from domain.state import Claim
+    from domain import Claim
 
     per_second = args.stored_keys / KEPT
     total = int(args.stored_keys * (1 + args.retentions))

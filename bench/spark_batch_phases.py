@@ -129,8 +129,7 @@ def main(argv=None) -> None:
 
 def measure(spark, args, delivery: str, rate: int, workdir: Path, calls: Py4jCalls) -> dict:
     from adapters.spark.engine import build_spark_engine
-    from domain.policies import Policies
-    from domain.rules import RuleSet
+    from domain import Policies, RuleSet
 
     name = f"{delivery}-{rate}-{uuid.uuid4().hex[:6]}"
     topics = {role: f"phases-{name}-{role}" for role in ("in", "out", "dlq")}

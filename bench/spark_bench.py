@@ -37,7 +37,7 @@ from adapters.spark.runtime.session import build_session, state_store_conf  # no
 from adapters.spark.stream.operator import state_row_counter  # noqa: E402
 from adapters.spark.stream.plan import DedupPlan  # noqa: E402
 from adapters.spark.waiting import stop_after_running_batch  # noqa: E402
-from domain.rules import RuleSet  # noqa: E402
+from domain import RuleSet  # noqa: E402
 
 T0 = 1_700_000_000
 

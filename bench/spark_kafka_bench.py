@@ -273,8 +273,7 @@ def run_engine(
 ) -> dict:
     from adapters.spark.engine import build_spark_engine
     from adapters.spark.runtime.session import TRACK_ROWS
-    from domain.policies import Policies
-    from domain.rules import RuleSet
+    from domain import Policies, RuleSet
 
     name = checkpoint.name.removeprefix("checkpoint-")
     out, dlq = broker.create(f"{topic}-{name}-out"), broker.create(f"{topic}-{name}-dlq")

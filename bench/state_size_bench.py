@@ -39,8 +39,7 @@ def main() -> None:
     from adapters.spark.checkpoint.logs import Checkpoint
     from adapters.spark.engine import build_spark_engine
     from adapters.spark.runtime.session import build_session
-    from domain.policies import Policies
-    from domain.rules import RuleSet
+    from domain import Policies, RuleSet
 
     with tempfile.TemporaryDirectory(prefix="state-size-") as work:
         root = Path(work)

@@ -29,6 +29,11 @@ SRC = Path(__file__).resolve().parents[1] / "src"
 # What each layer may import; a layer missing here (app) may import anything.
 ALLOWED_LAYERS = {"domain": {"domain"}, "adapters": {"domain", "adapters"}}
 
+# Packages with a door: code outside one (in src/, the tests, the benches) imports from the
+# package itself (``from domain import RuleSet``), whose ``__init__`` exports every public
+# name, and never names a module inside it (``from domain.rules import RuleSet``).
+DOORS = ("domain",)
+
 # A cycle search stops after this many steps and keeps the longest cycle found so far.
 CYCLE_SEARCH_STEPS = 100_000
 
@@ -236,6 +241,26 @@ def cycle_path(arrows: dict[str, dict[str, int]], component: list[str]) -> list[
 
     extend([start])
     return best
+
+
+def doors_passed_by(path: Path, name: str) -> list[Violation]:
+    """Every import statement of the file ``path`` (module ``name``: its dotted name in src/, or
+    any label outside it) that reaches into a package of ``DOORS`` from outside that package."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            dotted = [node.module]
+        elif isinstance(node, ast.Import):
+            dotted = [alias.name for alias in node.names]
+        else:
+            continue
+        for module in dotted:
+            for door in DOORS:
+                if is_under(module, door) and module != door and not is_under(name, door):
+                    found.append(
+                        Violation(name, module, node.lineno, f"a module inside {door}: import from {door} itself")
+                    )
+    return found
 
 
 def broken_rule(importer: str, imported: str, line: int) -> Violation | None:

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from domain.errors import SinkUnavailable, StateUnavailable
-from domain.state import decide
+from domain import SinkUnavailable, StateUnavailable, decide
 
 
 class FakeClock:

@@ -18,9 +18,7 @@ import time
 
 from adapters.memory.state_store import InMemoryStateStore
 from adapters.system import SystemClock
-from domain.dedup import Deduplicator, Verdict
-from domain.events import RawRecord, SourcePosition
-from domain.rules import DedupRule, RuleSet
+from domain import Deduplicator, DedupRule, RawRecord, RuleSet, SourcePosition, Verdict
 
 T = 1_700_000_000
 RULES = RuleSet({"APP": DedupRule("APP", 30, key_fields=("uniqueValue", "session")), "WEB": DedupRule("WEB", 600)})

@@ -20,7 +20,7 @@ import pytest
 
 from deploy.local.services.cli import main as services_cli
 from deploy.local.services.prerequisites import REPO_ROOT
-from domain.duplicates import from_document
+from domain import duplicates
 
 pytestmark = [pytest.mark.kafka, pytest.mark.redis, pytest.mark.spark, pytest.mark.slow]
 
@@ -83,7 +83,7 @@ def test_why_was_my_event_dropped_runs_as_written_and_names_the_first_copy(tmp_p
     run = run_in_bash(walkthrough(DROPPED_BLOCK), tmp_path)
     assert run.returncode == 0, f"exit {run.returncode}\n{run.stdout[-3000:]}\n{run.stderr[-3000:]}"
     report_line, *explanation = run.stdout.splitlines()
-    report = from_document(json.loads(report_line))
+    report = duplicates.from_document(json.loads(report_line))
     assert json.loads(report.record.value)["id"] == "e2"
     assert (report.first.offset, report.first_time, report.apart) == (1, 1_700_000_000, 12)
     assert report.first.source.endswith("/in.jsonl")

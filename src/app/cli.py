@@ -24,10 +24,7 @@ from app.progress import ProgressLine
 from app.settings import Settings, load_settings
 from app.state_cli import add_state_commands
 from app.uris import check_stream_uri
-from domain.accounting import Accounting
-from domain.errors import DedupError, PolicyExhausted, SetupError
-from domain.ports import Engine
-from domain.redaction import redact
+from domain import Accounting, DedupError, Engine, PolicyExhausted, SetupError, redact
 
 EXIT_USAGE, EXIT_STOPPED = 2, 3
 

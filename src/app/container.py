@@ -32,17 +32,23 @@ from app.settings import (
     SparkSettings,
 )
 from app.uris import CHECKPOINT, MEMORY_DEAD_LETTERS, REDIS_SCHEMES
-from domain.dead_letters import DEFAULT_MAX_BYTES
-from domain.dedup import Deduplicator
-from domain.delivery import Delivery
-from domain.errors import SetupError
-from domain.pipeline import BatchPipeline
-from domain.policies import Policies
-from domain.ports import SavedState, StateStore
-from domain.redaction import redact_uri
-from domain.restart import parse_restart
-from domain.rules import DedupRule, RuleSet, UnknownTypePolicy
-from domain.watermarks import DEFAULT_IDLE_TIMEOUT, Watermarks
+from domain import (
+    DEFAULT_IDLE_TIMEOUT,
+    DEFAULT_MAX_BYTES,
+    BatchPipeline,
+    Deduplicator,
+    DedupRule,
+    Delivery,
+    Policies,
+    RuleSet,
+    SavedState,
+    SetupError,
+    StateStore,
+    UnknownTypePolicy,
+    Watermarks,
+    parse_restart,
+    redact_uri,
+)
 
 log = logging.getLogger(__name__)
 
@@ -89,7 +95,7 @@ def build_state_store(
     store = _state_store(uri, redis, idle_timeout)
     if migration is None or not migration.state_from:
         return store
-    from domain.migration import KeyTranslation, MigratingStateStore
+    from domain import KeyTranslation, MigratingStateStore
 
     if rules is None:
         raise ValueError("a migration needs the job's rules")

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from app.generator import Expected, StreamSpec, generate, generate_parts
-from domain.accounting import Accounting
+from domain import Accounting
 
 SPARK_PARTS = 6
 

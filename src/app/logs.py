@@ -13,7 +13,7 @@ import logging
 
 from pythonjsonlogger.json import JsonFormatter
 
-from domain.redaction import redact
+from domain import redact
 
 FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 

@@ -33,8 +33,7 @@ from urllib.parse import urlsplit
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from adapters.metrics.prometheus import PrometheusMetrics
-from domain.errors import SetupError, first_line
-from domain.redaction import redact
+from domain import SetupError, first_line, redact
 
 log = logging.getLogger(__name__)
 

@@ -6,7 +6,7 @@ import sys
 import time
 from typing import TextIO
 
-from domain.accounting import Accounting
+from domain import Accounting
 
 
 class ProgressLine:

@@ -21,7 +21,7 @@ from pydantic import BaseModel
 from pydantic_core import PydanticUndefined
 
 from app.setting_names import env_name
-from domain.rules import DEFAULT_RULES
+from domain import DEFAULT_RULES
 
 RULE_TYPE = "<TYPE>"  # the free key of ``rules``: an event type
 

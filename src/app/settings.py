@@ -26,15 +26,24 @@ from adapters.spark.trigger import DEFAULT_TRIGGER
 from app.errors import SettingsError
 from app.setting_names import Misspelt, misspelt, unknown_variables
 from app.uris import CHECKPOINT, check_state_uri, check_stream_uri, distinct_files
-from domain.dead_letters import DEFAULT_MAX_BYTES
-from domain.errors import first_line
-from domain.pipeline import DEFAULT_MAX_BATCH_DELAY
-from domain.policies import DEFAULT_POLICIES, ERROR_CLASSES, parse_chain
-from domain.redaction import redact_setting, remember, secrets_of_settings
-from domain.restart import parse_restart
-from domain.rules import DEFAULT_MAX_AHEAD, DEFAULT_RULES, TimeBasis, UnknownTypePolicy
-from domain.syntax import parse_duration
-from domain.watermarks import DEFAULT_IDLE_TIMEOUT
+from domain import (
+    DEFAULT_IDLE_TIMEOUT,
+    DEFAULT_MAX_AHEAD,
+    DEFAULT_MAX_BATCH_DELAY,
+    DEFAULT_MAX_BYTES,
+    DEFAULT_POLICIES,
+    DEFAULT_RULES,
+    ERROR_CLASSES,
+    TimeBasis,
+    UnknownTypePolicy,
+    first_line,
+    parse_chain,
+    parse_duration,
+    parse_restart,
+    redact_setting,
+    remember,
+    secrets_of_settings,
+)
 
 log = logging.getLogger(__name__)
 _SPARK_INTERVAL = re.compile(r"^\s*\d+\s+(millisecond|second|minute|hour|day)s?\s*$", re.IGNORECASE)

@@ -14,10 +14,7 @@ import time
 from app.container import build_saved_state, container_for
 from app.errors import UsageError
 from app.settings import load_settings
-from domain.explanation import Explanation, explain, key_spellings
-from domain.inspection import StateReport
-from domain.redaction import redact
-from domain.rules import RuleSet
+from domain import Explanation, RuleSet, StateReport, explain, key_spellings, redact
 
 
 def add_state_commands(commands) -> None:

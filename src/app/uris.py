@@ -20,8 +20,7 @@ from urllib.parse import urlsplit
 from adapters.kafka.config import parse_kafka_uri
 from adapters.kafka.errors import KafkaConfigurationError
 from app.setting_names import env_name
-from domain.errors import first_line
-from domain.redaction import redact_uri
+from domain import first_line, redact_uri
 
 STREAM_FORMS = {"kafka://": "kafka://HOST:PORT/TOPIC", "file:": "file:PATH", "jsonl:": "jsonl:DIRECTORY"}
 REDIS_SCHEMES = ("redis://", "rediss://", "unix://")

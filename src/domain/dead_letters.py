@@ -35,7 +35,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from domain.events import RawRecord, SourcePosition
-from domain.metadata import HEADER_PREFIX, INTEGER, TEXT, TIME, Field, Original, cut_to, millis, nest  # noqa: F401 - re-exported
+from domain.metadata import INTEGER, TEXT, TIME, Field, Original, cut_to, millis
 from domain.metadata import from_document as metadata_from_document
 from domain.metadata import from_headers as metadata_from_headers
 from domain.metadata import to_document as metadata_document

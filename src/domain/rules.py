@@ -35,7 +35,6 @@ from functools import cached_property
 
 from domain.errors import InvalidEvent, UnknownEventType
 from domain.events import Event
-from domain.keys import SEPARATOR as KEY_SEPARATOR  # noqa: F401 - for adapters.redis.state_store; use domain.keys
 from domain.keys import escape, join_parts, key_prefix
 
 DEFAULT_MAX_AHEAD = 300

@@ -18,9 +18,7 @@ from __future__ import annotations
 
 import time
 
-from domain.events import Event
-from domain.notifications import parse_notification
-from domain.ports import Notification, NotificationSource
+from domain import Event, Notification, NotificationSource, parse_notification
 
 T = 1_689_019_596
 

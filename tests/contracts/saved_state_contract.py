@@ -6,9 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from domain.errors import SetupError
-from domain.ports import SavedState, StateStore
-from domain.rules import RuleSet
+from domain import RuleSet, SavedState, SetupError, StateStore
 from tests.contracts.state_store_contract import claim
 
 NOW = 1_000_000

@@ -12,9 +12,17 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from domain.dead_letters import MAX_ERROR_CHARS, Original, bounded
-from domain.events import Event, RawRecord, SourcePosition
-from domain.ports import DeadLetter, DeadLetterSink, EventSink
+from domain import (
+    MAX_ERROR_CHARS,
+    DeadLetter,
+    DeadLetterSink,
+    Event,
+    EventSink,
+    Original,
+    RawRecord,
+    SourcePosition,
+    dead_letters,
+)
 
 T = 1_689_019_596
 BOUND = 4096  # a dead-letter sink's max_bytes in the contract
@@ -125,7 +133,7 @@ class DeadLetterSinkContract(SinkContract):
         sink.write(DEAD_LETTERS[1])
         sink.flush()
         [cut, whole] = self.written()
-        assert cut == bounded(big, BOUND) and whole == DEAD_LETTERS[1]
+        assert cut == dead_letters.bounded(big, BOUND) and whole == DEAD_LETTERS[1]
         assert len(cut.record.value) + len(cut.record.key) == BOUND
         assert cut.original == Original.of(b"z" * (3 * BOUND))
         sink.close()

@@ -19,8 +19,7 @@ from __future__ import annotations
 
 import time
 
-from domain.events import RawRecord, SourcePosition
-from domain.ports import EventSource
+from domain import EventSource, RawRecord, SourcePosition
 from tests.contracts.sink_contract import UNIQUE_VALUES
 
 # Bytes a source must hand over untouched; it does not parse them, so invalid ones are included.

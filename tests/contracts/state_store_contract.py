@@ -6,8 +6,7 @@ An adapter's test module subclasses ``StateStoreContract`` and implements ``make
 
 from __future__ import annotations
 
-from domain.ports import StateStore
-from domain.state import NO_WATERMARK, Claim, Emission, Judgement
+from domain import NO_WATERMARK, Claim, Emission, Judgement, StateStore
 
 WINDOW = 30
 RETENTION = 60

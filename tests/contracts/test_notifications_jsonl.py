@@ -7,8 +7,7 @@ import logging
 import pytest
 
 from adapters.files.notifications import JsonlNotificationSink, JsonlNotificationSource
-from domain.errors import SetupError
-from domain.notifications import encode_notification
+from domain import SetupError, encode_notification
 from tests.contracts.notification_contract import MALFORMED, NOTES, NotificationContract, poll
 
 

@@ -4,7 +4,7 @@ import pytest
 
 from adapters.memory.saved_state import SnapshotState
 from adapters.memory.state_store import InMemoryStateStore
-from domain.errors import SetupError
+from domain import SetupError
 from tests.contracts.saved_state_contract import SavedStateContract
 
 

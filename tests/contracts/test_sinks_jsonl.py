@@ -7,7 +7,7 @@ import json
 import pytest
 
 from adapters.files.jsonl import JsonlDeadLetterSink, JsonlSink
-from domain.dead_letters import from_document
+from domain import dead_letters
 from tests.contracts.sink_contract import BOUND, DeadLetterSinkContract, EventSinkContract
 
 
@@ -34,4 +34,4 @@ class TestJsonlDeadLetterSink(DeadLetterSinkContract):
     def written(self):
         if not self.path.exists():
             return []
-        return [from_document(json.loads(line)) for line in self.path.read_bytes().splitlines()]
+        return [dead_letters.from_document(json.loads(line)) for line in self.path.read_bytes().splitlines()]

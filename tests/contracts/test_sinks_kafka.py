@@ -9,7 +9,7 @@ from adapters.kafka.config import parse_kafka_uri, producer_config
 from adapters.kafka.dead_letters import KafkaDeadLetterSink
 from adapters.kafka.producer import ProducerChannel
 from adapters.kafka.sink import KafkaSink
-from domain.dead_letters import from_headers
+from domain import dead_letters
 from tests.contracts.sink_contract import BOUND, UNIQUE_VALUES, DeadLetterSinkContract, EventSinkContract, event, record
 from tests.integration.kafka_io import create_topics, read_topic, unique
 
@@ -50,4 +50,4 @@ class TestKafkaDeadLetterSink(KafkaTopic, DeadLetterSinkContract):
         return KafkaDeadLetterSink(self.channel, self.topic, BOUND)
 
     def written(self):
-        return [from_headers(m.value, m.key, m.raw_headers) for m in self.messages()]
+        return [dead_letters.from_headers(m.value, m.key, m.raw_headers) for m in self.messages()]

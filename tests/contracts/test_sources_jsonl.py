@@ -7,8 +7,7 @@ import os
 import pytest
 
 from adapters.files.jsonl import JsonlSource
-from domain.errors import SetupError
-from domain.events import SourcePosition
+from domain import SetupError, SourcePosition
 from tests.contracts.source_contract import EventSourceContract, read
 
 

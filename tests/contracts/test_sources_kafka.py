@@ -13,7 +13,7 @@ from confluent_kafka import Producer
 
 from adapters.kafka.config import parse_kafka_uri
 from adapters.kafka.source import KafkaSource
-from domain.events import SourcePosition
+from domain import SourcePosition
 from tests.contracts.source_contract import VALUES, EventSourceContract, read
 from tests.integration.kafka_io import committed_offsets, create_topics, produce, unique
 

@@ -5,8 +5,7 @@ from contextlib import contextmanager
 import pytest
 
 from adapters.memory.state_store import InMemoryStateStore
-from domain.errors import StateUnavailable
-from domain.migration import MigratingStateStore
+from domain import MigratingStateStore, StateUnavailable
 from tests.contracts.state_store_contract import StateStoreContract, claim, granted
 
 

@@ -13,9 +13,17 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from adapters.redis.state_store import RedisStateStore
-from domain.errors import StateUnavailable
-from domain.keys import encode_key
-from domain.state import Claim, Emission, Judgement, StateFormatError, decide, encode_v1, encode_v2
+from domain import (
+    Claim,
+    Emission,
+    Judgement,
+    StateFormatError,
+    StateUnavailable,
+    decide,
+    encode_key,
+    encode_v1,
+    encode_v2,
+)
 from tests.contracts.state_store_contract import StateStoreContract, claim, granted
 
 pytestmark = pytest.mark.redis

@@ -14,7 +14,7 @@ import re
 import pytest
 
 from adapters.metrics.catalog import CATALOG
-from domain.accounting import Accounting
+from domain import Accounting
 from tests.deploy import checkers as c
 
 DOCKERFILE = c.DEPLOY / "Dockerfile"

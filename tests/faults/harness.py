@@ -37,7 +37,7 @@ from adapters.spark.output.executor_writer import control_topic_for, partition_i
 from app.generator import StreamSpec, generate
 from deploy.local.services.process import pid_cmdline
 from deploy.local.services.spark_cluster import EXECUTOR_CLASS
-from domain.dead_letters import from_headers
+from domain import dead_letters as dead_letter_codec
 from tests.faults.injection import kill_9, outage
 from tests.integration.kafka_io import create_topics, read_topic
 from tests.integration.partitioned import produce_keyed, spread
@@ -191,7 +191,7 @@ def verify(topics: Topics, records: list[bytes], transactional_id: str | None) -
     want = reference(records)
     unique = Counter(m.value for m in read_topic(topics.bootstrap, topics.output, timeout=120))
     dead = Counter(
-        from_headers(m.value, m.key, m.raw_headers).record.value
+        dead_letter_codec.from_headers(m.value, m.key, m.raw_headers).record.value
         for m in read_topic(topics.bootstrap, topics.dead_letters, timeout=60)
     )
     expected, expected_dead = Counter(want.emitted), Counter(want.dead_letters)

@@ -59,7 +59,7 @@ from pathlib import Path
 
 from adapters.spark.output.executor_writer import FAULT_SETTING
 from app.generator import StreamSpec, generate
-from domain.dead_letters import from_headers
+from domain import dead_letters
 from tests.faults.harness import EngineProcess, Topics, all_pids, engine_process, in_directory
 from tests.integration.kafka_io import create_topics, read_topic, unique
 from tests.integration.partitioned import produce_keyed, spread
@@ -361,7 +361,10 @@ class PhaseRun:
 
     def verify(self, kill: Kill, cluster_state: str, topics: Topics, code: int, seconds: float) -> Outcome:
         out = Counter(m.value for m in read_topic(self.bootstrap, topics.output))
-        letters = [from_headers(m.value, m.key, m.raw_headers) for m in read_topic(self.bootstrap, topics.dead_letters)]
+        letters = [
+            dead_letters.from_headers(m.value, m.key, m.raw_headers)
+            for m in read_topic(self.bootstrap, topics.dead_letters)
+        ]
         want, want_dead = Counter(self.want.emitted), Counter(self.want.dead_letters)
         dead = Counter(d.record.value for d in letters)
         return Outcome(

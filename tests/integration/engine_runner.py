@@ -27,10 +27,7 @@ from adapters.kafka.engine import build_kafka_engine
 from adapters.kafka.source import KafkaSource
 from adapters.memory.state_store import InMemoryStateStore
 from adapters.system import SystemClock
-from domain.dedup import Deduplicator
-from domain.events import RawRecord
-from domain.ports import BatchCommitter
-from domain.rules import RuleSet
+from domain import BatchCommitter, Deduplicator, RawRecord, RuleSet
 
 
 class HangBeforeCommit:

@@ -8,7 +8,7 @@ import json
 from dataclasses import dataclass
 
 from deploy.local import services
-from domain.dead_letters import DeadLetter, from_headers
+from domain import DeadLetter, dead_letters
 from tests.integration.kafka_io import create_topics, unique
 
 LIMIT = 20_000  # max.message.bytes of the output and dead-letter topics
@@ -49,7 +49,7 @@ def check_output(run: Stream, out: list, dead: list, counts: dict, limit_read: b
     """The good records come out, each oversize record is dead-lettered once, cut to fit, with the
     size and digest of the original, and the accounting balances."""
     assert sorted(m.value for m in out) == sorted(run.good)  # each once (Spark keeps no order within a batch)
-    letters = {d.reason: d for d in (from_headers(m.value, m.key, m.raw_headers) for m in dead)}
+    letters = {d.reason: d for d in (dead_letters.from_headers(m.value, m.key, m.raw_headers) for m in dead)}
     assert len(dead) == 2 and set(letters) == {"oversize", "not_json"}
     check_cut(letters["oversize"], run.big, run.records.index(run.big))
     check_cut(letters["not_json"], run.big_bad, run.records.index(run.big_bad))

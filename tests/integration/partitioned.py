@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from adapters.kafka import upstream
 from adapters.kafka.config import parse_kafka_uri
 from app.generator import StreamSpec, generate
-from domain.events import InvalidEvent, parse_event
+from domain import InvalidEvent, parse_event
 from tests.integration.kafka_io import create_topics
 from tests.integration.streams import reference
 

@@ -14,9 +14,7 @@ from dataclasses import dataclass
 
 from adapters.memory.state_store import InMemoryStateStore
 from adapters.system import SystemClock
-from domain.dedup import Deduplicator, Verdict
-from domain.events import RawRecord, SourcePosition
-from domain.rules import DEFAULT_RULES, RuleSet
+from domain import DEFAULT_RULES, Deduplicator, RawRecord, RuleSet, SourcePosition, Verdict
 from tests.scenarios import INVALID_RECORDS, SCENARIOS
 
 DEFAULT_WINDOWS = tuple((r.event_type, r.window) for r in DEFAULT_RULES)

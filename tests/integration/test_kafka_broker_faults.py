@@ -12,9 +12,7 @@ from adapters.kafka.producer import ProducerChannel
 from adapters.memory.state_store import InMemoryStateStore
 from adapters.system import SystemClock
 from app.generator import StreamSpec, generate
-from domain.dedup import Deduplicator
-from domain.errors import SinkUnavailable
-from domain.rules import RuleSet
+from domain import Deduplicator, RuleSet, SinkUnavailable
 from tests.faults.injection import run_through_outage
 from tests.integration.kafka_io import create_topics, produce, read_topic
 from tests.integration.streams import reference

@@ -17,12 +17,8 @@ from adapters.redis.state_store import RedisStateStore
 from adapters.system import InMemoryMetrics, SystemClock
 from app.generator import StreamSpec, generate
 from deploy.local import services
-from domain.dedup import Deduplicator
-from domain.duplicates import from_headers as duplicate_from_headers
-from domain.errors import SinkUnavailable, SourceUnavailable
-from domain.events import parse_event
-from domain.metadata import Original
-from domain.rules import RuleSet
+from domain import Deduplicator, Original, RuleSet, SinkUnavailable, SourceUnavailable, parse_event
+from domain import duplicates as duplicate_codec
 from tests.integration.kafka_io import committed_offsets, create_topics, produce, read_topic, unique
 from tests.integration.streams import golden_stream, reference, unique_value
 
@@ -95,7 +91,9 @@ def test_golden_stream_gives_exactly_the_expected_events_and_dead_letters(kafka_
     assert totals.late == sum(r.verdict == "late" for r in rows) and totals.balanced
     assert committed_offsets(kafka_bootstrap, "dedup", topics["in"]) == [len(rows)]
     # duplicate reports: each duplicate once, its bytes and key, and the offset of the first copy it repeats
-    reports = [duplicate_from_headers(m.value, m.key, m.raw_headers) for m in read_topic(kafka_bootstrap, duplicates)]
+    reports = [
+        duplicate_codec.from_headers(m.value, m.key, m.raw_headers) for m in read_topic(kafka_bootstrap, duplicates)
+    ]
     assert [(r.record.position.offset, r.first.offset) for r in reports] == [
         (i, r.repeats) for i, r in enumerate(rows) if r.verdict == "dup"
     ]
@@ -121,7 +119,7 @@ def test_a_duplicate_larger_than_the_reports_topic_takes_is_reported_cut_naming_
 
     assert (totals.out, totals.duplicates) == (1, 1)
     [message] = read_topic(kafka_bootstrap, duplicates)
-    report = duplicate_from_headers(message.value, message.key, message.raw_headers)
+    report = duplicate_codec.from_headers(message.value, message.key, message.raw_headers)
     assert len(message.value) < 3000 and repeat.startswith(message.value)
     assert report.original == Original.of(repeat) and report.first.offset == 0
 
@@ -145,7 +143,9 @@ def test_generated_backlog_with_redis_state_matches_its_expected_counts_and_repo
     assert out == want.emitted
     assert len(read_topic(kafka_bootstrap, topics["dlq"])) == expected.dead_lettered
     # each duplicate's report names the record whose emission it repeats, as Redis remembered it
-    reports = [duplicate_from_headers(m.value, m.key, m.raw_headers) for m in read_topic(kafka_bootstrap, duplicates)]
+    reports = [
+        duplicate_codec.from_headers(m.value, m.key, m.raw_headers) for m in read_topic(kafka_bootstrap, duplicates)
+    ]
     assert [(r.record.value, records[r.first.offset]) for r in reports] == want.repeats
     assert {(r.first.source, r.first.partition) for r in reports} == {(topics["in"], 0)}
     # the backlog spans 6,400 s of event time read in seconds: Redis keeps what the window may

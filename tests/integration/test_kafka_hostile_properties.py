@@ -9,9 +9,7 @@ from hypothesis import strategies as st
 from adapters.kafka.engine import build_kafka_engine
 from adapters.memory.state_store import InMemoryStateStore
 from adapters.system import SystemClock
-from domain.dead_letters import from_headers
-from domain.dedup import Deduplicator
-from domain.rules import DedupRule, RuleSet
+from domain import Deduplicator, DedupRule, RuleSet, dead_letters
 from tests.hostile_records import records
 from tests.integration.kafka_io import create_topics, produce, read_topic, unique
 
@@ -39,7 +37,9 @@ def test_every_arbitrary_record_ends_in_exactly_one_place(kafka_bootstrap, value
     totals = engine.run()
 
     out = [m.value for m in read_topic(kafka_bootstrap, topics["out"])]
-    dead = [from_headers(m.value, m.key, m.raw_headers) for m in read_topic(kafka_bootstrap, topics["dlq"])]
+    dead = [
+        dead_letters.from_headers(m.value, m.key, m.raw_headers) for m in read_topic(kafka_bootstrap, topics["dlq"])
+    ]
     assert totals.balanced and totals.records_in == len(values)
     assert (len(out), len(dead)) == (totals.out, totals.dead_lettered)
     assert Counter(out) + Counter(d.record.value for d in dead) <= Counter(values)

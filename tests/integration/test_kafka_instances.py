@@ -26,7 +26,7 @@ from adapters.kafka import upstream
 from adapters.kafka.config import parse_kafka_uri
 from adapters.kafka.source import KafkaSource
 from app.generator import StreamSpec
-from domain.accounting import BUCKETS
+from domain import BUCKETS
 from tests.faults.injection import outage
 from tests.integration.kafka_io import committed_offsets, create_topics, read_topic, unique
 from tests.integration.partitioned import keyed_topic

@@ -14,10 +14,7 @@ from adapters.kafka.notifications import KafkaNotificationSink, KafkaNotificatio
 from adapters.kafka.producer import ProducerChannel
 from adapters.memory.state_store import InMemoryStateStore
 from adapters.system import InMemoryMetrics, SystemClock
-from domain.dedup import Deduplicator
-from domain.events import Event
-from domain.ports import Notification
-from domain.rules import RuleSet
+from domain import Deduplicator, Event, Notification, RuleSet
 from tests.integration.kafka_io import create_topics, produce, read_topic, unique
 
 pytestmark = pytest.mark.kafka

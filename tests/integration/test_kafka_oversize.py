@@ -13,8 +13,7 @@ import pytest
 from adapters.kafka.engine import build_kafka_engine
 from adapters.memory.state_store import InMemoryStateStore
 from adapters.system import SystemClock
-from domain.dedup import Deduplicator
-from domain.rules import RuleSet
+from domain import Deduplicator, RuleSet
 from tests.integration.kafka_io import committed_offsets, produce, read_topic
 from tests.integration.oversize import check_output, small_topics, stream
 

@@ -15,8 +15,7 @@ from adapters.kafka.engine import build_kafka_engine
 from adapters.memory.state_store import InMemoryStateStore
 from adapters.system import SystemClock
 from app.generator import StreamSpec
-from domain.dedup import Deduplicator
-from domain.rules import RuleSet
+from domain import Deduplicator, RuleSet
 from tests.integration.kafka_io import create_topics, read_topic, unique
 from tests.integration.partitioned import keyed_topic, produce_keyed
 

@@ -17,7 +17,7 @@ from adapters.redis.eviction import refuse_eviction
 from adapters.redis.state_store import RedisStateStore
 from app.cli import main
 from deploy.local import services
-from domain.migration import IncompatibleState
+from domain import IncompatibleState
 from tests.integration.fixtures import running
 
 pytestmark = pytest.mark.redis

@@ -12,11 +12,7 @@ from adapters.redis.state_store import RedisStateStore
 from adapters.system import SystemClock
 from app.generator import StreamSpec, generate
 from deploy.local.services import find_free_port
-from domain.dedup import Deduplicator, Verdict
-from domain.errors import PolicyExhausted
-from domain.events import RawRecord, SourcePosition
-from domain.policies import Policies
-from domain.rules import RuleSet
+from domain import Deduplicator, Policies, PolicyExhausted, RawRecord, RuleSet, SourcePosition, Verdict
 from tests.faults.injection import run_through_outage
 from tests.integration.kafka_io import committed_offsets, create_topics, produce, read_topic, unique
 from tests.integration.streams import reference

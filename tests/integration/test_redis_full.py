@@ -14,8 +14,7 @@ import redis
 from adapters.redis.state_store import RedisStateStore
 from app.cli import main
 from deploy.local import services
-from domain.errors import StateUnavailable
-from domain.state import Claim
+from domain import Claim, StateUnavailable
 from tests.integration.fixtures import running
 
 pytestmark = pytest.mark.redis

@@ -16,8 +16,7 @@ import yaml
 
 from adapters.redis.expiry import is_index
 from app.cli import main
-from domain.keys import encode_key
-from domain.state import Emission, decode, encode, encode_v1, encode_v2, version_of
+from domain import Emission, decode, encode, encode_key, encode_v1, encode_v2, version_of
 
 pytestmark = pytest.mark.redis
 

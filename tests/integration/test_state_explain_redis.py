@@ -9,8 +9,7 @@ import pytest
 
 from adapters.redis.state_store import RedisStateStore
 from app.cli import main
-from domain.keys import encode_key
-from domain.state import Claim
+from domain import Claim, encode_key
 
 pytestmark = pytest.mark.redis
 

@@ -20,11 +20,9 @@ pyspark = pytest.importorskip("pyspark")
 from adapters.spark.engine import build_spark_engine  # noqa: E402
 from adapters.spark.runtime.session import build_session, connector_jars  # noqa: E402
 from app.cli import main  # noqa: E402
-from domain.dead_letters import from_document  # noqa: E402
-from domain.duplicates import Duplicate  # noqa: E402
-from domain.duplicates import from_document as duplicate_from_document  # noqa: E402
-from domain.policies import Policies  # noqa: E402
-from domain.rules import RuleSet  # noqa: E402
+from domain import Duplicate, Policies, RuleSet  # noqa: E402
+from domain import dead_letters as dead_letter_codec  # noqa: E402
+from domain import duplicates as duplicate_codec  # noqa: E402
 
 SESSION_MASTER = "DEDUP_TEST_SESSION_MASTER"
 
@@ -60,7 +58,7 @@ class Result:
 
     def reasons(self) -> dict[bytes, str]:
         """Dead letters by original value (each document decoded whole): value -> reason."""
-        return {from_document(d).record.value: d["reason"] for d in self.dead_letters}
+        return {dead_letter_codec.from_document(d).record.value: d["reason"] for d in self.dead_letters}
 
 
 class FileRun:
@@ -103,12 +101,12 @@ class FileRun:
             counts,
             _read(self.dir / "out"),
             _read(self.dir / "dlq"),
-            [duplicate_from_document(d) for d in _read(self.dir / "dups")],
+            [duplicate_codec.from_document(d) for d in _read(self.dir / "dups")],
         )
 
     def run_reports(self, directory: str) -> list[Duplicate]:
         """The duplicate reports written to ``directory`` under this run's, decoded."""
-        return [duplicate_from_document(d) for d in _read(self.dir / directory)]
+        return [duplicate_codec.from_document(d) for d in _read(self.dir / directory)]
 
     def line_of(self, source: str, offset: int) -> bytes:
         """The record the Spark file source read at ``offset`` of ``source`` (a file of one split: its line index)."""

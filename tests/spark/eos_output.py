@@ -7,7 +7,7 @@ import json
 from collections import Counter
 
 from adapters.spark.output.executor_writer import control_topic_for, partition_id
-from domain.dead_letters import from_headers
+from domain import dead_letters
 from tests.integration.kafka_io import read_topic
 
 
@@ -16,7 +16,9 @@ def committed(bootstrap: str, topic: str, only_committed: bool = True) -> Counte
 
 
 def dead_letter_values(bootstrap: str, topic: str) -> Counter:
-    return Counter(from_headers(m.value, m.key, m.raw_headers).record.value for m in read_topic(bootstrap, topic))
+    return Counter(
+        dead_letters.from_headers(m.value, m.key, m.raw_headers).record.value for m in read_topic(bootstrap, topic)
+    )
 
 
 def markers(bootstrap: str, events_topic: str, transactional_id: str) -> Counter:

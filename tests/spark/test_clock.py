@@ -138,7 +138,7 @@ def test_the_plan_reads_the_clock_in_one_small_projection_and_generates_code_for
     from adapters.spark.metrics.listener import accounting_metrics
     from adapters.spark.output.spark_writer import accounted_records
     from adapters.spark.stream.plan import DedupPlan
-    from domain.rules import DedupRule, RuleSet, TimeBasis
+    from domain import DedupRule, RuleSet, TimeBasis
 
     rules = RuleSet({"APP": DedupRule("APP", 30), "WEB": DedupRule("WEB", 600, time_basis=TimeBasis.PROCESSING_TIME)})
     records = spark.createDataFrame(

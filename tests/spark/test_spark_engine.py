@@ -19,10 +19,7 @@ from adapters.memory.state_store import InMemoryStateStore
 from adapters.spark.checkpoint.state_reader import read_state
 from adapters.spark.runtime.session import TRACK_ROWS
 from adapters.system import InMemoryMetrics, SystemClock
-from domain.dedup import Deduplicator, Verdict
-from domain.events import RawRecord, SourcePosition
-from domain.keys import decode_key
-from domain.rules import DedupRule, RuleSet, UnknownTypePolicy
+from domain import Deduplicator, DedupRule, RawRecord, RuleSet, SourcePosition, UnknownTypePolicy, Verdict, decode_key
 from tests.scenarios import INVALID_RECORDS, SCENARIOS, Scenario, Step
 from tests.spark.conftest import FileRun
 

@@ -18,9 +18,7 @@ import pytest
 
 from adapters.spark.engine import SparkEngine, build_spark_engine
 from app.cli import main
-from domain.policies import Policies
-from domain.restart import RestartsExhausted, parse_restart
-from domain.rules import RuleSet
+from domain import Policies, RestartsExhausted, RuleSet, parse_restart
 from tests.scenarios import INVALID_RECORDS, INVALIDATION_SCENARIOS
 from tests.scenarios import T as SCENARIO_T
 

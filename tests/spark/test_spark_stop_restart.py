@@ -19,7 +19,7 @@ import pytest
 
 from adapters.spark.runtime.session import connector_jars
 from app.generator import StreamSpec, generate, generate_parts
-from domain.dead_letters import from_document
+from domain import dead_letters
 from tests.integration.kafka_io import create_topics, produce, unique
 from tests.integration.streams import reference
 from tests.spark.processes import DedupProcess, FileFeed, wait_gone
@@ -39,7 +39,7 @@ def assert_exactly_the_reference(feed: FileFeed, dedup: DedupProcess) -> None:
     """Every emission committed once (none lost, none twice), every dead letter once."""
     want = reference([r for part in feed.parts for r in part])
     assert Counter(dedup.committed("out")) == Counter(want.emitted)
-    dead = [from_document(json.loads(line)).record.value for line in dedup.committed("dlq")]
+    dead = [dead_letters.from_document(json.loads(line)).record.value for line in dedup.committed("dlq")]
     assert Counter(dead) == Counter(want.dead_letters)
 
 

@@ -13,7 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.architecture import read_graph
+from tests.architecture import DOORS, doors_passed_by, read_graph
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_src_has_no_import_cycle():
@@ -31,6 +33,25 @@ def test_no_two_packages_of_src_import_each_other():
 def test_src_breaks_no_layering_rule():
     violations = read_graph().violations()
     assert not violations, "layering violations in src/:\n" + "\n".join(f"  {v}" for v in violations)
+
+
+def test_code_outside_a_package_with_a_door_imports_through_the_door():
+    """src/, the tests, the benches and the scripts import the domain as ``from domain import
+    …``: its ``__init__`` is the one place that says what the package offers."""
+    files = [*(REPO_ROOT / "src").rglob("*.py")]
+    for folder in ("tests", "bench", "scripts", "deploy"):
+        files += (REPO_ROOT / folder).rglob("*.py")
+    found = [v for f in sorted(files) for v in doors_passed_by(f, module_name(f))]
+    assert not found, f"imports around the doors of {', '.join(DOORS)}:\n" + "\n".join(f"  {v}" for v in found)
+
+
+def module_name(path: Path) -> str:
+    """The dotted name of a file of src/ (``domain.rules``), its path from the repository otherwise."""
+    src = REPO_ROOT / "src"
+    if src in path.parents:
+        parts = path.relative_to(src).with_suffix("").parts
+        return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+    return str(path.relative_to(REPO_ROOT))
 
 
 FIRST_IMPORTS = """
@@ -264,3 +285,13 @@ def test_within_keeps_a_package_and_the_arrows_among_its_modules(tmp_path):
     assert set(graph.paths) == {"adapters.spark", "adapters.spark.engine", "adapters.spark.plan"}
     assert graph.arrows["adapters.spark.engine"] == {"adapters.spark": 1, "adapters.spark.plan": 1}
     assert graph.arrow_count() == 2
+
+
+def test_an_import_into_a_door_from_outside_is_found_and_one_inside_is_not(tmp_path):
+    (tmp_path / "outside.py").write_text(
+        "from domain import RuleSet\nfrom domain.rules import DedupRule\ndef f():\n    import domain.keys\n"
+    )
+    (tmp_path / "inside.py").write_text("from domain.rules import DedupRule\n")
+    found = doors_passed_by(tmp_path / "outside.py", "adapters.x")
+    assert [(v.imported, v.line) for v in found] == [("domain.rules", 2), ("domain.keys", 4)]
+    assert doors_passed_by(tmp_path / "inside.py", "domain.state") == []

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from app.cli import main
-from domain.dead_letters import from_document
+from domain import dead_letters
 from tests.scenarios import INVALID_RECORDS, SCENARIOS
 
 DEDUP = [sys.executable, "-m", "app.cli"]
@@ -42,7 +42,7 @@ def test_run_on_files_gives_the_scenario_semantics_and_a_summary(tmp_path):
     assert code == 0
     emitted = [r for r, v in zip(records, scenario.expected()) if v == "emit"]
     assert (tmp_path / "out.jsonl").read_bytes().splitlines() == emitted
-    dead = [from_document(json.loads(line)) for line in (tmp_path / "dlq.jsonl").read_text().splitlines()]
+    dead = [dead_letters.from_document(json.loads(line)) for line in (tmp_path / "dlq.jsonl").read_text().splitlines()]
     assert [(d.reason, d.record.value) for d in dead] == [(code, raw) for raw, code in INVALID_RECORDS]
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert {k: summary[k] for k in ("in", "out", "duplicates", "dead_lettered")} == {

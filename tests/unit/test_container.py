@@ -68,7 +68,7 @@ def test_a_config_file_is_read_without_writing_the_process_environment(tmp_path,
 
 
 def test_every_engine_the_container_builds_is_driven_alike_through_the_engine_port(tmp_path):
-    from domain.ports import Engine
+    from domain import Engine
 
     write_events(tmp_path / "in.jsonl", ("a", T), ("a", T + 5))
     files = {
@@ -129,8 +129,7 @@ def test_the_checkpoint_state_is_refused_by_the_engines_that_keep_no_checkpoint(
 def test_the_spark_engine_names_its_state_checkpoint_and_takes_memory_with_a_deprecation(tmp_path, caplog):
     from adapters.spark.engine import build_spark_engine
     from adapters.spark.shared.errors import SparkSetupError
-    from domain.policies import Policies
-    from domain.rules import RuleSet
+    from domain import Policies, RuleSet
 
     files = {
         "source": f"jsonl:{tmp_path}",

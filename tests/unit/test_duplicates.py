@@ -11,10 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from app.cli import main
-from domain.duplicates import Duplicate, bounded, from_document, from_headers, to_document, to_headers, to_message
-from domain.events import RawRecord, SourcePosition
-from domain.metadata import Original
-from domain.state import Emission
+from domain import Duplicate, Emission, Original, RawRecord, SourcePosition, duplicates
 from tests.scenarios import INVALID_RECORDS, SCENARIOS
 
 REPORT = Duplicate.of(
@@ -28,7 +25,7 @@ REPORT = Duplicate.of(
 
 
 def test_on_kafka_the_metadata_are_dedup_headers_of_utf8_text_in_a_fixed_order():
-    assert to_headers(REPORT) == [
+    assert duplicates.to_headers(REPORT) == [
         ("dedup.rule", b"APP"),
         ("dedup.window", b"30"),
         ("dedup.event_time", b"1689019605"),
@@ -42,11 +39,11 @@ def test_on_kafka_the_metadata_are_dedup_headers_of_utf8_text_in_a_fixed_order()
         ("dedup.apart", b"9"),
         ("dedup.time", b"1795325944.700"),
     ]
-    assert to_message(REPORT)[:2] == (b'{"id": "e2"}', b"u-1")
+    assert duplicates.to_message(REPORT)[:2] == (b'{"id": "e2"}', b"u-1")
 
 
 def test_in_a_file_the_same_names_nest_and_key_and_value_are_base64():
-    assert json.dumps(to_document(REPORT)) == (
+    assert json.dumps(duplicates.to_document(REPORT)) == (
         '{"rule": "APP", "window": 30, "event_time": 1689019605, '
         '"source": {"topic": "events", "partition": 2, "offset": 41}, '
         '"repeats": {"topic": "events", "partition": 3, "offset": 17, "time": 1689019596}, "apart": 9, '
@@ -58,27 +55,29 @@ def test_an_emission_whose_maker_is_unknown_is_reported_without_a_position():
     unknown = Duplicate.of(REPORT.record, "APP", 30, 1_689_019_605, Emission(1_689_019_596, 1_689_019_656), 5.0)
     assert unknown.first is None
     assert not any(
-        name.startswith("dedup.repeats.") and name != "dedup.repeats.time" for name, _ in to_headers(unknown)
+        name.startswith("dedup.repeats.") and name != "dedup.repeats.time" for name, _ in duplicates.to_headers(unknown)
     )
-    assert "topic" not in to_document(unknown)["repeats"]
-    assert from_headers(b"v", None, to_headers(unknown)).first is None
-    assert from_document(to_document(unknown)).first is None
+    assert "topic" not in duplicates.to_document(unknown)["repeats"]
+    assert duplicates.from_headers(b"v", None, duplicates.to_headers(unknown)).first is None
+    assert duplicates.from_document(duplicates.to_document(unknown)).first is None
 
 
 def test_a_report_larger_than_its_output_is_carried_cut_and_names_its_original():
     big = replace(REPORT, record=replace(REPORT.record, value=b"x" * 5000))
-    cut = bounded(big, 1000)
+    cut = duplicates.bounded(big, 1000)
     assert len(cut.record.value) + len(cut.record.key) <= 1000
     assert cut.original == Original.of(b"x" * 5000)
-    assert from_headers(*to_message(big, 1000)[:2], to_message(big, 1000)[2]).original == Original.of(b"x" * 5000)
-    assert bounded(REPORT, 1000) is REPORT
+    assert duplicates.from_headers(
+        *duplicates.to_message(big, 1000)[:2], duplicates.to_message(big, 1000)[2]
+    ).original == Original.of(b"x" * 5000)
+    assert duplicates.bounded(REPORT, 1000) is REPORT
 
 
 def test_a_message_without_the_required_headers_is_not_a_report():
     with pytest.raises(ValueError, match=r"not a duplicate report: header 'dedup\.rule'"):
-        from_headers(b"v", None, [("dedup.reason", b"late")])
+        duplicates.from_headers(b"v", None, [("dedup.reason", b"late")])
     with pytest.raises(ValueError, match="not a duplicate report document"):
-        from_document({"value": "dg=="})
+        duplicates.from_document({"value": "dg=="})
 
 
 POSITIONS = st.builds(SourcePosition, st.text(min_size=1, max_size=20), st.integers(0, 10_000), st.integers(0, 2**62))
@@ -99,8 +98,8 @@ def test_both_encodings_give_the_report_back(value, key, at, first, t, apart, wi
     owner = first.token() if first else ""
     report = Duplicate.of(RawRecord(value, at, key), "WEB", window, t, Emission(t - apart, t + window, owner), time)
     assert report.first == first
-    assert from_headers(value, key, to_headers(report)) == report
-    assert from_document(json.loads(json.dumps(to_document(report)))) == report
+    assert duplicates.from_headers(value, key, duplicates.to_headers(report)) == report
+    assert duplicates.from_document(json.loads(json.dumps(duplicates.to_document(report)))) == report
 
 
 def test_the_memory_engine_reports_each_duplicate_with_the_line_of_its_first_copy(tmp_path):
@@ -123,7 +122,9 @@ def test_the_memory_engine_reports_each_duplicate_with_the_line_of_its_first_cop
         ]
     )
     assert code == 0
-    reports = [from_document(json.loads(line)) for line in (tmp_path / "dups.jsonl").read_text().splitlines()]
+    reports = [
+        duplicates.from_document(json.loads(line)) for line in (tmp_path / "dups.jsonl").read_text().splitlines()
+    ]
     line_of = {i: i + 3 for i in range(len(scenario.steps))}  # lines count from 1; two invalid records come first
     assert [(r.record.position.offset, r.first.offset) for r in reports] == [
         (line_of[dup], line_of[first]) for dup, first in scenario.expected_repeats().items()

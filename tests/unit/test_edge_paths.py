@@ -3,10 +3,7 @@
 import json
 
 from adapters.memory.state_store import InMemoryStateStore
-from domain.dedup import Deduplicator, Verdict
-from domain.events import Event, RawRecord, SourcePosition
-from domain.ports import Notification
-from domain.rules import DedupRule, RuleSet, TimeBasis
+from domain import Deduplicator, DedupRule, Event, Notification, RawRecord, RuleSet, SourcePosition, TimeBasis, Verdict
 from tests.fakes import FakeClock
 
 

@@ -2,8 +2,7 @@
 
 import pytest
 
-from domain.errors import InvalidEvent
-from domain.events import parse_event
+from domain import InvalidEvent, parse_event
 
 VALID = b'{"id": "9ea7f44f", "uniqueValue": "656b4183-282c-1689019596", "type": "WEB", "timestamp": 1689019717}'
 

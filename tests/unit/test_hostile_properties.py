@@ -5,11 +5,7 @@ from hypothesis import strategies as st
 
 from adapters.memory.state_store import InMemoryStateStore
 from adapters.system import InMemoryMetrics
-from domain.dedup import Deduplicator
-from domain.delivery import Delivery
-from domain.events import RawRecord, SourcePosition
-from domain.pipeline import BatchPipeline
-from domain.rules import DedupRule, RuleSet
+from domain import BatchPipeline, Deduplicator, DedupRule, Delivery, RawRecord, RuleSet, SourcePosition
 from tests.fakes import FakeClock, ListDeadLetterSink, ListSink, ListSource
 from tests.hostile_records import records
 

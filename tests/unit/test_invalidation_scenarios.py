@@ -6,10 +6,7 @@ import pytest
 
 from adapters.memory.state_store import InMemoryStateStore
 from adapters.system import SystemClock
-from domain.dedup import Deduplicator, Verdict
-from domain.events import RawRecord, SourcePosition
-from domain.notifications import parse_notification
-from domain.rules import RuleSet
+from domain import Deduplicator, RawRecord, RuleSet, SourcePosition, Verdict, parse_notification
 from tests.scenarios import INVALIDATION_SCENARIOS
 
 SHORT = {Verdict.EMIT: "emit", Verdict.DUPLICATE: "dup"}

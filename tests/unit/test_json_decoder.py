@@ -8,8 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from adapters.json import decode_json, read_event
-from domain.errors import InvalidEvent
-from domain.events import parse_event, parse_json
+from domain import InvalidEvent, parse_event, parse_json
 from tests import hostile
 from tests.scenarios import INVALID_RECORDS
 

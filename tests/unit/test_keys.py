@@ -10,11 +10,22 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from app.cli import main
-from domain.dead_letters import from_document
-from domain.events import parse_event
-from domain.keys import decode_key, encode_key, from_legacy, rule_of, split_parts, unescape
-from domain.rules import DedupRule
-from domain.state import Emission, current_key, encode, encode_v1, encode_v2
+from domain import (
+    DedupRule,
+    Emission,
+    current_key,
+    dead_letters,
+    decode_key,
+    encode,
+    encode_key,
+    encode_v1,
+    encode_v2,
+    from_legacy,
+    parse_event,
+    rule_of,
+    split_parts,
+    unescape,
+)
 
 TRICKY = [
     "",
@@ -126,7 +137,8 @@ def test_the_memory_engine_emits_both_events_whose_values_only_shift_the_separat
     assert (tmp_path / "out.jsonl").read_bytes().splitlines() == records[:2]  # the third is a real duplicate
     assert (
         not (tmp_path / "dlq.jsonl").exists()
-        or [from_document(json.loads(line)) for line in (tmp_path / "dlq.jsonl").read_text().splitlines()] == []
+        or [dead_letters.from_document(json.loads(line)) for line in (tmp_path / "dlq.jsonl").read_text().splitlines()]
+        == []
     )
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert (summary["in"], summary["out"], summary["duplicates"]) == (3, 2, 1)
@@ -136,8 +148,7 @@ def test_the_memory_engine_emits_both_events_whose_values_only_shift_the_separat
     "first, second", [(1, "1"), (True, "true"), (False, "false"), (0, "0"), (1, True), (0, False), (-5, "-5")]
 )
 def test_a_value_and_its_text_as_a_string_are_two_keys(first, second):
-    from domain.events import parse_event
-    from domain.rules import DedupRule
+    from domain import DedupRule, parse_event
 
     rule = DedupRule("APP", 30, key_fields=("uniqueValue", "session"))
     keys = [
@@ -164,9 +175,7 @@ def test_a_value_and_its_text_as_a_string_are_two_keys(first, second):
     ],
 )
 def test_a_key_field_that_is_not_a_string_an_integer_or_a_boolean_is_the_wrong_type(value, detail):
-    from domain.errors import InvalidEvent
-    from domain.events import parse_event
-    from domain.rules import DedupRule
+    from domain import DedupRule, InvalidEvent, parse_event
 
     rule = DedupRule("APP", 30, key_fields=("uniqueValue", "session"))
     event = parse_event(
@@ -178,7 +187,7 @@ def test_a_key_field_that_is_not_a_string_an_integer_or_a_boolean_is_the_wrong_t
 
 
 def test_the_64_bit_limits_are_integers_a_key_may_hold():
-    from domain.keys import encode_key
+    from domain import encode_key
 
     for value in (2**63 - 1, -(2**63)):
         assert decode_key(encode_key("APP", ("u", value))) == ("APP", ("u", value))

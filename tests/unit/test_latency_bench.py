@@ -27,9 +27,7 @@ from bench.latency_model import (
     summarize,
     timeline,
 )
-from domain.dedup import Deduplicator, Verdict
-from domain.events import RawRecord, SourcePosition
-from domain.rules import RuleSet
+from domain import Deduplicator, RawRecord, RuleSet, SourcePosition, Verdict
 from tests.fakes import FakeClock
 
 

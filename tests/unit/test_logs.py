@@ -5,7 +5,7 @@ import json
 import logging
 
 from app.logs import formatter
-from domain.redaction import remember
+from domain import remember
 from tests.unit.test_cli import run_cli
 
 

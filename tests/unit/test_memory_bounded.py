@@ -6,11 +6,7 @@ import json
 
 from adapters.memory.state_store import InMemoryStateStore
 from app.progress import ProgressLine
-from domain.accounting import Accounting
-from domain.dedup import Deduplicator
-from domain.events import RawRecord, SourcePosition
-from domain.rules import DedupRule, RuleSet
-from domain.state import Claim
+from domain import Accounting, Claim, Deduplicator, DedupRule, RawRecord, RuleSet, SourcePosition
 from tests.fakes import FakeClock
 
 

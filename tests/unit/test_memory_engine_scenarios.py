@@ -3,9 +3,7 @@
 import pytest
 
 from adapters.memory.state_store import InMemoryStateStore
-from domain.dedup import Deduplicator, Verdict
-from domain.events import RawRecord, SourcePosition
-from domain.rules import DedupRule, RuleSet
+from domain import Deduplicator, DedupRule, RawRecord, RuleSet, SourcePosition, Verdict
 from tests.fakes import FakeClock
 from tests.scenarios import INVALID_RECORDS, SCENARIOS, Scenario
 

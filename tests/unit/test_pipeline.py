@@ -7,14 +7,23 @@ import pytest
 
 from adapters.memory.state_store import InMemoryStateStore
 from adapters.system import InMemoryMetrics
-from domain.dedup import Deduplicator
-from domain.delivery import Delivery
-from domain.errors import BatchAborted, PolicyExhausted, SourceUnavailable, StateUnavailable
-from domain.events import Event, RawRecord, SourcePosition
-from domain.pipeline import BatchPipeline, SourceCommitter
-from domain.policies import Policies
-from domain.ports import BatchCommitter, Notification
-from domain.rules import RuleSet
+from domain import (
+    BatchAborted,
+    BatchCommitter,
+    BatchPipeline,
+    Deduplicator,
+    Delivery,
+    Event,
+    Notification,
+    Policies,
+    PolicyExhausted,
+    RawRecord,
+    RuleSet,
+    SourceCommitter,
+    SourcePosition,
+    SourceUnavailable,
+    StateUnavailable,
+)
 from tests.fakes import (
     FakeClock,
     FlakyStateStore,

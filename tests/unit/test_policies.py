@@ -4,13 +4,25 @@ import pytest
 
 from adapters.memory.state_store import InMemoryStateStore
 from app.settings import load_settings
-from domain.accounting import Accounting
-from domain.dedup import Deduplicator, Verdict
-from domain.delivery import Delivery
-from domain.errors import InvalidEvent, PolicyExhausted, ProcessingBug, StateUnavailable
-from domain.events import RawRecord, SourcePosition
-from domain.policies import DEFAULT_POLICIES, Policies, Retry, Terminal, parse_chain, run_with_policy
-from domain.rules import RuleSet
+from domain import (
+    DEFAULT_POLICIES,
+    Accounting,
+    Deduplicator,
+    Delivery,
+    InvalidEvent,
+    Policies,
+    PolicyExhausted,
+    ProcessingBug,
+    RawRecord,
+    Retry,
+    RuleSet,
+    SourcePosition,
+    StateUnavailable,
+    Terminal,
+    Verdict,
+    parse_chain,
+    run_with_policy,
+)
 from tests.fakes import FakeClock, FlakyStateStore, ListDeadLetterSink, ListNotificationSink, ListSink
 
 EVENT = b'{"id": "1", "uniqueValue": "u", "type": "APP", "timestamp": 1700000000}'

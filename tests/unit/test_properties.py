@@ -4,9 +4,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from adapters.memory.state_store import InMemoryStateStore
-from domain.dedup import Deduplicator, Verdict
-from domain.events import RawRecord, SourcePosition
-from domain.rules import DedupRule, RuleSet
+from domain import Deduplicator, DedupRule, RawRecord, RuleSet, SourcePosition, Verdict
 from tests.fakes import FakeClock, SendingStateStore
 from tests.scenarios import Step
 

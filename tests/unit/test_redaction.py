@@ -1,6 +1,6 @@
 import pytest
 
-from domain.redaction import (
+from domain import (
     MASK,
     is_secret_name,
     redact,

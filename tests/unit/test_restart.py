@@ -10,8 +10,7 @@ from adapters.spark.restart import query_failure, run_restarting
 from adapters.spark.shared.errors import CheckpointInUse
 from app.errors import SettingsError
 from app.settings import load_settings
-from domain.errors import PermanentError
-from domain.restart import RestartsExhausted, parse_restart
+from domain import PermanentError, RestartsExhausted, parse_restart
 
 
 @pytest.mark.parametrize(

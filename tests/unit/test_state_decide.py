@@ -6,7 +6,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from domain.state import Claim, Emission, decide, decide_one
+from domain import Claim, Emission, decide, decide_one
 
 OWNERS = st.sampled_from(["", "in:0:1", "in:0:2"])
 

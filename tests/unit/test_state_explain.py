@@ -9,9 +9,7 @@ import pytest
 
 from adapters.memory.state_store import InMemoryStateStore
 from app.cli import main
-from domain.explanation import dated, key_spellings
-from domain.keys import encode_key
-from domain.state import Claim
+from domain import Claim, dated, encode_key, key_spellings
 
 T = 1_700_000_000
 

@@ -4,7 +4,7 @@ import json
 
 from adapters.memory.state_store import SNAPSHOT_HEADER, InMemoryStateStore
 from app.cli import main
-from domain.keys import encode_key
+from domain import encode_key
 
 
 def events(kind, count, start=1_700_000_000):

@@ -4,9 +4,7 @@ retirement counts from the old state's own newest emission."""
 from adapters.memory.state_store import InMemoryStateStore
 from app.container import build_state_store
 from app.settings import MigrationSettings
-from domain.migration import MigratingStateStore
-from domain.rules import DedupRule, RuleSet
-from domain.state import GRANTED, Claim, Emission, Judgement
+from domain import GRANTED, Claim, DedupRule, Emission, Judgement, MigratingStateStore, RuleSet
 from tests.contracts.state_store_contract import granted
 
 

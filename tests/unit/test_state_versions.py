@@ -5,11 +5,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from adapters.memory.state_store import InMemoryStateStore
-from domain.migration import KeyTranslation, MigratingStateStore
-from domain.state import (
+from domain import (
     CURRENT_VERSION,
     Claim,
     Emission,
+    KeyTranslation,
+    MigratingStateStore,
     StateFormatError,
     decode,
     encode,

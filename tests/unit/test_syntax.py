@@ -2,7 +2,7 @@
 
 import pytest
 
-from domain.syntax import parse_duration, parse_step, real_number, seconds, whole_number, word
+from domain import parse_duration, parse_step, real_number, seconds, whole_number, word
 
 
 @pytest.mark.parametrize(

@@ -21,11 +21,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
-from domain.dead_letters import DEFAULT_MAX_BYTES, DeadLetter, to_document
-from domain.duplicates import Duplicate
-from domain.duplicates import to_document as duplicate_document
-from domain.errors import DedupError, SetupError, SinkUnavailable, SourceUnavailable
-from domain.events import Event, RawRecord, SourcePosition, is_blank_line
+from domain import (
+    DEFAULT_MAX_BYTES,
+    DeadLetter,
+    DedupError,
+    Duplicate,
+    Event,
+    RawRecord,
+    SetupError,
+    SinkUnavailable,
+    SourcePosition,
+    SourceUnavailable,
+    dead_letters,
+    duplicates,
+    is_blank_line,
+)
 
 STDIO = "-"
 _WONT_HEAL = {errno.ENOENT, errno.ENOTDIR, errno.EISDIR, errno.EACCES, errno.EPERM, errno.EROFS}
@@ -224,11 +234,11 @@ class JsonlDeadLetterSink(_LineWriter):
         self.max_bytes = max_bytes
 
     def write(self, dead_letter: DeadLetter) -> None:
-        self._write_line(json.dumps(to_document(dead_letter, self.max_bytes)).encode())
+        self._write_line(json.dumps(dead_letters.to_document(dead_letter, self.max_bytes)).encode())
 
 
 class JsonlDuplicateSink(_LineWriter):
     """Writes one JSON document per duplicate report, as ``domain.duplicates.to_document`` defines it."""
 
     def write(self, duplicate: Duplicate) -> None:
-        self._write_line(json.dumps(duplicate_document(duplicate)).encode())
+        self._write_line(json.dumps(duplicates.to_document(duplicate)).encode())

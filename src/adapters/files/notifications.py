@@ -13,10 +13,7 @@ import logging
 import re
 
 from adapters.files.jsonl import _LineWriter, opening_failed
-from domain.errors import InvalidEvent, SourceUnavailable
-from domain.events import is_blank_line
-from domain.notifications import encode_notification, parse_notification
-from domain.ports import Notification
+from domain import InvalidEvent, Notification, SourceUnavailable, encode_notification, is_blank_line, parse_notification
 
 log = logging.getLogger(__name__)
 _LONE_CR = re.compile(rb"\r(?!\n)")

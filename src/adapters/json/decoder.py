@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import msgspec
 
-from domain.events import parse_json
+from domain import parse_json
 
 _FAST = msgspec.json.Decoder()
 _NESTED = (dict, list)

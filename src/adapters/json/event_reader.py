@@ -23,7 +23,7 @@ from __future__ import annotations
 import msgspec
 
 from adapters.json.decoder import decode_json
-from domain.events import MAX_TIMESTAMP, Event, parse_event
+from domain import MAX_TIMESTAMP, Event, parse_event
 
 _QUOTES_OF_A_PLAIN_EVENT = 14
 

@@ -21,7 +21,7 @@ from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
 from adapters.kafka.errors import KafkaConfigurationError
-from domain.redaction import redact, redact_settings, redact_uri, remember, secrets_of_settings
+from domain import redact, redact_settings, redact_uri, remember, secrets_of_settings
 
 ROLES = ("consumer", "producer")
 _TRUE = ("1", "true", "yes", "on")

@@ -8,8 +8,7 @@ from __future__ import annotations
 
 from adapters.kafka.producer import ProducerChannel
 from adapters.kafka.sizes import message_size
-from domain.dead_letters import DEFAULT_MAX_BYTES, DeadLetter, to_headers, to_message
-from domain.errors import SinkUnavailable
+from domain import DEFAULT_MAX_BYTES, DeadLetter, SinkUnavailable, dead_letters
 
 CUTS = 24  # halvings of a refused dead letter's key and value: from 16 MiB to nothing
 
@@ -29,11 +28,15 @@ class KafkaDeadLetterSink:
         self._written: dict[tuple[bytes, bytes | None], DeadLetter] = {}  # since the last flush, by message
 
     def write(self, dead_letter: DeadLetter, bound: int | None = None) -> None:
-        room = self.channel.room(self.topic, to_headers(dead_letter))  # bounding keeps the headers as they are
+        room = self.channel.room(
+            self.topic, dead_letters.to_headers(dead_letter)
+        )  # bounding keeps the headers as they are
         refused = self.channel.refused_alone.get(self.topic)
         if refused is not None:  # the topic's limit is unknown but below that: cut to half of it
-            room = min(room, max(0, refused // 2 - message_size(b"", None, to_headers(dead_letter))))
-        value, key, headers = to_message(dead_letter, min(self.max_bytes, room, *(() if bound is None else (bound,))))
+            room = min(room, max(0, refused // 2 - message_size(b"", None, dead_letters.to_headers(dead_letter))))
+        value, key, headers = dead_letters.to_message(
+            dead_letter, min(self.max_bytes, room, *(() if bound is None else (bound,)))
+        )
         self.channel.produce(self.topic, value, key, headers)
         if not self.channel.transactional and self.topic not in self.channel.limits_read:
             self._written[(value, key)] = dead_letter

@@ -6,7 +6,7 @@ key, and the metadata in ``dedup.*`` headers. Written through the engine's share
 from __future__ import annotations
 
 from adapters.kafka.producer import ProducerChannel
-from domain.duplicates import Duplicate, bounded, to_headers
+from domain import Duplicate, duplicates
 
 
 class KafkaDuplicateSink:
@@ -21,11 +21,11 @@ class KafkaDuplicateSink:
         self.topic = topic
 
     def write(self, duplicate: Duplicate) -> None:
-        headers = to_headers(duplicate)
+        headers = duplicates.to_headers(duplicate)
         room = self.channel.room(self.topic, headers + ORIGINAL_HEADERS_ROOM)
-        carried = bounded(duplicate, room)
+        carried = duplicates.bounded(duplicate, room)
         if carried is not duplicate:  # cut to fit: its headers name the original
-            headers = to_headers(carried)
+            headers = duplicates.to_headers(carried)
         self.channel.produce(self.topic, carried.record.value, carried.record.key, headers)
 
     def flush(self) -> None:

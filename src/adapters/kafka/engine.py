@@ -35,12 +35,15 @@ from adapters.kafka.source import KafkaSource
 from adapters.kafka.topics import max_message_bytes, require_topics
 from adapters.kafka.transactions import TransactionalCommitter, default_transactional_id
 from adapters.system import InMemoryMetrics
-from domain.accounting import Accounting
-from domain.dead_letters import DEFAULT_MAX_BYTES
-from domain.dedup import Deduplicator
-from domain.delivery import Delivery
-from domain.pipeline import DEFAULT_MAX_BATCH_DELAY, BatchPipeline
-from domain.ports import Metrics
+from domain import (
+    DEFAULT_MAX_BATCH_DELAY,
+    DEFAULT_MAX_BYTES,
+    Accounting,
+    BatchPipeline,
+    Deduplicator,
+    Delivery,
+    Metrics,
+)
 
 log = logging.getLogger(__name__)
 STUCK_CLOSE_TIMEOUT = 10.0

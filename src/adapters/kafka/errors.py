@@ -4,7 +4,7 @@ line; a permanent error is not retried."""
 
 from __future__ import annotations
 
-from domain.errors import PermanentError, SetupError
+from domain import PermanentError, SetupError
 
 
 class KafkaConfigurationError(SetupError):

@@ -18,10 +18,17 @@ from adapters.kafka.config import KafkaEndpoint, consumer_config
 from adapters.kafka.producer import ProducerChannel
 from adapters.kafka.source import next_offsets
 from adapters.kafka.topics import config_error, describe
-from domain.errors import InvalidEvent, SourceUnavailable
-from domain.events import RawRecord, SourcePosition
-from domain.notifications import encode_notification, parse_notification
-from domain.ports import DeadLetter, DeadLetterSink, Notification
+from domain import (
+    DeadLetter,
+    DeadLetterSink,
+    InvalidEvent,
+    Notification,
+    RawRecord,
+    SourcePosition,
+    SourceUnavailable,
+    encode_notification,
+    parse_notification,
+)
 
 log = logging.getLogger(__name__)
 

@@ -37,7 +37,7 @@ from adapters.kafka.config import LOG_EVERY
 from adapters.kafka.errors import ProducerFenced, RecordRejected
 from adapters.kafka.sizes import PRODUCER_DEFAULT_MAX, message_size
 from adapters.kafka.topics import config_error, describe
-from domain.errors import RecordTooLarge, SinkUnavailable
+from domain import RecordTooLarge, SinkUnavailable
 
 log = logging.getLogger(__name__)
 

@@ -9,10 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from adapters.kafka.producer import ProducerChannel
-from domain.errors import RecordTooLarge
-from domain.events import Event, RawRecord
-from domain.keys import join_parts
-from domain.rules import RuleSet
+from domain import Event, RawRecord, RecordTooLarge, RuleSet, join_parts
 
 
 def unique_value_key(event: Event) -> bytes:

@@ -32,8 +32,7 @@ from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, Consumer, KafkaError, Kafka
 from adapters.kafka.config import LOG_EVERY, KafkaEndpoint, consumer_config
 from adapters.kafka.errors import StateNotShared
 from adapters.kafka.topics import config_error, describe
-from domain.errors import SourceUnavailable
-from domain.events import RawRecord, SourcePosition
+from domain import RawRecord, SourcePosition, SourceUnavailable
 
 log = logging.getLogger(__name__)
 

@@ -16,7 +16,7 @@ from confluent_kafka.admin import AdminClient, ConfigResource
 
 from adapters.kafka.config import KafkaEndpoint, admin_config, scrub
 from adapters.kafka.errors import KafkaConfigurationError
-from domain.errors import SinkUnavailable, SourceUnavailable, TransientError, first_line
+from domain import SinkUnavailable, SourceUnavailable, TransientError, first_line
 
 log = logging.getLogger(__name__)
 

@@ -30,8 +30,7 @@ from adapters.kafka.errors import ProducerStuck
 from adapters.kafka.producer import ProducerChannel
 from adapters.kafka.source import KafkaSource, next_offsets
 from adapters.kafka.topics import describe
-from domain.errors import BatchAborted, SinkUnavailable
-from domain.events import RawRecord
+from domain import BatchAborted, RawRecord, SinkUnavailable
 
 log = logging.getLogger(__name__)
 

@@ -15,8 +15,7 @@ from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
 from adapters.kafka.config import KafkaEndpoint, producer_config
 from adapters.kafka.topics import config_error, describe
-from domain.errors import SinkUnavailable
-from domain.events import InvalidEvent, parse_event
+from domain import InvalidEvent, SinkUnavailable, parse_event
 
 # a preload is one burst: large batches, a deep local queue
 BULK = {"linger.ms": 20, "batch.size": 1_000_000, "queue.buffering.max.messages": 500_000}

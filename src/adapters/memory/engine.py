@@ -11,8 +11,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from domain.accounting import Accounting
-from domain.pipeline import BatchPipeline
+from domain import Accounting, BatchPipeline
 
 
 @dataclass

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from domain.errors import SetupError
+from domain import SetupError
 
 
 class SnapshotUnusable(SetupError):

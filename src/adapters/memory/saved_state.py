@@ -8,10 +8,7 @@ from pathlib import Path
 
 from adapters.memory.errors import SnapshotUnusable
 from adapters.memory.state_store import read_snapshot, unreadable
-from domain.explanation import WALL_CLOCK
-from domain.inspection import StateReport, inspect_state
-from domain.rules import RuleSet
-from domain.state import Emission, current_key, decode, version_of
+from domain import WALL_CLOCK, Emission, RuleSet, StateReport, current_key, decode, inspect_state, version_of
 
 
 class SnapshotState:

@@ -31,19 +31,22 @@ from pathlib import Path
 from urllib.parse import quote, unquote
 
 from adapters.memory.errors import SnapshotUnusable
-from domain.errors import ProcessingBug, StateUnavailable, first_line
-from domain.keys import rule_of, rule_part
-from domain.state import (
+from domain import (
     GRANTED,
     Claim,
     Emission,
     Judgement,
+    ProcessingBug,
+    StateUnavailable,
     current_key,
     decide,
     decide_one,
     decode,
     encode,
+    first_line,
     kept_until,
+    rule_of,
+    rule_part,
     version_of,
 )
 

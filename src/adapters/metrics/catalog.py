@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from domain.accounting import LABEL_OF
+from domain import LABEL_OF
 
 
 @dataclass(frozen=True)

@@ -24,8 +24,7 @@ from prometheus_client import (
 )
 
 from adapters.metrics.catalog import CATALOG, Metric
-from domain.accounting import NO_RULE
-from domain.errors import DEAD_LETTER_REASONS
+from domain import DEAD_LETTER_REASONS, NO_RULE
 
 log = logging.getLogger(__name__)
 _KINDS = {"counter": Counter, "gauge": Gauge, "histogram": Histogram}

@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 
 from adapters.redis.state_store import RedisStateStore
-from domain.migration import IncompatibleState
+from domain import IncompatibleState
 
 log = logging.getLogger(__name__)
 

@@ -15,8 +15,7 @@ lives under the store's prefix without meeting a state key.
 
 from __future__ import annotations
 
-from domain.keys import SEPARATOR, rule_part
-from domain.state import Emission
+from domain import SEPARATOR, Emission, rule_part
 
 EXPIRY_TAG = SEPARATOR + "expiry" + SEPARATOR
 _OFFSET_MARK = "%3A"  # a quoted ":" (adapters.redis.state_store.quoted_owner)

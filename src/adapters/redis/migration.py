@@ -30,10 +30,21 @@ import redis
 
 from adapters.redis.expiry import file_key
 from adapters.redis.state_store import DEFAULT_PREFIX, RedisStateStore, redacted_url, redis_key
-from domain.errors import StateUnavailable
-from domain.keys import SEPARATOR, decode_key, encode_key, part_count, rule_of
-from domain.rules import RuleSet
-from domain.state import CURRENT_VERSION, StateFormatError, current_key, decode, encode, version_of
+from domain import (
+    CURRENT_VERSION,
+    SEPARATOR,
+    RuleSet,
+    StateFormatError,
+    StateUnavailable,
+    current_key,
+    decode,
+    decode_key,
+    encode,
+    encode_key,
+    part_count,
+    rule_of,
+    version_of,
+)
 
 
 @dataclass

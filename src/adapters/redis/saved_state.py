@@ -8,12 +8,7 @@ from collections.abc import Sequence
 
 from adapters.redis.migration import apply_redis_migration, plan_redis_migration
 from adapters.redis.state_store import RedisStateStore
-from domain.errors import SetupError
-from domain.explanation import WALL_CLOCK
-from domain.inspection import StateReport, inspect_state
-from domain.redaction import redact_uri
-from domain.rules import RuleSet
-from domain.state import NO_WATERMARK, Emission
+from domain import NO_WATERMARK, WALL_CLOCK, Emission, RuleSet, SetupError, StateReport, inspect_state, redact_uri
 
 SCHEMES = ("redis://", "rediss://")
 

@@ -47,12 +47,20 @@ from redis.retry import Retry
 
 from adapters.redis.expiry import is_index, lane_of
 from adapters.redis.script import BAD_STATE, CHECK_AND_SET, SCRIPT_SHA, SWEEP, SWEEP_SHA, claim_argument
-from domain.errors import StateUnavailable, first_line
-from domain.keys import rule_part
-from domain.redaction import redact_uri
-from domain.rules import KEY_SEPARATOR
-from domain.state import GRANTED, Claim, Emission, Judgement, StateFormatError, decode
-from domain.watermarks import DEFAULT_IDLE_TIMEOUT
+from domain import (
+    DEFAULT_IDLE_TIMEOUT,
+    GRANTED,
+    Claim,
+    Emission,
+    Judgement,
+    StateFormatError,
+    StateUnavailable,
+    decode,
+    first_line,
+    redact_uri,
+    rule_part,
+)
+from domain import SEPARATOR as KEY_SEPARATOR
 
 DEFAULT_PREFIX = "dedup:"
 

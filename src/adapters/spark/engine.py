@@ -74,14 +74,17 @@ from adapters.spark.stream.sources import read_stream
 from adapters.spark.stream.watermarks import BatchWatermarks
 from adapters.spark.trigger import DEFAULT_TRIGGER
 from adapters.spark.waiting import await_query
-from domain.accounting import Accounting
-from domain.dead_letters import DEFAULT_MAX_BYTES
-from domain.policies import Policies
-from domain.ports import Metrics
-from domain.redaction import redact_uri
-from domain.restart import RestartsExhausted, RestartStrategy
-from domain.rules import RuleSet
-from domain.watermarks import DEFAULT_IDLE_TIMEOUT
+from domain import (
+    DEFAULT_IDLE_TIMEOUT,
+    DEFAULT_MAX_BYTES,
+    Accounting,
+    Metrics,
+    Policies,
+    RestartsExhausted,
+    RestartStrategy,
+    RuleSet,
+    redact_uri,
+)
 
 log = logging.getLogger(__name__)
 

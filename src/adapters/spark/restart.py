@@ -24,9 +24,17 @@ from collections.abc import Callable
 from typing import TypeVar
 
 from adapters.spark.shared.errors import CheckpointInUse
-from domain.errors import DedupError, PermanentError, ProcessingBug, SinkUnavailable, first_line
-from domain.policies import Policies, run_or_stop
-from domain.restart import RestartsExhausted, RestartStrategy
+from domain import (
+    DedupError,
+    PermanentError,
+    Policies,
+    ProcessingBug,
+    RestartsExhausted,
+    RestartStrategy,
+    SinkUnavailable,
+    first_line,
+    run_or_stop,
+)
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")

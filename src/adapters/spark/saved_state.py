@@ -14,10 +14,7 @@ from adapters.spark.checkpoint.migration import migrate, plan_migration
 from adapters.spark.checkpoint.state_reader import inspect_checkpoint, key_emissions, rule_watermark
 from adapters.spark.runtime.session import build_session
 from adapters.spark.shared.errors import SparkSetupError
-from domain.inspection import StateReport
-from domain.redaction import redact_uri
-from domain.rules import RuleSet
-from domain.state import Emission
+from domain import Emission, RuleSet, StateReport, redact_uri
 
 SCHEME = "spark:"
 

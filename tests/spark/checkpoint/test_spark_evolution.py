@@ -21,8 +21,7 @@ import pytest
 from adapters.spark.checkpoint.manifest import STATE_FORMAT, read_manifest
 from adapters.spark.checkpoint.migration import migrate, plan_migration
 from adapters.spark.checkpoint.state_reader import inspect_checkpoint
-from domain.migration import IncompatibleState
-from domain.rules import DedupRule, RuleSet, UnknownTypePolicy
+from domain import DedupRule, IncompatibleState, RuleSet, UnknownTypePolicy
 from tests.spark.conftest import FileRun, mounted
 
 pytestmark = pytest.mark.spark

@@ -21,7 +21,7 @@ from adapters.spark.checkpoint.logs import Checkpoint
 from adapters.spark.checkpoint.manifest import STATE_FORMAT, read_manifest
 from app.cli import main
 from app.generator import StreamSpec, generate_parts
-from domain.migration import IncompatibleState
+from domain import IncompatibleState
 from tests.integration.kafka_io import create_topics, produce, unique
 from tests.spark.checkpoint.test_spark_evolution import V1, V2, Stream, event
 from tests.spark.output.test_spark_eos import markers

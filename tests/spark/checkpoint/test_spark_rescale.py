@@ -14,7 +14,7 @@ import redis
 from adapters.spark.checkpoint.logs import Checkpoint
 from adapters.spark.checkpoint.manifest import read_manifest
 from app.cli import main
-from domain.migration import IncompatibleState
+from domain import IncompatibleState
 from tests.spark.conftest import FileRun
 
 pytestmark = pytest.mark.spark

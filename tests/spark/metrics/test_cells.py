@@ -11,9 +11,7 @@ import pytest
 from adapters.spark.metrics.cells import REASONS, VERDICTS, CellLayout
 from adapters.spark.metrics.latency import BOUNDS, PREFIX, TOTAL
 from adapters.spark.stream.plan import NOTIFICATION, REJECTED_NOTIFICATION
-from domain.accounting import NO_RULE
-from domain.dedup import BUCKET_OF, Verdict
-from domain.errors import DEAD_LETTER_REASONS, OVERSIZE
+from domain import BUCKET_OF, DEAD_LETTER_REASONS, NO_RULE, OVERSIZE, Verdict
 
 pytestmark = pytest.mark.spark
 RULES = ("APP", "WEB")

@@ -8,7 +8,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from adapters.metrics.prometheus import PrometheusMetrics
 from adapters.spark.metrics.latency import BOUNDS, latency_counts, publish_latency
-from domain.rules import RuleSet
+from domain import RuleSet
 
 pytestmark = pytest.mark.spark
 EXPORTED = "dedup_end_to_end_latency_seconds"

@@ -21,10 +21,7 @@ import json
 import pytest
 
 from adapters.spark.runtime.session import connector_jars
-from domain.dead_letters import DeadLetter, from_document, from_headers
-from domain.duplicates import Duplicate
-from domain.duplicates import from_document as report_from_document
-from domain.duplicates import from_headers as report_from_headers
+from domain import DeadLetter, Duplicate, dead_letters, duplicates
 from tests.integration.kafka_io import create_topics, produce, read_topic, unique
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka]
@@ -81,10 +78,10 @@ def run_memory(dedup, tmp_path) -> tuple[dict[int, DeadLetter], dict[int, Duplic
         "--duplicates",
         f"file:{dups}",
     )
-    letters = [from_document(json.loads(line)) for line in dlq.read_bytes().splitlines()]
+    letters = [dead_letters.from_document(json.loads(line)) for line in dlq.read_bytes().splitlines()]
     assert {d.record.position.source for d in letters} == {str(source)}
     assert {d.record.position.partition for d in letters} == {0} and {d.record.key for d in letters} == {None}
-    reports = [report_from_document(json.loads(line)) for line in dups.read_bytes().splitlines()]
+    reports = [duplicates.from_document(json.loads(line)) for line in dups.read_bytes().splitlines()]
     assert {(d.first.source, d.first.partition) for d in reports} == {(str(source), 0)}
     return by_offset(letters, 1), by_offset(reports, 1)
 
@@ -109,8 +106,8 @@ def run_on_kafka(
         uri["dups"],
         **env,
     )
-    letters = [from_headers(m.value, m.key, m.raw_headers) for m in read_topic(bootstrap, topics["dlq"])]
-    reports = [report_from_headers(m.value, m.key, m.raw_headers) for m in read_topic(bootstrap, topics["dups"])]
+    letters = [dead_letters.from_headers(m.value, m.key, m.raw_headers) for m in read_topic(bootstrap, topics["dlq"])]
+    reports = [duplicates.from_headers(m.value, m.key, m.raw_headers) for m in read_topic(bootstrap, topics["dups"])]
     assert {(d.first.source, d.first.partition) for d in reports} == {(topics["in"], 0)}
     return topics["in"], by_offset(letters, 0), by_offset(reports, 0)
 

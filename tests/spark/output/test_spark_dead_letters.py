@@ -13,17 +13,7 @@ from dataclasses import replace
 
 import pytest
 
-from domain.dead_letters import (
-    DEFAULT_MAX_BYTES,
-    MAX_ERROR_CHARS,
-    DeadLetter,
-    from_headers,
-    millis,
-    to_document,
-    to_headers,
-    to_message,
-)
-from domain.events import RawRecord, SourcePosition
+from domain import DEFAULT_MAX_BYTES, MAX_ERROR_CHARS, DeadLetter, RawRecord, SourcePosition, dead_letters, millis
 
 pytestmark = pytest.mark.spark
 
@@ -94,8 +84,8 @@ def test_spark_writes_the_headers_and_document_the_domain_defines(spark):
     got = df.collect()
     assert len(got) == len(LETTERS)
     for dead_letter, row in zip(LETTERS, got):
-        assert [(h["key"], bytes(h["value"])) for h in row["headers"]] == to_headers(dead_letter)
-        assert json.loads(row["document"]) == to_document(dead_letter)
+        assert [(h["key"], bytes(h["value"])) for h in row["headers"]] == dead_letters.to_headers(dead_letter)
+        assert json.loads(row["document"]) == dead_letters.to_document(dead_letter)
         assert f'"time":{dead_letter.time:.3f}' in row["document"]  # plain decimals, not 1.7E9
 
 
@@ -105,7 +95,7 @@ def test_the_engine_stamps_invalid_one_attempt_and_the_batch_time(spark):
 
     before = time.time()
     [row] = with_clock(judged_rows(spark, LETTERS[:1])).select(kafka_headers().alias("headers")).collect()
-    decoded = from_headers(b"not json", b"k-1", [(h["key"], bytes(h["value"])) for h in row["headers"]])
+    decoded = dead_letters.from_headers(b"not json", b"k-1", [(h["key"], bytes(h["value"])) for h in row["headers"]])
     assert (decoded.error_class, decoded.attempts) == ("invalid", 1)
     assert before - 1 <= decoded.time <= time.time() + 1
     assert replace(decoded, time=LETTERS[0].time) == LETTERS[0]
@@ -129,6 +119,6 @@ def test_spark_bounds_the_key_and_value_as_the_domain_does(spark, max_bytes):
         .collect()
     )
     for dead_letter, row in zip(LETTERS, rows):
-        value, key, _ = to_message(dead_letter, max_bytes)
+        value, key, _ = dead_letters.to_message(dead_letter, max_bytes)
         assert (row["key"], row["value"]) == (key, value)
-        assert json.loads(row["document"]) == to_document(dead_letter, max_bytes)
+        assert json.loads(row["document"]) == dead_letters.to_document(dead_letter, max_bytes)

@@ -11,10 +11,7 @@ import json
 
 import pytest
 
-from domain.duplicates import Duplicate, bounded, from_document, to_document, to_headers
-from domain.events import RawRecord, SourcePosition
-from domain.metadata import millis
-from domain.state import Emission
+from domain import Duplicate, Emission, RawRecord, SourcePosition, duplicates, millis
 
 pytestmark = pytest.mark.spark
 
@@ -82,9 +79,9 @@ def test_spark_writes_the_headers_and_document_the_domain_defines(spark, max_byt
     got = df.collect()
     assert len(got) == len(REPORTS)
     for duplicate, row in zip(REPORTS, got):
-        expected = bounded(duplicate, max_bytes)
-        assert [(h["key"], bytes(h["value"])) for h in row["headers"]] == to_headers(expected)
-        assert json.loads(row["document"]) == to_document(expected)
+        expected = duplicates.bounded(duplicate, max_bytes)
+        assert [(h["key"], bytes(h["value"])) for h in row["headers"]] == duplicates.to_headers(expected)
+        assert json.loads(row["document"]) == duplicates.to_document(expected)
         assert f'"time":{expected.time:.3f}' in row["document"]  # plain decimals, not 1.795325944125E9
-        assert from_document(json.loads(row["document"])) == expected
+        assert duplicates.from_document(json.loads(row["document"])) == expected
         assert (row["key"] and bytes(row["key"]), bytes(row["value"])) == (expected.record.key, expected.record.value)

@@ -27,10 +27,8 @@ from app.errors import SettingsError
 from app.generator import StreamSpec, generate
 from app.settings import load_settings
 from deploy.local import services
-from domain.dead_letters import from_headers
-from domain.errors import SinkUnavailable
-from domain.policies import Policies
-from domain.rules import RuleSet
+from domain import Policies, RuleSet, SinkUnavailable
+from domain import dead_letters as dead_letter_codec
 from tests.integration.fixtures import running
 from tests.integration.kafka_io import create_topics, produce, read_topic, unique
 from tests.integration.streams import reference
@@ -82,7 +80,7 @@ def crash_before_checkpoint_commit(checkpoint: Path) -> int:
 
 def dead_letter_bytes(messages) -> list[bytes]:
     """The original values the dead letters carry (each decoded whole: every header must be there)."""
-    return [from_headers(m.value, m.key, m.raw_headers).record.value for m in messages]
+    return [dead_letter_codec.from_headers(m.value, m.key, m.raw_headers).record.value for m in messages]
 
 
 def markers(bootstrap: str, topic: str, transactional_id: str) -> dict[int, list[dict]]:

@@ -11,8 +11,7 @@ import pytest
 
 from adapters.spark.engine import build_spark_engine
 from adapters.spark.runtime.session import connector_jars
-from domain.policies import Policies
-from domain.rules import RuleSet
+from domain import Policies, RuleSet
 from tests.integration.kafka_io import produce, read_topic
 from tests.integration.oversize import check_output, small_topics, stream
 

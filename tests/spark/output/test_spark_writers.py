@@ -17,7 +17,7 @@ from pyspark.sql import functions as F
 
 from adapters.spark.output.writers import writer_for
 from adapters.spark.shared.errors import SparkSetupError
-from domain.dead_letters import from_document
+from domain import dead_letters
 from tests.integration.kafka_io import create_topics, unique
 from tests.spark.eos_output import committed, dead_letter_values
 
@@ -91,7 +91,7 @@ def test_dead_letters_to_a_directory_are_documents_there_beside_the_events_topic
     writer = writer_for(topics["uri"]["out"], f"file:{tmp_path / 'dead'}", delivery, str(tmp_path / "checkpoint"))
     write(kafka_spark, writer, times=2)  # a directory's batch is replaced by its replay
     assert set(committed(kafka_bootstrap, topics["out"])) == set(EMITTED)
-    letters = [from_document(json.loads(line)) for line in jsonl_lines(tmp_path / "dead")]
+    letters = [dead_letters.from_document(json.loads(line)) for line in jsonl_lines(tmp_path / "dead")]
     assert [(letter.reason, letter.record.value) for letter in letters] == [("missing_field", DEAD)]
 
 

@@ -24,9 +24,8 @@ from app.cli import main, run_engine
 from app.demo import write_parts
 from app.generator import StreamSpec, generate_parts
 from app.settings import load_settings
-from domain.dead_letters import from_headers
-from domain.errors import InvalidEvent
-from domain.events import parse_event
+from domain import InvalidEvent, parse_event
+from domain import dead_letters as dead_letter_codec
 from tests.integration.kafka_io import create_topics, produce, read_topic, unique
 from tests.integration.streams import reference
 
@@ -181,7 +180,7 @@ def assert_exact_output(bootstrap: str, topics: dict[str, str], records: list[by
     record (``late`` of them late) once in ``topics["dlq"]`` with its reason and where it was read."""
     want = reference(records)
     assert Counter(m.value for m in read_topic(bootstrap, topics["out"])) == Counter(want.emitted)
-    dead = [from_headers(m.value, m.key, m.raw_headers) for m in read_topic(bootstrap, topics["dlq"])]
+    dead = [dead_letter_codec.from_headers(m.value, m.key, m.raw_headers) for m in read_topic(bootstrap, topics["dlq"])]
     assert Counter(d.record.value for d in dead) == Counter(want.dead_letters)
     assert Counter(d.reason for d in dead) == expected_reasons(want.dead_letters, late)
     assert {(d.record.position.source, d.error_class, d.attempts) for d in dead} == {(topics["in"], "invalid", 1)}

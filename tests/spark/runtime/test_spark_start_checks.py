@@ -28,8 +28,7 @@ from adapters.spark.engine import build_spark_engine
 from adapters.spark.runtime.session import connector_jars
 from app.cli import main
 from deploy.local.services import find_free_port
-from domain.policies import Policies
-from domain.rules import RuleSet
+from domain import Policies, RuleSet
 from tests.integration.kafka_io import create_topics, unique
 from tests.spark.checkpoint.test_spark_evolution import event, tree_digest
 

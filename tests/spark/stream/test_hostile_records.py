@@ -15,7 +15,7 @@ from collections import Counter
 import pytest
 
 from adapters.spark.runtime.session import connector_jars
-from domain.dead_letters import from_document, from_headers
+from domain import dead_letters
 from tests.hostile import ENV, ON_TIME_BUDGET, expected, hostile
 from tests.integration.kafka_io import create_topics, read_topic, unique
 from tests.integration.partitioned import produce_keyed, spread
@@ -28,7 +28,7 @@ def run_memory(dedup, tmp_path, table, env) -> tuple[list[bytes], list]:
     source, out, dlq = tmp_path / "in.jsonl", tmp_path / "out.jsonl", tmp_path / "dead.jsonl"
     source.write_bytes(b"".join(value + b"\n" for value, _ in table))
     dedup("--engine", "memory", "--source", f"file:{source}", "--sink", f"file:{out}", "--dlq", f"file:{dlq}", **env)
-    letters = [from_document(json.loads(line)) for line in dlq.read_bytes().splitlines()]
+    letters = [dead_letters.from_document(json.loads(line)) for line in dlq.read_bytes().splitlines()]
     return out.read_bytes().splitlines(), letters
 
 
@@ -38,7 +38,7 @@ def run_on_kafka(dedup, bootstrap: str, engine: str, source_options: str, table,
     create_topics(bootstrap, topics["out"], topics["dlq"])
     uri = {role: f"kafka://{bootstrap}/{topic}" for role, topic in topics.items()}
     dedup("--engine", engine, "--source", uri["in"] + source_options, "--sink", uri["out"], "--dlq", uri["dlq"], **env)
-    letters = [from_headers(m.value, m.key, m.raw_headers) for m in read_topic(bootstrap, topics["dlq"])]
+    letters = [dead_letters.from_headers(m.value, m.key, m.raw_headers) for m in read_topic(bootstrap, topics["dlq"])]
     return [m.value for m in read_topic(bootstrap, topics["out"])], letters
 
 

@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from domain.errors import InvalidEvent
-from domain.events import parse_event
+from domain import InvalidEvent, parse_event
 
 pytestmark = pytest.mark.spark
 

@@ -10,9 +10,7 @@ import json
 
 import pytest
 
-from domain.events import parse_event
-from domain.keys import decode_key, escape, from_legacy, rule_of
-from domain.rules import DedupRule, RuleSet
+from domain import DedupRule, RuleSet, decode_key, escape, from_legacy, parse_event, rule_of
 
 pytestmark = pytest.mark.spark
 
@@ -94,7 +92,7 @@ def test_the_plan_types_every_key_value_as_the_domain_does(spark):
     """Integers and booleans are typed parts, any other non-string is ``wrong_type``, missing and
     null are ``missing_field``: the same keys and reasons as ``Event.field_value``."""
     from adapters.spark.stream.plan import DedupPlan
-    from domain.errors import InvalidEvent
+    from domain import InvalidEvent
 
     values = [
         b'{"id":"e","uniqueValue":"u","type":"APP","timestamp":1700000000,"session":%s}' % v.encode() for v in TYPED
@@ -147,7 +145,7 @@ def test_events_whose_values_only_shift_the_separator_are_both_emitted(files):
 def test_a_checkpoint_of_the_legacy_key_format_is_refused_then_migrated_with_its_keys_respelled(files, spark):
     from adapters.spark.checkpoint.manifest import STATE_FORMAT
     from adapters.spark.checkpoint.migration import migrate, plan_migration
-    from domain.migration import IncompatibleState
+    from domain import IncompatibleState
 
     rules = RuleSet({"APP": DedupRule("APP", 30)})
     # 1. a job keeps the key of uniqueValue "a\x1eb", "APP\x1fa\x1e0b"; its manifest is then made to say

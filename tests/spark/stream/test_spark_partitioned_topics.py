@@ -14,8 +14,7 @@ import pytest
 from adapters.spark.engine import build_spark_engine
 from adapters.spark.runtime.session import connector_jars
 from app.generator import StreamSpec
-from domain.policies import Policies
-from domain.rules import RuleSet
+from domain import Policies, RuleSet
 from tests.integration.kafka_io import create_topics, read_topic, unique
 from tests.integration.partitioned import keyed_topic, produce_keyed
 

@@ -16,9 +16,8 @@ import redis
 
 from adapters.spark.engine import build_spark_engine
 from app.generator import StreamSpec, generate
-from domain.duplicates import from_document as duplicate_from_document
-from domain.policies import Policies
-from domain.rules import RuleSet
+from domain import Policies, RuleSet
+from domain import duplicates as duplicate_codec
 from tests.integration.streams import reference
 
 pytestmark = [pytest.mark.spark, pytest.mark.redis]
@@ -61,7 +60,7 @@ def emitted(root: Path) -> Counter:
 def repeated(root: Path) -> Counter:
     """(each reported duplicate's bytes, the bytes of the record its report names as the first copy)."""
     reports = [
-        duplicate_from_document(json.loads(line))
+        duplicate_codec.from_document(json.loads(line))
         for path in sorted((root / "dups").glob("batch=*/part-*"))
         for line in path.read_text().splitlines()
         if line

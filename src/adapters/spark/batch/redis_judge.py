@@ -32,8 +32,7 @@ from pyspark.sql.types import LongType, StringType, StructField, StructType
 from adapters.spark.batch.parts import BatchTools, JudgedBatch, Route
 from adapters.spark.stream.plan import VERDICT_COLUMNS, DedupPlan
 from adapters.spark.stream.sources import ARRIVAL_ORDER
-from domain.state import NO_WATERMARK, Claim
-from domain.watermarks import DEFAULT_IDLE_TIMEOUT, clock_bound
+from domain import DEFAULT_IDLE_TIMEOUT, NO_WATERMARK, Claim, clock_bound
 
 
 @dataclass(frozen=True)

@@ -38,9 +38,7 @@ from adapters.spark.checkpoint.watermark_files import rule_watermarks
 from adapters.spark.shared.endpoints import parse_uri
 from adapters.spark.shared.errors import CheckpointOfAnotherJob
 from adapters.spark.shared.keys import join_escaped, key_parts
-from domain.keys import escape
-from domain.migration import IncompatibleState
-from domain.rules import RuleSet
+from domain import IncompatibleState, RuleSet, escape
 
 log = logging.getLogger(__name__)
 

@@ -31,7 +31,7 @@ from fnmatch import fnmatchcase
 from typing import Any
 
 from adapters.spark.shared.errors import CorruptFile
-from domain.errors import StateUnavailable
+from domain import StateUnavailable
 
 PARTIAL = ".{}.{}.partial"  # hidden, and one per writer: two instances replacing one file do not mix
 

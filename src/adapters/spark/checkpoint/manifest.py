@@ -33,7 +33,7 @@ import shlex
 from dataclasses import dataclass, field, replace
 
 from adapters.spark.checkpoint.hadoop_files import HadoopPath
-from domain.rules import RuleSet
+from domain import RuleSet
 
 OPERATOR = "window-dedup"
 STATE_FORMAT = (

@@ -41,8 +41,7 @@ from adapters.spark.checkpoint.manifest import OPERATOR, Manifest, job_manifest,
 from adapters.spark.checkpoint.state_reader import FALLBACK, describe_offsets, read_state, rule_of, state_schema
 from adapters.spark.checkpoint.watermark_files import rule_watermarks
 from adapters.spark.shared.keys import from_legacy_column
-from domain.migration import IncompatibleState, KeyTranslation
-from domain.rules import RuleSet
+from domain import IncompatibleState, KeyTranslation, RuleSet
 
 FILES_READ = "files-read.json"
 DEFAULT_OLD_KEY_FIELDS = ("uniqueValue",)

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from adapters.spark.checkpoint.logs import Checkpoint
-from domain.errors import first_line
+from domain import first_line
 
 log = logging.getLogger(__name__)
 

@@ -14,7 +14,7 @@ import json
 import time
 
 from adapters.spark.checkpoint.logs import Checkpoint
-from domain.watermarks import DEFAULT_IDLE_TIMEOUT, Watermarks
+from domain import DEFAULT_IDLE_TIMEOUT, Watermarks
 
 DIRECTORY = "watermarks"
 

@@ -24,9 +24,7 @@ from pyspark.sql import functions as F
 
 from adapters.spark.metrics.latency import PREFIX, TOTAL
 from adapters.spark.stream.plan import NOTIFICATION, REJECTED_NOTIFICATION
-from domain.accounting import LABEL_OF, NO_RULE
-from domain.dedup import BUCKET_OF, Verdict
-from domain.errors import DEAD_LETTER_REASONS, OVERSIZE
+from domain import BUCKET_OF, DEAD_LETTER_REASONS, LABEL_OF, NO_RULE, OVERSIZE, Verdict
 
 CELLS = "cells"
 CELL = "_accounting_cell"  # the column a row's cell is projected to

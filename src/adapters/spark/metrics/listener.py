@@ -22,8 +22,7 @@ from adapters.spark.metrics.cells import CELL, CellLayout
 from adapters.spark.metrics.events import JsonEventListener
 from adapters.spark.metrics.latency import BOUNDS, DELAY, latency_counts, publish_latency, with_delay, write_delay
 from adapters.spark.stream.plan import NOTIFICATION, REJECTED_NOTIFICATION
-from domain.accounting import Accounting
-from domain.dedup import BUCKET_OF
+from domain import BUCKET_OF, Accounting
 
 log = logging.getLogger(__name__)
 OBSERVATION = "accounting"

@@ -22,7 +22,7 @@ from typing import Any
 
 from adapters.spark.checkpoint.hadoop_files import HadoopPath
 from adapters.spark.checkpoint.logs import Checkpoint
-from domain.errors import first_line
+from domain import first_line
 
 log = logging.getLogger(__name__)
 FILE = "state_rows.json"

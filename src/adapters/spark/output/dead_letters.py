@@ -29,7 +29,7 @@ from adapters.spark.output.metadata import (
     no_headers,  # noqa: F401 - re-exported for the writers
 )
 from adapters.spark.shared.batch_time import clock_millis
-from domain.dead_letters import DEFAULT_MAX_BYTES, FIELDS, MAX_ERROR_CHARS
+from domain import DEFAULT_MAX_BYTES, MAX_ERROR_CHARS, dead_letters
 
 
 def field_columns(overrides: Mapping[str, Column] | None = None) -> dict[str, Column]:
@@ -58,9 +58,9 @@ def bounded_record(max_bytes: int = DEFAULT_MAX_BYTES) -> dict[str, Column]:
 
 def kafka_headers(columns: Mapping[str, Column] | None = None) -> Column:
     """The ``headers`` column of a dead letter's Kafka record (``domain.dead_letters.to_headers``)."""
-    return headers_column(FIELDS, field_columns(columns))
+    return headers_column(dead_letters.FIELDS, field_columns(columns))
 
 
 def json_document(columns: Mapping[str, Column] | None = None, max_bytes: int = DEFAULT_MAX_BYTES) -> Column:
     """The dead letter's JSON document as a string (``domain.dead_letters.to_document``)."""
-    return document_column(FIELDS, field_columns(columns), bounded_record(max_bytes))
+    return document_column(dead_letters.FIELDS, field_columns(columns), bounded_record(max_bytes))

@@ -21,7 +21,7 @@ from pyspark.sql import functions as F
 from adapters.spark.output.metadata import bounded_record as bounded_metadata_record
 from adapters.spark.output.metadata import document_column, headers_column
 from adapters.spark.shared.batch_time import clock_millis
-from domain.duplicates import FIELDS
+from domain import duplicates
 
 TOKEN = r"^(.*):(-?\d+):(\d+)(#.*)?$"  # SourcePosition.token, with what a file's line adds after '#'
 
@@ -57,9 +57,9 @@ def bounded_record(max_bytes: int) -> dict[str, Column]:
 
 def kafka_headers(max_bytes: int, columns: Mapping[str, Column] | None = None) -> Column:
     """The ``headers`` column of a report's Kafka record (``domain.duplicates.to_headers``)."""
-    return headers_column(FIELDS, field_columns(max_bytes, columns), optional=True)
+    return headers_column(duplicates.FIELDS, field_columns(max_bytes, columns), optional=True)
 
 
 def json_document(max_bytes: int, columns: Mapping[str, Column] | None = None) -> Column:
     """The report's JSON document as a string (``domain.duplicates.to_document``)."""
-    return document_column(FIELDS, field_columns(max_bytes, columns), bounded_record(max_bytes))
+    return document_column(duplicates.FIELDS, field_columns(max_bytes, columns), bounded_record(max_bytes))

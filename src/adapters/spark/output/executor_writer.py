@@ -46,7 +46,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from adapters.kafka.config import KafkaEndpoint, admin_config, client_settings, producer_config
 from adapters.kafka.topics import describe
-from domain.errors import SinkUnavailable
+from domain import SinkUnavailable
 
 log = logging.getLogger(__name__)
 

@@ -17,7 +17,7 @@ from functools import reduce
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
-from domain.metadata import INTEGER, TIME, Field, nest
+from domain import Field, metadata, nest
 
 HEADERS_TYPE = "array<struct<key:string,value:binary>>"
 
@@ -52,7 +52,7 @@ def no_headers() -> Column:
 def document_column(fields: Sequence[Field], columns: Mapping[str, Column], record: Mapping[str, Column]) -> Column:
     """The JSON document as a string (``domain.metadata.to_document``): the fields (a null one left
     out, a nested object whose fields are all null too), then ``key`` (null when none) and ``value``."""
-    flat = {f.name: seconds(columns[f.name]) if f.kind == TIME else columns[f.name] for f in fields}
+    flat = {f.name: seconds(columns[f.name]) if f.kind == metadata.TIME else columns[f.name] for f in fields}
     meta = F.to_json(_struct(nest(flat)))  # nulls are left out (ignoreNullFields, Spark's default)
     key = F.coalesce(F.concat(F.lit('"'), base64(record["key"]), F.lit('"')), F.lit("null"))
     return F.concat(
@@ -74,10 +74,10 @@ def seconds(millis: Column) -> Column:
 
 def text(field: Field, column: Column) -> Column:
     """A field's header text: text as it is, an integer in decimal, a time as ``<seconds>.<3 digits>``."""
-    if field.kind == TIME:
+    if field.kind == metadata.TIME:
         seconds = ((column - F.pmod(column, F.lit(1000))) / 1000).cast("long")
         return F.concat(seconds.cast("string"), F.lit("."), F.lpad(F.pmod(column, F.lit(1000)).cast("string"), 3, "0"))
-    return column.cast("string") if field.kind == INTEGER else column
+    return column.cast("string") if field.kind == metadata.INTEGER else column
 
 
 def base64(column: Column) -> Column:

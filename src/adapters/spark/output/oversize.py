@@ -27,7 +27,7 @@ from pyspark.sql import functions as F
 from adapters.kafka.sizes import DEAD_LETTER_HEADERS_ROOM, RECORD_OVERHEAD
 from adapters.spark.shared.endpoints import Endpoint
 from adapters.spark.stream.plan import DEAD_LETTER, EMIT
-from domain.errors import OVERSIZE, too_large_text
+from domain import OVERSIZE, too_large_text
 
 JAVA_PRODUCER_DEFAULT_MAX = 1_048_576  # the Kafka Java producer's max.request.size (Spark's Kafka writer)
 TIMEOUT = 10.0

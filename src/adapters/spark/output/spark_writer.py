@@ -34,7 +34,7 @@ from adapters.spark.output.duplicates import kafka_headers as report_headers
 from adapters.spark.shared.batch_time import with_clock
 from adapters.spark.shared.endpoints import Endpoint, parse_uri
 from adapters.spark.stream.plan import DEAD_LETTER, DUPLICATE, EMIT
-from domain.dead_letters import DEFAULT_MAX_BYTES
+from domain import DEFAULT_MAX_BYTES
 
 
 @dataclass(frozen=True)

@@ -59,7 +59,7 @@ from adapters.spark.output.oversize import OversizeRoute, dead_letter_bound, eve
 from adapters.spark.output.spark_writer import BatchSink, accounted_records
 from adapters.spark.shared.errors import SparkSetupError
 from adapters.spark.stream.plan import DEAD_LETTER, DUPLICATE, EMIT
-from domain.dead_letters import DEFAULT_MAX_BYTES
+from domain import DEFAULT_MAX_BYTES
 
 log = logging.getLogger(__name__)
 WHOLE = 2**31 - 1  # a duplicate report in a JSONL directory is never cut

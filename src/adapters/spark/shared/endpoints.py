@@ -11,7 +11,7 @@ from urllib.parse import parse_qsl, urlsplit
 
 from adapters.kafka.config import parse_kafka_uri
 from adapters.spark.shared.errors import SparkSetupError
-from domain.redaction import redact_uri
+from domain import redact_uri
 
 
 @dataclass(frozen=True)

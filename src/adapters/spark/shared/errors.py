@@ -6,7 +6,7 @@ and the remedy, exit code 2, never retried (the same start fails the same way).
 
 from __future__ import annotations
 
-from domain.errors import SetupError, StateUnavailable
+from domain import SetupError, StateUnavailable
 
 __all__ = [
     "CheckpointInUse",

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
-from domain.keys import ESCAPE, SEPARATOR, escape
+from domain import ESCAPE, SEPARATOR, escape
 
 
 def escaped(part: Column) -> Column:

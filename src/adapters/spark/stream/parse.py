@@ -27,8 +27,7 @@ from pyspark.sql import functions as F
 from adapters.spark.runtime.jars import PLAIN_EVENT_CLASS, TRAILING_CONTENT_CLASS
 from adapters.spark.shared.keys import escaped
 from adapters.spark.stream.whitespace import BLANK
-from domain.events import MAX_TIMESTAMP, REQUIRED_STRING_FIELDS
-from domain.keys import BOOLEAN_PART, INTEGER_PART
+from domain import BOOLEAN_PART, INTEGER_PART, MAX_TIMESTAMP, REQUIRED_STRING_FIELDS
 
 INTEGER_TYPES = ("BIGINT", "INT", "SMALLINT", "TINYINT")
 FAST_FIELDS = (*REQUIRED_STRING_FIELDS, "timestamp")

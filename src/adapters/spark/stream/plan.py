@@ -29,10 +29,7 @@ from adapters.spark.shared.batch_time import CLOCK, clock_seconds, with_clock
 from adapters.spark.shared.keys import escaped, key_column
 from adapters.spark.stream.operator import apply_operator, running_newest
 from adapters.spark.stream.parse import drop_work_columns, key_field_part, key_field_problem, parse
-from domain.dedup import Verdict
-from domain.events import REQUIRED_STRING_FIELDS
-from domain.policies import Terminal
-from domain.rules import DedupRule, RuleSet, TimeBasis, UnknownTypePolicy
+from domain import REQUIRED_STRING_FIELDS, DedupRule, RuleSet, Terminal, TimeBasis, UnknownTypePolicy, Verdict
 
 if TYPE_CHECKING:
     from adapters.spark.stream.watermarks import BatchWatermarks

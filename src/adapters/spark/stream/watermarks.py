@@ -36,7 +36,7 @@ from adapters.spark.checkpoint.hadoop_files import HadoopPath
 from adapters.spark.checkpoint.logs import Checkpoint, OffsetEntry
 from adapters.spark.checkpoint.watermark_files import DIRECTORY
 from adapters.spark.checkpoint.watermark_files import restored as _restore
-from domain.watermarks import Watermarks
+from domain import Watermarks
 
 KEPT_FILES = 10
 
