@@ -204,7 +204,7 @@ def passthrough(args: argparse.Namespace) -> dict:
     with the engine's producer settings; offsets committed per batch, as the engine does."""
     from confluent_kafka import Consumer, KafkaError, Producer
 
-    from adapters.kafka.config import parse_kafka_uri, producer_config
+    from adapters.kafka import parse_kafka_uri, producer_config
 
     parse = args.passthrough == "json"
     out = f"{args.topic}-pass-{args.passthrough}"
@@ -342,8 +342,8 @@ def run_group(args, services: Services, topic: str, expected: dict) -> dict:
 def run_engine(args: argparse.Namespace) -> dict:
     """The child: one bounded run of the engine; its own peak RSS is the run's."""
     from adapters.json import read_event
-    from adapters.kafka.engine import build_kafka_engine
-    from adapters.memory.state_store import InMemoryStateStore
+    from adapters.kafka import build_kafka_engine
+    from adapters.memory import InMemoryStateStore
     from adapters.system import SystemClock
     from app.collector import long_lived_frozen
     from domain import Deduplicator, RuleSet
@@ -351,7 +351,7 @@ def run_engine(args: argparse.Namespace) -> dict:
     if args.state == "memory":
         store = InMemoryStateStore()
     else:
-        from adapters.redis.state_store import RedisStateStore
+        from adapters.redis import RedisStateStore
 
         store = RedisStateStore(
             args.state, key_prefix=f"{args.group or f'bench-{uuid.uuid4().hex[:6]}'}:"

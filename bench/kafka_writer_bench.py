@@ -139,7 +139,7 @@ class WriteBench:
     """The cached batch, and each write of it to fresh topics: timed, checked, measured."""
 
     def __init__(self, spark, broker: Broker, args):
-        from adapters.kafka.config import KafkaEndpoint
+        from adapters.kafka import KafkaEndpoint
         from adapters.spark.output.executor_writer import CommitLog
 
         self.spark, self.broker, self.args = spark, broker, args
@@ -287,8 +287,7 @@ class ArrowPartitionWriter:
         )
 
     def channel(self, partition: int):
-        from adapters.kafka.config import KafkaEndpoint, producer_config
-        from adapters.kafka.producer import ProducerChannel
+        from adapters.kafka import KafkaEndpoint, ProducerChannel, producer_config
 
         transactional_id = f"{self.transactional_id}-p{partition}" if self.transactional_id else None
         config = producer_config(KafkaEndpoint(self.bootstrap, "-"), self.settings, transactional_id)

@@ -58,7 +58,7 @@ def main() -> None:
 
     import redis
 
-    from adapters.redis.state_store import RedisStateStore
+    from adapters.redis import RedisStateStore
     from deploy.local import services
     from domain import Claim
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import time
 
-from adapters.memory.state_store import InMemoryStateStore
+from adapters.memory import InMemoryStateStore
 from adapters.system import SystemClock
 from domain import Deduplicator, DedupRule, RawRecord, RuleSet, SourcePosition, Verdict
 

@@ -276,9 +276,7 @@ def write_stream(out: str, records: list[bytes]) -> None:
         Path(out).parent.mkdir(parents=True, exist_ok=True)
         Path(out).write_bytes(b"".join(r + b"\n" for r in records))
         return
-    from adapters.kafka import upstream
-    from adapters.kafka.config import parse_kafka_uri
-    from adapters.kafka.topics import require_topics
+    from adapters.kafka import parse_kafka_uri, require_topics, upstream
 
     endpoint = parse_kafka_uri(out, "output")
     require_topics([("output", endpoint)], None, timeout=10)

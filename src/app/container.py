@@ -13,12 +13,17 @@ import logging
 
 from dependency_injector import containers, providers
 
-from adapters.files.jsonl import JsonlDeadLetterSink, JsonlDuplicateSink, JsonlSink, JsonlSource
-from adapters.files.notifications import JsonlNotificationSink, JsonlNotificationSource
+from adapters.files import (
+    JsonlDeadLetterSink,
+    JsonlDuplicateSink,
+    JsonlNotificationSink,
+    JsonlNotificationSource,
+    JsonlSink,
+    JsonlSource,
+)
 from adapters.json import read_event
-from adapters.memory.engine import InMemoryEngine
-from adapters.memory.state_store import InMemoryStateStore
-from adapters.metrics.prometheus import PrometheusMetrics
+from adapters.memory import InMemoryEngine, InMemoryStateStore
+from adapters.metrics import PrometheusMetrics
 from adapters.system import SystemClock
 from app.errors import UsageError
 from app.setting_names import env_name
@@ -155,11 +160,11 @@ def build_saved_state(uri: str) -> SavedState:
 
         return CheckpointState(uri.removeprefix("spark:"))
     if uri.startswith("memory:"):
-        from adapters.memory.saved_state import SnapshotState
+        from adapters.memory import SnapshotState
 
         return SnapshotState(uri.removeprefix("memory:"))
     if uri.startswith(REDIS_SCHEMES):
-        from adapters.redis.saved_state import RedisSavedState
+        from adapters.redis import RedisSavedState
 
         return RedisSavedState(uri)
     if uri == "memory":
@@ -172,12 +177,12 @@ def build_saved_state(uri: str) -> SavedState:
 
 def _redis_store(uri: str, settings: RedisSettings | None, idle_timeout: float = DEFAULT_IDLE_TIMEOUT):
     """A ``RedisStateStore``; with ``settings``, refused on an evicting server unless they accept it."""
-    from adapters.redis.state_store import RedisStateStore
+    from adapters.redis import RedisStateStore
 
     store = RedisStateStore(uri, idle_timeout=idle_timeout)
     if settings is None:
         return store
-    from adapters.redis.eviction import refuse_eviction, refuse_old_server
+    from adapters.redis import refuse_eviction, refuse_old_server
 
     try:
         refuse_old_server(store)
@@ -276,7 +281,7 @@ def build_kafka_engine(
     dlq_max_bytes: int = DEFAULT_MAX_BYTES,
     duplicates: str | None = None,
 ):
-    from adapters.kafka.engine import build_kafka_engine as build
+    from adapters.kafka import build_kafka_engine as build
 
     if not dlq:
         raise UsageError(

@@ -32,7 +32,7 @@ from urllib.parse import urlsplit
 
 from prometheus_client import CONTENT_TYPE_LATEST
 
-from adapters.metrics.prometheus import PrometheusMetrics
+from adapters.metrics import PrometheusMetrics
 from domain import SetupError, first_line, redact
 
 log = logging.getLogger(__name__)

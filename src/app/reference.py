@@ -62,7 +62,7 @@ def _help_of(parser: argparse.ArgumentParser) -> str:
 
 def metrics_reference() -> str:
     """Markdown: a table of every exported metric (its Prometheus name, type, labels and meaning)."""
-    from adapters.metrics.catalog import CATALOG
+    from adapters.metrics import CATALOG
 
     rows = ["| metric | type | labels | meaning |", "|---|---|---|---|"]
     for metric in CATALOG.values():

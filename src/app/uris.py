@@ -17,8 +17,7 @@ import re
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from adapters.kafka.config import parse_kafka_uri
-from adapters.kafka.errors import KafkaConfigurationError
+from adapters.kafka import KafkaConfigurationError, parse_kafka_uri
 from app.setting_names import env_name
 from domain import first_line, redact_uri
 

@@ -12,8 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from adapters.kafka import upstream
-from adapters.kafka.config import parse_kafka_uri
+from adapters.kafka import parse_kafka_uri, upstream
 from adapters.spark.runtime.jars import operator_jar
 from adapters.spark.runtime.session import connector_jars
 from app.generator import StreamSpec, generate_parts

@@ -6,7 +6,7 @@ import logging
 
 import pytest
 
-from adapters.files.notifications import JsonlNotificationSink, JsonlNotificationSource
+from adapters.files import JsonlNotificationSink, JsonlNotificationSource
 from domain import SetupError, encode_notification
 from tests.contracts.notification_contract import MALFORMED, NOTES, NotificationContract, poll
 

@@ -8,10 +8,14 @@ import time
 
 import pytest
 
-from adapters.kafka.config import parse_kafka_uri, producer_config
-from adapters.kafka.dead_letters import KafkaDeadLetterSink
-from adapters.kafka.notifications import KafkaNotificationSink, KafkaNotificationSource
-from adapters.kafka.producer import ProducerChannel
+from adapters.kafka import (
+    KafkaDeadLetterSink,
+    KafkaNotificationSink,
+    KafkaNotificationSource,
+    ProducerChannel,
+    parse_kafka_uri,
+    producer_config,
+)
 from tests.contracts.notification_contract import MALFORMED, NOTES, NotificationContract, poll
 from tests.integration.kafka_io import committed_offsets, create_topics, produce, read_topic, unique
 

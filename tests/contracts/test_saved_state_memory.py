@@ -2,8 +2,7 @@
 
 import pytest
 
-from adapters.memory.saved_state import SnapshotState
-from adapters.memory.state_store import InMemoryStateStore
+from adapters.memory import InMemoryStateStore, SnapshotState
 from domain import SetupError
 from tests.contracts.saved_state_contract import SavedStateContract
 

@@ -3,8 +3,7 @@
 import pytest
 import redis
 
-from adapters.redis.saved_state import RedisSavedState
-from adapters.redis.state_store import RedisStateStore
+from adapters.redis import RedisSavedState, RedisStateStore
 from tests.contracts.saved_state_contract import SavedStateContract
 
 pytestmark = pytest.mark.redis

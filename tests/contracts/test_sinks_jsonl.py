@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from adapters.files.jsonl import JsonlDeadLetterSink, JsonlSink
+from adapters.files import JsonlDeadLetterSink, JsonlSink
 from domain import dead_letters
 from tests.contracts.sink_contract import BOUND, DeadLetterSinkContract, EventSinkContract
 

@@ -5,10 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from adapters.kafka.config import parse_kafka_uri, producer_config
-from adapters.kafka.dead_letters import KafkaDeadLetterSink
-from adapters.kafka.producer import ProducerChannel
-from adapters.kafka.sink import KafkaSink
+from adapters.kafka import KafkaDeadLetterSink, KafkaSink, ProducerChannel, parse_kafka_uri, producer_config
 from domain import dead_letters
 from tests.contracts.sink_contract import BOUND, UNIQUE_VALUES, DeadLetterSinkContract, EventSinkContract, event, record
 from tests.integration.kafka_io import create_topics, read_topic, unique

@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from adapters.files.jsonl import JsonlSource
+from adapters.files import JsonlSource
 from domain import SetupError, SourcePosition
 from tests.contracts.source_contract import EventSourceContract, read
 

@@ -11,8 +11,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Producer
 
-from adapters.kafka.config import parse_kafka_uri
-from adapters.kafka.source import KafkaSource
+from adapters.kafka import KafkaSource, parse_kafka_uri
 from domain import SourcePosition
 from tests.contracts.source_contract import VALUES, EventSourceContract, read
 from tests.integration.kafka_io import committed_offsets, create_topics, produce, unique

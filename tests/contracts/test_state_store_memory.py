@@ -4,7 +4,7 @@ from contextlib import contextmanager
 
 import pytest
 
-from adapters.memory.state_store import InMemoryStateStore
+from adapters.memory import InMemoryStateStore
 from domain import MigratingStateStore, StateUnavailable
 from tests.contracts.state_store_contract import StateStoreContract, claim, granted
 

@@ -12,7 +12,7 @@ import redis
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from adapters.redis.state_store import RedisStateStore
+from adapters.redis import RedisStateStore
 from domain import (
     Claim,
     Emission,

@@ -42,7 +42,7 @@ from pydantic import BaseModel
 from yamllint import linter as yaml_linter
 from yamllint.config import YamlLintConfig
 
-from adapters.metrics.prometheus import PrometheusMetrics
+from adapters.metrics import PrometheusMetrics
 from app.errors import SettingsError
 from app.settings import Settings, load_settings
 

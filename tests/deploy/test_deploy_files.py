@@ -13,7 +13,7 @@ import re
 
 import pytest
 
-from adapters.metrics.catalog import CATALOG
+from adapters.metrics import CATALOG
 from domain import Accounting
 from tests.deploy import checkers as c
 

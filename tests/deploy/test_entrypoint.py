@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from adapters.metrics.prometheus import PrometheusMetrics
+from adapters.metrics import PrometheusMetrics
 from app.demo import write_parts
 from app.generator import StreamSpec, generate, generate_parts
 from app.metrics_server import MetricsServer

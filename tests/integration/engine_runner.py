@@ -23,9 +23,8 @@ import threading
 import time
 from collections.abc import Sequence
 
-from adapters.kafka.engine import build_kafka_engine
-from adapters.kafka.source import KafkaSource
-from adapters.memory.state_store import InMemoryStateStore
+from adapters.kafka import KafkaSource, build_kafka_engine
+from adapters.memory import InMemoryStateStore
 from adapters.system import SystemClock
 from domain import BatchCommitter, Deduplicator, RawRecord, RuleSet
 
@@ -60,7 +59,7 @@ class HangBeforeCommit:
 def state_store(uri: str, prefix: str):
     if uri == "memory":
         return InMemoryStateStore()
-    from adapters.redis.state_store import RedisStateStore
+    from adapters.redis import RedisStateStore
 
     return RedisStateStore(uri, key_prefix=prefix)
 

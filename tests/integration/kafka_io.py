@@ -9,8 +9,7 @@ from dataclasses import dataclass
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
-from adapters.kafka import upstream
-from adapters.kafka.config import parse_kafka_uri
+from adapters.kafka import parse_kafka_uri, upstream
 from deploy.local import services
 
 

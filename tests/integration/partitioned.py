@@ -15,8 +15,7 @@ import zlib
 from collections import Counter
 from dataclasses import dataclass
 
-from adapters.kafka import upstream
-from adapters.kafka.config import parse_kafka_uri
+from adapters.kafka import parse_kafka_uri, upstream
 from app.generator import StreamSpec, generate
 from domain import InvalidEvent, parse_event
 from tests.integration.kafka_io import create_topics

@@ -10,7 +10,7 @@ from collections import defaultdict
 
 import pytest
 
-from adapters.kafka.upstream import producer_key
+from adapters.kafka import producer_key
 from app.cli import main
 from app.generator import StreamSpec, generate
 from tests.integration.kafka_io import create_topics, read_topic, unique

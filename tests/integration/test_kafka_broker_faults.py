@@ -6,10 +6,8 @@ import time
 
 import pytest
 
-from adapters.kafka.config import parse_kafka_uri, producer_config
-from adapters.kafka.engine import build_kafka_engine
-from adapters.kafka.producer import ProducerChannel
-from adapters.memory.state_store import InMemoryStateStore
+from adapters.kafka import ProducerChannel, build_kafka_engine, parse_kafka_uri, producer_config
+from adapters.memory import InMemoryStateStore
 from adapters.system import SystemClock
 from app.generator import StreamSpec, generate
 from domain import Deduplicator, RuleSet, SinkUnavailable

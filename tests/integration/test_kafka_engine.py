@@ -10,10 +10,9 @@ from collections import Counter
 
 import pytest
 
-from adapters.kafka.engine import build_kafka_engine
-from adapters.kafka.errors import KafkaConfigurationError
-from adapters.memory.state_store import InMemoryStateStore
-from adapters.redis.state_store import RedisStateStore
+from adapters.kafka import KafkaConfigurationError, build_kafka_engine
+from adapters.memory import InMemoryStateStore
+from adapters.redis import RedisStateStore
 from adapters.system import InMemoryMetrics, SystemClock
 from app.generator import StreamSpec, generate
 from deploy.local import services

@@ -6,8 +6,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from adapters.kafka.engine import build_kafka_engine
-from adapters.memory.state_store import InMemoryStateStore
+from adapters.kafka import build_kafka_engine
+from adapters.memory import InMemoryStateStore
 from adapters.system import SystemClock
 from domain import Deduplicator, DedupRule, RuleSet, dead_letters
 from tests.hostile_records import records

@@ -22,9 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from adapters.kafka import upstream
-from adapters.kafka.config import parse_kafka_uri
-from adapters.kafka.source import KafkaSource
+from adapters.kafka import KafkaSource, parse_kafka_uri, upstream
 from app.generator import StreamSpec
 from domain import BUCKETS
 from tests.faults.injection import outage

@@ -7,12 +7,16 @@ import time
 
 import pytest
 
-from adapters.kafka.config import parse_kafka_uri, producer_config
-from adapters.kafka.dead_letters import KafkaDeadLetterSink
-from adapters.kafka.engine import build_kafka_engine
-from adapters.kafka.notifications import KafkaNotificationSink, KafkaNotificationSource
-from adapters.kafka.producer import ProducerChannel
-from adapters.memory.state_store import InMemoryStateStore
+from adapters.kafka import (
+    KafkaDeadLetterSink,
+    KafkaNotificationSink,
+    KafkaNotificationSource,
+    ProducerChannel,
+    build_kafka_engine,
+    parse_kafka_uri,
+    producer_config,
+)
+from adapters.memory import InMemoryStateStore
 from adapters.system import InMemoryMetrics, SystemClock
 from domain import Deduplicator, Event, Notification, RuleSet
 from tests.integration.kafka_io import create_topics, produce, read_topic, unique

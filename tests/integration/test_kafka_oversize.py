@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import pytest
 
-from adapters.kafka.engine import build_kafka_engine
-from adapters.memory.state_store import InMemoryStateStore
+from adapters.kafka import build_kafka_engine
+from adapters.memory import InMemoryStateStore
 from adapters.system import SystemClock
 from domain import Deduplicator, RuleSet
 from tests.integration.kafka_io import committed_offsets, produce, read_topic

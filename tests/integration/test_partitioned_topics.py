@@ -11,8 +11,8 @@ from collections import Counter
 
 import pytest
 
-from adapters.kafka.engine import build_kafka_engine
-from adapters.memory.state_store import InMemoryStateStore
+from adapters.kafka import build_kafka_engine
+from adapters.memory import InMemoryStateStore
 from adapters.system import SystemClock
 from app.generator import StreamSpec
 from domain import Deduplicator, RuleSet

@@ -20,9 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from adapters.kafka import upstream
-from adapters.kafka.config import parse_kafka_uri
-from adapters.metrics.catalog import CATALOG
+from adapters.kafka import parse_kafka_uri, upstream
+from adapters.metrics import CATALOG
 from app.generator import StreamSpec, generate
 from deploy.local.services.process import wait_until
 from tests.deploy.checkers import dashboard_exprs

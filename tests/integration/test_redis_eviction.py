@@ -13,8 +13,7 @@ import logging
 import pytest
 import redis
 
-from adapters.redis.eviction import refuse_eviction
-from adapters.redis.state_store import RedisStateStore
+from adapters.redis import RedisStateStore, refuse_eviction
 from app.cli import main
 from deploy.local import services
 from domain import IncompatibleState

@@ -7,8 +7,8 @@ from collections import Counter
 
 import pytest
 
-from adapters.kafka.engine import build_kafka_engine
-from adapters.redis.state_store import RedisStateStore
+from adapters.kafka import build_kafka_engine
+from adapters.redis import RedisStateStore
 from adapters.system import SystemClock
 from app.generator import StreamSpec, generate
 from deploy.local.services import find_free_port

@@ -11,7 +11,7 @@ import json
 import pytest
 import redis
 
-from adapters.redis.state_store import RedisStateStore
+from adapters.redis import RedisStateStore
 from app.cli import main
 from deploy.local import services
 from domain import Claim, StateUnavailable

@@ -14,7 +14,7 @@ import pytest
 import redis
 import yaml
 
-from adapters.redis.expiry import is_index
+from adapters.redis import is_index
 from app.cli import main
 from domain import Emission, decode, encode, encode_key, encode_v1, encode_v2, version_of
 

@@ -5,7 +5,7 @@ import uuid
 
 import pytest
 
-from adapters.redis.state_store import RedisStateStore
+from adapters.redis import RedisStateStore
 from tests.scenarios import SCENARIOS
 from tests.unit.test_memory_engine_scenarios import judged
 

@@ -7,7 +7,7 @@ import uuid
 
 import pytest
 
-from adapters.redis.state_store import RedisStateStore
+from adapters.redis import RedisStateStore
 from app.cli import main
 from domain import Claim, encode_key
 

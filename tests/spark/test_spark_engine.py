@@ -15,7 +15,7 @@ import os
 
 import pytest
 
-from adapters.memory.state_store import InMemoryStateStore
+from adapters.memory import InMemoryStateStore
 from adapters.spark.checkpoint.state_reader import read_state
 from adapters.spark.runtime.session import TRACK_ROWS
 from adapters.system import InMemoryMetrics, SystemClock

@@ -37,7 +37,8 @@ def test_src_breaks_no_layering_rule():
 
 def test_code_outside_a_package_with_a_door_imports_through_the_door():
     """src/, the tests, the benches and the scripts import the domain as ``from domain import
-    …``: its ``__init__`` is the one place that says what the package offers."""
+    …`` (and each adapter package with a door likewise): its ``__init__`` is the one place that
+    says what the package offers."""
     files = [*(REPO_ROOT / "src").rglob("*.py")]
     for folder in ("tests", "bench", "scripts", "deploy"):
         files += (REPO_ROOT / folder).rglob("*.py")

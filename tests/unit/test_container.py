@@ -8,7 +8,7 @@ import os
 import pytest
 from dependency_injector import providers
 
-from adapters.memory.state_store import InMemoryStateStore
+from adapters.memory import InMemoryStateStore
 from app.container import container_for
 from app.errors import UsageError
 from app.settings import load_settings

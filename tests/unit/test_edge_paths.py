@@ -2,7 +2,7 @@
 
 import json
 
-from adapters.memory.state_store import InMemoryStateStore
+from adapters.memory import InMemoryStateStore
 from domain import Deduplicator, DedupRule, Event, Notification, RawRecord, RuleSet, SourcePosition, TimeBasis, Verdict
 from tests.fakes import FakeClock
 

@@ -3,7 +3,7 @@
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from adapters.memory.state_store import InMemoryStateStore
+from adapters.memory import InMemoryStateStore
 from adapters.system import InMemoryMetrics
 from domain import BatchPipeline, Deduplicator, DedupRule, Delivery, RawRecord, RuleSet, SourcePosition
 from tests.fakes import FakeClock, ListDeadLetterSink, ListSink, ListSource

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from adapters.memory.state_store import InMemoryStateStore
+from adapters.memory import InMemoryStateStore
 from adapters.system import SystemClock
 from domain import Deduplicator, RawRecord, RuleSet, SourcePosition, Verdict, parse_notification
 from tests.scenarios import INVALIDATION_SCENARIOS

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from adapters.kafka.config import (
+from adapters.kafka import (
+    KafkaConfigurationError,
     KafkaEndpoint,
     consumer_config,
     parse_kafka_uri,
@@ -12,7 +13,6 @@ from adapters.kafka.config import (
     redacted,
     scrub,
 )
-from adapters.kafka.errors import KafkaConfigurationError
 
 
 @pytest.mark.parametrize(

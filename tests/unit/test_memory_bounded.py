@@ -4,7 +4,7 @@ import gc
 import io
 import json
 
-from adapters.memory.state_store import InMemoryStateStore
+from adapters.memory import InMemoryStateStore
 from app.progress import ProgressLine
 from domain import Accounting, Claim, Deduplicator, DedupRule, RawRecord, RuleSet, SourcePosition
 from tests.fakes import FakeClock

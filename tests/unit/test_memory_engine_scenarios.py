@@ -2,7 +2,7 @@
 
 import pytest
 
-from adapters.memory.state_store import InMemoryStateStore
+from adapters.memory import InMemoryStateStore
 from domain import Deduplicator, DedupRule, RawRecord, RuleSet, SourcePosition, Verdict
 from tests.fakes import FakeClock
 from tests.scenarios import INVALID_RECORDS, SCENARIOS, Scenario

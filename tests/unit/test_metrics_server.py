@@ -10,7 +10,7 @@ import urllib.request
 
 import pytest
 
-from adapters.metrics.prometheus import PrometheusMetrics
+from adapters.metrics import PrometheusMetrics
 from app import metrics_server
 from app.metrics_server import MetricsServer
 

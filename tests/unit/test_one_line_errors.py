@@ -162,7 +162,7 @@ EVENT = b'{"id":"1","uniqueValue":"u1","type":"APP","timestamp":1700000000}\n'
 
 
 def test_a_snapshot_in_use_by_another_run_is_refused_before_any_work(tmp_path):
-    from adapters.memory.state_store import InMemoryStateStore
+    from adapters.memory import InMemoryStateStore
 
     snapshot = tmp_path / "state.snapshot"
     running = InMemoryStateStore(snapshot=snapshot)  # another run holds it

@@ -5,7 +5,7 @@ import threading
 
 import pytest
 
-from adapters.memory.state_store import InMemoryStateStore
+from adapters.memory import InMemoryStateStore
 from adapters.system import InMemoryMetrics
 from domain import (
     BatchAborted,

@@ -2,7 +2,7 @@
 
 import pytest
 
-from adapters.memory.state_store import InMemoryStateStore
+from adapters.memory import InMemoryStateStore
 from app.settings import load_settings
 from domain import (
     DEFAULT_POLICIES,

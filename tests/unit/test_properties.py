@@ -3,7 +3,7 @@
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from adapters.memory.state_store import InMemoryStateStore
+from adapters.memory import InMemoryStateStore
 from domain import Deduplicator, DedupRule, RawRecord, RuleSet, SourcePosition, Verdict
 from tests.fakes import FakeClock, SendingStateStore
 from tests.scenarios import Step

@@ -5,7 +5,7 @@ from urllib.parse import quote
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from adapters.redis.state_store import quoted_owner
+from adapters.redis import quoted_owner
 
 _parts = st.text(alphabet=st.sampled_from(["a", "-", ":", "/", "%", " ", "é", "\ud800", "1", "²", "٣"]), max_size=6)
 

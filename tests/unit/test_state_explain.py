@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from adapters.memory.state_store import InMemoryStateStore
+from adapters.memory import InMemoryStateStore
 from app.cli import main
 from domain import Claim, dated, encode_key, key_spellings
 

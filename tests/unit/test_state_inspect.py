@@ -2,7 +2,7 @@
 
 import json
 
-from adapters.memory.state_store import SNAPSHOT_HEADER, InMemoryStateStore
+from adapters.memory import SNAPSHOT_HEADER, InMemoryStateStore
 from app.cli import main
 from domain import encode_key
 

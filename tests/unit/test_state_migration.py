@@ -1,7 +1,7 @@
 """MigratingStateStore retires the old state per rule: each rule has its own watermark, and its
 retirement counts from the old state's own newest emission."""
 
-from adapters.memory.state_store import InMemoryStateStore
+from adapters.memory import InMemoryStateStore
 from app.container import build_state_store
 from app.settings import MigrationSettings
 from domain import GRANTED, Claim, DedupRule, Emission, Judgement, MigratingStateStore, RuleSet

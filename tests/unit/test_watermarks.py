@@ -5,7 +5,7 @@ import json
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from adapters.memory.state_store import InMemoryStateStore
+from adapters.memory import InMemoryStateStore
 from domain import Deduplicator, DedupRule, RawRecord, RuleSet, SourcePosition, Verdict, Watermarks, clock_bound
 from tests.fakes import FakeClock, SharedStateStore
 

@@ -1,1 +1,24 @@
 """JSONL files, stdin and stdout as sources and sinks."""
+
+from adapters.files.jsonl import (
+    STDIO,
+    JsonlDeadLetterSink,
+    JsonlDuplicateSink,
+    JsonlSink,
+    JsonlSource,
+    LinePosition,
+    opening_failed,
+)
+from adapters.files.notifications import JsonlNotificationSink, JsonlNotificationSource
+
+__all__ = [
+    "STDIO",
+    "JsonlDeadLetterSink",
+    "JsonlDuplicateSink",
+    "JsonlNotificationSink",
+    "JsonlNotificationSource",
+    "JsonlSink",
+    "JsonlSource",
+    "LinePosition",
+    "opening_failed",
+]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from adapters.metrics.prometheus import PrometheusMetrics
+from adapters.metrics import PrometheusMetrics
 from adapters.spark.metrics.latency import BOUNDS, latency_counts, publish_latency
 from domain import RuleSet
 

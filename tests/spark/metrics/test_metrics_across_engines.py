@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from adapters.metrics.catalog import CATALOG
+from adapters.metrics import CATALOG
 from app.container import container_for
 from app.generator import StreamSpec, generate
 from app.settings import load_settings

@@ -17,7 +17,7 @@ import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, ConfigResource
 
-from adapters.kafka.config import KafkaEndpoint
+from adapters.kafka import KafkaEndpoint
 from adapters.spark.checkpoint.identity import legacy_transactional_id, resolve_identity
 from adapters.spark.checkpoint.logs import Checkpoint
 from adapters.spark.engine import SparkEngine, build_spark_engine

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from adapters.kafka.errors import KafkaConfigurationError
+from adapters.kafka import KafkaConfigurationError
 from adapters.spark.checkpoint.manifest import read_manifest
 from adapters.spark.engine import build_spark_engine
 from adapters.spark.runtime.session import connector_jars

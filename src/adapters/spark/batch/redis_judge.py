@@ -47,7 +47,7 @@ class RedisPartitionClaims:
     idle_timeout: float = DEFAULT_IDLE_TIMEOUT  # s after which a silent partition holds the expiry sweep back no more
 
     def __call__(self, batches):
-        from adapters.redis.state_store import RedisStateStore
+        from adapters.redis import RedisStateStore
 
         store = RedisStateStore(self.url, key_prefix=self.prefix, idle_timeout=self.idle_timeout)
         try:

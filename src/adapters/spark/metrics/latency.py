@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from adapters.metrics.catalog import CATALOG
+from adapters.metrics import CATALOG
 from adapters.spark.shared.batch_time import clock_micros, with_clock
 
 LATENCY = "end_to_end_latency_seconds"

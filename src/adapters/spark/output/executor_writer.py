@@ -44,8 +44,7 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from adapters.kafka.config import KafkaEndpoint, admin_config, client_settings, producer_config
-from adapters.kafka.topics import describe
+from adapters.kafka import KafkaEndpoint, admin_config, client_settings, describe, producer_config
 from domain import SinkUnavailable
 
 log = logging.getLogger(__name__)

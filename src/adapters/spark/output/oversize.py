@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from adapters.kafka.sizes import DEAD_LETTER_HEADERS_ROOM, RECORD_OVERHEAD
+from adapters.kafka import DEAD_LETTER_HEADERS_ROOM, RECORD_OVERHEAD
 from adapters.spark.shared.endpoints import Endpoint
 from adapters.spark.stream.plan import DEAD_LETTER, EMIT
 from domain import OVERSIZE, too_large_text
@@ -81,8 +81,7 @@ def topic_limit(endpoint: Endpoint, kafka_settings: Mapping[str, str]) -> int | 
     """A Kafka endpoint's ``max.message.bytes`` (None: not Kafka, or not readable)."""
     if endpoint.kind != "kafka":
         return None
-    from adapters.kafka.config import KafkaEndpoint
-    from adapters.kafka.topics import max_message_bytes
+    from adapters.kafka import KafkaEndpoint, max_message_bytes
 
     assert endpoint.topic is not None  # a Kafka endpoint (parse_uri) always names its topic
     return max_message_bytes(KafkaEndpoint(endpoint.location, endpoint.topic), kafka_settings, TIMEOUT)

@@ -307,7 +307,7 @@ def writer_for(
                 f"kafka.delivery=exactly-once needs the {what} on the sink's cluster "
                 f"({events.endpoint.location}): a transaction spans one cluster"
             )
-    from adapters.kafka.config import KafkaEndpoint
+    from adapters.kafka import KafkaEndpoint
 
     assert events.endpoint.topic is not None  # a Kafka endpoint (parse_uri) always names its topic
     endpoint = KafkaEndpoint(events.endpoint.location, events.endpoint.topic)

@@ -63,8 +63,7 @@ def _require_directory(spark, role: str, location: str) -> None:
 
 
 def _require_topics(endpoints: Mapping[str, str], topics: list[tuple[str, str]], kafka_settings, timeout) -> None:
-    from adapters.kafka.config import KafkaEndpoint
-    from adapters.kafka.topics import require_topics
+    from adapters.kafka import KafkaEndpoint, require_topics
 
     checked = [
         (role, KafkaEndpoint(parse_uri(endpoints[role], role).location, topic.strip())) for role, topic in topics

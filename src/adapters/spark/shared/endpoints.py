@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from urllib.parse import parse_qsl, urlsplit
 
-from adapters.kafka.config import parse_kafka_uri
+from adapters.kafka import parse_kafka_uri
 from adapters.spark.shared.errors import SparkSetupError
 from domain import redact_uri
 
