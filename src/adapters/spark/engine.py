@@ -238,11 +238,12 @@ class SparkEngine:
 
     def judged(self) -> DataFrame:
         """Source → the stream ``write_batch`` gets: verdicts, observed (or, with Redis, the rows to judge)."""
-        records = self._read(self.guard.source(self.query.source), self.query.max_offsets_per_trigger)
-        hook: Hook = self.guard.fallback
+        records, hook = self.guard.job_input(
+            lambda uri: self._read(uri, self.query.max_offsets_per_trigger), self.query.source
+        )
         if self.query.notifications:
             hook = with_notifications(self._read(self.query.notifications), DedupPlan(self.rules), hook)
-        return self.judge.stream(self.plan(hook), self.guard.records(records), self.writer.routed)
+        return self.judge.stream(self.plan(hook), records, self.writer.routed)
 
     def plan(self, before_operator: Hook | None = None) -> DedupPlan:
         invalid = self.policies.chains["invalid"].terminal

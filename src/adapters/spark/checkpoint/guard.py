@@ -1,8 +1,9 @@
 """The Spark engine's start-up check and, during a migration, its start position and old-state fallback.
 
 ``SparkEngine`` builds one ``CheckpointGuard`` and calls ``prepare`` before its query starts;
-``source``, ``records`` and ``fallback`` shape the plan (``adapters.spark.checkpoint.migration``
-describes what a migration prepared in the checkpoint).
+``job_input``, one step of the plan, gives the input a migration leaves (the start position, the
+files already read, the old state's fallback; ``adapters.spark.checkpoint.migration`` describes
+what a migration prepared in the checkpoint).
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import re
+from collections.abc import Callable
 from dataclasses import replace
 from urllib.parse import quote
 
@@ -107,7 +109,17 @@ class CheckpointGuard:
             assert self.migration is not None  # only a migration's old state is consulted
             spark.streams.addListener(RetirementWatch(spark, self.migration["retire_at"], self._retire, watermark))
 
-    def source(self, uri: str) -> str:
+    def job_input(
+        self, read: Callable[[str], DataFrame], uri: str
+    ) -> tuple[DataFrame, Callable[[DataFrame], DataFrame]]:
+        """The job's input as the checkpoint's migration leaves it, in one step: the records
+        ``read`` gives for the source ``uri`` (from the old job's Kafka offsets while a migrated
+        checkpoint has no progress, without the files the old job had read), and the hook that
+        adds the old state's emissions and the old watermark to the operator's input. Without a
+        migration: what ``read(uri)`` gives, and a hook that changes nothing."""
+        return self._unread(read(self._source(uri))), self._fallback
+
+    def _source(self, uri: str) -> str:
         """``uri``, starting at the old job's Kafka offsets while a migrated checkpoint has no progress."""
         if not self.migration or self.opened.has_progress() or not uri.startswith("kafka:"):
             return uri
@@ -115,7 +127,7 @@ class CheckpointGuard:
         separator = "&" if "?" in uri else "?"
         return f"{uri}{separator}startingOffsets={quote(offsets[0], safe='')}"
 
-    def records(self, records: DataFrame) -> DataFrame:
+    def _unread(self, records: DataFrame) -> DataFrame:
         """``records`` without the files the old job had read (file sources, during a migration)."""
         if not self.migration or not self.migration.get("files_read"):
             return records
@@ -124,7 +136,7 @@ class CheckpointGuard:
         read = spark.createDataFrame([(_path_of_text(p),) for p in paths], "old_path string")
         return records.join(F.broadcast(read), _path_of(F.col("source")) == F.col("old_path"), "left_anti")
 
-    def fallback(self, operator_input: DataFrame) -> DataFrame:
+    def _fallback(self, operator_input: DataFrame) -> DataFrame:
         """Adds ``fallback`` (old live emission times), ``fallback_retention`` and ``watermark_floor``.
 
         The new query's watermark starts afresh; the floor (the old job's watermark) keeps a
