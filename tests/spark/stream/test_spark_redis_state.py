@@ -14,9 +14,10 @@ from pathlib import Path
 import pytest
 import redis
 
+from adapters.redis import RedisStateStore
 from adapters.spark.engine import build_spark_engine
 from app.generator import StreamSpec, generate
-from domain import Policies, RuleSet
+from domain import Claim, Policies, RuleSet
 from domain import duplicates as duplicate_codec
 from tests.integration.streams import reference
 
@@ -32,7 +33,7 @@ def write_batches(directory: Path, records: list[bytes], size: int) -> int:
     return n + 1
 
 
-def run(spark, root: Path, redis_url: str) -> dict:
+def run(spark, root: Path, redis_url: str, **query) -> dict:
     engine = build_spark_engine(
         RuleSet(),
         Policies(),
@@ -44,6 +45,7 @@ def run(spark, root: Path, redis_url: str) -> dict:
         master="local[2]",
         spark=spark,
         duplicates=str(root / "dups"),
+        **query,
     )
     return engine.run(available_now=True).as_dict()
 
@@ -116,3 +118,26 @@ def test_invalid_records_and_late_events_are_dead_lettered(spark, tmp_path, own_
     ]
     assert Counter(d["reason"] for d in letters)["late"] == expected.late == counts["late"]
     assert len(letters) == expected.dead_lettered == counts["dead_lettered"]
+
+
+def test_the_jobs_idle_partition_timeout_is_how_long_a_silent_reader_holds_the_sweeps_back(spark, tmp_path, own_redis):
+    """The setting reaches the stores the Spark engine's tasks open (RedisBatchJudge ->
+    RedisPartitionClaims -> RedisStateStore): another reader's keys, kept until 220 and claimed
+    by a partition silent for longer than the job's 1 s, are forgotten by the job's sweeps (by
+    default a reader holds them back for 60 s, so they would stay)."""
+    lagging = RedisStateStore(own_redis.url, key_prefix="dedup:")
+    try:
+        lagging.check_and_set_many([Claim(f"APP\x1fa{i}", 100, 30, 220, 100, f"t:0:{i}") for i in range(10)])
+    finally:
+        lagging.close()
+    client = redis.Redis.from_url(own_redis.url)
+    assert all(client.exists(f"dedup:APP\x1fa{i}") for i in range(10))
+    t0 = 1_700_000_000
+    events = [
+        json.dumps({"id": f"e{n}", "uniqueValue": f"u{n}", "type": "APP", "timestamp": t0 + n}).encode()
+        for n in range(40)
+    ]
+    write_batches(tmp_path / "in", events, 20)  # two micro-batches: the second is judged past a watermark
+    counts = run(spark, tmp_path, own_redis.url, idle_partition_timeout=1.0)
+    assert counts["out"] == 40
+    assert [i for i in range(10) if client.exists(f"dedup:APP\x1fa{i}")] == []

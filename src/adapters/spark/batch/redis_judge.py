@@ -66,14 +66,15 @@ class RedisPartitionClaims:
             if row.get("invalidate") and row["judged"]:
                 store.invalidate(row["key"])
                 verdicts[i] = "invalidated"
-        claimed = [i for i, row in enumerate(rows) if row["judged"] and not row.get("invalidate")]
-        claims = []
-        for i in list(claimed):
-            claim = self.claim(rows[i])
+        claimed, claims = [], []  # the rows claimed (not late) and their claims, in arrival order
+        for i, row in enumerate(rows):
+            if not row["judged"] or row.get("invalidate"):
+                continue
+            claim = self.claim(row)
             if claim is None:
                 verdicts[i] = "late"
-                claimed.remove(i)
             else:
+                claimed.append(i)
                 claims.append(claim)
         for i, judgement in zip(claimed, store.check_and_set_many(claims)):
             verdicts[i] = "emit" if judgement.granted else "duplicate"
