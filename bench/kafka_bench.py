@@ -48,7 +48,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "src")]
 
-from app.generator import StreamSpec, generate  # noqa: E402
+from app import StreamSpec, generate  # noqa: E402
 from deploy.local import services as local_services  # noqa: E402
 
 
@@ -345,7 +345,7 @@ def run_engine(args: argparse.Namespace) -> dict:
     from adapters.kafka import build_kafka_engine
     from adapters.memory import InMemoryStateStore
     from adapters.system import SystemClock
-    from app.collector import long_lived_frozen
+    from app import long_lived_frozen
     from domain import Deduplicator, RuleSet
 
     if args.state == "memory":

@@ -19,9 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from app.cli import run_engine
-from app.generator import StreamSpec, generate
-from app.settings import load_settings
+from app import StreamSpec, generate, load_settings, run_engine
 
 
 def main() -> None:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from app.reference import cli_reference, metrics_reference, settings_reference
+from app import cli_reference, metrics_reference, settings_reference
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -40,6 +40,7 @@ DOORS = (
     "adapters.memory",
     "adapters.metrics",
     "adapters.redis",
+    "app",
 )
 
 # A cycle search stops after this many steps and keeps the longest cycle found so far.

@@ -16,7 +16,7 @@ import pytest
 
 from adapters.spark.output.executor_writer import FAULT_SETTING
 from adapters.spark.runtime.session import connector_jars
-from app.generator import StreamSpec, generate
+from app import StreamSpec, generate
 from tests.faults.harness import Topics, engine_process
 from tests.integration.kafka_io import create_topics, unique
 from tests.integration.partitioned import produce_keyed, spread

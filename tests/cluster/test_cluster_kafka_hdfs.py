@@ -15,7 +15,7 @@ import pytest
 from adapters.kafka import parse_kafka_uri, upstream
 from adapters.spark.runtime.jars import operator_jar
 from adapters.spark.runtime.session import connector_jars
-from app.generator import StreamSpec, generate_parts
+from app import StreamSpec, generate_parts
 from tests.integration.kafka_io import create_topics, unique
 from tests.integration.partitioned import spread
 from tests.spark.checkpoint.test_spark_hdfs import CLIENT_CONF

@@ -94,8 +94,7 @@ class TestRedisStateStore(StateStoreContract):
 
     def test_the_jobs_idle_partition_timeout_is_how_long_a_silent_reader_holds_the_sweeps_back(self, tmp_path):
         """The setting reaches the store the container builds (60 s by default would keep a0…a9)."""
-        from app.container import container_for
-        from app.settings import load_settings
+        from app import container_for, load_settings
 
         url = self.url.rstrip("/").rsplit("/", 1)[0] if self.url.count("/") > 2 else self.url
         url = f"{url}/9"  # a database of its own: the container's store uses the default prefix

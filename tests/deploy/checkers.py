@@ -43,8 +43,7 @@ from yamllint import linter as yaml_linter
 from yamllint.config import YamlLintConfig
 
 from adapters.metrics import PrometheusMetrics
-from app.errors import SettingsError
-from app.settings import Settings, load_settings
+from app import Settings, SettingsError, load_settings
 
 REPO = Path(__file__).resolve().parents[2]
 DEPLOY = REPO / "deploy"

@@ -24,9 +24,7 @@ from pathlib import Path
 import pytest
 
 from adapters.metrics import PrometheusMetrics
-from app.demo import write_parts
-from app.generator import StreamSpec, generate, generate_parts
-from app.metrics_server import MetricsServer
+from app import MetricsServer, StreamSpec, generate, generate_parts, write_parts
 from tests.deploy import checkers as c
 
 DOCKERFILE = c.parse_dockerfile((c.DEPLOY / "Dockerfile").read_text())

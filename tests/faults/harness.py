@@ -34,7 +34,7 @@ from pathlib import Path
 
 from adapters.spark.checkpoint.identity import IDENTITY
 from adapters.spark.output.executor_writer import control_topic_for, partition_id
-from app.generator import StreamSpec, generate
+from app import StreamSpec, generate
 from deploy.local.services.process import pid_cmdline
 from deploy.local.services.spark_cluster import EXECUTOR_CLASS
 from domain import dead_letters as dead_letter_codec

@@ -58,7 +58,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from adapters.spark.output.executor_writer import FAULT_SETTING
-from app.generator import StreamSpec, generate
+from app import StreamSpec, generate
 from domain import dead_letters
 from tests.faults.harness import EngineProcess, Topics, all_pids, engine_process, in_directory
 from tests.integration.kafka_io import create_topics, read_topic, unique

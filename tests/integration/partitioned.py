@@ -16,7 +16,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 from adapters.kafka import parse_kafka_uri, upstream
-from app.generator import StreamSpec, generate
+from app import StreamSpec, generate
 from domain import InvalidEvent, parse_event
 from tests.integration.kafka_io import create_topics
 from tests.integration.streams import reference

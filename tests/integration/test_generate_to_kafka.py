@@ -11,8 +11,7 @@ from collections import defaultdict
 import pytest
 
 from adapters.kafka import producer_key
-from app.cli import main
-from app.generator import StreamSpec, generate
+from app import StreamSpec, generate, main
 from tests.integration.kafka_io import create_topics, read_topic, unique
 
 pytestmark = pytest.mark.kafka

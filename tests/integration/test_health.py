@@ -23,7 +23,7 @@ STALL = "2s"
 def start(args: list[str], port: int, **popen) -> subprocess.Popen:
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "DEDUP_STALL_TIMEOUT": STALL}
     return subprocess.Popen(
-        [sys.executable, "-m", "app.cli", "run", *args, "--metrics-port", str(port)],
+        [sys.executable, "-m", "app", "run", *args, "--metrics-port", str(port)],
         env=env,
         stderr=subprocess.PIPE,
         **popen,

@@ -9,7 +9,7 @@ import pytest
 from adapters.kafka import ProducerChannel, build_kafka_engine, parse_kafka_uri, producer_config
 from adapters.memory import InMemoryStateStore
 from adapters.system import SystemClock
-from app.generator import StreamSpec, generate
+from app import StreamSpec, generate
 from domain import Deduplicator, RuleSet, SinkUnavailable
 from tests.faults.injection import run_through_outage
 from tests.integration.kafka_io import create_topics, produce, read_topic

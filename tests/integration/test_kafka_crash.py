@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from app.generator import StreamSpec, generate
+from app import StreamSpec, generate
 from tests.faults.injection import kill_9
 from tests.integration.kafka_io import create_topics, produce, read_topic, unique
 from tests.integration.streams import reference

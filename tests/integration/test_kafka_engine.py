@@ -14,7 +14,7 @@ from adapters.kafka import KafkaConfigurationError, build_kafka_engine
 from adapters.memory import InMemoryStateStore
 from adapters.redis import RedisStateStore
 from adapters.system import InMemoryMetrics, SystemClock
-from app.generator import StreamSpec, generate
+from app import StreamSpec, generate
 from deploy.local import services
 from domain import Deduplicator, Original, RuleSet, SinkUnavailable, SourceUnavailable, parse_event
 from domain import duplicates as duplicate_codec

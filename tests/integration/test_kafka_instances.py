@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from adapters.kafka import KafkaSource, parse_kafka_uri, upstream
-from app.generator import StreamSpec
+from app import StreamSpec
 from domain import BUCKETS
 from tests.faults.injection import outage
 from tests.integration.kafka_io import committed_offsets, create_topics, read_topic, unique
@@ -215,7 +215,7 @@ def test_memory_state_refuses_a_share_of_the_topic(kafka_bootstrap, tmp_path):
             [
                 sys.executable,
                 "-m",
-                "app.cli",
+                "app",
                 "run",
                 "--engine",
                 "kafka",

@@ -14,7 +14,7 @@ import pytest
 from adapters.kafka import build_kafka_engine
 from adapters.memory import InMemoryStateStore
 from adapters.system import SystemClock
-from app.generator import StreamSpec
+from app import StreamSpec
 from domain import Deduplicator, RuleSet
 from tests.integration.kafka_io import create_topics, read_topic, unique
 from tests.integration.partitioned import keyed_topic, produce_keyed

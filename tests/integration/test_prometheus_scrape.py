@@ -22,7 +22,7 @@ import pytest
 
 from adapters.kafka import parse_kafka_uri, upstream
 from adapters.metrics import CATALOG
-from app.generator import StreamSpec, generate
+from app import StreamSpec, generate
 from deploy.local.services.process import wait_until
 from tests.deploy.checkers import dashboard_exprs
 from tests.integration.kafka_io import create_topics, unique
@@ -50,7 +50,7 @@ def start_engine(engine: str, bootstrap: str, topics: dict[str, str], port: int,
     args = [
         sys.executable,
         "-m",
-        "app.cli",
+        "app",
         "run",
         "--engine",
         engine,

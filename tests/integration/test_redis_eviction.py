@@ -14,7 +14,7 @@ import pytest
 import redis
 
 from adapters.redis import RedisStateStore, refuse_eviction
-from app.cli import main
+from app import main
 from deploy.local import services
 from domain import IncompatibleState
 from tests.integration.fixtures import running

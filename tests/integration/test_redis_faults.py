@@ -10,7 +10,7 @@ import pytest
 from adapters.kafka import build_kafka_engine
 from adapters.redis import RedisStateStore
 from adapters.system import SystemClock
-from app.generator import StreamSpec, generate
+from app import StreamSpec, generate
 from deploy.local.services import find_free_port
 from domain import Deduplicator, Policies, PolicyExhausted, RawRecord, RuleSet, SourcePosition, Verdict
 from tests.faults.injection import run_through_outage

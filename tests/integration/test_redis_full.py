@@ -12,7 +12,7 @@ import pytest
 import redis
 
 from adapters.redis import RedisStateStore
-from app.cli import main
+from app import main
 from deploy.local import services
 from domain import Claim, StateUnavailable
 from tests.integration.fixtures import running

@@ -15,7 +15,7 @@ import redis
 import yaml
 
 from adapters.redis import is_index
-from app.cli import main
+from app import main
 from domain import Emission, decode, encode, encode_key, encode_v1, encode_v2, version_of
 
 pytestmark = pytest.mark.redis

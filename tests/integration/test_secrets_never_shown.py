@@ -149,7 +149,7 @@ def test_a_running_kafka_engine_never_shows_its_kafka_or_redis_secrets(kafka_boo
     args = [
         sys.executable,
         "-m",
-        "app.cli",
+        "app",
         "run",
         "--engine",
         "kafka",

@@ -8,7 +8,7 @@ import uuid
 import pytest
 
 from adapters.redis import RedisStateStore
-from app.cli import main
+from app import main
 from domain import Claim, encode_key
 
 pytestmark = pytest.mark.redis

@@ -98,7 +98,7 @@ class DedupProcess:
         command = [
             sys.executable,
             "-m",
-            "app.cli",
+            "app",
             "run",
             "--engine",
             "spark",

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from adapters.spark.engine import SparkEngine, build_spark_engine
-from app.cli import main
+from app import main
 from domain import Policies, RestartsExhausted, RuleSet, parse_restart
 from tests.scenarios import INVALID_RECORDS, INVALIDATION_SCENARIOS
 from tests.scenarios import T as SCENARIO_T
@@ -187,7 +187,7 @@ def test_invalid_fail_policy_stops_the_query_and_the_restart_strategy_gives_up(s
 
 
 def test_dedup_run_stops_with_one_line_and_exit_3_when_restarts_run_out(spark, tmp_path, monkeypatch, capsys):
-    from app.cli import main
+    from app import main
 
     (tmp_path / "in").mkdir()
     (tmp_path / "in" / "0.jsonl").write_bytes(

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from app.generator import StreamSpec, generate
+from app import StreamSpec, generate
 from tests.integration.kafka_io import create_topics, produce, unique
 from tests.integration.test_secrets_never_shown import SECRET, assert_hidden
 
@@ -46,7 +46,7 @@ def test_a_spark_run_shows_no_secret_on_the_terminal_or_in_its_log(kafka_bootstr
         [
             sys.executable,
             "-m",
-            "app.cli",
+            "app",
             "run",
             "--engine",
             "spark",

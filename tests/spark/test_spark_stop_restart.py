@@ -18,7 +18,7 @@ from collections import Counter
 import pytest
 
 from adapters.spark.runtime.session import connector_jars
-from app.generator import StreamSpec, generate, generate_parts
+from app import StreamSpec, generate, generate_parts
 from domain import dead_letters
 from tests.integration.kafka_io import create_topics, produce, unique
 from tests.integration.streams import reference

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from app.cli import main
+from app import main
 from domain import dead_letters
 from tests.scenarios import INVALID_RECORDS, SCENARIOS
 
-DEDUP = [sys.executable, "-m", "app.cli"]
+DEDUP = [sys.executable, "-m", "app"]
 
 
 def write_lines(path: Path, records: list[bytes]) -> None:
@@ -327,8 +327,7 @@ def test_a_file_read_again_is_replayed_line_by_line_and_a_changed_line_is_new_in
 
 
 def test_every_option_of_every_command_says_what_it_is_for():
-    from app.cli import build_parser
-    from app.reference import options
+    from app import build_parser, options
 
     every = list(options(build_parser()))
     assert len(every) > 30

@@ -3,7 +3,7 @@ collections made in it, young collections are rarer inside it, and both are give
 
 import gc
 
-from app.collector import YOUNG_COLLECTION_AFTER, long_lived_frozen
+from app import YOUNG_COLLECTION_AFTER, long_lived_frozen
 
 
 def test_inside_the_block_the_survivors_are_frozen_and_young_collections_rarer_then_both_given_back():

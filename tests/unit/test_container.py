@@ -9,9 +9,7 @@ import pytest
 from dependency_injector import providers
 
 from adapters.memory import InMemoryStateStore
-from app.container import container_for
-from app.errors import UsageError
-from app.settings import load_settings
+from app import UsageError, container_for, load_settings
 from tests.fakes import FlakyStateStore
 
 T = 1_689_019_596
@@ -120,7 +118,7 @@ def test_the_state_setting_names_the_engines_own_state(given, engine, kept, capl
 
 @pytest.mark.parametrize("engine", ["memory", "kafka"])
 def test_the_checkpoint_state_is_refused_by_the_engines_that_keep_no_checkpoint(engine):
-    from app.errors import SettingsError
+    from app import SettingsError
 
     with pytest.raises(SettingsError, match=r"state \(DEDUP_STATE\): 'checkpoint' is the spark engine's state"):
         load_settings(engine=engine, state="checkpoint")

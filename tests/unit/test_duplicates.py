@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from app.cli import main
+from app import main
 from domain import Duplicate, Emission, Original, RawRecord, SourcePosition, duplicates
 from tests.scenarios import INVALID_RECORDS, SCENARIOS
 

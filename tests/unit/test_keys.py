@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from app.cli import main
+from app import main
 from domain import (
     DedupRule,
     Emission,

@@ -4,7 +4,7 @@ import io
 import json
 import logging
 
-from app.logs import formatter
+from app import formatter
 from domain import remember
 from tests.unit.test_cli import run_cli
 

@@ -5,7 +5,7 @@ import io
 import json
 
 from adapters.memory import InMemoryStateStore
-from app.progress import ProgressLine
+from app import ProgressLine
 from domain import Accounting, Claim, Deduplicator, DedupRule, RawRecord, RuleSet, SourcePosition
 from tests.fakes import FakeClock
 

@@ -4,7 +4,7 @@ import re
 from pathlib import Path
 
 from adapters.metrics import CATALOG
-from app.reference import metrics_reference
+from app import metrics_reference
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 

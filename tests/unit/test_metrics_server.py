@@ -11,8 +11,7 @@ import urllib.request
 import pytest
 
 from adapters.metrics import PrometheusMetrics
-from app import metrics_server
-from app.metrics_server import MetricsServer
+from app import MetricsServer, metrics_server
 
 
 @pytest.fixture

@@ -3,7 +3,7 @@
 import pytest
 
 from adapters.memory import InMemoryStateStore
-from app.settings import load_settings
+from app import load_settings
 from domain import (
     DEFAULT_POLICIES,
     Accounting,

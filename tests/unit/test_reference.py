@@ -3,10 +3,7 @@ and every environment variable they name is one the settings loader accepts."""
 
 from __future__ import annotations
 
-from app.cli import build_parser
-from app.reference import cli_reference, commands, options, setting_leaves, settings_reference
-from app.setting_names import misspelt
-from app.settings import Settings
+from app import Settings, build_parser, cli_reference, commands, misspelt, options, setting_leaves, settings_reference
 
 
 def test_the_command_line_reference_shows_every_command_and_every_option():

@@ -8,8 +8,7 @@ import pytest
 
 from adapters.spark.restart import query_failure, run_restarting
 from adapters.spark.shared.errors import CheckpointInUse
-from app.errors import SettingsError
-from app.settings import load_settings
+from app import SettingsError, load_settings
 from domain import PermanentError, RestartsExhausted, parse_restart
 
 

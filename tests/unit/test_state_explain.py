@@ -8,7 +8,7 @@ import json
 import pytest
 
 from adapters.memory import InMemoryStateStore
-from app.cli import main
+from app import main
 from domain import Claim, dated, encode_key, key_spellings
 
 T = 1_700_000_000

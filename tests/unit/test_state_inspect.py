@@ -3,7 +3,7 @@
 import json
 
 from adapters.memory import SNAPSHOT_HEADER, InMemoryStateStore
-from app.cli import main
+from app import main
 from domain import encode_key
 
 

@@ -2,8 +2,7 @@
 retirement counts from the old state's own newest emission."""
 
 from adapters.memory import InMemoryStateStore
-from app.container import build_state_store
-from app.settings import MigrationSettings
+from app import MigrationSettings, build_state_store
 from domain import GRANTED, Claim, DedupRule, Emission, Judgement, MigratingStateStore, RuleSet
 from tests.contracts.state_store_contract import granted
 

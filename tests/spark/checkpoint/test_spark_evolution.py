@@ -190,7 +190,7 @@ def test_inspect_reports_what_the_job_wrote(stream, spark):
 def test_the_cli_inspects_migrates_with_a_dry_run_and_refuses_an_incompatible_run(
     stream, tmp_path, capsys, monkeypatch
 ):
-    from app.cli import main
+    from app import main
 
     stream.add(event("w1", "w", "WEB", 0), event("a1", "a", "APP", 0), event("a2", "a", "APP", 1))
     stream.run_version(V1, "v1", "out-v1")
@@ -270,7 +270,7 @@ def restore(fixture: Path, written_at: str, root: Path) -> None:
 def refused_then_migrated(stream, tmp_path: Path, old: Path, new: Path, capsys, monkeypatch) -> None:
     """``dedup run`` on the old checkpoint ``old`` is refused in one line naming ``dedup state
     migrate`` (exit 2), and ``dedup state migrate`` prepares ``new`` from it."""
-    from app.cli import main
+    from app import main
 
     monkeypatch.setenv("DEDUP_SPARK__CHECKPOINT", str(old))
     code = main(
@@ -346,7 +346,7 @@ def test_a_checkpoint_of_the_previous_state_format_is_migrated_and_its_emissions
     """``fixtures/format2``: the checkpoint the previous version (state format 2, emission times
     without their positions; Spark 4.0.1) wrote over ``in/0000.jsonl`` (a1 a@0, w1 w@0, b1 b@2, a2 a@5:
     a duplicate), by ``dedup run --engine spark`` with two state partitions."""
-    from app.cli import main
+    from app import main
 
     restore(FORMAT_2, FORMAT_2_ROOT, tmp_path)
     old, new = tmp_path / "checkpoint", tmp_path / "v3"
@@ -387,7 +387,7 @@ def test_a_checkpoint_of_the_previous_state_format_is_migrated_and_its_emissions
         [
             sys.executable,
             "-m",
-            "app.cli",
+            "app",
             "state",
             "explain",
             "--state",

@@ -15,7 +15,7 @@ import pytest
 
 from adapters.spark.checkpoint.migration import migrate, plan_migration
 from adapters.spark.engine import build_spark_engine
-from app.generator import StreamSpec, generate
+from app import StreamSpec, generate
 from domain import Policies
 from tests.integration.kafka_io import create_topics, produce, read_topic, unique
 from tests.integration.streams import reference

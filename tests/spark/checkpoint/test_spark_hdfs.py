@@ -19,8 +19,7 @@ import pytest
 from adapters.spark.checkpoint.hadoop_files import HadoopPath
 from adapters.spark.checkpoint.logs import Checkpoint
 from adapters.spark.checkpoint.manifest import STATE_FORMAT, read_manifest
-from app.cli import main
-from app.generator import StreamSpec, generate_parts
+from app import StreamSpec, generate_parts, main
 from domain import IncompatibleState
 from tests.integration.kafka_io import create_topics, produce, unique
 from tests.spark.checkpoint.test_spark_evolution import V1, V2, Stream, event

@@ -19,7 +19,7 @@ from collections import Counter
 import pytest
 
 from adapters.spark.shared.errors import CheckpointInUse
-from app.generator import StreamSpec, generate_parts
+from app import StreamSpec, generate_parts
 from tests.integration.streams import reference
 from tests.spark.processes import DedupProcess, FileFeed
 

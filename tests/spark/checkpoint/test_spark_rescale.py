@@ -13,7 +13,7 @@ import redis
 
 from adapters.spark.checkpoint.logs import Checkpoint
 from adapters.spark.checkpoint.manifest import read_manifest
-from app.cli import main
+from app import main
 from domain import IncompatibleState
 from tests.spark.conftest import FileRun
 

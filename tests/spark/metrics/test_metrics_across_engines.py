@@ -18,9 +18,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from adapters.metrics import CATALOG
-from app.container import container_for
-from app.generator import StreamSpec, generate
-from app.settings import load_settings
+from app import StreamSpec, container_for, generate, load_settings
 from tests.integration.kafka_io import create_topics, unique
 from tests.integration.partitioned import produce_keyed, spread
 

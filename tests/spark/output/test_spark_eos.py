@@ -22,10 +22,7 @@ from adapters.spark.checkpoint.identity import legacy_transactional_id, resolve_
 from adapters.spark.checkpoint.logs import Checkpoint
 from adapters.spark.engine import SparkEngine, build_spark_engine
 from adapters.spark.output.executor_writer import FAULT_SETTING, CommitLog, partition_id
-from app.container import container_for
-from app.errors import SettingsError
-from app.generator import StreamSpec, generate
-from app.settings import load_settings
+from app import SettingsError, StreamSpec, container_for, generate, load_settings
 from deploy.local import services
 from domain import Policies, RuleSet, SinkUnavailable
 from domain import dead_letters as dead_letter_codec

@@ -20,7 +20,7 @@ import pytest
 
 from adapters.spark.engine import build_spark_engine
 from adapters.spark.output.executor_writer import FAULT_SETTING
-from app.generator import StreamSpec, generate
+from app import StreamSpec, generate
 from domain import Policies, RuleSet
 from tests.integration.kafka_io import create_topics, unique
 from tests.integration.partitioned import produce_keyed, spread

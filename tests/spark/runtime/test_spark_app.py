@@ -20,10 +20,7 @@ import pytest
 from adapters.spark.runtime.jars import operator_jar
 from adapters.spark.runtime.kafka_options import spark_kafka_options
 from adapters.spark.runtime.session import classpath_jars, connector_jars
-from app.cli import main, run_engine
-from app.demo import write_parts
-from app.generator import StreamSpec, generate_parts
-from app.settings import load_settings
+from app import StreamSpec, generate_parts, load_settings, main, run_engine, write_parts
 from domain import InvalidEvent, parse_event
 from domain import dead_letters as dead_letter_codec
 from tests.integration.kafka_io import create_topics, produce, read_topic, unique

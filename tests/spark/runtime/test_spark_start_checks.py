@@ -26,7 +26,7 @@ from adapters.kafka import KafkaConfigurationError
 from adapters.spark.checkpoint.manifest import read_manifest
 from adapters.spark.engine import build_spark_engine
 from adapters.spark.runtime.session import connector_jars
-from app.cli import main
+from app import main
 from deploy.local.services import find_free_port
 from domain import Policies, RuleSet
 from tests.integration.kafka_io import create_topics, unique
@@ -42,7 +42,7 @@ def dedup_process(*args: str, cwd: Path, **env: str) -> subprocess.CompletedProc
     environ = {k: v for k, v in os.environ.items() if not k.startswith("DEDUP_")}
     environ.update(PYTHONPATH=str(ROOT / "src"), PYSPARK_PYTHON=sys.executable, DEDUP_SPARK__MASTER="local[1]", **env)
     return subprocess.run(
-        [sys.executable, "-m", "app.cli", *args], cwd=cwd, env=environ, capture_output=True, text=True, timeout=600
+        [sys.executable, "-m", "app", *args], cwd=cwd, env=environ, capture_output=True, text=True, timeout=600
     )
 
 

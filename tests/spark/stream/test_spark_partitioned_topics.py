@@ -13,7 +13,7 @@ import pytest
 
 from adapters.spark.engine import build_spark_engine
 from adapters.spark.runtime.session import connector_jars
-from app.generator import StreamSpec
+from app import StreamSpec
 from domain import Policies, RuleSet
 from tests.integration.kafka_io import create_topics, read_topic, unique
 from tests.integration.partitioned import keyed_topic, produce_keyed

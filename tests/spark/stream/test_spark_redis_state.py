@@ -16,7 +16,7 @@ import redis
 
 from adapters.redis import RedisStateStore
 from adapters.spark.engine import build_spark_engine
-from app.generator import StreamSpec, generate
+from app import StreamSpec, generate
 from domain import Claim, Policies, RuleSet
 from domain import duplicates as duplicate_codec
 from tests.integration.streams import reference
