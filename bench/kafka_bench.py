@@ -341,10 +341,10 @@ def run_group(args, services: Services, topic: str, expected: dict) -> dict:
 
 def run_engine(args: argparse.Namespace) -> dict:
     """The child: one bounded run of the engine; its own peak RSS is the run's."""
+    from adapters import SystemClock
     from adapters.json import read_event
     from adapters.kafka import build_kafka_engine
     from adapters.memory import InMemoryStateStore
-    from adapters.system import SystemClock
     from app import long_lived_frozen
     from domain import Deduplicator, RuleSet
 

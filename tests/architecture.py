@@ -34,6 +34,7 @@ ALLOWED_LAYERS = {"domain": {"domain"}, "adapters": {"domain", "adapters"}}
 # name, and never names a module inside it (``from domain.rules import RuleSet``).
 DOORS = (
     "domain",
+    "adapters",
     "adapters.files",
     "adapters.json",
     "adapters.kafka",
@@ -254,22 +255,52 @@ def cycle_path(arrows: dict[str, dict[str, int]], component: list[str]) -> list[
 
 def doors_passed_by(path: Path, name: str) -> list[Violation]:
     """Every import statement of the file ``path`` (module ``name``: its dotted name in src/, or
-    any label outside it) that reaches into a package of ``DOORS`` from outside that package."""
+    any label outside it) that names a module inside a package of ``DOORS`` from outside that
+    package (a subpackage is no such module: it has a door of its own)."""
+    packages = src_packages()
+    found = []
+    for module, line in absolute_imports(path):
+        door = module.rpartition(".")[0]
+        if door in DOORS and module not in packages and not is_under(name, door):
+            found.append(Violation(name, module, line, f"a module inside {door}: import from {door} itself"))
+    return found
+
+
+def absolute_imports(path: Path) -> list[tuple[str, int]]:
+    """The module each absolute import statement of the file ``path`` names, and its line
+    (``from a.b import c`` names ``a.b``; ``import a.b, d`` names ``a.b`` and ``d``)."""
     found = []
     for node in ast.walk(ast.parse(path.read_text(), str(path))):
         if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            dotted = [node.module]
+            found.append((node.module, node.lineno))
         elif isinstance(node, ast.Import):
-            dotted = [alias.name for alias in node.names]
-        else:
-            continue
-        for module in dotted:
-            for door in DOORS:
-                if is_under(module, door) and module != door and not is_under(name, door):
-                    found.append(
-                        Violation(name, module, node.lineno, f"a module inside {door}: import from {door} itself")
-                    )
+            found += [(alias.name, node.lineno) for alias in node.names]
     return found
+
+
+def src_packages(src: Path = SRC) -> set[str]:
+    """The packages of ``src``: the dotted names of its directories with an ``__init__.py``."""
+    return {name for name, path in module_paths(src).items() if path.name == "__init__.py"}
+
+
+def imports_around_doors(root: Path, src: Path = SRC) -> dict[str, int]:
+    """Per package of ``src``: how many import statements in the repository at ``root`` (its
+    ``src/``, ``tests/``, ``bench/``, ``scripts/`` and ``deploy/``) name a module inside the
+    package (not a subpackage: that is the subpackage's door) from outside it. A package of
+    ``DOORS`` holds at 0; for the others it is the work a door would take."""
+    packages = src_packages(src)
+    counts = dict.fromkeys(sorted(packages), 0)
+    files = [*src.rglob("*.py")]
+    for folder in ("tests", "bench", "scripts", "deploy"):
+        files += (root / folder).rglob("*.py")
+    for path in sorted(files):
+        importer = ".".join(path.relative_to(src).with_suffix("").parts) if src in path.parents else ""
+        importer = importer.removesuffix(".__init__")
+        for module, _ in absolute_imports(path):
+            owner = module.rpartition(".")[0]
+            if module not in packages and owner in packages and not (importer and is_under(importer, owner)):
+                counts[owner] += 1
+    return counts
 
 
 def broken_rule(importer: str, imported: str, line: int) -> Violation | None:

@@ -16,8 +16,8 @@ from __future__ import annotations
 import json
 import time
 
+from adapters import SystemClock
 from adapters.memory import InMemoryStateStore
-from adapters.system import SystemClock
 from domain import Deduplicator, DedupRule, RawRecord, RuleSet, SourcePosition, Verdict
 
 T = 1_700_000_000

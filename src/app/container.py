@@ -13,6 +13,7 @@ import logging
 
 from dependency_injector import containers, providers
 
+from adapters import SystemClock
 from adapters.files import (
     JsonlDeadLetterSink,
     JsonlDuplicateSink,
@@ -24,7 +25,6 @@ from adapters.files import (
 from adapters.json import read_event
 from adapters.memory import InMemoryEngine, InMemoryStateStore
 from adapters.metrics import PrometheusMetrics
-from adapters.system import SystemClock
 from app.errors import UsageError
 from app.setting_names import env_name
 from app.settings import (

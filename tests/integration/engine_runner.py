@@ -23,9 +23,9 @@ import threading
 import time
 from collections.abc import Sequence
 
+from adapters import SystemClock
 from adapters.kafka import KafkaSource, build_kafka_engine
 from adapters.memory import InMemoryStateStore
-from adapters.system import SystemClock
 from domain import BatchCommitter, Deduplicator, RawRecord, RuleSet
 
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
+from adapters import SystemClock
 from adapters.memory import InMemoryStateStore
-from adapters.system import SystemClock
 from domain import DEFAULT_RULES, Deduplicator, RawRecord, RuleSet, SourcePosition, Verdict
 from tests.scenarios import INVALID_RECORDS, SCENARIOS
 

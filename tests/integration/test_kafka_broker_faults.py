@@ -6,9 +6,9 @@ import time
 
 import pytest
 
+from adapters import SystemClock
 from adapters.kafka import ProducerChannel, build_kafka_engine, parse_kafka_uri, producer_config
 from adapters.memory import InMemoryStateStore
-from adapters.system import SystemClock
 from app import StreamSpec, generate
 from domain import Deduplicator, RuleSet, SinkUnavailable
 from tests.faults.injection import run_through_outage

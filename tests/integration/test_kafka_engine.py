@@ -10,10 +10,10 @@ from collections import Counter
 
 import pytest
 
+from adapters import InMemoryMetrics, SystemClock
 from adapters.kafka import KafkaConfigurationError, build_kafka_engine
 from adapters.memory import InMemoryStateStore
 from adapters.redis import RedisStateStore
-from adapters.system import InMemoryMetrics, SystemClock
 from app import StreamSpec, generate
 from deploy.local import services
 from domain import Deduplicator, Original, RuleSet, SinkUnavailable, SourceUnavailable, parse_event

@@ -6,9 +6,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from adapters import SystemClock
 from adapters.kafka import build_kafka_engine
 from adapters.memory import InMemoryStateStore
-from adapters.system import SystemClock
 from domain import Deduplicator, DedupRule, RuleSet, dead_letters
 from tests.hostile_records import records
 from tests.integration.kafka_io import create_topics, produce, read_topic, unique

@@ -7,6 +7,7 @@ import time
 
 import pytest
 
+from adapters import InMemoryMetrics, SystemClock
 from adapters.kafka import (
     KafkaDeadLetterSink,
     KafkaNotificationSink,
@@ -17,7 +18,6 @@ from adapters.kafka import (
     producer_config,
 )
 from adapters.memory import InMemoryStateStore
-from adapters.system import InMemoryMetrics, SystemClock
 from domain import Deduplicator, Event, Notification, RuleSet
 from tests.integration.kafka_io import create_topics, produce, read_topic, unique
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import pytest
 
+from adapters import SystemClock
 from adapters.kafka import build_kafka_engine
 from adapters.memory import InMemoryStateStore
-from adapters.system import SystemClock
 from domain import Deduplicator, RuleSet
 from tests.integration.kafka_io import committed_offsets, produce, read_topic
 from tests.integration.oversize import check_output, small_topics, stream

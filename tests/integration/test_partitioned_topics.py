@@ -11,9 +11,9 @@ from collections import Counter
 
 import pytest
 
+from adapters import SystemClock
 from adapters.kafka import build_kafka_engine
 from adapters.memory import InMemoryStateStore
-from adapters.system import SystemClock
 from app import StreamSpec
 from domain import Deduplicator, RuleSet
 from tests.integration.kafka_io import create_topics, read_topic, unique

@@ -7,9 +7,9 @@ from collections import Counter
 
 import pytest
 
+from adapters import SystemClock
 from adapters.kafka import build_kafka_engine
 from adapters.redis import RedisStateStore
-from adapters.system import SystemClock
 from app import StreamSpec, generate
 from deploy.local.services import find_free_port
 from domain import Deduplicator, Policies, PolicyExhausted, RawRecord, RuleSet, SourcePosition, Verdict

@@ -3,8 +3,8 @@
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from adapters import InMemoryMetrics
 from adapters.memory import InMemoryStateStore
-from adapters.system import InMemoryMetrics
 from domain import BatchPipeline, Deduplicator, DedupRule, Delivery, RawRecord, RuleSet, SourcePosition
 from tests.fakes import FakeClock, ListDeadLetterSink, ListSink, ListSource
 from tests.hostile_records import records

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from adapters import SystemClock
 from adapters.memory import InMemoryStateStore
-from adapters.system import SystemClock
 from domain import Deduplicator, RawRecord, RuleSet, SourcePosition, Verdict, parse_notification
 from tests.scenarios import INVALIDATION_SCENARIOS
 

@@ -5,8 +5,8 @@ import threading
 
 import pytest
 
+from adapters import InMemoryMetrics
 from adapters.memory import InMemoryStateStore
-from adapters.system import InMemoryMetrics
 from domain import (
     BatchAborted,
     BatchCommitter,
