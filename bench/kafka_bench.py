@@ -3,7 +3,7 @@
     .venv/bin/python bench/kafka_bench.py [--events 1000000] [--dup-ratio 0.3] [--states memory,redis]
                                           [--partitions 2] [--exactly-once] [--batch-size 2000]
                                           [--no-passthrough] [--profile DIR] [--json FILE] [--instances N]
-                                          [--duplicates]
+                                          [--duplicates] [--rounds N]
 
 Starts a local Kafka broker and redis-server (``deploy/local/services``) unless
 ``--bootstrap`` / ``--redis`` (or ``DEDUP_TEST_KAFKA`` / ``DEDUP_TEST_REDIS``) name running
@@ -27,6 +27,10 @@ of each engine run there.
 ``--instances N`` (N > 1) adds a run of N engine processes in one consumer group with Redis
 state: the rate is the topic's records over the time from their start until the group has
 committed the whole topic (their stop not included); the counts are the processes' sums.
+
+``--rounds N`` runs every row N times, interleaved (the passthroughs, then each state, then
+again): each run's shares are of its own round's ceilings, and a last table lists each row's
+share of the passthrough+json and its main thread's CPU per record over the rounds.
 
 ``--duplicates`` runs each state twice, without and with the duplicates output (a report of
 every duplicate to a topic, ``domain.duplicates``): the cost of the reports, in one run.
@@ -68,17 +72,22 @@ def main() -> None:
             file=sys.stderr,
         )
         del records
-        ceilings = (
-            [] if args.no_passthrough else [run_passthrough(args, services, topic, parse) for parse in (False, True)]
-        )
-        results = [
-            run_child(args, services, topic, state, expected.as_accounting(), reports)
-            for state in args.states
-            for reports in ((False, True) if args.duplicates else (False,))
-        ]
-        if args.instances > 1:
-            results.append(run_group(args, services, topic, expected.as_accounting()))
-    report(ceilings, results, args.json)
+        rows: list[dict] = []
+        for round_ in range(1, args.rounds + 1):  # interleaved: each round runs every row once, in order
+            if args.rounds > 1:
+                print(f"round {round_} of {args.rounds}", file=sys.stderr)
+            round_rows = (
+                [] if args.no_passthrough else [run_passthrough(args, services, topic, p) for p in (False, True)]
+            )
+            round_rows += [
+                run_child(args, services, topic, state, expected.as_accounting(), reports)
+                for state in args.states
+                for reports in ((False, True) if args.duplicates else (False,))
+            ]
+            if args.instances > 1:
+                round_rows.append(run_group(args, services, topic, expected.as_accounting()))
+            rows += [dict(row, round=round_) for row in round_rows]
+    report(rows, args.json)
 
 
 def parse_args() -> argparse.Namespace:
@@ -96,8 +105,10 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--json", type=Path, help="also write the figures here")
     p.add_argument("--instances", type=int, default=1, help="also run N processes in one group (Redis state)")
     p.add_argument("--duplicates", action="store_true", help="run each state also with the duplicates output")
+    p.add_argument("--rounds", type=int, default=1, help="run every row this many times, interleaved")
     p.add_argument("--report-duplicates", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--group", help=argparse.SUPPRESS)
+    p.add_argument("--run", default="", help=argparse.SUPPRESS)
     p.add_argument("--follow", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--topic", help=argparse.SUPPRESS)
@@ -273,6 +284,7 @@ def run_child(args, services: Services, topic: str, state: str, expected: dict, 
         f"--topic={topic}",
         f"--state={state_uri}",
         f"--batch-size={args.batch_size}",
+        f"--run={uuid.uuid4().hex[:6]}",  # each run its own consumer group and Redis keys: every round reads it all
     ] + (["--exactly-once"] * args.exactly_once)
     command += ["--report-duplicates"] * reports
     if args.profile:
@@ -354,7 +366,7 @@ def run_engine(args: argparse.Namespace) -> dict:
         from adapters.redis import RedisStateStore
 
         store = RedisStateStore(
-            args.state, key_prefix=f"{args.group or f'bench-{uuid.uuid4().hex[:6]}'}:"
+            args.state, key_prefix=f"{args.group or f'bench-{args.run or uuid.uuid4().hex[:6]}'}:"
         )  # a group shares it
     state = "memory" if args.state == "memory" else "redis"
     core = Deduplicator(RuleSet(), store, SystemClock(), read_event=read_event)  # as the container builds it
@@ -363,7 +375,7 @@ def run_engine(args: argparse.Namespace) -> dict:
     cpu = CpuMeter(None if args.state == "memory" else args.state)
     started = time.perf_counter()
     outputs = "group" if args.follow else state
-    group = args.group or f"bench-{state}{'-dups' if args.report_duplicates else ''}"
+    group = args.group or f"bench-{state}{'-dups' if args.report_duplicates else ''}{args.run}"
     engine = build_kafka_engine(
         core,
         f"kafka://{bootstrap}/{topic}?group={group}",
@@ -446,22 +458,43 @@ def peak_rss_mb() -> int:
     return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
 
 
-def report(ceilings: list[dict], results: list[dict], path: Path | None) -> None:
-    ceiling = next((c["events_per_s"] for c in ceilings if c["delivery"] == "passthrough"), None)
+def report(rows: list[dict], path: Path | None) -> None:
+    """One line a run; each run's shares are of its own round's passthrough and passthrough+json
+    rates. With several rounds, a last table gives each row's shares over the rounds."""
     print(
-        f"{'state':<10}{'delivery':<18}{'records':>11}{'seconds':>9}{'events/s':>10}{'of ceiling':>12}"
-        f"{'CPU µs/rec':>12}{'main':>7}{'redis':>7}{'peak RSS MB':>13}{'state keys':>12}  counts match"
+        f"{'round':>5}  {'state':<10}{'delivery':<18}{'records':>11}{'seconds':>9}{'events/s':>10}{'of pass':>9}"
+        f"{'of +json':>10}{'CPU µs/rec':>12}{'main':>7}{'redis':>7}{'peak RSS MB':>13}{'state keys':>12}  counts match"
     )
-    for r in ceilings + results:
-        share = f"{r['events_per_s'] / ceiling:.0%}" if ceiling else "-"
-        r["share_of_passthrough"] = round(r["events_per_s"] / ceiling, 3) if ceiling else None
+    for r in rows:
+        ceilings = {c["delivery"]: c["events_per_s"] for c in rows if c["round"] == r["round"] and c["state"] == "-"}
+        for name, ceiling in (
+            ("share_of_passthrough", "passthrough"),
+            ("share_of_passthrough_json", "passthrough+json"),
+        ):
+            r[name] = round(r["events_per_s"] / ceilings[ceiling], 3) if ceiling in ceilings else None
         print(
-            f"{r['state']:<10}{r['delivery']:<18}{r['records']:>11,}{r['seconds']:>9}{r['events_per_s']:>10,}"
-            f"{share:>12}{_figure(r, 'process_cpu_us'):>12}{_figure(r, 'main_thread_cpu_us'):>7}"
+            f"{r['round']:>5}  {r['state']:<10}{r['delivery']:<18}{r['records']:>11,}{r['seconds']:>9}"
+            f"{r['events_per_s']:>10,}{_share(r, 'share_of_passthrough'):>9}{_share(r, 'share_of_passthrough_json'):>10}"
+            f"{_figure(r, 'process_cpu_us'):>12}{_figure(r, 'main_thread_cpu_us'):>7}"
             f"{_figure(r, 'redis_cpu_us'):>7}{r['peak_rss_mb']:>13}{r['state_keys']:>12,}  {r['counts_match']}"
         )
+    if len({r["round"] for r in rows}) > 1:
+        print(
+            f"\n{'state':<10}{'delivery':<18}{'of +json, each round':>28}{'main µs/rec, each round':>30}  counts match"
+        )
+        for state, delivery in dict.fromkeys((r["state"], r["delivery"]) for r in rows):
+            runs = [r for r in rows if (r["state"], r["delivery"]) == (state, delivery)]
+            shares = " / ".join(_share(r, "share_of_passthrough_json") for r in runs)
+            mains = " / ".join(_figure(r, "main_thread_cpu_us") for r in runs)
+            print(
+                f"{state:<10}{delivery:<18}{shares:>28}{mains:>30}  {all(r['counts_match'] is not False for r in runs)}"
+            )
     if path:
-        path.write_text(json.dumps(ceilings + results, indent=2) + "\n")
+        path.write_text(json.dumps(rows, indent=2) + "\n")
+
+
+def _share(row: dict, name: str) -> str:
+    return "-" if row.get(name) is None else f"{row[name]:.0%}"
 
 
 def _figure(row: dict, name: str) -> str:

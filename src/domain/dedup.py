@@ -86,24 +86,51 @@ class Deduplicator:
         """
         counts = Accounting(records_in=len(records))
         outcomes: list[Outcome] = []
+        append = outcomes.append
         pending: defaultdict[str, list[_Pending]] = defaultdict(list)
         sent: list[tuple[list[_Pending], Answer | None]] = []
-        admit, place, now = self._admit, self._place, self.clock.now()
-        self._settled.clear()  # per rule, its watermark before this batch's first record of it (Claim.settled)
+        admit, judge, now = self._admit, self.watermarks.judge, self.clock.now()
+        settled_of = self._settled
+        settled_of.clear()  # per rule, its watermark before this batch's first record of it (Claim.settled)
+        partition_names: dict[tuple[str, int], str] = {}  # a partition's name, made once a batch
         send: Callable[[Sequence[Claim]], Answer] | None = (
             self.state.send_many if isinstance(self.state, PipelinedStateStore) else None
         )
         chunk = self.claim_chunk if send is not None else len(records) + 1
         for index, record in enumerate(records, 1):
+            # Written out, not in methods: a call per record costs (a batch is judged in one call).
             try:
-                admitted = admit(record, now)
+                event, rule, key, t = admit(record, now)
             except Exception as failed:
-                outcome, item = self._prepare(record, counts, now, failed)
-            else:
-                outcome, item = place(record, admitted, counts, now)
-            outcomes.append(outcome)
-            if item is not None:
-                pending[item[1].event_type].append(item)
+                admitted = self._readmit(record, counts, now, failed)
+                if isinstance(admitted, Outcome):
+                    append(admitted)
+                    continue
+                event, rule, key, t = admitted
+            if rule is None:  # passed through
+                counts.passed_through += 1
+                append(self._counted(Outcome(record, Verdict.EMIT, event), counts))
+                continue
+            assert key is not None  # a rule gives every event it applies to a key
+            position = record.position
+            settled = settled_of.get(rule.event_type)
+            if settled is None:
+                settled = settled_of[rule.event_type] = self._watermark_before(rule.event_type, now)
+            name = partition_names.get((position.source, position.partition))
+            if name is None:
+                name = partition_names[position.source, position.partition] = position.partition_name()
+            watermark, horizon = judge(rule.event_type, name, t, now)
+            if t < horizon - rule.lateness:
+                counts.tally("late", 1, rule.event_type)
+                append(self._counted(self._late(record, event, rule, t, horizon), counts))
+                continue
+            claim = Claim(
+                key, t, rule.window, t + rule.retention, NO_WATERMARK if watermark is None else watermark,
+                position.token(), settled,
+            )  # fmt: skip
+            outcome = Outcome(record, Verdict.EMIT, event, key)
+            append(outcome)
+            pending[rule.event_type].append((outcome, rule, claim))
             if index % chunk == 0:
                 send = self._send(send, pending, sent)
                 pending = defaultdict(list)
@@ -127,53 +154,23 @@ class Deduplicator:
     def dead_letter(self, record: RawRecord, error: DedupError, attempts: int, reason: str | None = None) -> DeadLetter:
         return DeadLetter(record, reason or error.reason, str(error), error.error_class, attempts, self.clock.now())
 
-    def _prepare(
+    def _readmit(
         self, record: RawRecord, counts: Accounting, now: float, failed: Exception
-    ) -> tuple[Outcome, _Pending | None]:
-        """A record whose admission ``failed``: retried or resolved (a dead letter, a skip, a
-        stop) as the policies say."""
+    ) -> Outcome | tuple[Event, DedupRule | None, str | None, int]:
+        """A record whose admission ``failed``: admitted when retried (what ``_admit`` returns),
+        or resolved (a dead letter, a skip, a stop) as the policies say."""
         result = run_with_policy(lambda: self._admit(record, now), self.policies, self.clock.sleep, failed)
         if isinstance(result, Resolved):
             counts.invalid += isinstance(result.error, InvalidEvent)
-            return self._counted(self._resolve(record, result), counts), None
-        return self._place(record, result.value, counts, now)
+            return self._counted(self._resolve(record, result), counts)
+        return result.value
 
-    def _place(
-        self,
-        record: RawRecord,
-        admitted: tuple[Event, DedupRule | None, str | None, int],
-        counts: Accounting,
-        now: float,
-    ) -> tuple[Outcome, _Pending | None]:
-        """An admitted record: passed through, late, or a claim on its key (counted once judged)."""
-        event, rule, key, t = admitted
-        if rule is None:
-            counts.passed_through += 1
-            return self._counted(Outcome(record, Verdict.EMIT, event), counts), None
-        assert key is not None  # a rule gives every event it applies to a key
-        position = record.position
-        settled = self._settled.get(rule.event_type)
-        if settled is None:
-            settled = self._settled[rule.event_type] = self._watermark_before(rule.event_type, now)
-        watermark, horizon = self.watermarks.judge(rule.event_type, position.partition_name(), t, now)
-        if t < horizon - rule.lateness:
-            counts.tally("late", 1, rule.event_type)
-            late = InvalidEvent(
-                "late", f"time {t} is older than its partition's time {horizon} minus lateness {rule.lateness}"
-            )
-            outcome = Outcome(record, Verdict.DEAD_LETTER, event, dead_letter=self.dead_letter(record, late, 1))
-            return self._counted(outcome, counts), None
-        claim = Claim(
-            key,
-            t,
-            rule.window,
-            t + rule.retention,
-            NO_WATERMARK if watermark is None else watermark,
-            position.token(),
-            settled,
+    def _late(self, record: RawRecord, event: Event, rule: DedupRule, t: int, horizon: int) -> Outcome:
+        """The dead letter of an event older than its partition's ``horizon`` minus lateness."""
+        late = InvalidEvent(
+            "late", f"time {t} is older than its partition's time {horizon} minus lateness {rule.lateness}"
         )
-        outcome = Outcome(record, Verdict.EMIT, event, key)
-        return outcome, (outcome, rule, claim)
+        return Outcome(record, Verdict.DEAD_LETTER, event, dead_letter=self.dead_letter(record, late, 1))
 
     def _watermark_before(self, rule: str, now: float) -> int:
         """The rule's watermark before this batch's records of it are observed (as ``judge`` bounds it)."""

@@ -4,10 +4,12 @@ An event is the JSON object ``{"id", "uniqueValue", "type", "timestamp"}`` with 
 fields and an integer ``timestamp`` in epoch seconds. Extra fields are allowed and kept:
 output is always the record's original bytes, untouched.
 
-The types built for every input record (``RawRecord``, ``Event``, and ``domain.state.Claim``)
-are slotted dataclasses that are not frozen: a frozen one's constructor sets each field
-through ``object.__setattr__``, which made judging a record about 11% slower (in-process,
-8.97 → 7.96 µs). They are values all the same: nothing assigns to them once built.
+The types built for every input record (``SourcePosition``, ``RawRecord``, ``Event``, and
+``domain.state.Claim``) are slotted dataclasses that are not frozen: a frozen one's constructor
+sets each field through ``object.__setattr__``, which made judging a record about 11% slower
+(in-process, 8.97 → 7.96 µs), and a frozen ``SourcePosition`` cost 0.37 µs where this one costs
+0.12. They are values all the same: nothing assigns to them once built (``SourcePosition``
+keeps its hash: it keys dicts).
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ REQUIRED_STRING_FIELDS = ("id", "uniqueValue", "type")
 MAX_TIMESTAMP = 253_402_300_799  # 9999-12-31T23:59:59Z; a larger value is most likely milliseconds
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class SourcePosition:
     """Where a record came from: a Kafka (topic, partition, offset) or a file and line."""
 

@@ -48,7 +48,7 @@ def opening_failed(exc: OSError, what: str, transient: type[DedupError]) -> Dedu
     return kind(f"{what}: {exc.strerror}")
 
 
-@dataclass(frozen=True, eq=False, slots=True)
+@dataclass(eq=False, slots=True)
 class LinePosition(SourcePosition):
     """A line of a JSONL input: equal to, and hashed as, the ``SourcePosition`` (path or
     ``stdin``, 0, line) that dead letters and logs show. Its ``token``, the record's owner in

@@ -21,10 +21,13 @@ def rule_key(rules: RuleSet) -> Callable[[Event], bytes]:
     without a rule; several joined as ``domain.keys`` joins a state key's parts), so every copy
     of an event lands on the same partition."""
 
+    if all(rule.key_fields == ("uniqueValue",) for rule in rules.rules.values()):
+        return unique_value_key  # every type's key (a sink tells this one by its name: no call per record)
+
     def key_of(event: Event) -> bytes:
         rule = rules.rules.get(event.type)
         if rule is None or rule.key_fields == ("uniqueValue",):
-            return event.unique_value.encode()
+            return unique_value_key(event)
         return join_parts(event.field_value(name) for name in rule.key_fields).encode()
 
     return key_of
@@ -45,9 +48,10 @@ class KafkaSink:
         self._written: list[tuple[bytes, bytes | None, RawRecord]] = []  # since the last flush
 
     def write(self, record: RawRecord, event: Event) -> None:
-        key = self.key_of(event)
-        self.channel.produce(self.topic, record.value, key)
-        if not self.channel.transactional and self.topic not in self.channel.limits_read:
+        key = event.unique_value.encode() if self.key_of is unique_value_key else self.key_of(event)
+        channel = self.channel
+        channel.produce(self.topic, record.value, key)
+        if not channel.transactional and self.topic not in channel.limits_read:
             self._written.append((record.value, key, record))
 
     def flush(self) -> list[tuple[RawRecord, RecordTooLarge]]:

@@ -33,6 +33,7 @@ from urllib.parse import quote, unquote
 from adapters.memory.errors import SnapshotUnusable
 from domain import (
     GRANTED,
+    SEPARATOR,
     Claim,
     Emission,
     Judgement,
@@ -92,13 +93,14 @@ class InMemoryStateStore:
         does not hold) takes a path with ``_Expiries.due`` and ``add`` written out."""
         judgements: list[Judgement] = []
         entries, expiries_of, append = self._entries, self._expiries, judgements.append
+        rule_prefix, expiries = None, _Expiries()  # the last claim's rule (a call's claims are mostly one rule's)
         with self._lock:
             for claim in claims:
                 key, now = claim.key, claim.now
-                rule = rule_part(key)
-                expiries = expiries_of.get(rule)
-                if expiries is None:
-                    expiries = self._expiries_of(rule)
+                if rule_prefix is None or not key.startswith(rule_prefix):
+                    rule = rule_part(key)
+                    rule_prefix = rule + SEPARATOR
+                    expiries = expiries_of.get(rule) or self._expiries_of(rule)
                 seconds = expiries._seconds
                 if seconds and seconds[0] <= now:
                     self._evict(expiries, now)
@@ -256,9 +258,15 @@ class _Expiries:
         return bool(self._seconds) and self._seconds[0] <= now
 
     def pop_due(self, now: int) -> Iterable[str]:
-        """The keys of every second up to ``now``, forgotten here."""
-        while self._seconds and self._seconds[0] <= now:
-            yield from self._keys.pop(heapq.heappop(self._seconds))
+        """The keys of every second up to ``now``, forgotten here (one second's keys are taken
+        whole: no step of a generator per key)."""
+        seconds, keys = self._seconds, self._keys
+        if len(seconds) > 1 and seconds[1] <= now:
+            due: list[str] = []
+            while seconds and seconds[0] <= now:
+                due.extend(keys.pop(heapq.heappop(seconds)))
+            return due
+        return keys.pop(heapq.heappop(seconds)) if seconds and seconds[0] <= now else ()
 
 
 StoredEmission = tuple[int, int, str]
