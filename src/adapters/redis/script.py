@@ -13,7 +13,9 @@ v1 ``1|time,expires_at`` are read and upgraded to v3 when the key is next writte
 value under a key holding ``\x1e`` was stored under the legacy spelling of another key
 (``domain.state.current_key``): it is taken as no entries, and overwritten. Every key is
 read before anything is written, so an unreadable value fails the whole batch with nothing
-applied. Returns per claim 1 (emit), or for a duplicate the emission it repeats as the state
+applied. Each kind of command runs once for the chunk where it can (``MGET`` of its keys, one
+``DEL``, one ``MSET``, one ``SADD`` per second filed, one ``ZADD`` per rule): a ``redis.call`` per
+key costs more than the command itself. Returns per claim 1 (emit), or for a duplicate the emission it repeats as the state
 stores it (``time,expires_at,owner``, the first live one within the window, as ``decide``
 picks it).
 
@@ -78,6 +80,23 @@ local function last_kept(entries)
   return last
 end
 
+-- redis.call(command, head..., items...) over a long list in slices (Lua's unpack takes a few thousand
+-- values at most): the replies that are lists, joined in order (MGET's values)
+local SLICE = 1000 -- even: MSET's and ZADD's items are pairs
+local function sliced(command, head, items)
+  local replies = {}
+  for first = 1, #items, SLICE do
+    local args = {}
+    for _, h in ipairs(head) do args[#args + 1] = h end
+    for i = first, math.min(first + SLICE - 1, #items) do args[#args + 1] = items[i] end
+    local reply = redis.call(command, unpack(args))
+    if type(reply) == 'table' then
+      for _, r in ipairs(reply) do replies[#replies + 1] = r end
+    end
+  end
+  return replies
+end
+
 -- adapters.redis.expiry.rule_index: a rule's index (its seconds), under the prefix, '\31expiry\31' and the rule
 local function rule_index(prefix, rule)
   return prefix .. '\31expiry\31' .. rule
@@ -110,40 +129,24 @@ local function decide(entries, time, window, expires, now, owner, text)
   return 1, kept, true
 end
 
--- entries no longer kept (kept_until <= now) are as good as none; a kept value is filed under its last second
-local function store(key, entries, now, prefix, filed)
-  local last = last_kept(entries)
-  if not last or last <= now then
-    redis.call('DEL', key)
-    return
-  end
-  local value
-  if #entries == 1 then
-    value = '3|' .. entries[1][4]
-  else
-    local parts = {}
-    for i, e in ipairs(entries) do parts[i] = e[4] end
-    value = '3|' .. table.concat(parts, ';')
-  end
-  redis.call('SET', key, value)
-  local member = string.sub(key, #prefix + 1)
-  local index = rule_index(prefix, string.match(member, '^[^\31]*'))
-  local second = string.format('%d', last)
-  redis.call('SADD', index .. '\31' .. second, member)
-  if not filed[index .. second] then
-    redis.call('ZADD', index, last, second)
-    filed[index .. second] = true
-  end
+-- the value of kept entries as stored: '3|' and their texts
+local function stored(entries)
+  if #entries == 1 then return '3|' .. entries[1][4] end
+  local parts = {}
+  for i, e in ipairs(entries) do parts[i] = e[4] end
+  return '3|' .. table.concat(parts, ';')
 end
 
 local prefix = ARGV[1]
-local state, dirty = {}, {}
+local state, dirty, read = {}, {}, {}
 for _, key in ipairs(KEYS) do
-  if state[key] == nil then
-    local entries = parse(redis.call('GET', key), key)
-    if entries == nil then return redis.error_reply('DEDUP_BAD_STATE unreadable state value at ' .. key) end
-    state[key] = entries
-  end
+  if not state[key] then state[key] = true; read[#read + 1] = key end
+end
+local values = sliced('MGET', {}, read) -- one call for the chunk's keys (a call per key costs more than its GET)
+for i, key in ipairs(read) do
+  local entries = parse(values[i], key)
+  if entries == nil then return redis.error_reply('DEDUP_BAD_STATE unreadable state value at ' .. key) end
+  state[key] = entries
 end
 local verdicts = {}
 for i, key in ipairs(KEYS) do
@@ -159,10 +162,35 @@ for i, key in ipairs(KEYS) do
   end
   verdicts[i] = granted
 end
-local filed = {}
+-- entries no longer kept (kept_until <= now) are as good as none: the key is deleted; a kept value is
+-- written and filed under its last second; each kind of write in as few calls as it takes
+local deleted, written, filed, seconds = {}, {}, {}, {}
 for key, now in pairs(dirty) do
-  store(key, state[key], now, prefix, filed)
+  local last = last_kept(state[key])
+  if not last or last <= now then
+    deleted[#deleted + 1] = key
+  else
+    written[#written + 1] = key
+    written[#written + 1] = stored(state[key])
+    local member = string.sub(key, #prefix + 1)
+    local index = rule_index(prefix, string.match(member, '^[^\31]*'))
+    local second = string.format('%d', last)
+    local members = filed[index .. '\31' .. second]
+    if not members then
+      members = {}
+      filed[index .. '\31' .. second] = members
+      seconds[index] = seconds[index] or {}
+      local scored = seconds[index]
+      scored[#scored + 1] = last
+      scored[#scored + 1] = second
+    end
+    members[#members + 1] = member
+  end
 end
+if #deleted > 0 then sliced('DEL', {}, deleted) end
+if #written > 0 then sliced('MSET', {}, written) end
+for set, members in pairs(filed) do sliced('SADD', {set}, members) end
+for index, scored in pairs(seconds) do sliced('ZADD', {index}, scored) end
 return verdicts
 """
 )
@@ -189,27 +217,32 @@ for _, rule in ipairs(order) do
   end
   local index = rule_index(prefix, rule)
   while now and now > 0 and budget > 0 do
-    local due = redis.call('ZRANGEBYSCORE', index, '-inf', now, 'LIMIT', 0, 1)
+    local due = redis.call('ZRANGEBYSCORE', index, '-inf', now, 'LIMIT', 0, 100)
     if #due == 0 then break end
-    local seconds = index .. '\31' .. due[1]
-    local members = redis.call('SPOP', seconds, budget)
-    budget = budget - #members
-    for _, member in ipairs(members) do
-      local key = prefix .. member
-      local value = redis.call('GET', key)
-      if value then
-        local entries = parse(value, key)
-        -- an unreadable value is left for the claim that meets it to report
-        if entries then
-          local last = last_kept(entries)
-          if not last or last <= now then
-            redis.call('DEL', key)
-            removed = removed + 1
-          end
-        end
+    local keys, emptied = {}, {}
+    for _, second in ipairs(due) do
+      if budget <= 0 then break end
+      local seconds = index .. '\31' .. second
+      local members = redis.call('SPOP', seconds, budget)
+      for _, member in ipairs(members) do keys[#keys + 1] = prefix .. member end
+      -- fewer than asked: the second's set is empty (and gone)
+      if #members < budget or redis.call('EXISTS', seconds) == 0 then emptied[#emptied + 1] = second end
+      budget = budget - #members
+    end
+    local values, gone = sliced('MGET', {}, keys), {}
+    for i, key in ipairs(keys) do
+      -- an unreadable value is left for the claim that meets it to report
+      local entries = values[i] and parse(values[i], key)
+      if entries then
+        local last = last_kept(entries)
+        if not last or last <= now then gone[#gone + 1] = key end
       end
     end
-    if redis.call('EXISTS', seconds) == 0 then redis.call('ZREM', index, due[1]) end
+    if #gone > 0 then
+      sliced('DEL', {}, gone)
+      removed = removed + #gone
+    end
+    if #emptied > 0 then sliced('ZREM', {index}, emptied) end
   end
 end
 return removed
