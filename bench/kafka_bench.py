@@ -3,7 +3,7 @@
     .venv/bin/python bench/kafka_bench.py [--events 1000000] [--dup-ratio 0.3] [--states memory,redis]
                                           [--partitions 2] [--exactly-once] [--batch-size 2000]
                                           [--no-passthrough] [--profile DIR] [--json FILE] [--instances N]
-                                          [--duplicates] [--rounds N]
+                                          [--duplicates] [--rounds N] [--cli]
 
 Starts a local Kafka broker and redis-server (``deploy/local/services``) unless
 ``--bootstrap`` / ``--redis`` (or ``DEDUP_TEST_KAFKA`` / ``DEDUP_TEST_REDIS``) name running
@@ -31,6 +31,10 @@ committed the whole topic (their stop not included); the counts are the processe
 ``--rounds N`` runs every row N times, interleaved (the passthroughs, then each state, then
 again): each run's shares are of its own round's ceilings, and a last table lists each row's
 share of the passthrough+json and its main thread's CPU per record over the rounds.
+
+``--cli`` adds, per state, a run of ``dedup run --engine kafka`` as a user runs it (its
+defaults: batches of 1,000): its rate includes the program's start-up and its CPU is the whole
+process's (``ru_maxrss`` of the children so far stands as its peak RSS).
 
 ``--duplicates`` runs each state twice, without and with the duplicates output (a report of
 every duplicate to a topic, ``domain.duplicates``): the cost of the reports, in one run.
@@ -86,6 +90,11 @@ def main() -> None:
             ]
             if args.instances > 1:
                 round_rows.append(run_group(args, services, topic, expected.as_accounting()))
+            if args.cli:
+                round_rows += [
+                    run_cli(args, services, topic, state, expected.as_accounting(), Path(workdir))
+                    for state in args.states
+                ]
             rows += [dict(row, round=round_) for row in round_rows]
     report(rows, args.json)
 
@@ -106,6 +115,7 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--instances", type=int, default=1, help="also run N processes in one group (Redis state)")
     p.add_argument("--duplicates", action="store_true", help="run each state also with the duplicates output")
     p.add_argument("--rounds", type=int, default=1, help="run every row this many times, interleaved")
+    p.add_argument("--cli", action="store_true", help="also run each state through `dedup run --engine kafka`")
     p.add_argument("--report-duplicates", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--group", help=argparse.SUPPRESS)
     p.add_argument("--run", default="", help=argparse.SUPPRESS)
@@ -348,6 +358,48 @@ def run_group(args, services: Services, topic: str, expected: dict) -> dict:
         "peak_rss_mb": 0,
         "state_keys": 0,
         "counts_match": {k: totals[k] for k in expected} == expected,
+    }
+
+
+def run_cli(args, services: Services, topic: str, state: str, expected: dict, workdir: Path) -> dict:
+    """``dedup run --engine kafka`` as a user runs it (its defaults, a bounded run of the whole
+    topic from a new group): the rate over the process's whole life, start-up included, and its
+    CPU per record (``RUSAGE_CHILDREN``: every thread of the process)."""
+    run = uuid.uuid4().hex[:6]
+    out, dlq = f"{topic}-cli-{run}-out", f"{topic}-cli-{run}-dlq"
+    services.create_topics(out, dlq)
+    summary = workdir / f"cli-{run}.json"
+    command = [str(Path(sys.executable).with_name("dedup")), "run", "--engine", "kafka", "--no-progress"]
+    command += ["--source", f"kafka://{services.bootstrap}/{topic}?group=bench-cli-{run}&stop_at_end=true"]
+    command += ["--sink", f"kafka://{services.bootstrap}/{out}", "--dlq", f"kafka://{services.bootstrap}/{dlq}"]
+    command += ["--summary-json", str(summary)]
+    if state == "redis":
+        import redis
+
+        db = f"{services.redis_url.rsplit('/', 1)[0]}/1"  # a database of its own, emptied first
+        redis.Redis.from_url(db).flushdb()
+        command += ["--state", db]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DEDUP_")}  # as a user's shell has it
+    env["DEDUP_KAFKA__DELIVERY"] = "exactly-once" if args.exactly_once else "at-least-once"
+    print(f"running dedup run --engine kafka with {state} state ...", file=sys.stderr)
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    started = time.perf_counter()
+    subprocess.run(command, env=env, check=True, stdout=subprocess.DEVNULL)
+    elapsed = time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    counts = json.loads(summary.read_text())  # Accounting.as_dict: "in" and the buckets
+    records = counts["in"]
+    cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+    return {
+        "state": state,
+        "delivery": "dedup run",
+        "records": records,
+        "seconds": round(elapsed, 2),
+        "events_per_s": round(records / elapsed),
+        "process_cpu_us": round(cpu / records * 1e6, 2),
+        "peak_rss_mb": round(after.ru_maxrss / 1024),
+        "state_keys": 0,
+        "counts_match": {k: counts[k] for k in expected} == expected,
     }
 
 

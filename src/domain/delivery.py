@@ -37,9 +37,9 @@ class Delivery:
         """Write every outcome where its verdict sends it and flush; returns the unique events
         the sink took (those a failed write diverted are not among them)."""
         delivered = []
-        write = self.sink.write
+        write, emit = self.sink.write, Verdict.EMIT
         for outcome in outcomes:
-            if outcome.verdict is Verdict.EMIT:
+            if outcome.verdict is emit:
                 assert outcome.event is not None  # an event to emit was parsed
                 try:
                     write(outcome.record, outcome.event)

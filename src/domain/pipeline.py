@@ -183,10 +183,15 @@ class BatchPipeline:
         """``end_to_end_latency_seconds`` of each unique event now final: output time minus arrival."""
         now, by_rule = time.time(), defaultdict[str | None, list[float]](list)
         label_of = self.core.label_of
+        labels: dict[str | None, str | None] = {}  # a delivered event's label is its type's: asked once a type
         for outcome in delivered:
             arrived = outcome.record.arrived
             if arrived is not None:
-                by_rule[label_of(outcome)].append(now - arrived if now > arrived else 0.0)
+                event_type = outcome.event.type if outcome.event is not None else None
+                label = labels.get(event_type)
+                if label is None:
+                    label = labels[event_type] = label_of(outcome)
+                by_rule[label].append(now - arrived if now > arrived else 0.0)
         for rule, latencies in by_rule.items():
             self.metrics.observe_many("end_to_end_latency_seconds", latencies, rule=rule or NO_RULE)
 

@@ -7,7 +7,10 @@
 Runs until the input's end (a bounded run), or with ``--follow`` until SIGTERM (one of
 several instances of a group). Its ``group.instance.id`` is ``GROUP-NAME`` (static
 membership; ``--dynamic``: none). Prints ``BATCH <totals json>`` after every
-batch and ``DONE <totals json>`` at the end. ``--hang-before-commit N`` makes the N-th batch
+batch and ``DONE <totals json>`` at the end. A SIGTERM asks for a clean stop from the
+process's first statement on (``STARTED`` is printed once the handler is in place: one who
+stops a runner it has just started waits for that line); SIGUSR1 prints every thread's stack
+to stderr (for a runner that does not stop). ``--hang-before-commit N`` makes the N-th batch
 stop after its outputs were flushed and before it is acknowledged (its transaction still
 open under exactly-once), printing ``HANGING <first offset> <last offset>``: the worst
 moment to die, made deterministic.
@@ -15,18 +18,25 @@ moment to die, made deterministic.
 
 from __future__ import annotations
 
-import argparse
-import json
+import faulthandler
 import signal
-import sys
 import threading
-import time
-from collections.abc import Sequence
 
-from adapters import SystemClock
-from adapters.kafka import KafkaSource, build_kafka_engine
-from adapters.memory import InMemoryStateStore
-from domain import BatchCommitter, Deduplicator, RawRecord, RuleSet
+STOP = threading.Event()
+signal.signal(signal.SIGTERM, lambda *_: STOP.set())  # before the imports below: they take a second
+faulthandler.register(signal.SIGUSR1, all_threads=True)
+print("STARTED", flush=True)
+
+import argparse  # noqa: E402
+import json  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+from collections.abc import Sequence  # noqa: E402
+
+from adapters import SystemClock  # noqa: E402
+from adapters.kafka import KafkaSource, build_kafka_engine  # noqa: E402
+from adapters.memory import InMemoryStateStore  # noqa: E402
+from domain import BatchCommitter, Deduplicator, RawRecord, RuleSet  # noqa: E402
 
 
 class HangBeforeCommit:
@@ -87,9 +97,7 @@ def main(argv: list[str] | None = None) -> int:
             engine.pipeline.committer, args.hang_before_commit, engine.pipeline.source
         )
     engine.on_batch = lambda totals: print("BATCH " + json.dumps(totals.as_dict()), flush=True)
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    totals = engine.run(stop)
+    totals = engine.run(STOP)
     core.state.close()
     print("DONE " + json.dumps(totals.as_dict()), flush=True)
     return 0

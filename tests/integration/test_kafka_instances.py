@@ -78,12 +78,17 @@ class Group:
 
     def leave(self, name: str) -> None:
         running = self.running.pop(name)
+        running.wait_for("STARTED", timeout=60)  # its SIGTERM handler is in place (one just restarted may not be)
         running.proc.send_signal(signal.SIGTERM)
         try:
             code = running.proc.wait(timeout=60)
         except subprocess.TimeoutExpired:
+            running.proc.send_signal(signal.SIGUSR1)  # its threads' stacks, to its log
+            time.sleep(2)
             running.proc.kill()
-            raise AssertionError(f"{name} did not stop within 60s of SIGTERM; see {running.stderr.name}") from None
+            raise AssertionError(
+                f"{name} did not stop within 60s of SIGTERM; see {running.stderr.name} (its threads' stacks at the end)"
+            ) from None
         assert code == 0, f"{name} did not stop cleanly; see {running.stderr.name}"
         self.finished.append(self._done(running))
 

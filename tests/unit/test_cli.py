@@ -53,12 +53,15 @@ def test_run_on_files_gives_the_scenario_semantics_and_a_summary(tmp_path):
     }
 
 
+RECORDS_FOR_A_YOUNG_COLLECTION = 30_000  # new keys: about two objects each stay, so a collection comes
+
+
 def test_a_run_keeps_what_lived_before_it_out_of_the_cycle_collector_and_gives_it_back(tmp_path):
     write_lines(
         tmp_path / "in.jsonl",
         [
             json.dumps({"id": str(i), "uniqueValue": f"u{i}", "type": "APP", "timestamp": 1_700_000_000}).encode()
-            for i in range(3_000)
+            for i in range(RECORDS_FOR_A_YOUNG_COLLECTION)
         ],
     )
     frozen_in_collections = []
@@ -79,7 +82,7 @@ def test_a_run_keeps_what_lived_before_it_out_of_the_cycle_collector_and_gives_i
         )
     finally:
         gc.callbacks.pop()
-    assert code == 0 and len((tmp_path / "out.jsonl").read_bytes().splitlines()) == 3_000
+    assert code == 0 and len((tmp_path / "out.jsonl").read_bytes().splitlines()) == RECORDS_FOR_A_YOUNG_COLLECTION
     assert max(frozen_in_collections, default=0) > 10_000  # the modules and the wiring, at least
     assert gc.get_freeze_count() == 0
 

@@ -114,14 +114,16 @@ class KafkaSource:
             raise StateNotShared(self._refused)
         records: list[RawRecord] = []
         append, uncommitted, at_end = records.append, self._uncommitted, self._at_end
+        topic, seen = self.endpoint.topic, set()  # the one topic subscribed: its name not asked of each message
         for message in messages:  # one pass, no call per record but the message's own
             error = message.error()
             if error is not None:
                 self._on_error(message, error)
                 continue
-            topic, partition, offset = message.topic(), message.partition(), message.offset()
-            if (topic, partition) not in uncommitted:
-                uncommitted[topic, partition] = offset
+            partition, offset = message.partition(), message.offset()
+            if partition not in seen:
+                seen.add(partition)
+                uncommitted.setdefault((topic, partition), offset)
             if at_end:
                 at_end.discard(partition)
             kind, millis = message.timestamp()
