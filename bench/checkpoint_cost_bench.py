@@ -203,8 +203,8 @@ def run_phase(args) -> dict:
     """In the child: the engine over ``--input`` on ``--checkpoint``, one file a micro-batch."""
     import contextlib
 
-    from adapters.spark.engine import build_spark_engine
-    from adapters.spark.runtime.session import build_session
+    from adapters.spark import build_spark_engine
+    from adapters.spark.runtime import build_session
     from domain import Policies, RuleSet
     from spark_bench_report import Sampler
 

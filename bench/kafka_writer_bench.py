@@ -61,7 +61,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "src"), str(ROOT / "bench")]
 
-from adapters.spark.output.executor_writer import BATCHING, PRODUCER_DEFAULTS  # noqa: E402
+from adapters.spark.output import BATCHING, PRODUCER_DEFAULTS  # noqa: E402
 from spark_kafka_bench import Broker  # noqa: E402
 
 T0 = 1_689_019_717
@@ -121,7 +121,7 @@ def main(argv=None) -> None:
     args = parse_args(argv)
     topics = argparse.Namespace(bootstrap=args.bootstrap, partitions=args.topic_partitions)
     with tempfile.TemporaryDirectory(prefix="kafka-writer-bench-") as workdir, Broker(topics, Path(workdir)) as broker:
-        from adapters.spark.runtime.session import build_session
+        from adapters.spark.runtime import build_session
 
         spark = build_session("local[2]", "streamdedup-kafka-writer-bench", {"spark.driver.memory": args.driver_memory})
         spark.sparkContext.setLogLevel("ERROR")
@@ -140,7 +140,7 @@ class WriteBench:
 
     def __init__(self, spark, broker: Broker, args):
         from adapters.kafka import KafkaEndpoint
-        from adapters.spark.output.executor_writer import CommitLog
+        from adapters.spark.output import CommitLog
 
         self.spark, self.broker, self.args = spark, broker, args
         self.run = f"kwb-{uuid.uuid4().hex[:6]}"
@@ -191,7 +191,7 @@ class WriteBench:
     def write(self, mode: Mode, rows, events: str, letters: str, number: int) -> None:
         from pyspark.sql import functions as F
 
-        from adapters.spark.output.executor_writer import ExecutorWriter
+        from adapters.spark.output import ExecutorWriter
 
         bootstrap = self.broker.bootstrap
         if mode.writer == "spark":  # Spark's Kafka writer with a topic per row (the engine writes one topic per write)
@@ -248,7 +248,7 @@ class WriteBench:
         return sum(f.stat().st_size for topic in topics for f in self.broker.local.data_dir.glob(f"{topic}-*/*.log"))
 
     def close(self) -> None:
-        from adapters.spark.output.executor_writer import ExecutorWriter
+        from adapters.spark.output import ExecutorWriter
 
         ExecutorWriter.close(self.spark)
         self.records.unpersist()
@@ -349,8 +349,8 @@ def accounted_batch(spark, args):
     ``--dead-share``), its topics ``EVENTS`` and ``LETTERS``, counted (materialized)."""
     from pyspark.sql import functions as F
 
-    from adapters.spark.output.spark_writer import accounted_records
-    from adapters.spark.stream.plan import DEAD_LETTER, DUPLICATE, EMIT
+    from adapters.spark.output import accounted_records
+    from adapters.spark.stream import DEAD_LETTER, DUPLICATE, EMIT
 
     i = F.col("id")
     share = F.pmod(F.xxhash64(i), F.lit(10_000))

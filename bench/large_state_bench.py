@@ -234,8 +234,8 @@ def descendants(pid: int) -> list[int]:
 
 def run_engine(args) -> None:
     """In the child: the engine over the stream, one file a micro-batch; a JSON line per batch."""
-    from adapters.spark.engine import build_spark_engine
-    from adapters.spark.runtime.session import build_session
+    from adapters.spark import build_spark_engine
+    from adapters.spark.runtime import build_session
     from checkpoint_cost_bench import CheckpointBytes
     from domain import Policies, RuleSet
     from spark_bench_report import children, pss_mb

@@ -91,7 +91,7 @@ def main(argv=None) -> None:
             args.bootstrap = broker.bootstrap
         args.broker_pid = broker.pid if broker is not None else None
         try:
-            from adapters.spark.runtime.session import build_session
+            from adapters.spark.runtime import build_session
 
             spark = build_session(
                 "local[2]", "streamdedup-batch-phases", dict(item.split("=", 1) for item in args.conf)
@@ -128,7 +128,7 @@ def main(argv=None) -> None:
 
 
 def measure(spark, args, delivery: str, rate: int, workdir: Path, calls: Py4jCalls) -> dict:
-    from adapters.spark.engine import build_spark_engine
+    from adapters.spark import build_spark_engine
     from domain import Policies, RuleSet
 
     name = f"{delivery}-{rate}-{uuid.uuid4().hex[:6]}"

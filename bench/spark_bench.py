@@ -32,11 +32,10 @@ sys.path.insert(0, str(ROOT / "src"))
 from pyspark.sql import DataFrame  # noqa: E402
 from pyspark.sql import functions as F  # noqa: E402
 
-from adapters.spark.metrics.listener import accounting_metrics  # noqa: E402
-from adapters.spark.runtime.session import build_session, state_store_conf  # noqa: E402
-from adapters.spark.stream.operator import state_row_counter  # noqa: E402
-from adapters.spark.stream.plan import DedupPlan  # noqa: E402
-from adapters.spark.waiting import stop_after_running_batch  # noqa: E402
+from adapters.spark import stop_after_running_batch  # noqa: E402
+from adapters.spark.metrics import accounting_metrics  # noqa: E402
+from adapters.spark.runtime import build_session, state_store_conf  # noqa: E402
+from adapters.spark.stream import DedupPlan, state_row_counter  # noqa: E402
 from domain import RuleSet  # noqa: E402
 
 T0 = 1_700_000_000

@@ -139,7 +139,7 @@ def main(argv=None) -> None:
         Broker(args, Path(workdir)) as broker,
         Cluster(args, Path(workdir)) as cluster,
     ):
-        from adapters.spark.runtime.session import build_session
+        from adapters.spark.runtime import build_session
 
         spark = build_session(
             cluster.master,
@@ -225,7 +225,7 @@ def prime(spark, broker: Broker, topic: str, args, runs: list, workdir: Path) ->
 def run_native(spark, broker: Broker, topic: str, args, checkpoint: Path) -> None:
     from pyspark.sql import functions as F
 
-    from adapters.spark.runtime.session import TRACK_ROWS, state_store_conf
+    from adapters.spark.runtime import TRACK_ROWS, state_store_conf
 
     for key, value in {
         **state_store_conf("rocksdb"),
@@ -271,8 +271,8 @@ def run_engine(
     spark_writer: bool = False,
     duplicates: bool = False,
 ) -> dict:
-    from adapters.spark.engine import build_spark_engine
-    from adapters.spark.runtime.session import TRACK_ROWS
+    from adapters.spark import build_spark_engine
+    from adapters.spark.runtime import TRACK_ROWS
     from domain import Policies, RuleSet
 
     name = checkpoint.name.removeprefix("checkpoint-")
@@ -356,7 +356,7 @@ def measure(spark, mode: str, run, broker: Broker, topic: str, args, workdir: Pa
         for batch, rows in zip(result["batches"], per_batch):
             batch["state_rows"] = rows
     if mode != "native":  # every engine mode, either delivery: the keys its checkpoint holds
-        from adapters.spark.checkpoint.state_reader import read_state
+        from adapters.spark.checkpoint import read_state
 
         result["state_rows"] = read_state(spark, str(checkpoint)).count()
         print(

@@ -36,9 +36,9 @@ def main() -> None:
     p.add_argument("--json", type=Path, help="also write the figures here")
     args = p.parse_args()
 
-    from adapters.spark.checkpoint.logs import Checkpoint
-    from adapters.spark.engine import build_spark_engine
-    from adapters.spark.runtime.session import build_session
+    from adapters.spark import build_spark_engine
+    from adapters.spark.checkpoint import Checkpoint
+    from adapters.spark.runtime import build_session
     from domain import Policies, RuleSet
 
     with tempfile.TemporaryDirectory(prefix="state-size-") as work:

@@ -41,6 +41,14 @@ DOORS = (
     "adapters.memory",
     "adapters.metrics",
     "adapters.redis",
+    "adapters.spark",
+    "adapters.spark.batch",
+    "adapters.spark.checkpoint",
+    "adapters.spark.metrics",
+    "adapters.spark.output",
+    "adapters.spark.runtime",
+    "adapters.spark.shared",
+    "adapters.spark.stream",
     "app",
 )
 

@@ -156,7 +156,7 @@ def build_saved_state(uri: str) -> SavedState:
     snapshot, a Redis database or a ``spark:CHECKPOINT_DIR``. The one place that tells them
     apart by their URI."""
     if uri.startswith("spark:"):
-        from adapters.spark.saved_state import CheckpointState
+        from adapters.spark import CheckpointState
 
         return CheckpointState(uri.removeprefix("spark:"))
     if uri.startswith("memory:"):
@@ -342,7 +342,7 @@ def build_spark_engine(
 ):
     """``settings_file``: the file the settings came from (``--config``), named in the commands the
     engine's refusals suggest."""
-    from adapters.spark.engine import build_spark_engine as build
+    from adapters.spark import build_spark_engine as build
 
     if state != CHECKPOINT and not state.startswith(REDIS_SCHEMES):
         raise UsageError(

@@ -22,7 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from pydantic_settings import BaseSettings, EnvSettingsSource, NoDecode, PydanticBaseSettingsSource, SettingsConfigDict
 from pydantic_settings import SettingsError as _SourceError
 
-from adapters.spark.trigger import DEFAULT_TRIGGER
+from adapters.spark import DEFAULT_TRIGGER
 from app.errors import SettingsError
 from app.setting_names import Misspelt, misspelt, unknown_variables
 from app.uris import CHECKPOINT, check_state_uri, check_stream_uri, distinct_files

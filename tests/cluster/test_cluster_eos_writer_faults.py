@@ -14,8 +14,8 @@ from collections import Counter
 
 import pytest
 
-from adapters.spark.output.executor_writer import FAULT_SETTING
-from adapters.spark.runtime.session import connector_jars
+from adapters.spark.output import FAULT_SETTING
+from adapters.spark.runtime import connector_jars
 from app import StreamSpec, generate
 from tests.faults.harness import Topics, engine_process
 from tests.integration.kafka_io import create_topics, unique

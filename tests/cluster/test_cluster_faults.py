@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from adapters.spark.runtime.session import connector_jars
+from adapters.spark.runtime import connector_jars
 from tests.faults.harness import FaultPlan, FaultRun
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.cluster, pytest.mark.slow]

@@ -13,8 +13,7 @@ from pathlib import Path
 import pytest
 
 from adapters.kafka import parse_kafka_uri, upstream
-from adapters.spark.runtime.jars import operator_jar
-from adapters.spark.runtime.session import connector_jars
+from adapters.spark.runtime import connector_jars, operator_jar
 from app import StreamSpec, generate_parts
 from tests.integration.kafka_io import create_topics, unique
 from tests.integration.partitioned import spread

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from adapters.spark.runtime.session import connector_jars
+from adapters.spark.runtime import connector_jars
 from tests.faults.phases import Kill, PhaseRun, stream
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.cluster, pytest.mark.slow]

@@ -32,8 +32,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from adapters.spark.checkpoint.identity import IDENTITY
-from adapters.spark.output.executor_writer import control_topic_for, partition_id
+from adapters.spark.checkpoint import IDENTITY
+from adapters.spark.output import control_topic_for, partition_id
 from app import StreamSpec, generate
 from deploy.local.services.process import pid_cmdline
 from deploy.local.services.spark_cluster import EXECUTOR_CLASS

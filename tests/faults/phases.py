@@ -57,7 +57,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from adapters.spark.output.executor_writer import FAULT_SETTING
+from adapters.spark.output import FAULT_SETTING
 from app import StreamSpec, generate
 from domain import dead_letters
 from tests.faults.harness import EngineProcess, Topics, all_pids, engine_process, in_directory

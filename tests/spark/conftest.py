@@ -17,8 +17,8 @@ sys.path.insert(0, str(ROOT / "src"))
 
 pyspark = pytest.importorskip("pyspark")
 
-from adapters.spark.engine import build_spark_engine  # noqa: E402
-from adapters.spark.runtime.session import build_session, connector_jars  # noqa: E402
+from adapters.spark import build_spark_engine  # noqa: E402
+from adapters.spark.runtime import build_session, connector_jars  # noqa: E402
 from app import main  # noqa: E402
 from domain import Duplicate, Policies, RuleSet  # noqa: E402
 from domain import dead_letters as dead_letter_codec  # noqa: E402

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 
-from adapters.spark.output.executor_writer import control_topic_for, partition_id
+from adapters.spark.output import control_topic_for, partition_id
 from domain import dead_letters
 from tests.integration.kafka_io import read_topic
 

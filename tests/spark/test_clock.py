@@ -11,14 +11,7 @@ import json
 import pytest
 from pyspark.sql import functions as F
 
-from adapters.spark.shared.batch_time import (
-    CLOCK,
-    batch_timestamp,
-    clock_micros,
-    clock_millis,
-    clock_seconds,
-    with_clock,
-)
+from adapters.spark.shared import CLOCK, batch_timestamp, clock_micros, clock_millis, clock_seconds, with_clock
 
 pytestmark = pytest.mark.spark
 
@@ -135,9 +128,9 @@ def computed_names(project) -> list[str]:
 
 @pytest.mark.guard  # walks Spark's physical plan: a projection outside code generation costs every row
 def test_the_plan_reads_the_clock_in_one_small_projection_and_generates_code_for_the_rest(spark):
-    from adapters.spark.metrics.listener import accounting_metrics
-    from adapters.spark.output.spark_writer import accounted_records
-    from adapters.spark.stream.plan import DedupPlan
+    from adapters.spark.metrics import accounting_metrics
+    from adapters.spark.output import accounted_records
+    from adapters.spark.stream import DedupPlan
     from domain import DedupRule, RuleSet, TimeBasis
 
     rules = RuleSet({"APP": DedupRule("APP", 30), "WEB": DedupRule("WEB", 600, time_basis=TimeBasis.PROCESSING_TIME)})

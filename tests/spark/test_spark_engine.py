@@ -17,8 +17,8 @@ import pytest
 
 from adapters import InMemoryMetrics, SystemClock
 from adapters.memory import InMemoryStateStore
-from adapters.spark.checkpoint.state_reader import read_state
-from adapters.spark.runtime.session import TRACK_ROWS
+from adapters.spark.checkpoint import read_state
+from adapters.spark.runtime import TRACK_ROWS
 from domain import Deduplicator, DedupRule, RawRecord, RuleSet, SourcePosition, UnknownTypePolicy, Verdict, decode_key
 from tests.scenarios import INVALID_RECORDS, SCENARIOS, Scenario, Step
 from tests.spark.conftest import FileRun

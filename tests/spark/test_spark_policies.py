@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from adapters.spark.engine import SparkEngine, build_spark_engine
+from adapters.spark import SparkEngine, build_spark_engine
 from app import main
 from domain import Policies, RestartsExhausted, RuleSet, parse_restart
 from tests.scenarios import INVALID_RECORDS, INVALIDATION_SCENARIOS

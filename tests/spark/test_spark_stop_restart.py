@@ -17,7 +17,7 @@ from collections import Counter
 
 import pytest
 
-from adapters.spark.runtime.session import connector_jars
+from adapters.spark.runtime import connector_jars
 from app import StreamSpec, generate, generate_parts
 from domain import dead_letters
 from tests.integration.kafka_io import create_topics, produce, unique

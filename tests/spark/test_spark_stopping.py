@@ -15,7 +15,7 @@ import uuid
 
 import pytest
 
-from adapters.spark.stopping import QueryStopper, StoppedMidBatch
+from adapters.spark import QueryStopper, StoppedMidBatch
 from tests.spark.conftest import FileRun
 
 pytestmark = pytest.mark.spark

@@ -302,3 +302,25 @@ def test_an_import_into_a_door_from_outside_is_found_and_one_inside_is_not(tmp_p
         (6, "adapters.system"),
     ]
     assert doors_passed_by(tmp_path / "inside.py", "domain.state") == []
+
+
+def test_importing_the_spark_door_or_the_app_does_not_load_pyspark():
+    # a process of its own: this one may have loaded pyspark already
+    probe = "import sys, app, adapters.spark; print('pyspark' in sys.modules)"
+    done = subprocess.run(
+        [sys.executable, "-c", probe],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "PYTHONPATH": str(REPO_ROOT / "src")},
+    )
+    assert done.stdout.strip() == "False", done.stderr
+
+
+def test_a_lazy_name_of_the_spark_door_is_its_module_s():
+    from adapters import spark
+    from adapters.spark import engine
+
+    assert spark.build_spark_engine is engine.build_spark_engine
+    with pytest.raises(AttributeError, match="no attribute 'nothing_here'"):
+        spark.nothing_here  # noqa: B018

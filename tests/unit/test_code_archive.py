@@ -6,8 +6,8 @@ import zipfile
 
 import pytest
 
+from adapters.spark.runtime import ARCHIVE_PREFIX, PACKAGES, SOURCE_ROOT, code_archive
 from adapters.spark.runtime import code_archive as archive_module
-from adapters.spark.runtime.code_archive import ARCHIVE_PREFIX, PACKAGES, SOURCE_ROOT, code_archive
 
 
 @pytest.fixture
@@ -49,7 +49,7 @@ def test_a_cache_it_cannot_write_falls_back_to_the_temporary_directory(tmp_path,
 
 
 def test_the_session_adds_it_to_the_configured_python_files(cache):
-    from adapters.spark.runtime.session import python_files
+    from adapters.spark.runtime import python_files
 
     assert python_files({"spark.submit.pyFiles": "/jobs/deps.zip"}) == ["/jobs/deps.zip", str(code_archive())]
     assert python_files({}) == [str(code_archive())]
@@ -66,6 +66,6 @@ def test_the_session_adds_it_to_the_configured_python_files(cache):
     ],
 )
 def test_the_driver_binds_to_loopback_only_for_a_master_on_this_machine(master, loopback):
-    from adapters.spark.runtime.session import on_loopback
+    from adapters.spark.runtime import on_loopback
 
     assert on_loopback(master) is loopback

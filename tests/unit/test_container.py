@@ -125,8 +125,8 @@ def test_the_checkpoint_state_is_refused_by_the_engines_that_keep_no_checkpoint(
 
 
 def test_the_spark_engine_names_its_state_checkpoint_and_takes_memory_with_a_deprecation(tmp_path, caplog):
-    from adapters.spark.engine import build_spark_engine
-    from adapters.spark.shared.errors import SparkSetupError
+    from adapters.spark import build_spark_engine
+    from adapters.spark.shared import SparkSetupError
     from domain import Policies, RuleSet
 
     files = {

@@ -87,7 +87,7 @@ def test_secrets_are_redacted_and_scrubbed():
     ],
 )
 def test_both_engines_read_a_kafka_uri_through_one_parser_that_drops_the_user_info(uri):
-    from adapters.spark.shared.endpoints import parse_uri
+    from adapters.spark.shared import parse_uri
 
     kafka, spark = parse_kafka_uri(uri, "source"), parse_uri(uri, "source")
     assert (kafka.bootstrap, kafka.topic, kafka.options) == ("h1:9092,h2:9093", "events", {"maxOffsetsPerTrigger": "5"})
@@ -100,7 +100,7 @@ def test_both_engines_read_a_kafka_uri_through_one_parser_that_drops_the_user_in
 
 
 def test_the_spark_engine_refuses_a_kafka_uri_with_a_bad_port_in_one_line_naming_the_role_without_the_password():
-    from adapters.spark.shared.endpoints import parse_uri
+    from adapters.spark.shared import parse_uri
 
     with pytest.raises(KafkaConfigurationError) as refused:
         parse_uri("kafka://admin:Sup3r@h:99999/t", "sink")

@@ -6,8 +6,8 @@ import threading
 
 import pytest
 
-from adapters.spark.restart import query_failure, run_restarting
-from adapters.spark.shared.errors import CheckpointInUse
+from adapters.spark import query_failure, run_restarting
+from adapters.spark.shared import CheckpointInUse
 from app import SettingsError, load_settings
 from domain import PermanentError, RestartsExhausted, parse_restart
 

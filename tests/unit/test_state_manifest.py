@@ -5,7 +5,7 @@ import shlex
 
 import pytest
 
-from adapters.spark.checkpoint.manifest import Manifest, compare, foreign, foreign_refusal, job_manifest, refusal
+from adapters.spark.checkpoint import Manifest, compare, foreign, foreign_refusal, job_manifest, refusal
 from domain import DedupRule, RuleSet
 
 V1 = RuleSet({"APP": DedupRule("APP", 30), "WEB": DedupRule("WEB", 600)})

@@ -1,8 +1,9 @@
 """The Spark Structured Streaming engine.
 
-Importing this package is cheap; pyspark is imported by the modules that need it, and only
-when the Spark engine is chosen. The entry point is ``adapters.spark.engine``
-(``build_spark_engine``, ``SparkEngine``). Sub-packages, by concept and floor (a package
+This package is the engine's door (``from adapters.spark import build_spark_engine``), and
+importing it is cheap: the names of its modules that import pyspark are imported when first
+asked for (``_LAZY``), so pyspark is loaded only when the Spark engine is chosen. Each
+sub-package is the door of its own modules. Sub-packages, by concept and floor (a package
 imports only those below it; ``scripts/imports adapters.spark --packages`` prints the graph):
 ``shared`` (setup errors, the batch's time, key columns, endpoints), ``runtime`` (the session,
 jars, Spark's log, start-up checks), ``checkpoint`` (what the engine keeps in its checkpoint),
@@ -10,3 +11,50 @@ jars, Spark's log, start-up checks), ``checkpoint`` (what the engine keeps in it
 and the two judges); this package's own modules (the engine, restarts, stopping, the trigger)
 assemble and run them.
 """
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from adapters.spark.stopping import QueryStopper, StoppedMidBatch
+from adapters.spark.trigger import DEFAULT_TRIGGER
+
+if TYPE_CHECKING:
+    from adapters.spark.engine import SparkEngine, build_spark_engine
+    from adapters.spark.restart import query_failure, run_restarting
+    from adapters.spark.saved_state import CheckpointState
+    from adapters.spark.waiting import stop_after_running_batch
+
+_LAZY = {  # the names whose modules import pyspark: imported when first asked for
+    "SparkEngine": "adapters.spark.engine",
+    "build_spark_engine": "adapters.spark.engine",
+    "query_failure": "adapters.spark.restart",
+    "run_restarting": "adapters.spark.restart",
+    "CheckpointState": "adapters.spark.saved_state",
+    "stop_after_running_batch": "adapters.spark.waiting",
+}
+
+
+def __getattr__(name: str) -> Any:
+    """A name of a module that imports pyspark, imported on first use (PEP 562): importing
+    this package stays cheap for the engines that do not run Spark."""
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+__all__ = [
+    "DEFAULT_TRIGGER",
+    "CheckpointState",
+    "QueryStopper",
+    "SparkEngine",
+    "StoppedMidBatch",
+    "build_spark_engine",
+    "query_failure",
+    "run_restarting",
+    "stop_after_running_batch",
+]

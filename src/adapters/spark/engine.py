@@ -43,35 +43,24 @@ from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 
-from adapters.spark.batch.operator_judge import OperatorJudge
-from adapters.spark.batch.parts import BatchTools, BatchWriter, Judge, JudgedBatch
-from adapters.spark.batch.redis_judge import RedisBatchJudge
-from adapters.spark.checkpoint.guard import CheckpointGuard
-from adapters.spark.checkpoint.lease import DEFAULT_TIMEOUT, CheckpointLease
-from adapters.spark.checkpoint.state_files import StateFiles
-from adapters.spark.metrics.listener import ProgressListener, counted
-from adapters.spark.metrics.state_rows import StateRowGauge
-from adapters.spark.metrics.timings import BatchTimings
-from adapters.spark.output.writers import writer_for
+from adapters.spark.batch import BatchTools, BatchWriter, Judge, JudgedBatch, OperatorJudge, RedisBatchJudge
+from adapters.spark.checkpoint import DEFAULT_TIMEOUT, CheckpointGuard, CheckpointLease, StateFiles
+from adapters.spark.metrics import BatchTimings, ProgressListener, StateRowGauge, counted
+from adapters.spark.output import writer_for
 from adapters.spark.restart import retried, run_restarting
-from adapters.spark.runtime.kafka_options import spark_kafka_options
-from adapters.spark.runtime.session import (
+from adapters.spark.runtime import (
+    SparkLog,
     build_session,
     require_classes,
+    require_endpoints,
     session_started,
+    spark_kafka_options,
     state_rows_tracked,
     state_store_conf,
 )
-from adapters.spark.runtime.spark_log import SparkLog
-from adapters.spark.runtime.startup import require_endpoints
-from adapters.spark.shared.endpoints import parse_uri
-from adapters.spark.shared.errors import SparkSetupError
+from adapters.spark.shared import SparkSetupError, parse_uri
 from adapters.spark.stopping import QueryStopper
-from adapters.spark.stream.invalidation import with_notifications
-from adapters.spark.stream.operator import state_row_counter
-from adapters.spark.stream.plan import DedupPlan, Hook
-from adapters.spark.stream.sources import read_stream
-from adapters.spark.stream.watermarks import BatchWatermarks
+from adapters.spark.stream import BatchWatermarks, DedupPlan, Hook, read_stream, state_row_counter, with_notifications
 from adapters.spark.trigger import DEFAULT_TRIGGER
 from adapters.spark.waiting import await_query
 from domain import (

@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable
 from typing import TypeVar
 
-from adapters.spark.shared.errors import CheckpointInUse
+from adapters.spark.shared import CheckpointInUse
 from domain import (
     DedupError,
     PermanentError,

@@ -8,12 +8,17 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from adapters.spark.checkpoint.logs import Checkpoint
-from adapters.spark.checkpoint.manifest import read_manifest
-from adapters.spark.checkpoint.migration import migrate, plan_migration
-from adapters.spark.checkpoint.state_reader import inspect_checkpoint, key_emissions, rule_watermark
-from adapters.spark.runtime.session import build_session
-from adapters.spark.shared.errors import SparkSetupError
+from adapters.spark.checkpoint import (
+    Checkpoint,
+    inspect_checkpoint,
+    key_emissions,
+    migrate,
+    plan_migration,
+    read_manifest,
+    rule_watermark,
+)
+from adapters.spark.runtime import build_session
+from adapters.spark.shared import SparkSetupError
 from domain import Emission, RuleSet, StateReport, redact_uri
 
 SCHEME = "spark:"

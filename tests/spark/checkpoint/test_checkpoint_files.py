@@ -5,8 +5,7 @@ import json
 
 import pytest
 
-from adapters.spark.checkpoint.hadoop_files import HadoopPath
-from adapters.spark.checkpoint.logs import Checkpoint
+from adapters.spark.checkpoint import Checkpoint, HadoopPath
 from tests.spark.conftest import mounted, spellings
 
 pytestmark = pytest.mark.spark
@@ -84,7 +83,7 @@ def test_a_lease_left_unreadable_by_a_kill_is_taken_over_once_it_is_stale(spark,
     import os
     import time
 
-    from adapters.spark.checkpoint.lease import CheckpointLease
+    from adapters.spark.checkpoint import CheckpointLease
 
     first = CheckpointLease(str(tmp_path / "checkpoint"), timeout=2)
     first.take(spark)

@@ -18,9 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from adapters.spark.checkpoint.manifest import STATE_FORMAT, read_manifest
-from adapters.spark.checkpoint.migration import migrate, plan_migration
-from adapters.spark.checkpoint.state_reader import inspect_checkpoint
+from adapters.spark.checkpoint import STATE_FORMAT, inspect_checkpoint, migrate, plan_migration, read_manifest
 from domain import DedupRule, IncompatibleState, RuleSet, UnknownTypePolicy
 from tests.spark.conftest import FileRun, mounted
 

@@ -13,8 +13,8 @@ from collections import Counter
 
 import pytest
 
-from adapters.spark.checkpoint.migration import migrate, plan_migration
-from adapters.spark.engine import build_spark_engine
+from adapters.spark import build_spark_engine
+from adapters.spark.checkpoint import migrate, plan_migration
 from app import StreamSpec, generate
 from domain import Policies
 from tests.integration.kafka_io import create_topics, produce, read_topic, unique

@@ -16,9 +16,7 @@ from collections import Counter
 
 import pytest
 
-from adapters.spark.checkpoint.hadoop_files import HadoopPath
-from adapters.spark.checkpoint.logs import Checkpoint
-from adapters.spark.checkpoint.manifest import STATE_FORMAT, read_manifest
+from adapters.spark.checkpoint import STATE_FORMAT, Checkpoint, HadoopPath, read_manifest
 from app import StreamSpec, generate_parts, main
 from domain import IncompatibleState
 from tests.integration.kafka_io import create_topics, produce, unique

@@ -18,7 +18,7 @@ from collections import Counter
 
 import pytest
 
-from adapters.spark.shared.errors import CheckpointInUse
+from adapters.spark.shared import CheckpointInUse
 from app import StreamSpec, generate_parts
 from tests.integration.streams import reference
 from tests.spark.processes import DedupProcess, FileFeed
@@ -113,7 +113,7 @@ def test_sparks_concurrent_update_error_stops_the_engine_without_a_restart(files
 def test_a_lease_renewed_while_it_is_confirmed_is_never_taken_for_lost(spark, tmp_path):
     """Hadoop's local file system replaces a file in two renames (data, then checksum): a confirm
     reading between them once took the half-renamed lease for another owner's and stopped the job."""
-    from adapters.spark.checkpoint.lease import CheckpointLease
+    from adapters.spark.checkpoint import CheckpointLease
 
     lease = CheckpointLease(str(tmp_path / "checkpoint"), timeout=0.025)  # its heartbeat renews every 5 ms
     lease.take(spark)

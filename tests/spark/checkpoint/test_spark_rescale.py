@@ -11,8 +11,7 @@ import re
 import pytest
 import redis
 
-from adapters.spark.checkpoint.logs import Checkpoint
-from adapters.spark.checkpoint.manifest import read_manifest
+from adapters.spark.checkpoint import Checkpoint, read_manifest
 from app import main
 from domain import IncompatibleState
 from tests.spark.conftest import FileRun

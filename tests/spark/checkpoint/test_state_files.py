@@ -3,7 +3,7 @@ size, on a local checkpoint and on a Hadoop file system that is not ``file:``.""
 
 import pytest
 
-from adapters.spark.checkpoint.state_files import StateFiles, StateLook
+from adapters.spark.checkpoint import StateFiles, StateLook
 from tests.spark.conftest import mounted
 
 pytestmark = pytest.mark.spark

@@ -8,9 +8,8 @@ from collections import Counter
 
 import pytest
 
-from adapters.spark.metrics.cells import REASONS, VERDICTS, CellLayout
-from adapters.spark.metrics.latency import BOUNDS, PREFIX, TOTAL
-from adapters.spark.stream.plan import NOTIFICATION, REJECTED_NOTIFICATION
+from adapters.spark.metrics import BOUNDS, PREFIX, REASONS, TOTAL, VERDICTS, CellLayout
+from adapters.spark.stream import NOTIFICATION, REJECTED_NOTIFICATION
 from domain import BUCKET_OF, DEAD_LETTER_REASONS, NO_RULE, OVERSIZE, Verdict
 
 pytestmark = pytest.mark.spark

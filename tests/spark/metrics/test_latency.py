@@ -7,7 +7,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from adapters.metrics import PrometheusMetrics
-from adapters.spark.metrics.latency import BOUNDS, latency_counts, publish_latency
+from adapters.spark.metrics import BOUNDS, latency_counts, publish_latency
 from domain import RuleSet
 
 pytestmark = pytest.mark.spark

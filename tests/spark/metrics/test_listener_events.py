@@ -9,7 +9,7 @@ import pytest
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQueryListener
 
-from adapters.spark.metrics.events import JsonEventListener
+from adapters.spark.metrics import JsonEventListener
 
 pytestmark = pytest.mark.spark
 

@@ -20,7 +20,7 @@ import json
 
 import pytest
 
-from adapters.spark.runtime.session import connector_jars
+from adapters.spark.runtime import connector_jars
 from domain import DeadLetter, Duplicate, dead_letters, duplicates
 from tests.integration.kafka_io import create_topics, produce, read_topic, unique
 

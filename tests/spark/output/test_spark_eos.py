@@ -18,10 +18,9 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, ConfigResource
 
 from adapters.kafka import KafkaEndpoint
-from adapters.spark.checkpoint.identity import legacy_transactional_id, resolve_identity
-from adapters.spark.checkpoint.logs import Checkpoint
-from adapters.spark.engine import SparkEngine, build_spark_engine
-from adapters.spark.output.executor_writer import FAULT_SETTING, CommitLog, partition_id
+from adapters.spark import SparkEngine, build_spark_engine
+from adapters.spark.checkpoint import Checkpoint, legacy_transactional_id, resolve_identity
+from adapters.spark.output import FAULT_SETTING, CommitLog, partition_id
 from app import SettingsError, StreamSpec, container_for, generate, load_settings
 from deploy.local import services
 from domain import Policies, RuleSet, SinkUnavailable

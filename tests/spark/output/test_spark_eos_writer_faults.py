@@ -18,8 +18,8 @@ from collections import Counter
 
 import pytest
 
-from adapters.spark.engine import build_spark_engine
-from adapters.spark.output.executor_writer import FAULT_SETTING
+from adapters.spark import build_spark_engine
+from adapters.spark.output import FAULT_SETTING
 from app import StreamSpec, generate
 from domain import Policies, RuleSet
 from tests.integration.kafka_io import create_topics, unique

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import pytest
 
-from adapters.spark.engine import build_spark_engine
-from adapters.spark.runtime.session import connector_jars
+from adapters.spark import build_spark_engine
+from adapters.spark.runtime import connector_jars
 from domain import Policies, RuleSet
 from tests.integration.kafka_io import produce, read_topic
 from tests.integration.oversize import check_output, small_topics, stream

@@ -15,8 +15,8 @@ from collections import Counter
 import pytest
 from pyspark.sql import functions as F
 
-from adapters.spark.output.writers import writer_for
-from adapters.spark.shared.errors import SparkSetupError
+from adapters.spark.output import writer_for
+from adapters.spark.shared import SparkSetupError
 from domain import dead_letters
 from tests.integration.kafka_io import create_topics, unique
 from tests.spark.eos_output import committed, dead_letter_values

@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from adapters.spark.runtime.session import FORKLESS_LOCAL_FILES
+from adapters.spark.runtime import FORKLESS_LOCAL_FILES
 
 pytestmark = pytest.mark.spark
 

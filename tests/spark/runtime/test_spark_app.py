@@ -17,9 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from adapters.spark.runtime.jars import operator_jar
-from adapters.spark.runtime.kafka_options import spark_kafka_options
-from adapters.spark.runtime.session import classpath_jars, connector_jars
+from adapters.spark.runtime import classpath_jars, connector_jars, operator_jar, spark_kafka_options
 from app import StreamSpec, generate_parts, load_settings, main, run_engine, write_parts
 from domain import InvalidEvent, parse_event
 from domain import dead_letters as dead_letter_codec

@@ -13,9 +13,8 @@ import re
 
 import pytest
 
-from adapters.spark.runtime.session import LOG_CONF
-from adapters.spark.runtime.spark_log import FILE_CONF, SparkLog
-from adapters.spark.shared.errors import SparkSetupError
+from adapters.spark.runtime import FILE_CONF, LOG_CONF, SparkLog
+from adapters.spark.shared import SparkSetupError
 from tests.spark.processes import DedupProcess
 
 JAVA_TRACE = "\tat org.apache."

@@ -23,9 +23,9 @@ from pathlib import Path
 import pytest
 
 from adapters.kafka import KafkaConfigurationError
-from adapters.spark.checkpoint.manifest import read_manifest
-from adapters.spark.engine import build_spark_engine
-from adapters.spark.runtime.session import connector_jars
+from adapters.spark import build_spark_engine
+from adapters.spark.checkpoint import read_manifest
+from adapters.spark.runtime import connector_jars
 from app import main
 from deploy.local.services import find_free_port
 from domain import Policies, RuleSet

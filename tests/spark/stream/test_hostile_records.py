@@ -14,7 +14,7 @@ from collections import Counter
 
 import pytest
 
-from adapters.spark.runtime.session import connector_jars
+from adapters.spark.runtime import connector_jars
 from domain import dead_letters
 from tests.hostile import ENV, ON_TIME_BUDGET, expected, hostile
 from tests.integration.kafka_io import create_topics, read_topic, unique

@@ -2,7 +2,7 @@
 
 import pyarrow as pa
 
-from adapters.spark.stream.sources import number_lines
+from adapters.spark.stream import number_lines
 
 
 def partition(*splits, rows_per_batch=7, first_line=None):

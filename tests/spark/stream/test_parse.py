@@ -99,7 +99,7 @@ def domain_outcome(raw: bytes) -> tuple:
 
 
 def spark_outcomes(spark, raws: list[bytes]) -> list[tuple]:
-    from adapters.spark.stream.parse import parse
+    from adapters.spark.stream import parse
 
     df = spark.createDataFrame([(i, r) for i, r in enumerate(raws)], "i int, value binary")
     rows = parse(df).orderBy("i").select("_certified", "reason", "id", "uniqueValue", "type", "timestamp").collect()

@@ -3,8 +3,8 @@ the source URI's own options over both."""
 
 from __future__ import annotations
 
-from adapters.spark.shared.endpoints import parse_uri
-from adapters.spark.stream.sources import kafka_source_options
+from adapters.spark.shared import parse_uri
+from adapters.spark.stream import kafka_source_options
 
 
 def options(uri: str, max_records: int | None = None, **client) -> dict[str, str]:

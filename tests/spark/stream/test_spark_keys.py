@@ -52,7 +52,7 @@ def event(type_: str, unique: str, session: str, id_: str = "e") -> bytes:
 
 
 def test_the_plan_spells_every_key_as_the_domain_does(spark):
-    from adapters.spark.stream.plan import DedupPlan
+    from adapters.spark.stream import DedupPlan
 
     values = (
         [event("APP", u, s) for u in UNIQUE for s in ("c", "\x1f", "\x1e1", "")]
@@ -91,7 +91,7 @@ TYPED = [
 def test_the_plan_types_every_key_value_as_the_domain_does(spark):
     """Integers and booleans are typed parts, any other non-string is ``wrong_type``, missing and
     null are ``missing_field``: the same keys and reasons as ``Event.field_value``."""
-    from adapters.spark.stream.plan import DedupPlan
+    from adapters.spark.stream import DedupPlan
     from domain import InvalidEvent
 
     values = [
@@ -112,7 +112,7 @@ def test_the_plan_types_every_key_value_as_the_domain_does(spark):
 def test_the_key_expressions_mirror_the_domain(spark):
     from pyspark.sql import functions as F
 
-    from adapters.spark.shared.keys import from_legacy_column, rule_column, unescaped
+    from adapters.spark.shared import from_legacy_column, rule_column, unescaped
 
     keys = [RULES.rules["APP"].state_key(parse_event(event("APP", u, "c"))) for u in UNIQUE] + [
         RULES.rules["W\x1fB\x1e"].state_key(parse_event(event("W\x1fB\x1e", u, "c"))) for u in UNIQUE
@@ -143,8 +143,7 @@ def test_events_whose_values_only_shift_the_separator_are_both_emitted(files):
 
 
 def test_a_checkpoint_of_the_legacy_key_format_is_refused_then_migrated_with_its_keys_respelled(files, spark):
-    from adapters.spark.checkpoint.manifest import STATE_FORMAT
-    from adapters.spark.checkpoint.migration import migrate, plan_migration
+    from adapters.spark.checkpoint import STATE_FORMAT, migrate, plan_migration
     from domain import IncompatibleState
 
     rules = RuleSet({"APP": DedupRule("APP", 30)})

@@ -11,8 +11,8 @@ from collections import Counter
 
 import pytest
 
-from adapters.spark.engine import build_spark_engine
-from adapters.spark.runtime.session import connector_jars
+from adapters.spark import build_spark_engine
+from adapters.spark.runtime import connector_jars
 from app import StreamSpec
 from domain import Policies, RuleSet
 from tests.integration.kafka_io import create_topics, read_topic, unique

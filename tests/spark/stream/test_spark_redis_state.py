@@ -15,7 +15,7 @@ import pytest
 import redis
 
 from adapters.redis import RedisStateStore
-from adapters.spark.engine import build_spark_engine
+from adapters.spark import build_spark_engine
 from app import StreamSpec, generate
 from domain import Claim, Policies, RuleSet
 from domain import duplicates as duplicate_codec

@@ -16,8 +16,8 @@ from contextlib import contextmanager
 from pyspark.sql import DataFrame
 
 from adapters.spark.batch.parts import BatchTools, JudgedBatch, Route
-from adapters.spark.metrics.listener import accounting_metrics
-from adapters.spark.stream.plan import DedupPlan
+from adapters.spark.metrics import accounting_metrics
+from adapters.spark.stream import DedupPlan
 
 __all__ = ["OperatorJudge"]
 

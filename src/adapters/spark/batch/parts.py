@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Protocol, TypeVar
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-    from adapters.spark.stream.plan import DedupPlan
+    from adapters.spark.stream import DedupPlan
 
 __all__ = ["BatchTools", "BatchWriter", "Judge", "JudgedBatch", "Route"]
 

@@ -30,8 +30,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 from adapters.spark.batch.parts import BatchTools, JudgedBatch, Route
-from adapters.spark.stream.plan import VERDICT_COLUMNS, DedupPlan
-from adapters.spark.stream.sources import ARRIVAL_ORDER
+from adapters.spark.stream import ARRIVAL_ORDER, VERDICT_COLUMNS, DedupPlan
 from domain import DEFAULT_IDLE_TIMEOUT, NO_WATERMARK, Claim, clock_bound
 
 

@@ -6,27 +6,62 @@ as Spark's state data source reads it."""
 
 from adapters.spark.checkpoint.guard import CheckpointGuard
 from adapters.spark.checkpoint.hadoop_files import HadoopPath
-from adapters.spark.checkpoint.identity import Identity, committed_pending, resolve_identity, settle, write_identity
+from adapters.spark.checkpoint.identity import (
+    IDENTITY,
+    Identity,
+    committed_pending,
+    legacy_transactional_id,
+    resolve_identity,
+    settle,
+    write_identity,
+)
 from adapters.spark.checkpoint.lease import DEFAULT_TIMEOUT, CheckpointLease
-from adapters.spark.checkpoint.logs import Checkpoint
+from adapters.spark.checkpoint.logs import Checkpoint, OffsetEntry
+from adapters.spark.checkpoint.manifest import (
+    STATE_FORMAT,
+    Manifest,
+    compare,
+    foreign,
+    foreign_refusal,
+    job_manifest,
+    read_manifest,
+    refusal,
+)
 from adapters.spark.checkpoint.migration import migrate, plan_migration
-from adapters.spark.checkpoint.state_files import StateFiles
-from adapters.spark.checkpoint.state_reader import inspect_checkpoint, read_state
+from adapters.spark.checkpoint.state_files import StateFiles, StateLook
+from adapters.spark.checkpoint.state_reader import inspect_checkpoint, key_emissions, read_state, rule_watermark
+from adapters.spark.checkpoint.watermark_files import DIRECTORY, restored
 
 __all__ = [
     "DEFAULT_TIMEOUT",
+    "DIRECTORY",
+    "IDENTITY",
+    "STATE_FORMAT",
     "Checkpoint",
     "CheckpointGuard",
     "CheckpointLease",
     "HadoopPath",
     "Identity",
+    "Manifest",
+    "OffsetEntry",
     "StateFiles",
+    "StateLook",
     "committed_pending",
+    "compare",
+    "foreign",
+    "foreign_refusal",
     "inspect_checkpoint",
+    "job_manifest",
+    "key_emissions",
+    "legacy_transactional_id",
     "migrate",
     "plan_migration",
+    "read_manifest",
     "read_state",
+    "refusal",
     "resolve_identity",
+    "restored",
+    "rule_watermark",
     "settle",
     "write_identity",
 ]

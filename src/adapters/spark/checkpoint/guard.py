@@ -37,9 +37,7 @@ from adapters.spark.checkpoint.migration import FALLBACK, FILES_READ
 from adapters.spark.checkpoint.retirement import RetirementWatch
 from adapters.spark.checkpoint.state_reader import state_schema
 from adapters.spark.checkpoint.watermark_files import rule_watermarks
-from adapters.spark.shared.endpoints import parse_uri
-from adapters.spark.shared.errors import CheckpointOfAnotherJob
-from adapters.spark.shared.keys import join_escaped, key_parts
+from adapters.spark.shared import CheckpointOfAnotherJob, join_escaped, key_parts, parse_uri
 from domain import IncompatibleState, RuleSet, escape
 
 log = logging.getLogger(__name__)

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from typing import Any
 
-from adapters.spark.shared.errors import CorruptFile
+from adapters.spark.shared import CorruptFile
 from domain import StateUnavailable
 
 PARTIAL = ".{}.{}.partial"  # hidden, and one per writer: two instances replacing one file do not mix
@@ -194,7 +194,7 @@ def _running_context():
 
     context = SparkContext._active_spark_context
     if context is None:
-        from adapters.spark.shared.errors import SparkSetupError
+        from adapters.spark.shared import SparkSetupError
 
         raise SparkSetupError("a checkpoint is read through Spark's Hadoop file systems: start a SparkSession first")
     return context

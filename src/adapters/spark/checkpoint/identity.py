@@ -42,7 +42,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from adapters.spark.checkpoint.logs import Checkpoint
-from adapters.spark.shared.errors import PartlyCommitted
+from adapters.spark.shared import PartlyCommitted
 
 log = logging.getLogger(__name__)
 

@@ -44,7 +44,7 @@ import uuid
 
 from adapters.spark.checkpoint.hadoop_files import HadoopPath
 from adapters.spark.checkpoint.logs import Checkpoint
-from adapters.spark.shared.errors import CheckpointInUse, CorruptFile
+from adapters.spark.shared import CheckpointInUse, CorruptFile
 from domain import DedupError
 
 log = logging.getLogger(__name__)

@@ -40,7 +40,7 @@ from adapters.spark.checkpoint.logs import Checkpoint
 from adapters.spark.checkpoint.manifest import OPERATOR, Manifest, job_manifest, read_manifest, write_manifest
 from adapters.spark.checkpoint.state_reader import FALLBACK, describe_offsets, read_state, rule_of, state_schema
 from adapters.spark.checkpoint.watermark_files import rule_watermarks
-from adapters.spark.shared.keys import from_legacy_column
+from adapters.spark.shared import from_legacy_column
 from domain import IncompatibleState, KeyTranslation, RuleSet
 
 FILES_READ = "files-read.json"

@@ -19,7 +19,7 @@ from pyspark.sql.types import StructType
 from adapters.spark.checkpoint.logs import Checkpoint
 from adapters.spark.checkpoint.manifest import OPERATOR, read_manifest
 from adapters.spark.checkpoint.watermark_files import restored, rule_watermarks
-from adapters.spark.shared.keys import rule_column
+from adapters.spark.shared import rule_column
 from domain import Emission, IncompatibleState, StateReport, decode_key, encode_key, key_sample
 
 FALLBACK = "fallback"  # where a migration exports the old state the new job consults (``checkpoint.migration``)

@@ -23,7 +23,7 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 
 from adapters.spark.metrics.latency import PREFIX, TOTAL
-from adapters.spark.stream.plan import NOTIFICATION, REJECTED_NOTIFICATION
+from adapters.spark.stream import NOTIFICATION, REJECTED_NOTIFICATION
 from domain import BUCKET_OF, DEAD_LETTER_REASONS, LABEL_OF, NO_RULE, OVERSIZE, Verdict
 
 CELLS = "cells"

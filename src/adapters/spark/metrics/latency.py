@@ -23,7 +23,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from adapters.metrics import CATALOG
-from adapters.spark.shared.batch_time import clock_micros, with_clock
+from adapters.spark.shared import clock_micros, with_clock
 
 LATENCY = "end_to_end_latency_seconds"
 BOUNDS: tuple[float, ...] = CATALOG[LATENCY].buckets

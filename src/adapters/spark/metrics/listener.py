@@ -21,7 +21,7 @@ from pyspark.sql import functions as F
 from adapters.spark.metrics.cells import CELL, CellLayout
 from adapters.spark.metrics.events import JsonEventListener
 from adapters.spark.metrics.latency import BOUNDS, DELAY, latency_counts, publish_latency, with_delay, write_delay
-from adapters.spark.stream.plan import NOTIFICATION, REJECTED_NOTIFICATION
+from adapters.spark.stream import NOTIFICATION, REJECTED_NOTIFICATION
 from domain import BUCKET_OF, Accounting
 
 log = logging.getLogger(__name__)

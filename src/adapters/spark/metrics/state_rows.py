@@ -20,8 +20,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from adapters.spark.checkpoint.hadoop_files import HadoopPath
-from adapters.spark.checkpoint.logs import Checkpoint
+from adapters.spark.checkpoint import Checkpoint, HadoopPath
 from domain import first_line
 
 log = logging.getLogger(__name__)
@@ -47,7 +46,7 @@ class StateRowGauge:
             return cls(counter, path, 0)  # no operator state yet (or none at all: Redis state)
         if not count_missing:
             return cls(counter, path, None)
-        from adapters.spark.checkpoint.state_reader import read_state
+        from adapters.spark.checkpoint import read_state
 
         log.info("counting the keys of checkpoint %s once (it has no %s yet)", checkpoint, FILE)
         try:

@@ -3,6 +3,32 @@ writer and its commit log of markers (exactly-once), Spark's own writers, the de
 Spark columns, the duplicate report as Spark columns (both from the encodings in
 ``metadata``), and records too large for a Kafka topic."""
 
+from adapters.spark.output.dead_letters import bounded_record, json_document, kafka_headers
+from adapters.spark.output.executor_writer import (
+    BATCHING,
+    FAULT_SETTING,
+    PRODUCER_DEFAULTS,
+    CommitLog,
+    ExecutorWriter,
+    control_topic_for,
+    partition_id,
+)
+from adapters.spark.output.spark_writer import accounted_records
 from adapters.spark.output.writers import AtLeastOnceWriter, ExactlyOnceWriter, writer_for
 
-__all__ = ["AtLeastOnceWriter", "ExactlyOnceWriter", "writer_for"]
+__all__ = [
+    "BATCHING",
+    "FAULT_SETTING",
+    "PRODUCER_DEFAULTS",
+    "AtLeastOnceWriter",
+    "CommitLog",
+    "ExactlyOnceWriter",
+    "ExecutorWriter",
+    "accounted_records",
+    "bounded_record",
+    "control_topic_for",
+    "json_document",
+    "kafka_headers",
+    "partition_id",
+    "writer_for",
+]

@@ -28,7 +28,7 @@ from adapters.spark.output.metadata import (
     headers_column,
     no_headers,  # noqa: F401 - re-exported for the writers
 )
-from adapters.spark.shared.batch_time import clock_millis
+from adapters.spark.shared import clock_millis
 from domain import DEFAULT_MAX_BYTES, MAX_ERROR_CHARS, dead_letters
 
 

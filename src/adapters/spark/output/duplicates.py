@@ -20,7 +20,7 @@ from pyspark.sql import functions as F
 
 from adapters.spark.output.metadata import bounded_record as bounded_metadata_record
 from adapters.spark.output.metadata import document_column, headers_column
-from adapters.spark.shared.batch_time import clock_millis
+from adapters.spark.shared import clock_millis
 from domain import duplicates
 
 TOKEN = r"^(.*):(-?\d+):(\d+)(#.*)?$"  # SourcePosition.token, with what a file's line adds after '#'

@@ -25,8 +25,8 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from adapters.kafka import DEAD_LETTER_HEADERS_ROOM, RECORD_OVERHEAD
-from adapters.spark.shared.endpoints import Endpoint
-from adapters.spark.stream.plan import DEAD_LETTER, EMIT
+from adapters.spark.shared import Endpoint
+from adapters.spark.stream import DEAD_LETTER, EMIT
 from domain import OVERSIZE, too_large_text
 
 JAVA_PRODUCER_DEFAULT_MAX = 1_048_576  # the Kafka Java producer's max.request.size (Spark's Kafka writer)

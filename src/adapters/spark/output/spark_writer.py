@@ -26,14 +26,13 @@ from dataclasses import dataclass, field
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from adapters.spark.metrics.listener import bucket_of, is_input
+from adapters.spark.metrics import bucket_of, is_input
 from adapters.spark.output.dead_letters import bounded_record, json_document, kafka_headers, no_headers
 from adapters.spark.output.duplicates import bounded_record as report_record
 from adapters.spark.output.duplicates import json_document as report_document
 from adapters.spark.output.duplicates import kafka_headers as report_headers
-from adapters.spark.shared.batch_time import with_clock
-from adapters.spark.shared.endpoints import Endpoint, parse_uri
-from adapters.spark.stream.plan import DEAD_LETTER, DUPLICATE, EMIT
+from adapters.spark.shared import Endpoint, parse_uri, with_clock
+from adapters.spark.stream import DEAD_LETTER, DUPLICATE, EMIT
 from domain import DEFAULT_MAX_BYTES
 
 

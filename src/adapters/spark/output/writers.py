@@ -42,8 +42,7 @@ from functools import reduce
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from adapters.spark.checkpoint.identity import Identity, committed_pending, resolve_identity, settle, write_identity
-from adapters.spark.checkpoint.logs import Checkpoint
+from adapters.spark.checkpoint import Checkpoint, Identity, committed_pending, resolve_identity, settle, write_identity
 from adapters.spark.output.executor_writer import (
     BATCHING,
     NO_BATCH,
@@ -57,8 +56,8 @@ from adapters.spark.output.executor_writer import (
 )
 from adapters.spark.output.oversize import OversizeRoute, dead_letter_bound, events_route, producer_max
 from adapters.spark.output.spark_writer import BatchSink, accounted_records
-from adapters.spark.shared.errors import SparkSetupError
-from adapters.spark.stream.plan import DEAD_LETTER, DUPLICATE, EMIT
+from adapters.spark.shared import SparkSetupError
+from adapters.spark.stream import DEAD_LETTER, DUPLICATE, EMIT
 from domain import DEFAULT_MAX_BYTES
 
 log = logging.getLogger(__name__)

@@ -3,25 +3,45 @@ engine's own, compiled from ``jvm/``, and Spark's Kafka connector), the code arc
 to executors, Spark's own log, the start-up checks of inputs and outputs, and the
 ``kafka.config`` setting as options of Spark's Kafka source and sink."""
 
-from adapters.spark.runtime.jars import PLAIN_EVENT_CLASS, cache_dir, connector_jars, operator_jar
+from adapters.spark.runtime.code_archive import ARCHIVE_PREFIX, PACKAGES, SOURCE_ROOT, code_archive
+from adapters.spark.runtime.jars import PLAIN_EVENT_CLASS, TRAILING_CONTENT_CLASS, cache_dir, operator_jar
 from adapters.spark.runtime.kafka_options import spark_kafka_options
 from adapters.spark.runtime.session import (
+    FORKLESS_LOCAL_FILES,
+    LOG_CONF,
+    TRACK_ROWS,
     build_session,
+    classpath_jars,
+    connector_jars,
+    on_loopback,
+    python_files,
     require_classes,
     session_started,
     state_rows_tracked,
     state_store_conf,
 )
-from adapters.spark.runtime.spark_log import SparkLog
+from adapters.spark.runtime.spark_log import FILE_CONF, SparkLog
 from adapters.spark.runtime.startup import require_endpoints
 
 __all__ = [
+    "ARCHIVE_PREFIX",
+    "FILE_CONF",
+    "FORKLESS_LOCAL_FILES",
+    "LOG_CONF",
+    "PACKAGES",
     "PLAIN_EVENT_CLASS",
+    "SOURCE_ROOT",
+    "TRACK_ROWS",
+    "TRAILING_CONTENT_CLASS",
     "SparkLog",
     "build_session",
     "cache_dir",
+    "classpath_jars",
+    "code_archive",
     "connector_jars",
+    "on_loopback",
     "operator_jar",
+    "python_files",
     "require_classes",
     "require_endpoints",
     "session_started",

@@ -17,7 +17,7 @@ import zipfile
 from pathlib import Path
 
 from adapters.spark.runtime.jars import cache_dir
-from adapters.spark.shared.errors import SparkSetupError
+from adapters.spark.shared import SparkSetupError
 
 PACKAGES = ("domain", "adapters", "app")
 SOURCE_ROOT = Path(__file__).resolve().parents[3]

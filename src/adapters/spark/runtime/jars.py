@@ -17,7 +17,7 @@ import tempfile
 import zipfile
 from pathlib import Path
 
-from adapters.spark.shared.errors import SparkSetupError
+from adapters.spark.shared import SparkSetupError
 
 SOURCES = Path(__file__).resolve().parents[1] / "jvm"
 ROOT = Path(__file__).resolve().parents[4]

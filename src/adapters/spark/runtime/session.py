@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 from adapters.spark.runtime.code_archive import ARCHIVE_PREFIX, code_archive
 from adapters.spark.runtime.jars import OPERATOR_CLASS, cache_dir, connector_jars, local_files_jar, operator_jar
 from adapters.spark.runtime.spark_log import SparkLog
-from adapters.spark.shared.errors import SparkSetupError
+from adapters.spark.shared import SparkSetupError
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from logging.handlers import WatchedFileHandler
 from pathlib import Path
 
-from adapters.spark.shared.errors import SparkSetupError
+from adapters.spark.shared import SparkSetupError
 
 FILE_CONF = Path(__file__).resolve().parent / "conf" / "log4j2-file.properties"
 PYTHON_LOGGERS = ("py4j", "pyspark")

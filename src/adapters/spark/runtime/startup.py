@@ -21,9 +21,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from adapters.spark.checkpoint.hadoop_files import HadoopPath
-from adapters.spark.shared.endpoints import parse_uri
-from adapters.spark.shared.errors import InputMissing
+from adapters.spark.checkpoint import HadoopPath
+from adapters.spark.shared import InputMissing, parse_uri
 
 TIMEOUT = 10.0  # seconds for a cluster's metadata
 INPUTS = ("source", "notifications")

@@ -2,3 +2,54 @@
 errors (``errors``), the micro-batch's time as columns (``batch_time``), the state key as
 columns (``keys``) and the endpoints a job reads and writes (``endpoints``). Every other
 package of the engine may import these; they import none of them."""
+
+from adapters.spark.shared.batch_time import (
+    CLOCK,
+    batch_timestamp,
+    clock_micros,
+    clock_millis,
+    clock_seconds,
+    with_clock,
+)
+from adapters.spark.shared.endpoints import Endpoint, parse_uri
+from adapters.spark.shared.errors import (
+    CheckpointInUse,
+    CheckpointOfAnotherJob,
+    CorruptFile,
+    InputMissing,
+    PartlyCommitted,
+    SparkSetupError,
+)
+from adapters.spark.shared.keys import (
+    escaped,
+    from_legacy_column,
+    join_escaped,
+    key_column,
+    key_parts,
+    rule_column,
+    unescaped,
+)
+
+__all__ = [
+    "CLOCK",
+    "CheckpointInUse",
+    "CheckpointOfAnotherJob",
+    "CorruptFile",
+    "Endpoint",
+    "InputMissing",
+    "PartlyCommitted",
+    "SparkSetupError",
+    "batch_timestamp",
+    "clock_micros",
+    "clock_millis",
+    "clock_seconds",
+    "escaped",
+    "from_legacy_column",
+    "join_escaped",
+    "key_column",
+    "key_parts",
+    "parse_uri",
+    "rule_column",
+    "unescaped",
+    "with_clock",
+]

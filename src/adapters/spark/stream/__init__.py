@@ -2,3 +2,38 @@
 columns (``plan.DedupPlan``), the JVM operator's calls (``operator``), INVALIDATE
 notifications (``invalidation``) and the per-partition watermarks each micro-batch is judged
 against (``watermarks.BatchWatermarks``)."""
+
+from adapters.spark.stream.invalidation import with_notifications
+from adapters.spark.stream.operator import state_row_counter
+from adapters.spark.stream.parse import parse
+from adapters.spark.stream.plan import (
+    DEAD_LETTER,
+    DUPLICATE,
+    EMIT,
+    NOTIFICATION,
+    REJECTED_NOTIFICATION,
+    VERDICT_COLUMNS,
+    DedupPlan,
+    Hook,
+)
+from adapters.spark.stream.sources import ARRIVAL_ORDER, kafka_source_options, number_lines, read_stream
+from adapters.spark.stream.watermarks import BatchWatermarks
+
+__all__ = [
+    "ARRIVAL_ORDER",
+    "DEAD_LETTER",
+    "DUPLICATE",
+    "EMIT",
+    "NOTIFICATION",
+    "REJECTED_NOTIFICATION",
+    "VERDICT_COLUMNS",
+    "BatchWatermarks",
+    "DedupPlan",
+    "Hook",
+    "kafka_source_options",
+    "number_lines",
+    "parse",
+    "read_stream",
+    "state_row_counter",
+    "with_notifications",
+]

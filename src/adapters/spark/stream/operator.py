@@ -32,7 +32,7 @@ def apply_operator(df, key_column: str, state_rows, horizons, newest):
     from pyspark.sql import DataFrame
     from pyspark.sql import functions as F
 
-    from adapters.spark.shared.batch_time import clock_seconds
+    from adapters.spark.shared import clock_seconds
 
     spark = df.sparkSession
     operator = spark._jvm.streamdedup.spark.WindowDedup

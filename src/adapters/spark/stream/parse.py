@@ -24,8 +24,8 @@ from functools import reduce
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from adapters.spark.runtime.jars import PLAIN_EVENT_CLASS, TRAILING_CONTENT_CLASS
-from adapters.spark.shared.keys import escaped
+from adapters.spark.runtime import PLAIN_EVENT_CLASS, TRAILING_CONTENT_CLASS
+from adapters.spark.shared import escaped
 from adapters.spark.stream.whitespace import BLANK
 from domain import BOOLEAN_PART, INTEGER_PART, MAX_TIMESTAMP, REQUIRED_STRING_FIELDS
 

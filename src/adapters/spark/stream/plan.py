@@ -25,8 +25,7 @@ from typing import TYPE_CHECKING, Any
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from adapters.spark.shared.batch_time import CLOCK, clock_seconds, with_clock
-from adapters.spark.shared.keys import escaped, key_column
+from adapters.spark.shared import CLOCK, clock_seconds, escaped, key_column, with_clock
 from adapters.spark.stream.operator import apply_operator, running_newest
 from adapters.spark.stream.parse import drop_work_columns, key_field_part, key_field_problem, parse
 from domain import REQUIRED_STRING_FIELDS, DedupRule, RuleSet, Terminal, TimeBasis, UnknownTypePolicy, Verdict

@@ -27,8 +27,7 @@ from __future__ import annotations
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from adapters.spark.shared.batch_time import batch_timestamp
-from adapters.spark.shared.endpoints import Endpoint, parse_uri
+from adapters.spark.shared import Endpoint, batch_timestamp, parse_uri
 from adapters.spark.stream.whitespace import BLANK
 
 PARTITION_BITS = 12

@@ -32,10 +32,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from adapters.spark.checkpoint.hadoop_files import HadoopPath
-from adapters.spark.checkpoint.logs import Checkpoint, OffsetEntry
-from adapters.spark.checkpoint.watermark_files import DIRECTORY
-from adapters.spark.checkpoint.watermark_files import restored as _restore
+from adapters.spark.checkpoint import DIRECTORY, Checkpoint, HadoopPath, OffsetEntry
+from adapters.spark.checkpoint import restored as _restore
 from domain import Watermarks
 
 KEPT_FILES = 10
