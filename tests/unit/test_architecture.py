@@ -5,7 +5,9 @@ second half of this file runs it on small trees written here, so a broken checke
 The domain's freedom from third-party libraries is test_domain_purity.py.
 """
 
+import importlib
 import os
+import pkgutil
 import subprocess
 import sys
 import textwrap
@@ -324,3 +326,23 @@ def test_a_lazy_name_of_the_spark_door_is_its_module_s():
     assert spark.build_spark_engine is engine.build_spark_engine
     with pytest.raises(AttributeError, match="no attribute 'nothing_here'"):
         spark.nothing_here  # noqa: B018
+
+
+def test_a_door_exports_no_name_that_two_of_its_modules_define():
+    # such a name would be one module's under the door and the other's where imported from its
+    # module (the Spark dead letter's and duplicate report's columns): export the modules instead
+    clashes = []
+    for door in DOORS:
+        package = importlib.import_module(door)
+        defined: dict[str, set[str]] = {}
+        for info in pkgutil.iter_modules(package.__path__, door + "."):
+            if info.ispkg or info.name.endswith(".__main__"):
+                continue
+            for name, value in vars(importlib.import_module(info.name)).items():
+                if not name.startswith("_") and getattr(value, "__module__", None) == info.name:
+                    defined.setdefault(name, set()).add(info.name)
+        exported = set(getattr(package, "__all__", ()))
+        for name, modules in defined.items():  # exported as one module's definition (a module exported is no clash)
+            if len(modules) > 1 and name in exported and getattr(getattr(package, name), "__module__", None) in modules:
+                clashes.append((door, name, sorted(modules)))
+    assert clashes == []

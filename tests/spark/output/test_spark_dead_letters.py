@@ -75,7 +75,9 @@ def judged_rows(spark, letters):
 def test_spark_writes_the_headers_and_document_the_domain_defines(spark):
     from pyspark.sql import functions as F
 
-    from adapters.spark.output import json_document, kafka_headers
+    from adapters.spark.output import dead_letters as spark_dead_letters
+
+    json_document, kafka_headers = spark_dead_letters.json_document, spark_dead_letters.kafka_headers
 
     given = {"error_class": F.col("error_class"), "attempts": F.col("attempts"), "time": F.col("time_ms")}
     df = judged_rows(spark, LETTERS).select(
@@ -90,7 +92,9 @@ def test_spark_writes_the_headers_and_document_the_domain_defines(spark):
 
 
 def test_the_engine_stamps_invalid_one_attempt_and_the_batch_time(spark):
-    from adapters.spark.output import kafka_headers
+    from adapters.spark.output import dead_letters as spark_dead_letters
+
+    kafka_headers = spark_dead_letters.kafka_headers
     from adapters.spark.shared import with_clock
 
     before = time.time()
@@ -105,7 +109,9 @@ def test_the_engine_stamps_invalid_one_attempt_and_the_batch_time(spark):
 def test_spark_bounds_the_key_and_value_as_the_domain_does(spark, max_bytes):
     from pyspark.sql import functions as F
 
-    from adapters.spark.output import bounded_record, json_document
+    from adapters.spark.output import dead_letters as spark_dead_letters
+
+    bounded_record, json_document = spark_dead_letters.bounded_record, spark_dead_letters.json_document
 
     given = {"error_class": F.col("error_class"), "attempts": F.col("attempts"), "time": F.col("time_ms")}
     record = bounded_record(max_bytes)

@@ -66,7 +66,13 @@ def judged_rows(spark, reports):
 def test_spark_writes_the_headers_and_document_the_domain_defines(spark, max_bytes):
     from pyspark.sql import functions as F
 
-    from adapters.spark.output import bounded_record, json_document, kafka_headers
+    from adapters.spark.output import duplicates as spark_duplicates
+
+    bounded_record, json_document, kafka_headers = (
+        spark_duplicates.bounded_record,
+        spark_duplicates.json_document,
+        spark_duplicates.kafka_headers,
+    )
 
     given = {"time": F.col("time_ms")}
     record = bounded_record(max_bytes)

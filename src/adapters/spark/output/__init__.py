@@ -3,7 +3,7 @@ writer and its commit log of markers (exactly-once), Spark's own writers, the de
 Spark columns, the duplicate report as Spark columns (both from the encodings in
 ``metadata``), and records too large for a Kafka topic."""
 
-from adapters.spark.output.dead_letters import bounded_record, json_document, kafka_headers
+from adapters.spark.output import dead_letters, duplicates  # record formats whose functions share names
 from adapters.spark.output.executor_writer import (
     BATCHING,
     FAULT_SETTING,
@@ -25,10 +25,9 @@ __all__ = [
     "ExactlyOnceWriter",
     "ExecutorWriter",
     "accounted_records",
-    "bounded_record",
     "control_topic_for",
-    "json_document",
-    "kafka_headers",
+    "dead_letters",
+    "duplicates",
     "partition_id",
     "writer_for",
 ]
