@@ -3,7 +3,7 @@
     .venv/bin/python bench/kafka_bench.py [--events 1000000] [--dup-ratio 0.3] [--states memory,redis]
                                           [--partitions 2] [--exactly-once] [--batch-size 2000]
                                           [--no-passthrough] [--profile DIR] [--json FILE] [--instances N]
-                                          [--duplicates] [--rounds N] [--cli]
+                                          [--duplicates] [--rounds N] [--cli [--cli-batch-sizes 1000,2000]]
 
 Starts a local Kafka broker and redis-server (``deploy/local/services``) unless
 ``--bootstrap`` / ``--redis`` (or ``DEDUP_TEST_KAFKA`` / ``DEDUP_TEST_REDIS``) name running
@@ -33,8 +33,9 @@ again): each run's shares are of its own round's ceilings, and a last table list
 share of the passthrough+json and its main thread's CPU per record over the rounds.
 
 ``--cli`` adds, per state, a run of ``dedup run --engine kafka`` as a user runs it (its
-defaults: batches of 1,000): its rate includes the program's start-up and its CPU is the whole
-process's (its peak RSS is not measured).
+defaults: batches of ``domain.DEFAULT_BATCH_SIZE``; ``--cli-batch-sizes 1000,2000`` runs it once
+per size): its rate includes the program's start-up and its CPU is the whole process's (its
+peak RSS is not measured).
 
 ``--duplicates`` runs each state twice, without and with the duplicates output (a report of
 every duplicate to a topic, ``domain.duplicates``): the cost of the reports, in one run.
@@ -92,8 +93,9 @@ def main() -> None:
                 round_rows.append(run_group(args, services, topic, expected.as_accounting()))
             if args.cli:
                 round_rows += [
-                    run_cli(args, services, topic, state, expected.as_accounting(), Path(workdir))
+                    run_cli(args, services, topic, state, expected.as_accounting(), Path(workdir), size)
                     for state in args.states
+                    for size in args.cli_batch_sizes or (None,)
                 ]
             rows += [dict(row, round=round_) for row in round_rows]
     report(rows, args.json)
@@ -116,6 +118,11 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--duplicates", action="store_true", help="run each state also with the duplicates output")
     p.add_argument("--rounds", type=int, default=1, help="run every row this many times, interleaved")
     p.add_argument("--cli", action="store_true", help="also run each state through `dedup run --engine kafka`")
+    p.add_argument(
+        "--cli-batch-sizes",
+        type=lambda text: [int(size) for size in text.split(",")],
+        help="with --cli: one run per size (DEDUP_BATCH_SIZE), e.g. 1000,2000; default: the program's default",
+    )
     p.add_argument("--report-duplicates", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--group", help=argparse.SUPPRESS)
     p.add_argument("--run", default="", help=argparse.SUPPRESS)
@@ -361,10 +368,13 @@ def run_group(args, services: Services, topic: str, expected: dict) -> dict:
     }
 
 
-def run_cli(args, services: Services, topic: str, state: str, expected: dict, workdir: Path) -> dict:
+def run_cli(
+    args, services: Services, topic: str, state: str, expected: dict, workdir: Path, batch_size: int | None
+) -> dict:
     """``dedup run --engine kafka`` as a user runs it (its defaults, a bounded run of the whole
     topic from a new group): the rate over the process's whole life, start-up included, and its
-    CPU per record (``RUSAGE_CHILDREN``: every thread of the process)."""
+    CPU per record (``RUSAGE_CHILDREN``: every thread of the process); ``batch_size`` given as
+    ``DEDUP_BATCH_SIZE`` unless None."""
     run = uuid.uuid4().hex[:6]
     out, dlq = f"{topic}-cli-{run}-out", f"{topic}-cli-{run}-dlq"
     services.create_topics(out, dlq)
@@ -380,6 +390,8 @@ def run_cli(args, services: Services, topic: str, state: str, expected: dict, wo
         redis.Redis.from_url(db).flushdb()
         command += ["--state", db]
     env = {k: v for k, v in os.environ.items() if not k.startswith("DEDUP_")}  # as a user's shell has it
+    if batch_size is not None:
+        env["DEDUP_BATCH_SIZE"] = str(batch_size)
     env["DEDUP_KAFKA__DELIVERY"] = "exactly-once" if args.exactly_once else "at-least-once"
     print(f"running dedup run --engine kafka with {state} state ...", file=sys.stderr)
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -392,7 +404,7 @@ def run_cli(args, services: Services, topic: str, state: str, expected: dict, wo
     cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
     return {
         "state": state,
-        "delivery": "dedup run",
+        "delivery": "dedup run" if batch_size is None else f"dedup run b{batch_size}",
         "records": records,
         "seconds": round(elapsed, 2),
         "events_per_s": round(records / elapsed),

@@ -24,7 +24,7 @@ from app.progress import ProgressLine
 from app.settings import Settings, load_settings
 from app.state_cli import add_state_commands
 from app.uris import check_stream_uri
-from domain import Accounting, DedupError, Engine, PolicyExhausted, SetupError, redact
+from domain import DEFAULT_BATCH_SIZE, Accounting, DedupError, Engine, PolicyExhausted, SetupError, redact
 
 EXIT_USAGE, EXIT_STOPPED = 2, 3
 
@@ -103,7 +103,9 @@ def add_run(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--state", help="memory, memory:SNAPSHOT_PATH (kept across runs) or redis://HOST:PORT/DB")
     parser.add_argument(
-        "--batch-size", type=int, help="records a batch of the memory and kafka engines holds at most (default 1000)"
+        "--batch-size",
+        type=int,
+        help=f"records a batch of the memory and kafka engines holds at most (default {DEFAULT_BATCH_SIZE})",
     )
     parser.add_argument("--metrics-port", type=int, help="serve /metrics (Prometheus) and /health on this port")
     parser.add_argument("--master", help="the Spark engine's master: local[N] or spark://HOST:PORT (spark.master)")

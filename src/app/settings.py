@@ -27,6 +27,7 @@ from app.errors import SettingsError
 from app.setting_names import Misspelt, misspelt, unknown_variables
 from app.uris import CHECKPOINT, check_state_uri, check_stream_uri, distinct_files
 from domain import (
+    DEFAULT_BATCH_SIZE,
     DEFAULT_IDLE_TIMEOUT,
     DEFAULT_MAX_AHEAD,
     DEFAULT_MAX_BATCH_DELAY,
@@ -199,7 +200,7 @@ class Settings(BaseSettings):
     rules: dict[str, RuleSettings] = Field(default_factory=dict)
     unknown_types: UnknownTypePolicy = UnknownTypePolicy.PASS
     policies: PolicySettings = Field(default_factory=PolicySettings)
-    batch_size: int = Field(default=1000, ge=1, le=1_000_000)
+    batch_size: int = Field(default=DEFAULT_BATCH_SIZE, ge=1, le=1_000_000)
     poll_timeout: float = Field(default=0.5, gt=0, le=3600)  # how long an idle input is waited on per poll
     max_batch_delay: float = Field(default=DEFAULT_MAX_BATCH_DELAY, ge=0, le=60)  # a record's wait for its batch
     latency_objective: float = Field(default=2.0, gt=0)  # the p99 end-to-end latency above which the alert fires

@@ -76,7 +76,13 @@ from domain.metadata import HEADER_PREFIX, Field, Original, cut_to, millis, nest
 from domain.metrics import Metrics
 from domain.migration import IncompatibleState, KeyTranslation, MigratingStateStore
 from domain.notifications import INVALIDATE, encode_notification, parse_notification
-from domain.pipeline import DEFAULT_MAX_BATCH_DELAY, MAX_ABORTS_IN_A_ROW, BatchPipeline, SourceCommitter
+from domain.pipeline import (
+    DEFAULT_BATCH_SIZE,
+    DEFAULT_MAX_BATCH_DELAY,
+    MAX_ABORTS_IN_A_ROW,
+    BatchPipeline,
+    SourceCommitter,
+)
 from domain.policies import (
     DEFAULT_POLICIES,
     ERROR_CLASSES,
@@ -167,6 +173,7 @@ __all__ = [
     "BUCKET_OF",
     "CURRENT_VERSION",
     "DEAD_LETTER_REASONS",
+    "DEFAULT_BATCH_SIZE",
     "DEFAULT_IDLE_TIMEOUT",
     "DEFAULT_MAX_AHEAD",
     "DEFAULT_MAX_BATCH_DELAY",

@@ -33,6 +33,7 @@ from domain.ports import BatchCommitter, EventSource, Metrics, NotificationSourc
 log = logging.getLogger(__name__)
 MAX_ABORTS_IN_A_ROW = 16  # batches aborted to be judged again (``BatchAborted``) before the pipeline stops
 
+DEFAULT_BATCH_SIZE = 2000  # records a batch holds at most (the setting's default): a backlog's batch
 DEFAULT_MAX_BATCH_DELAY = 0.01  # seconds a record waits for its batch to fill, at most (the setting's default)
 
 
@@ -66,7 +67,7 @@ class BatchPipeline:
     metrics: Metrics
     committer: BatchCommitter | None = None
     notifications: NotificationSource | None = None
-    batch_size: int = 1000
+    batch_size: int = DEFAULT_BATCH_SIZE
     poll_timeout: float = 0.5
     max_batch_delay: float = DEFAULT_MAX_BATCH_DELAY
     totals: Accounting = field(default_factory=Accounting)

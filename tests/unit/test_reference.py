@@ -4,6 +4,7 @@ and every environment variable they name is one the settings loader accepts."""
 from __future__ import annotations
 
 from app import Settings, build_parser, cli_reference, commands, misspelt, options, setting_leaves, settings_reference
+from domain import DEFAULT_BATCH_SIZE
 
 
 def test_the_command_line_reference_shows_every_command_and_every_option():
@@ -29,4 +30,4 @@ def test_the_settings_reference_has_a_row_for_every_setting_whose_variable_the_l
         assert misspelt(Settings, path, case_sensitive=False) is None, variable
     assert "| `rules.<TYPE>.window` | `DEDUP_RULES__WEB__WINDOW` | duration" in reference
     assert "| `spark.lease_timeout` | `DEDUP_SPARK__LEASE_TIMEOUT` | duration" in reference
-    assert "| `batch_size` | `DEDUP_BATCH_SIZE` | integer | `1000` |" in reference
+    assert f"| `batch_size` | `DEDUP_BATCH_SIZE` | integer | `{DEFAULT_BATCH_SIZE}` |" in reference

@@ -36,6 +36,7 @@ from adapters.kafka.topics import max_message_bytes, require_topics
 from adapters.kafka.transactions import TransactionalCommitter, default_transactional_id
 from adapters.system import InMemoryMetrics
 from domain import (
+    DEFAULT_BATCH_SIZE,
     DEFAULT_MAX_BATCH_DELAY,
     DEFAULT_MAX_BYTES,
     Accounting,
@@ -106,7 +107,7 @@ def build_kafka_engine(
     exactly_once: bool = False,
     kafka_settings: Mapping[str, Any] | None = None,
     transactional_id: str | None = None,
-    batch_size: int = 1000,
+    batch_size: int = DEFAULT_BATCH_SIZE,
     metrics: Metrics | None = None,
     poll_timeout: float = 0.5,
     max_batch_delay: float = DEFAULT_MAX_BATCH_DELAY,
