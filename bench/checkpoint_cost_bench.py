@@ -21,7 +21,7 @@ partitions) over them, one file a micro-batch, with its checkpoint on ``hdfs://`
 
 Per micro-batch: the bytes that appeared in the checkpoint's state directory since the
 micro-batch before (the engine's ``checkpoint_bytes_written`` counter,
-``adapters.spark.checkpoint.state_files``: one recursive listing through Hadoop's FileSystem API), the
+``adapters.spark.checkpoint._state_files``: one recursive listing through Hadoop's FileSystem API), the
 state directory's size, Spark's ``durationMs`` (``walCommit``: the offsets file,
 ``commitOffsets``: the commit file, ``addBatch``: the batch's tasks, which commit the state
 stores) and the state operator's ``commitTimeMs`` (summed over its tasks). Then the restart:
@@ -259,7 +259,7 @@ def batch_figures(progress: dict, look: tuple[int, float]) -> dict:
 
 
 class CheckpointBytes:
-    """A ``domain.ports.Metrics`` keeping, per micro-batch, the engine's ``checkpoint_bytes_written``
+    """A ``domain._ports.Metrics`` keeping, per micro-batch, the engine's ``checkpoint_bytes_written``
     with the ``state_bytes`` and ``state_rows`` gauges of the same micro-batch."""
 
     def __init__(self):

@@ -38,7 +38,7 @@ per size): its rate includes the program's start-up and its CPU is the whole pro
 peak RSS is not measured).
 
 ``--duplicates`` runs each state twice, without and with the duplicates output (a report of
-every duplicate to a topic, ``domain.duplicates``): the cost of the reports, in one run.
+every duplicate to a topic, ``domain._duplicates``): the cost of the reports, in one run.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ Python writer over Arrow batches (issue 19).
 
 Starts a local Kafka broker (``deploy/local/services``) unless ``--bootstrap`` (or
 ``DEDUP_TEST_KAFKA``) names a running one. Builds, local[2], one judged micro-batch of
-``--records`` rows as ``output.spark_writer.accounted_records`` leaves it (``topic, key, value, headers,
+``--records`` rows as ``output._spark_writer.accounted_records`` leaves it (``topic, key, value, headers,
 bucket, input``; ``--partitions`` partitions): a ~140-byte JSON event keyed by its id,
 ``--dup-share`` duplicates (topic null: counted, not written), ``--dead-share`` dead letters
 with their ``dedup.*`` headers to a second topic, the rest unique events. The batch is cached
@@ -15,7 +15,7 @@ topics (``--topic-partitions`` each):
 * ``spark-defaults``: Spark's Kafka writer (a topic per row, rows without a topic left out), no producer option: the Kafka
   client's defaults (acks=all, idempotence, linger.ms 0, batch.size 16 KB, no compression);
 * ``spark-linger``, ``spark-batch-size``, ``spark-lz4``: one of the engine's ``BATCHING``
-  settings (``output.executor_writer``) alone; ``spark-batching``: all three, as the engine's
+  settings (``output._executor_writer``) alone; ``spark-batching``: all three, as the engine's
   at-least-once delivery writes;
 * ``executor-alo``: the executor-side writer (``ExecutorWriter``, the JVM's
   ``KafkaBatchWriter``) without a transactional id: at-least-once, ``PRODUCER_DEFAULTS``
@@ -345,7 +345,7 @@ def arrow_counts(batch) -> Counter:
 
 
 def accounted_batch(spark, args):
-    """``output.spark_writer.accounted_records`` of a judged batch (verdicts drawn by ``--dup-share`` and
+    """``output._spark_writer.accounted_records`` of a judged batch (verdicts drawn by ``--dup-share`` and
     ``--dead-share``), its topics ``EVENTS`` and ``LETTERS``, counted (materialized)."""
     from pyspark.sql import functions as F
 

@@ -97,7 +97,7 @@ def main() -> None:
                 done += len(claims)
                 batches += 1
                 if batches % args.report_every == 0 or done >= total:
-                    # the expiry index's keys start with the prefix and \x1f (adapters.redis.expiry)
+                    # the expiry index's keys start with the prefix and \x1f (adapters.redis._expiry)
                     index_keys = sum(1 for _ in raw.scan_iter(match="b:\x1f*", count=10_000))
                     stored = raw.dbsize() - index_keys
                     used = int(raw.info("memory")["used_memory"])

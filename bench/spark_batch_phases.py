@@ -14,7 +14,7 @@ seconds, ``--seconds`` are measured. Printed per run:
 
 * Spark's phases (``durationMs`` of every progress in the window: mean and p50/p90 in ms,
   ``triggerExecution`` the whole batch, ``addBatch`` the ``foreachBatch`` call);
-* the engine's own phases inside ``foreachBatch`` (``adapters.spark.metrics.timings``:
+* the engine's own phases inside ``foreachBatch`` (``adapters.spark.metrics._timings``:
   ``lease``, ``watermarks``, ``write``: the Spark job(s) with the writer and its markers), the
   whole Python callback (PySpark's wrapping included) and what ``addBatch`` spends outside it
   (the JVM's ``ForeachBatchSink`` making the batch's RDD);

@@ -18,7 +18,7 @@ warm-up: 10–15% in trials), then runs each mode over the whole backlog (``avai
   each write); the operator counts its keys for the state-rows gauge, and the bench checks
   that gauge against the keys counted from the checkpoint (Spark's state data source).
 * ``engine-eos``: the same with ``kafka.delivery=exactly-once``: each output partition written
-  by its task in one Kafka transaction (``adapters.spark.output.executor_writer``).
+  by its task in one Kafka transaction (``adapters.spark.output._executor_writer``).
 * ``engine-spark-writer``: at-least-once written by Spark's own Kafka writer
   (``df.write.format("kafka")``, with the same producer settings) instead of the executor
   writer without transactions: what the engine did before.
@@ -310,7 +310,7 @@ def run_engine(
 
 
 class StateRowsPerBatch:
-    """A ``domain.ports.Metrics`` keeping the engine's ``state_rows`` gauge of every micro-batch
+    """A ``domain._ports.Metrics`` keeping the engine's ``state_rows`` gauge of every micro-batch
     (Spark's progress reports 0 rows when RocksDB does not count them)."""
 
     def __init__(self):

@@ -1,4 +1,4 @@
-"""mkdocs hooks: the reference pages' generated parts (``app.reference``), made as the site builds.
+"""mkdocs hooks: the reference pages' generated parts (``app._reference``), made as the site builds.
 
 A page line ``<!-- generated: cli -->`` becomes every command's help, ``<!-- generated: settings -->``
 the table of every setting, ``<!-- generated: metrics -->`` the table of every metric: read from the program itself, never kept in the repository.

@@ -1,10 +1,11 @@
-"""The import structure of src/: who imports whom, import cycles, floors and layering rules.
+"""The import structure of src/: who imports whom, import cycles, floors, layering rules and
+the packages' doors (what they offer) behind which their modules are private.
 
 Standard library only, so ``scripts/imports`` runs with a plain ``python3``; the tests in
 ``tests/unit/test_architecture.py`` use the same code.
 
 What counts as an import arrow from module ``m`` (module names as Python spells them,
-``adapters.spark.engine``; a package's ``__init__.py`` is the package's name):
+``adapters.spark._engine``; a package's ``__init__.py`` is the package's name):
 
 * every ``import`` statement in ``m`` at any depth: inside functions, methods,
   ``if TYPE_CHECKING:`` blocks and ``try``/``except`` all count (a deferred import is still
@@ -31,7 +32,8 @@ ALLOWED_LAYERS = {"domain": {"domain"}, "adapters": {"domain", "adapters"}}
 
 # Packages with a door: code outside one (in src/, the tests, the benches) imports from the
 # package itself (``from domain import RuleSet``), whose ``__init__`` exports every public
-# name, and never names a module inside it (``from domain.rules import RuleSet``).
+# name, and never names a module inside it (``from domain._rules import RuleSet``). Their
+# modules are private (``_rules.py``), but for ``PUBLIC_MODULES``.
 DOORS = (
     "domain",
     "adapters",
@@ -50,6 +52,13 @@ DOORS = (
     "adapters.spark.shared",
     "adapters.spark.stream",
     "app",
+)
+
+# The modules inside a door that keep a public name: the world outside the code names them.
+PUBLIC_MODULES = (
+    "app.__main__",  # python -m app
+    "app.cli",  # the dedup console script (pyproject.toml: dedup = "app.cli:main"); python -m app.cli
+    "app.spark_submit",  # the file spark-submit runs (deploy/Dockerfile, deploy/k8s, the Spark engine's docs)
 )
 
 # A cycle search stops after this many steps and keeps the longest cycle found so far.
@@ -284,6 +293,19 @@ def absolute_imports(path: Path) -> list[tuple[str, int]]:
         elif isinstance(node, ast.Import):
             found += [(alias.name, node.lineno) for alias in node.names]
     return found
+
+
+def public_modules(src: Path = SRC) -> list[str]:
+    """The modules inside a package of ``DOORS`` that are neither private (``_``-prefixed) nor
+    among ``PUBLIC_MODULES``: a package offers what its door exports, and nothing else."""
+    return [
+        name
+        for name, path in module_paths(src).items()
+        if path.name != "__init__.py"
+        and package_of(name, path) in DOORS
+        and private_owner(name) is None
+        and name not in PUBLIC_MODULES
+    ]
 
 
 def src_packages(src: Path = SRC) -> set[str]:

@@ -89,7 +89,7 @@ class SendingStateStore(FlakyStateStore):
 
 class SharedStateStore:
     """A ``StateStore`` several cores share, as Redis holds the state of several kafka-engine
-    instances: a key's entries change only through its own claims, by ``domain.state.decide``
+    instances: a key's entries change only through its own claims, by ``domain._state.decide``
     (the Redis script is held to it by a parity test). The in-memory store also evicts every
     key of a rule as its one reader's watermark passes them, which would let one instance's
     watermark expire another's keys."""

@@ -1,7 +1,7 @@
 """The image's HEALTHCHECK: exit 0 when the service's ``/health`` answers 200, 1 otherwise.
 
 The service serves ``/health`` on ``DEDUP_METRICS_PORT`` (the ``metrics_port`` setting); it
-answers 503 once the engine has made no progress for a while (see app/metrics_server.py).
+answers 503 once the engine has made no progress for a while (see app/_metrics_server.py).
 Standard library only, so it needs nothing the image does not already have.
 """
 

@@ -2,10 +2,10 @@
 
 Heavy libraries (pyspark, confluent_kafka, redis) are imported only inside the adapter
 package that needs them, so choosing the in-memory engine never loads them. This door
-gives the two standard-library adapters of ``system`` (the wall clock and metrics kept in
+gives the two standard-library adapters of ``_system`` (the wall clock and metrics kept in
 memory); each technology's package has its own.
 """
 
-from adapters.system import InMemoryMetrics, SystemClock
+from adapters._system import InMemoryMetrics, SystemClock
 
 __all__ = ["InMemoryMetrics", "SystemClock"]

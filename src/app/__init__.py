@@ -1,5 +1,75 @@
 """The application: settings, the composition root, the `dedup` CLI and the spark-submit entrypoint."""
 
+from app._collector import YOUNG_COLLECTION_AFTER, long_lived_frozen
+from app._container import (
+    Container,
+    build_kafka_engine,
+    build_memory_engine,
+    build_metrics,
+    build_policies,
+    build_rules,
+    build_saved_state,
+    build_spark_engine,
+    build_state_store,
+    container_for,
+    file_path,
+    old_state_ends,
+    opened,
+    spark_uri,
+)
+from app._demo import SPARK_PARTS, Demo, prepare, report, write_parts
+from app._errors import SettingsError, UsageError
+from app._generator import BASE_TIME, INVALID_SAMPLES, Expected, StreamSpec, generate, generate_parts
+from app._logs import FORMAT, RedactingFormatter, RedactingJsonFormatter, configure_logging, formatter
+from app._metrics_server import ACCEPT_BACKOFF, MAX_CONNECTIONS, REQUEST_TIMEOUT, MetricsServer
+from app._progress import ProgressLine
+from app._reference import (
+    RULE_TYPE,
+    cli_reference,
+    commands,
+    metrics_reference,
+    options,
+    setting_leaves,
+    settings_reference,
+)
+from app._setting_names import NOT_SETTINGS, TOOL_PREFIX, Misspelt, env_name, misspelt, unknown_variables
+from app._settings import (
+    KafkaSettings,
+    MigrationSettings,
+    PolicySettings,
+    RedisSettings,
+    RuleSettings,
+    Settings,
+    SparkSettings,
+    describe,
+    load_settings,
+    read_config_file,
+)
+from app._state_cli import (
+    add_explain,
+    add_inspect,
+    add_migrate,
+    add_state_commands,
+    cmd_explain,
+    cmd_inspect,
+    cmd_migrate,
+    explain_key,
+    inspect_state_store,
+    key_values,
+    migrate_state,
+    old_key_fields,
+    show,
+)
+from app._uris import (
+    CHECKPOINT,
+    MEMORY_DEAD_LETTERS,
+    REDIS_SCHEMES,
+    STATE_FORMS,
+    STREAM_FORMS,
+    check_state_uri,
+    check_stream_uri,
+    distinct_files,
+)
 from app.cli import (
     OneLineParser,
     add_demo,
@@ -21,77 +91,7 @@ from app.cli import (
     writable_file,
     write_stream,
 )
-from app.collector import YOUNG_COLLECTION_AFTER, long_lived_frozen
-from app.container import (
-    Container,
-    build_kafka_engine,
-    build_memory_engine,
-    build_metrics,
-    build_policies,
-    build_rules,
-    build_saved_state,
-    build_spark_engine,
-    build_state_store,
-    container_for,
-    file_path,
-    old_state_ends,
-    opened,
-    spark_uri,
-)
-from app.demo import SPARK_PARTS, Demo, prepare, report, write_parts
-from app.errors import SettingsError, UsageError
-from app.generator import BASE_TIME, INVALID_SAMPLES, Expected, StreamSpec, generate, generate_parts
-from app.logs import FORMAT, RedactingFormatter, RedactingJsonFormatter, configure_logging, formatter
-from app.metrics_server import ACCEPT_BACKOFF, MAX_CONNECTIONS, REQUEST_TIMEOUT, MetricsServer
-from app.progress import ProgressLine
-from app.reference import (
-    RULE_TYPE,
-    cli_reference,
-    commands,
-    metrics_reference,
-    options,
-    setting_leaves,
-    settings_reference,
-)
-from app.setting_names import NOT_SETTINGS, TOOL_PREFIX, Misspelt, env_name, misspelt, unknown_variables
-from app.settings import (
-    KafkaSettings,
-    MigrationSettings,
-    PolicySettings,
-    RedisSettings,
-    RuleSettings,
-    Settings,
-    SparkSettings,
-    describe,
-    load_settings,
-    read_config_file,
-)
 from app.spark_submit import submit
-from app.state_cli import (
-    add_explain,
-    add_inspect,
-    add_migrate,
-    add_state_commands,
-    cmd_explain,
-    cmd_inspect,
-    cmd_migrate,
-    explain_key,
-    inspect_state_store,
-    key_values,
-    migrate_state,
-    old_key_fields,
-    show,
-)
-from app.uris import (
-    CHECKPOINT,
-    MEMORY_DEAD_LETTERS,
-    REDIS_SCHEMES,
-    STATE_FORMS,
-    STREAM_FORMS,
-    check_state_uri,
-    check_stream_uri,
-    distinct_files,
-)
 
 __all__ = [
     "ACCEPT_BACKOFF",

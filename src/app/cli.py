@@ -12,18 +12,18 @@ import sys
 import threading
 from pathlib import Path
 
-from app.collector import long_lived_frozen
-from app.container import container_for
-from app.demo import prepare as prepare_demo
-from app.demo import report as report_demo
-from app.errors import SettingsError, UsageError
-from app.generator import StreamSpec, generate
-from app.logs import configure_logging
-from app.metrics_server import MetricsServer
-from app.progress import ProgressLine
-from app.settings import Settings, load_settings
-from app.state_cli import add_state_commands
-from app.uris import check_stream_uri
+from app._collector import long_lived_frozen
+from app._container import container_for
+from app._demo import prepare as prepare_demo
+from app._demo import report as report_demo
+from app._errors import SettingsError, UsageError
+from app._generator import StreamSpec, generate
+from app._logs import configure_logging
+from app._metrics_server import MetricsServer
+from app._progress import ProgressLine
+from app._settings import Settings, load_settings
+from app._state_cli import add_state_commands
+from app._uris import check_stream_uri
 from domain import DEFAULT_BATCH_SIZE, Accounting, DedupError, Engine, PolicyExhausted, SetupError, redact
 
 EXIT_USAGE, EXIT_STOPPED = 2, 3
@@ -278,11 +278,11 @@ def write_stream(out: str, records: list[bytes]) -> None:
         Path(out).parent.mkdir(parents=True, exist_ok=True)
         Path(out).write_bytes(b"".join(r + b"\n" for r in records))
         return
-    from adapters.kafka import parse_kafka_uri, require_topics, upstream
+    from adapters.kafka import parse_kafka_uri, produce, producer_key, require_topics
 
     endpoint = parse_kafka_uri(out, "output")
     require_topics([("output", endpoint)], None, timeout=10)
-    upstream.produce(endpoint, ((None, upstream.producer_key(r), r) for r in records))
+    produce(endpoint, ((None, producer_key(r), r) for r in records))
 
 
 def cmd_demo(args: argparse.Namespace) -> int:

@@ -3,19 +3,22 @@
 Standard library only; engines and adapters depend on this package, never the reverse.
 
 This module is the package's door: code outside it imports from here (``from domain import
-RuleSet``), never from a module inside (``tests/unit/test_architecture.py`` holds everyone to
-it). Every public name is exported. The three record formats, whose functions share names
-(``to_headers``, ``from_document``, …), are exported as modules: ``dead_letters``,
-``duplicates`` and ``metadata`` (``dead_letters.to_headers(letter)``).
+RuleSet``), never from a module inside, whose names are private (``domain._rules``;
+``tests/unit/test_architecture.py`` holds everyone to it). Every public name is exported.
+The three record formats, whose functions share names (``to_headers``, ``from_document``,
+…), are exported as modules: ``dead_letters``, ``duplicates`` and ``metadata``
+(``dead_letters.to_headers(letter)``).
 """
 
-from domain import dead_letters, duplicates, metadata
-from domain.accounting import BUCKETS, LABEL_OF, NO_RULE, UNKNOWN, Accounting
-from domain.dead_letters import DEFAULT_MAX_BYTES, MAX_ERROR_CHARS, DeadLetter
-from domain.dedup import BUCKET_OF, Answer, Deduplicator, Outcome, Verdict
-from domain.delivery import Delivery
-from domain.duplicates import WHAT, Duplicate
-from domain.errors import (
+from domain import _dead_letters as dead_letters
+from domain import _duplicates as duplicates
+from domain import _metadata as metadata
+from domain._accounting import BUCKETS, LABEL_OF, NO_RULE, UNKNOWN, Accounting
+from domain._dead_letters import DEFAULT_MAX_BYTES, MAX_ERROR_CHARS, DeadLetter
+from domain._dedup import BUCKET_OF, Answer, Deduplicator, Outcome, Verdict
+from domain._delivery import Delivery
+from domain._duplicates import WHAT, Duplicate
+from domain._errors import (
     DEAD_LETTER_REASONS,
     INVALID_CODES,
     OVERSIZE,
@@ -36,7 +39,7 @@ from domain.errors import (
     first_line,
     too_large_text,
 )
-from domain.events import (
+from domain._events import (
     KEY_INTEGERS,
     LONE_SURROGATE_ESCAPE,
     MAX_TIMESTAMP,
@@ -49,9 +52,9 @@ from domain.events import (
     parse_event,
     parse_json,
 )
-from domain.explanation import NOTHING, WALL_CLOCK, ExplainedEmission, Explanation, dated, explain, key_spellings
-from domain.inspection import StateReport, inspect_state, key_sample
-from domain.keys import (
+from domain._explanation import NOTHING, WALL_CLOCK, ExplainedEmission, Explanation, dated, explain, key_spellings
+from domain._inspection import StateReport, inspect_state, key_sample
+from domain._keys import (
     BOOLEAN_PART,
     ESCAPE,
     INTEGER_PART,
@@ -72,18 +75,18 @@ from domain.keys import (
     unescape,
     value_of,
 )
-from domain.metadata import HEADER_PREFIX, Field, Original, cut_to, millis, nest, time_text
-from domain.metrics import Metrics
-from domain.migration import IncompatibleState, KeyTranslation, MigratingStateStore
-from domain.notifications import INVALIDATE, encode_notification, parse_notification
-from domain.pipeline import (
+from domain._metadata import HEADER_PREFIX, Field, Original, cut_to, millis, nest, time_text
+from domain._metrics import Metrics
+from domain._migration import IncompatibleState, KeyTranslation, MigratingStateStore
+from domain._notifications import INVALIDATE, encode_notification, parse_notification
+from domain._pipeline import (
     DEFAULT_BATCH_SIZE,
     DEFAULT_MAX_BATCH_DELAY,
     MAX_ABORTS_IN_A_ROW,
     BatchPipeline,
     SourceCommitter,
 )
-from domain.policies import (
+from domain._policies import (
     DEFAULT_POLICIES,
     ERROR_CLASSES,
     Policies,
@@ -96,7 +99,7 @@ from domain.policies import (
     run_or_stop,
     run_with_policy,
 )
-from domain.ports import (
+from domain._ports import (
     BatchCommitter,
     Clock,
     DeadLetterSink,
@@ -113,7 +116,7 @@ from domain.ports import (
     SavedState,
     StateStore,
 )
-from domain.redaction import (
+from domain._redaction import (
     MASK,
     is_secret_name,
     redact,
@@ -124,8 +127,8 @@ from domain.redaction import (
     secrets_of_settings,
     secrets_of_uri,
 )
-from domain.restart import RestartsExhausted, RestartStrategy, parse_restart
-from domain.rules import (
+from domain._restart import RestartsExhausted, RestartStrategy, parse_restart
+from domain._rules import (
     DEFAULT_MAX_AHEAD,
     DEFAULT_RULES,
     UNIQUE_VALUE_ONLY,
@@ -134,7 +137,7 @@ from domain.rules import (
     TimeBasis,
     UnknownTypePolicy,
 )
-from domain.state import (
+from domain._state import (
     CURRENT_VERSION,
     ESCAPED_KEYS_SINCE,
     GRANTED,
@@ -154,7 +157,7 @@ from domain.state import (
     kept_until,
     version_of,
 )
-from domain.syntax import (
+from domain._syntax import (
     MAX_COUNT,
     MAX_DURATION_DAYS,
     OptionReader,
@@ -165,7 +168,7 @@ from domain.syntax import (
     whole_number,
     word,
 )
-from domain.watermarks import DEFAULT_IDLE_TIMEOUT, Watermarks, clock_bound
+from domain._watermarks import DEFAULT_IDLE_TIMEOUT, Watermarks, clock_bound
 
 __all__ = [
     "BOOLEAN_PART",

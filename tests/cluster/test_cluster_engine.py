@@ -19,19 +19,19 @@ ROOT = Path(__file__).resolve().parents[2]
 
 WHERE_EXECUTORS_IMPORT_FROM = """
 import json, sys
-from adapters.spark.runtime.session import build_session
+from adapters.spark.runtime import build_session
 # both workers' executors registered before the first task (a cold executor may start after 4 tiny tasks ran)
 spark = build_session(sys.argv[1], "where-executors-import-from",
                       conf={"spark.cores.max": "2", "spark.scheduler.minRegisteredResourcesRatio": "1.0",
                             "spark.scheduler.maxRegisteredResourcesWaitingTime": "120s"})
 
 def origin(_):
-    import os, domain, adapters.spark.stream.sources
-    return [domain.__file__, adapters.spark.stream.sources.__file__, os.getcwd(), os.getpid()]
+    import os, domain, adapters.spark.stream._sources
+    return [domain.__file__, adapters.spark.stream._sources.__file__, os.getcwd(), os.getpid()]
 
 print(json.dumps(spark.sparkContext.parallelize(range(4), 4).map(origin).collect()))
-import adapters.spark.engine
-print(json.dumps([adapters.spark.engine.__file__]))
+import adapters.spark._engine
+print(json.dumps([adapters.spark._engine.__file__]))
 spark.stop()
 """
 
@@ -53,7 +53,7 @@ def test_executors_run_the_code_the_driver_ships_not_the_working_tree(spark_clus
     if "DEDUP_TEST_SPARK_MASTER" not in os.environ:  # both workers' executors took tasks
         assert len({cwd for _, _, cwd, _ in executors}) == 2
     # the driver itself keeps importing its own files (the JVM sources beside them are found)
-    assert driver_side[0] == str(ROOT / "src" / "adapters" / "spark" / "engine.py")
+    assert driver_side[0] == str(ROOT / "src" / "adapters" / "spark" / "_engine.py")
 
 
 def in_a_session_on(cluster, *tests: str) -> subprocess.CompletedProcess:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from adapters.kafka import parse_kafka_uri, upstream
+from adapters.kafka import parse_kafka_uri, produce
 from adapters.spark.runtime import connector_jars, operator_jar
 from app import StreamSpec, generate_parts
 from tests.integration.kafka_io import create_topics, unique
@@ -71,7 +71,7 @@ def test_kafka_to_the_cluster_to_kafka_exactly_once_with_an_hdfs_checkpoint(
     summaries = []
     # the late records go in after the rest was processed: the second run continues from the checkpoint
     for run, batch in enumerate((parts[:-1], parts[-1:])):
-        upstream.produce(parse_kafka_uri(uri["in"], "preload"), spread([r for part in batch for r in part], 4).records)
+        produce(parse_kafka_uri(uri["in"], "preload"), spread([r for part in batch for r in part], 4).records)
         summary = tmp_path / f"summary-{run}.json"
         done = spark_submit(
             spark_cluster.url,

@@ -1,4 +1,4 @@
-"""The ``SavedState`` port's contract (``domain.ports``): what ``dedup state`` reads from a
+"""The ``SavedState`` port's contract (``domain._ports``): what ``dedup state`` reads from a
 state no job runs on. Each adapter's test subclasses it and says how a job writes its state
 (``write``, through that adapter's ``StateStore``) and how it is then opened (``saved``)."""
 

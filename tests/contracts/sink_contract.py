@@ -3,7 +3,7 @@
 An adapter's test module subclasses ``EventSinkContract`` or ``DeadLetterSinkContract`` and
 implements ``make_sink`` (a fresh sink; a dead-letter sink bounded by ``BOUND`` bytes) and
 ``written`` (what the sink made durable, in order: the values for events, for dead letters
-each one as ``domain.dead_letters`` decodes what the medium holds).
+each one as ``domain._dead_letters`` decodes what the medium holds).
 Reading back goes through the adapter's real medium (the file, the topic), never the
 sink object itself.
 """

@@ -38,7 +38,7 @@ class TestJsonlNotifications(NotificationContract):
         assert source.rejected == 0
 
     def test_a_malformed_line_is_logged_and_skipped(self, caplog):
-        caplog.set_level(logging.WARNING, logger="adapters.files.notifications")
+        caplog.set_level(logging.WARNING, logger="adapters.files._notifications")
         self.append_raw(MALFORMED)
         source = self.make_source()
         assert source.poll(0) == []

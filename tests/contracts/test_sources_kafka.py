@@ -84,8 +84,7 @@ class TestKafkaSource(KafkaInput):
         self.append(VALUES)
         crash = f"""
 import os
-from adapters.kafka.config import parse_kafka_uri
-from adapters.kafka.source import KafkaSource
+from adapters.kafka import KafkaSource, parse_kafka_uri
 from tests.contracts.source_contract import read
 source = KafkaSource(parse_kafka_uri("kafka://{self.bootstrap}/{self.topic}?group={self.group}", "source"))
 records = read(source, {len(VALUES)})

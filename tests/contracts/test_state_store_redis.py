@@ -248,7 +248,7 @@ def test_wrong_credentials_are_state_unavailable(redis_url):
         store.check_and_set(claim("APP\x1fa", 100))
 
 
-# ---- property: the Lua script decides exactly like domain.state.decide
+# ---- property: the Lua script decides exactly like domain._state.decide
 
 OWNERS = st.sampled_from(["", "in:0:1", "in:0:2", "a;b,c%:0:3"])
 CLAIMS = st.lists(

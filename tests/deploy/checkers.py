@@ -13,8 +13,8 @@ against the API's schemas, offline) and ``yamllint`` (every YAML file, settings 
 settings and environment variables it reads, metrics it exports, ports it serves on.
 
 What "right" means is taken from the application wherever it can be: the environment
-variables and config keys the service reads come from ``app.settings.Settings``, the metrics
-it exports from a real ``adapters.metrics.prometheus.PrometheusMetrics`` exposition.
+variables and config keys the service reads come from ``app._settings.Settings``, the metrics
+it exports from a real ``adapters.metrics._prometheus.PrometheusMetrics`` exposition.
 """
 
 from __future__ import annotations

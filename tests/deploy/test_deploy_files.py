@@ -2,8 +2,8 @@
 
 Each check runs on the real files, and once on a deliberately broken sample to show it can fail.
 What the application reads and exports is derived from the application itself
-(``app.settings.Settings``, ``domain.accounting.Accounting`` through ``app.metrics_server``);
-the metric names are those of the service's own registry (``adapters.metrics.catalog``).
+(``app._settings.Settings``, ``domain._accounting.Accounting`` through ``app._metrics_server``);
+the metric names are those of the service's own registry (``adapters.metrics._catalog``).
 """
 
 from __future__ import annotations

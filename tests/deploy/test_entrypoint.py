@@ -141,7 +141,7 @@ def needs_java():
 
 def spark_engine_missing() -> str | None:
     try:
-        importlib.import_module("adapters.spark.engine")
+        importlib.import_module("adapters.spark._engine")
     except Exception as exc:  # ImportError, or an error inside a module still being written
         return f"{type(exc).__name__}: {exc}"
     return None
@@ -175,7 +175,7 @@ def test_the_checkout_has_the_jars_the_image_fetches_from_the_same_pom():
 def test_the_default_command_runs_the_spark_job_over_files(image, tmp_path):
     reason = spark_engine_missing()
     if reason:
-        pytest.skip(f"the Spark engine (adapters.spark.engine, issue 4) does not import yet: {reason}")
+        pytest.skip(f"the Spark engine (adapters.spark._engine, issue 4) does not import yet: {reason}")
     needs_java()
     image.build_operator_jar()  # as the image's build stage does
     # Spark's file source reads a directory; one file per micro-batch, the late records last

@@ -9,7 +9,8 @@ from dataclasses import dataclass
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
-from adapters.kafka import parse_kafka_uri, upstream
+from adapters.kafka import parse_kafka_uri
+from adapters.kafka import produce as produce_upstream
 from deploy.local import services
 
 
@@ -34,7 +35,7 @@ def create_topics(bootstrap: str, *names: str, partitions: int = 1) -> None:
 
 def produce(bootstrap: str, topic: str, values: Iterable[bytes], key_of=None) -> int:
     records = ((None, key_of(value) if key_of else None, value) for value in values)
-    return upstream.produce(parse_kafka_uri(f"kafka://{bootstrap}/{topic}", "preload"), records)
+    return produce_upstream(parse_kafka_uri(f"kafka://{bootstrap}/{topic}", "preload"), records)
 
 
 def read_topic(bootstrap: str, topic: str, committed: bool = True, timeout: float = 60) -> list[Message]:

@@ -15,7 +15,7 @@ import zlib
 from collections import Counter
 from dataclasses import dataclass
 
-from adapters.kafka import parse_kafka_uri, upstream
+from adapters.kafka import parse_kafka_uri, produce, producer_key
 from app import StreamSpec, generate
 from domain import InvalidEvent, parse_event
 from tests.integration.kafka_io import create_topics
@@ -48,7 +48,7 @@ def spread(values: list[bytes], partitions: int, lagging: int | None = None) -> 
     """``values`` keyed by ``uniqueValue`` (records without one by their bytes) over ``partitions``."""
     records = []
     for value in values:
-        key = upstream.producer_key(value)
+        key = producer_key(value)
         partition = zlib.crc32(key or value) % partitions
         if partition == lagging:
             value = _shifted(value, -LAG)
@@ -58,7 +58,7 @@ def spread(values: list[bytes], partitions: int, lagging: int | None = None) -> 
 
 def produce_keyed(bootstrap: str, topic: str, keyed: KeyedTopic) -> None:
     create_topics(bootstrap, topic, partitions=keyed.partitions)
-    upstream.produce(parse_kafka_uri(f"kafka://{bootstrap}/{topic}", "preload"), keyed.records)
+    produce(parse_kafka_uri(f"kafka://{bootstrap}/{topic}", "preload"), keyed.records)
 
 
 def _shifted(value: bytes, seconds: int) -> bytes:

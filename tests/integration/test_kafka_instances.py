@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from adapters.kafka import KafkaSource, parse_kafka_uri, upstream
+from adapters.kafka import KafkaSource, parse_kafka_uri, produce
 from app import StreamSpec
 from domain import BUCKETS
 from tests.faults.injection import outage
@@ -147,20 +147,20 @@ def test_three_instances_through_kills_rebalances_and_restarts_lose_nothing(deli
     )
     group = Group(bootstrap, topics, options, tmp_path)
     try:
-        upstream.produce(endpoint, chunks[0])
+        produce(endpoint, chunks[0])
         group.start("a")
         group.start("b")
         wait_progress(group, 8)
-        upstream.produce(endpoint, chunks[1])
+        produce(endpoint, chunks[1])
         group.start("c", "--dynamic")  # joins late, without static membership: its own transactional id
         wait_progress(group, 8)
         group.kill("a")
         group.start("a")
-        upstream.produce(endpoint, chunks[2])
+        produce(endpoint, chunks[2])
         wait_progress(group, 6)
         group.leave("b")
         outage(own_broker, down_for=2, crash=True)
-        upstream.produce(endpoint, chunks[3])
+        produce(endpoint, chunks[3])
         wait_progress(group, 6)
         outage(own_redis, down_for=1)
         ends = [0] * PARTITIONS
@@ -263,7 +263,7 @@ def two_partitions_of_ten(bootstrap: str, name: str):
     topic, group = unique(name), unique(f"{name}-group")
     create_topics(bootstrap, topic, partitions=2)
     values = {p: [f'{{"p": {p}, "n": {n}}}'.encode() for n in range(10)] for p in (0, 1)}
-    upstream.produce(
+    produce(
         parse_kafka_uri(f"kafka://{bootstrap}/{topic}", "preload"), [(p, None, v) for p in (0, 1) for v in values[p]]
     )
     return parse_kafka_uri(f"kafka://{bootstrap}/{topic}?group={group}", "source"), values

@@ -25,8 +25,8 @@ pytestmark = pytest.mark.kafka
 def test_records_too_large_for_the_topics_are_dead_lettered_cut_and_the_engine_moves_on(
     kafka_bootstrap, exactly_once, limit_read, monkeypatch
 ):
-    if not limit_read:  # what the engine sees when DescribeConfigs is denied (topics.max_message_bytes: None)
-        monkeypatch.setattr("adapters.kafka.engine.max_message_bytes", lambda *args, **kwargs: None)
+    if not limit_read:  # what the engine sees when DescribeConfigs is denied (_topics.max_message_bytes: None)
+        monkeypatch.setattr("adapters.kafka._engine.max_message_bytes", lambda *args, **kwargs: None)
     topics, run = small_topics(kafka_bootstrap), stream()
     produce(kafka_bootstrap, topics["in"], run.records)
     core = Deduplicator(RuleSet(), InMemoryStateStore(), SystemClock())

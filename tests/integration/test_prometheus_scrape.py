@@ -2,7 +2,7 @@
 mode: the dashboard's queries and the alerts work on what it stores, and its counts are the stream's.
 
 The engine (``dedup run --engine kafka|spark --metrics-port P``) reads a generated stream whose
-accounting is known by construction (``app.generator``), keyed over 3 partitions; the Spark
+accounting is known by construction (``app._generator``), keyed over 3 partitions; the Spark
 engine reads it in micro-batches of at most ``SPARK_BATCH`` records. Prometheus
 (``deploy/local/services``) scrapes it every second and loads deploy/prometheus/alerts.yml.
 """
@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from adapters.kafka import parse_kafka_uri, upstream
+from adapters.kafka import parse_kafka_uri, produce
 from adapters.metrics import CATALOG
 from app import StreamSpec, generate
 from deploy.local.services.process import wait_until
@@ -135,9 +135,7 @@ def scraped_engine(request, kafka_bootstrap, prometheus, tmp_path):
 def test_prometheus_holds_the_streams_counts_and_answers_every_dashboard_query(kafka_bootstrap, scraped_engine):
     prometheus, keyed, expected = scraped_engine.prometheus, keyed_topic(3, SPEC), generate(SPEC)[1]
     assert len(keyed.records) == expected.records
-    upstream.produce(
-        parse_kafka_uri(f"kafka://{kafka_bootstrap}/{scraped_engine.topics['in']}", "preload"), keyed.records
-    )
+    produce(parse_kafka_uri(f"kafka://{kafka_bootstrap}/{scraped_engine.topics['in']}", "preload"), keyed.records)
 
     # 1. every record read and judged, as Prometheus stored it
     wait_for(prometheus, "sum(dedup_records_in_total)", expected.records, timeout=180)  # Spark: its JVM starts

@@ -80,17 +80,17 @@ def test_volatile_lru_is_refused_with_one_line_naming_the_policy_and_the_setting
 def test_the_setting_accepts_an_evicting_policy_with_a_loud_warning(tmp_path, server, monkeypatch, caplog):
     set_policy(server.url, "volatile-lru")
     monkeypatch.setenv("DEDUP_REDIS__ALLOW_EVICTION", "true")
-    with caplog.at_level(logging.WARNING, logger="adapters.redis.eviction"):
+    with caplog.at_level(logging.WARNING, logger="adapters.redis._eviction"):
         assert run(tmp_path, server.url) == 0
     assert [json.loads(line)["id"] for line in (tmp_path / "out.jsonl").read_text().splitlines()] == ["e1"]
-    warnings = [r.getMessage() for r in caplog.records if r.name == "adapters.redis.eviction"]
+    warnings = [r.getMessage() for r in caplog.records if r.name == "adapters.redis._eviction"]
     assert len(warnings) == 1 and "DUPLICATES MAY PASS" in warnings[0] and "volatile-lru" in warnings[0]
 
 
 def test_noeviction_starts_without_a_warning(tmp_path, server, caplog):
-    with caplog.at_level(logging.WARNING, logger="adapters.redis.eviction"):
+    with caplog.at_level(logging.WARNING, logger="adapters.redis._eviction"):
         assert run(tmp_path, server.url) == 0
-    assert not [r for r in caplog.records if r.name == "adapters.redis.eviction"]
+    assert not [r for r in caplog.records if r.name == "adapters.redis._eviction"]
 
 
 @pytest.mark.parametrize("policy", EVICTING)

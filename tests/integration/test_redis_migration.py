@@ -95,7 +95,7 @@ def test_new_job_consults_the_old_store_read_only_until_it_retires(tmp_path, dbs
         )
     )
     old_values = {k: old.get(k) for k in old.keys("*")}
-    with caplog.at_level(logging.WARNING, logger="domain.migration"):
+    with caplog.at_level(logging.WARNING, logger="domain._migration"):
         code, counts, ids = run(
             tmp_path,
             config,

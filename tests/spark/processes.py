@@ -1,6 +1,6 @@
 """``dedup run --engine spark`` as a separate process, on a JSONL directory fed file by file.
 
-``FileFeed`` writes a generated stream (``app.generator.generate_parts``) into the input
+``FileFeed`` writes a generated stream (``app._generator.generate_parts``) into the input
 directory one part at a time; ``DedupProcess`` starts the CLI on it with its own
 checkpoint, outputs and metrics port, and reads back what the sinks committed."""
 

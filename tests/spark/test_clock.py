@@ -1,5 +1,5 @@
 """The micro-batch's time read without compiling it into Spark's generated code
-(``adapters.spark.shared.batch_time``): the same values as ``current_timestamp()``, on a static and
+(``adapters.spark.shared._batch_time``): the same values as ``current_timestamp()``, on a static and
 a streaming DataFrame; a streaming query that reads it compiles no new class per batch; and
 the engine's plan reads it in one small projection, every other projection staying in
 whole-stage code generation."""

@@ -1,4 +1,4 @@
-"""The Spark engine against the domain's semantics (domain/rules.py), over JSONL files.
+"""The Spark engine against the domain's semantics (domain/_rules.py), over JSONL files.
 
 The golden scenario tables of tests/scenarios.py run here as through every engine, all in one
 query, each scenario under types of its own; each scenario's events are cut into micro-batches

@@ -1,7 +1,7 @@
 """A stop that interrupts a micro-batch inside ``foreachBatch`` ends the query as stopped.
 
 Spark reads the interruption's text with a pattern that overflows the stream thread's stack
-on a long text (``adapters.spark.stopping``): the query then ends with a ``StackOverflowError``
+on a long text (``adapters.spark._stopping``): the query then ends with a ``StackOverflowError``
 on stderr and without the status "Stopped". The interrupted batch is not committed, and a
 restart writes it.
 """

@@ -1,4 +1,5 @@
-"""The import structure of src/: no import cycle, and every layer imports only what it may.
+"""The import structure of src/: no import cycle, every layer imports only what it may, and
+a package's modules are private behind its door.
 
 The checker is tests/architecture.py (``scripts/imports`` prints the same findings); the
 second half of this file runs it on small trees written here, so a broken checker fails too.
@@ -15,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.architecture import DOORS, doors_passed_by, read_graph
+from tests.architecture import DOORS, PUBLIC_MODULES, doors_passed_by, public_modules, read_graph
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -48,8 +49,21 @@ def test_code_outside_a_package_with_a_door_imports_through_the_door():
     assert not found, f"imports around the doors of {', '.join(DOORS)}:\n" + "\n".join(f"  {v}" for v in found)
 
 
+def test_the_modules_inside_a_door_are_private_but_those_the_world_names():
+    """A package offers what its ``__init__`` exports: every other module is ``_``-prefixed
+    (``domain/_rules.py``), so its name says no one outside imports it. The few the world
+    outside the code names (a console script, ``python -m``, spark-submit's file) are
+    ``PUBLIC_MODULES``."""
+    public = public_modules()
+    assert not public, "public modules inside a door (make them _-prefixed):\n" + "\n".join(f"  {m}" for m in public)
+
+
+def test_every_module_kept_public_exists():
+    assert set(PUBLIC_MODULES) <= set(read_graph().paths)
+
+
 def module_name(path: Path) -> str:
-    """The dotted name of a file of src/ (``domain.rules``), its path from the repository otherwise."""
+    """The dotted name of a file of src/ (``domain._rules``), its path from the repository otherwise."""
     src = REPO_ROOT / "src"
     if src in path.parents:
         parts = path.relative_to(src).with_suffix("").parts
@@ -90,7 +104,7 @@ def test_every_module_imports_when_it_is_the_first_one_imported():
 
 def test_the_checker_reads_the_real_tree():
     graph = read_graph()
-    assert {"domain", "domain.errors", "adapters", "app.container"} <= set(graph.paths)
+    assert {"domain", "domain._errors", "adapters", "app._container"} <= set(graph.paths)
     assert graph.arrow_count() > 100
 
 
@@ -292,18 +306,36 @@ def test_within_keeps_a_package_and_the_arrows_among_its_modules(tmp_path):
 
 def test_an_import_into_a_door_from_outside_is_found_and_one_inside_is_not(tmp_path):
     (tmp_path / "outside.py").write_text(
-        "from domain import RuleSet\nfrom domain.rules import DedupRule\ndef f():\n    import domain.keys\n"
-        "from adapters.kafka import KafkaSource\nfrom adapters.system import SystemClock\n"
+        "from domain import RuleSet\nfrom domain._rules import DedupRule\ndef f():\n    import domain._keys\n"
+        "from adapters.kafka import KafkaSource\nfrom adapters._system import SystemClock\n"
     )
-    (tmp_path / "inside.py").write_text("from domain.rules import DedupRule\n")
+    (tmp_path / "inside.py").write_text("from domain._rules import DedupRule\n")
     found = doors_passed_by(tmp_path / "outside.py", "app.x")
     # a subpackage (adapters.kafka) is a door of its own, not a module inside adapters
     assert sorted((v.line, v.imported) for v in found) == [
-        (2, "domain.rules"),
-        (4, "domain.keys"),
-        (6, "adapters.system"),
+        (2, "domain._rules"),
+        (4, "domain._keys"),
+        (6, "adapters._system"),
     ]
-    assert doors_passed_by(tmp_path / "inside.py", "domain.state") == []
+    assert doors_passed_by(tmp_path / "inside.py", "domain._state") == []
+
+
+def test_a_public_module_inside_a_door_is_found_and_a_private_or_kept_one_is_not(tmp_path):
+    write_tree(
+        tmp_path,
+        {
+            "domain/_rules.py": "",
+            "domain/rules.py": "",  # public: found
+            "adapters/kafka/_engine.py": "",
+            "adapters/kafka/source.py": "",  # public: found
+            "adapters/spark/checkpoint/_paths.py": "",
+            "app/__main__.py": "",  # kept public: PUBLIC_MODULES
+            "app/cli.py": "",
+            "app/spark_submit.py": "",
+            "tools/helper.py": "",  # a package without a door
+        },
+    )
+    assert public_modules(tmp_path) == ["adapters.kafka.source", "domain.rules"]
 
 
 def test_importing_the_spark_door_or_the_app_does_not_load_pyspark():
@@ -321,8 +353,8 @@ def test_importing_the_spark_door_or_the_app_does_not_load_pyspark():
 
 def test_a_lazy_name_of_the_spark_door_is_its_module_s():
     from adapters import spark
-    from adapters.spark import engine
 
+    engine = importlib.import_module("adapters.spark._engine")
     assert spark.build_spark_engine is engine.build_spark_engine
     with pytest.raises(AttributeError, match="no attribute 'nothing_here'"):
         spark.nothing_here  # noqa: B018

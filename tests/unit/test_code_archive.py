@@ -28,7 +28,7 @@ def test_it_holds_every_module_of_the_packages_and_nothing_else(cache):
         for p in (SOURCE_ROOT / package).rglob("*.py")
         if "__pycache__" not in p.parts
     }
-    assert names == want and "domain/dedup.py" in names and "adapters/spark/engine.py" in names
+    assert names == want and "domain/_dedup.py" in names and "adapters/spark/_engine.py" in names
 
 
 def test_a_changed_module_gets_a_new_archive_and_the_same_code_the_same(cache, tmp_path):

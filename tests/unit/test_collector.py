@@ -1,4 +1,4 @@
-"""``app.collector.long_lived_frozen``: the objects alive before the block stay out of the
+"""``app._collector.long_lived_frozen``: the objects alive before the block stay out of the
 collections made in it, young collections are rarer inside it, and both are given back after."""
 
 import gc

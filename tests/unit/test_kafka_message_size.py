@@ -1,4 +1,4 @@
-"""The producer refuses a message before queuing it exactly when ``sizes.message_size`` says
+"""The producer refuses a message before queuing it exactly when ``_sizes.message_size`` says
 it exceeds the topic's or the producer's limit: ``ProducerChannel.produce`` writes that sum
 out for the usual message (no headers), and must not drift from it."""
 

@@ -1,4 +1,4 @@
-"""State keys (``domain.keys``): one key per rule and values, ordinary keys spelled as before,
+"""State keys (``domain._keys``): one key per rule and values, ordinary keys spelled as before,
 and the collision through the separator gone, end to end through the memory engine."""
 
 from __future__ import annotations

@@ -210,7 +210,7 @@ def test_each_repeat_follows_its_first_occurrence_within_five_seconds_with_its_t
 
 @pytest.mark.parametrize("batch", [1, 37, 1000])
 def test_the_verdicts_are_those_of_the_domains_deduplicator(batch):
-    """The reference: the stream through ``domain.dedup`` with the default rules, each record at
+    """The reference: the stream through ``domain._dedup`` with the default rules, each record at
     its partition's next offset, in send order, in batches of any size."""
     stream, sent = stream_of(40, 250)
     core = Deduplicator(RuleSet(), InMemoryStateStore(), FakeClock(sent[-1][1]))

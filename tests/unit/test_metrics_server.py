@@ -11,7 +11,7 @@ import urllib.request
 import pytest
 
 from adapters.metrics import PrometheusMetrics
-from app import MetricsServer, metrics_server
+from app import ACCEPT_BACKOFF, MetricsServer
 
 
 @pytest.fixture
@@ -151,4 +151,4 @@ def test_no_file_descriptor_left_waits_between_accepts_instead_of_spinning(monke
         client.close()
     finally:
         srv.stop()
-    assert 1 <= len(calls) <= 1.0 / metrics_server.ACCEPT_BACKOFF + 2  # not thousands of failed accepts a second
+    assert 1 <= len(calls) <= 1.0 / ACCEPT_BACKOFF + 2  # not thousands of failed accepts a second

@@ -1,4 +1,4 @@
-"""The generated reference pages (app.reference) name every option and every setting the program has,
+"""The generated reference pages (app._reference) name every option and every setting the program has,
 and every environment variable they name is one the settings loader accepts."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Restart strategies (domain.restart) and the supervisor that applies them to a failing job."""
+"""Restart strategies (domain._restart) and the supervisor that applies them to a failing job."""
 
 from __future__ import annotations
 

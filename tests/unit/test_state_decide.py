@@ -1,4 +1,4 @@
-"""``domain.state.decide_one``, the one-emission form of ``decide`` a store keeping tuples uses,
+"""``domain._state.decide_one``, the one-emission form of ``decide`` a store keeping tuples uses,
 decides as ``decide`` does."""
 
 from __future__ import annotations

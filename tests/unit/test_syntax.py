@@ -1,4 +1,4 @@
-"""The settings' small languages (domain.syntax): durations and ``kind(option=value,…)`` steps."""
+"""The settings' small languages (domain._syntax): durations and ``kind(option=value,…)`` steps."""
 
 import pytest
 

@@ -1,4 +1,4 @@
-"""Per-partition watermarks (domain.watermarks) and what they mean for lateness."""
+"""Per-partition watermarks (domain._watermarks) and what they mean for lateness."""
 
 import json
 

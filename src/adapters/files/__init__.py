@@ -1,6 +1,6 @@
 """JSONL files, stdin and stdout as sources and sinks."""
 
-from adapters.files.jsonl import (
+from adapters.files._jsonl import (
     STDIO,
     JsonlDeadLetterSink,
     JsonlDuplicateSink,
@@ -9,7 +9,7 @@ from adapters.files.jsonl import (
     LinePosition,
     opening_failed,
 )
-from adapters.files.notifications import JsonlNotificationSink, JsonlNotificationSource
+from adapters.files._notifications import JsonlNotificationSink, JsonlNotificationSource
 
 __all__ = [
     "STDIO",

@@ -1,12 +1,12 @@
 """Kafka adapters (confluent-kafka) and the ``kafka`` engine.
 
-``config`` (URIs, client settings, redaction), ``topics`` (start-up checks), ``source``,
-``producer`` (the shared producer), ``sink``, ``dead_letters``, ``notifications``,
-``transactions`` (exactly-once batches), ``errors`` (what it raises) and ``engine`` (the
+``_config`` (URIs, client settings, redaction), ``_topics`` (start-up checks), ``_source``,
+``_producer`` (the shared producer), ``_sink``, ``_dead_letters``, ``_notifications``,
+``_transactions`` (exactly-once batches), ``_errors`` (what it raises) and ``_engine`` (the
 wiring). Imported only when the kafka engine is chosen.
 """
 
-from adapters.kafka.config import (
+from adapters.kafka._config import (
     LOG_EVERY,
     ROLES,
     KafkaEndpoint,
@@ -19,14 +19,20 @@ from adapters.kafka.config import (
     redacted,
     scrub,
 )
-from adapters.kafka.dead_letters import CUTS, KafkaDeadLetterSink
-from adapters.kafka.duplicates import ORIGINAL_HEADERS_ROOM, KafkaDuplicateSink
-from adapters.kafka.engine import STUCK_CLOSE_TIMEOUT, KafkaEngine, build_kafka_engine
-from adapters.kafka.errors import KafkaConfigurationError, ProducerFenced, ProducerStuck, RecordRejected, StateNotShared
-from adapters.kafka.notifications import MAX_PER_POLL, KafkaNotificationSink, KafkaNotificationSource
-from adapters.kafka.producer import PURGED, TOO_LARGE, ProducerChannel
-from adapters.kafka.sink import KafkaSink, rule_key, unique_value_key
-from adapters.kafka.sizes import (
+from adapters.kafka._dead_letters import CUTS, KafkaDeadLetterSink
+from adapters.kafka._duplicates import ORIGINAL_HEADERS_ROOM, KafkaDuplicateSink
+from adapters.kafka._engine import STUCK_CLOSE_TIMEOUT, KafkaEngine, build_kafka_engine
+from adapters.kafka._errors import (
+    KafkaConfigurationError,
+    ProducerFenced,
+    ProducerStuck,
+    RecordRejected,
+    StateNotShared,
+)
+from adapters.kafka._notifications import MAX_PER_POLL, KafkaNotificationSink, KafkaNotificationSource
+from adapters.kafka._producer import PURGED, TOO_LARGE, ProducerChannel
+from adapters.kafka._sink import KafkaSink, rule_key, unique_value_key
+from adapters.kafka._sizes import (
     DEAD_LETTER_HEADERS_ROOM,
     HEADER_OVERHEAD,
     PRODUCER_DEFAULT_BATCH,
@@ -34,10 +40,10 @@ from adapters.kafka.sizes import (
     RECORD_OVERHEAD,
     message_size,
 )
-from adapters.kafka.source import DEFAULT_GROUP, HANDOVER_COMMIT_TIMEOUT, KafkaSource, next_offsets
-from adapters.kafka.topics import config_error, describe, max_message_bytes, require_topics, unavailable
-from adapters.kafka.transactions import TransactionalCommitter, default_transactional_id
-from adapters.kafka.upstream import BULK, produce, producer_key
+from adapters.kafka._source import DEFAULT_GROUP, HANDOVER_COMMIT_TIMEOUT, KafkaSource, next_offsets
+from adapters.kafka._topics import config_error, describe, max_message_bytes, require_topics, unavailable
+from adapters.kafka._transactions import TransactionalCommitter, default_transactional_id
+from adapters.kafka._upstream import BULK, produce, producer_key
 
 __all__ = [
     "BULK",

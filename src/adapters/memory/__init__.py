@@ -1,11 +1,11 @@
-"""The in-memory engine and state store: exact semantics, no external service (``engine``,
-``state_store``, ``errors``).
+"""The in-memory engine and state store: exact semantics, no external service (``_engine``,
+``_state_store``, ``_errors``).
 """
 
-from adapters.memory.engine import InMemoryEngine
-from adapters.memory.errors import SnapshotUnusable
-from adapters.memory.saved_state import SnapshotState
-from adapters.memory.state_store import (
+from adapters.memory._engine import InMemoryEngine
+from adapters.memory._errors import SnapshotUnusable
+from adapters.memory._saved_state import SnapshotState
+from adapters.memory._state_store import (
     SNAPSHOT_HEADER,
     InMemoryStateStore,
     StoredEmission,

@@ -17,22 +17,22 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from adapters.spark.stopping import QueryStopper, StoppedMidBatch
-from adapters.spark.trigger import DEFAULT_TRIGGER
+from adapters.spark._stopping import QueryStopper, StoppedMidBatch
+from adapters.spark._trigger import DEFAULT_TRIGGER
 
 if TYPE_CHECKING:
-    from adapters.spark.engine import SparkEngine, build_spark_engine
-    from adapters.spark.restart import query_failure, run_restarting
-    from adapters.spark.saved_state import CheckpointState
-    from adapters.spark.waiting import stop_after_running_batch
+    from adapters.spark._engine import SparkEngine, build_spark_engine
+    from adapters.spark._restart import query_failure, run_restarting
+    from adapters.spark._saved_state import CheckpointState
+    from adapters.spark._waiting import stop_after_running_batch
 
 _LAZY = {  # the names whose modules import pyspark: imported when first asked for
-    "SparkEngine": "adapters.spark.engine",
-    "build_spark_engine": "adapters.spark.engine",
-    "query_failure": "adapters.spark.restart",
-    "run_restarting": "adapters.spark.restart",
-    "CheckpointState": "adapters.spark.saved_state",
-    "stop_after_running_batch": "adapters.spark.waiting",
+    "SparkEngine": "adapters.spark._engine",
+    "build_spark_engine": "adapters.spark._engine",
+    "query_failure": "adapters.spark._restart",
+    "run_restarting": "adapters.spark._restart",
+    "CheckpointState": "adapters.spark._saved_state",
+    "stop_after_running_batch": "adapters.spark._waiting",
 }
 
 

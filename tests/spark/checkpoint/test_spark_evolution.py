@@ -98,7 +98,7 @@ def test_v2_keeps_v1_dedup_memory_then_retires_the_old_state(stream, spark, capl
         event("x2", "x", "WEB", 600),  # 590 s after x1: still a dup (old state live)
         event("z1", "z", "WEB", 5000),
     )  # moves the watermark past the old state's last expiry
-    with caplog.at_level(logging.WARNING, logger="adapters.spark.checkpoint.migration"):
+    with caplog.at_level(logging.WARNING, logger="adapters.spark.checkpoint._migration"):
         counts, ids = stream.run_version(V2, "v2", "out-v2")
     assert (counts["in"], counts["out"], counts["duplicates"], counts["late"]) == (8, 3, 4, 1)
     assert ids == ["b1", "n1", "z1"]

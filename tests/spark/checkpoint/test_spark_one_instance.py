@@ -1,4 +1,4 @@
-"""One running instance per Spark checkpoint (``adapters.spark.checkpoint.lease``).
+"""One running instance per Spark checkpoint (``adapters.spark.checkpoint._lease``).
 
 Two ``dedup run --engine spark`` processes on one checkpoint both used to run, each writing
 every new event. Now the second is refused at start with one line; an instance whose

@@ -1,4 +1,4 @@
-"""The accounting cells (``adapters.spark.metrics.cells``): every combination of a judged row's
+"""The accounting cells (``adapters.spark.metrics._cells``): every combination of a judged row's
 facts, spread over partitions, is counted exactly as the named counts define it."""
 
 from __future__ import annotations

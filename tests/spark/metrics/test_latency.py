@@ -1,4 +1,4 @@
-"""The Spark engine's end-to-end latency (``adapters.spark.metrics.latency``): one observation
+"""The Spark engine's end-to-end latency (``adapters.spark.metrics._latency``): one observation
 per unique event written, per rule, exported as ``dedup_end_to_end_latency_seconds``."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ EXPORTED = "dedup_end_to_end_latency_seconds"
 
 
 class Observations:
-    """A ``domain.ports.Metrics`` keeping what was observed."""
+    """A ``domain._ports.Metrics`` keeping what was observed."""
 
     def __init__(self):
         self.seen: list[tuple[str, float, dict]] = []

@@ -1,4 +1,4 @@
-"""A listener's events read as JSON (``adapters.spark.metrics.events``) are the events
+"""A listener's events read as JSON (``adapters.spark.metrics._events``) are the events
 PySpark's own wrapper builds field by field."""
 
 from __future__ import annotations

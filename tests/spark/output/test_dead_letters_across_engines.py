@@ -4,9 +4,9 @@ the same duplicate reports.
 Each engine runs as ``dedup run`` does: the memory engine from a JSONL file to a JSONL
 dead-letter file and duplicates file (its only medium), the kafka engine and the Spark engine
 from a Kafka topic to a Kafka dead-letter topic and duplicates topic (on the real broker).
-Every dead letter is decoded the way a consumer would (``domain.dead_letters``) and compared
+Every dead letter is decoded the way a consumer would (``domain._dead_letters``) and compared
 across engines: original value and key, reason, error class, attempts, source position and
-error text, but not the time; every duplicate report likewise (``domain.duplicates``): the
+error text, but not the time; every duplicate report likewise (``domain._duplicates``): the
 record, its rule, window and time, and the first copy it repeats: its position and time.
 
 Where the engines legitimately differ, the test says so: the memory engine reads a file

@@ -1,7 +1,7 @@
 """The Spark engine's dead-letter expressions against the domain's definition (parity).
 
-The same dead letters go through ``domain.dead_letters`` (the reference) and through
-``adapters.spark.output.dead_letters`` on a DataFrame shaped like a judged batch; the Kafka
+The same dead letters go through ``domain._dead_letters`` (the reference) and through
+``adapters.spark.output._dead_letters`` on a DataFrame shaped like a judged batch; the Kafka
 headers must be the same bytes and the JSON documents the same fields and values.
 """
 

@@ -1,7 +1,7 @@
 """The Spark engine's duplicate-report expressions against the domain's definition (parity).
 
-The same reports go through ``domain.duplicates`` (the reference) and through
-``adapters.spark.output.duplicates`` on a DataFrame shaped like a judged batch; the Kafka
+The same reports go through ``domain._duplicates`` (the reference) and through
+``adapters.spark.output._duplicates`` on a DataFrame shaped like a judged batch; the Kafka
 headers must be the same bytes and the JSON documents the same fields and values.
 """
 

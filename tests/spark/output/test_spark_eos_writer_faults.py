@@ -1,7 +1,7 @@
 """Exactly-once output written by the executors, through the failures of its writing tasks.
 
 Each output partition of a micro-batch is written by its task in one Kafka transaction
-(``adapters.spark.output.executor_writer``). The failures are injected by the JVM writer itself
+(``adapters.spark.output._executor_writer``). The failures are injected by the JVM writer itself
 (``spark.streamdedup.test.writerFault``, ``KafkaBatchWriter``'s ``Faults``) at the exact
 moments that matter: a task dying after its transaction committed but before Spark saw it
 finish, and a task dying mid-transaction (its records sent, the transaction left open), here
@@ -54,7 +54,7 @@ def test_tasks_dying_before_and_after_their_commit_write_each_partition_once(
     # one batch: partition 1's failure could then abort the job before partition 0 committed (a race).
     kafka_spark.conf.set(FAULT_SETTING, "fail-after-commit:1:0,fail-before-commit:2:1")
     try:
-        with caplog.at_level("INFO", logger="adapters.spark.output.writers"):
+        with caplog.at_level("INFO", logger="adapters.spark.output._writers"):
             counts = engine.run(available_now=True).as_dict()
     finally:
         kafka_spark.conf.unset(FAULT_SETTING)

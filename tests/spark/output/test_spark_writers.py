@@ -1,4 +1,4 @@
-"""What the Spark engine's writers (``output.writers.writer_for``) put where a consumer reads it.
+"""What the Spark engine's writers (``output._writers.writer_for``) put where a consumer reads it.
 
 Each case writes one judged micro-batch (a static DataFrame with the judged batch's columns:
 two unique events, a duplicate, a dead letter) through the writer the delivery and outputs give,

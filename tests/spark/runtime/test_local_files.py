@@ -1,5 +1,5 @@
 """Hadoop's local file system without processes (``streamdedup.hadoop``, set by
-``adapters.spark.runtime.session.forkless_local_files`` for a local master): what it reports
+``adapters.spark.runtime._session.forkless_local_files`` for a local master): what it reports
 and does is what Hadoop's own local file system reports and does."""
 
 from __future__ import annotations

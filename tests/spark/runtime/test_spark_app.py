@@ -201,7 +201,7 @@ def test_under_spark_submit_its_master_conf_and_jars_are_kept(tmp_path):
     script.write_text(
         "import json, sys\n"
         f"sys.path.insert(0, {str(ROOT / 'src')!r})\n"
-        "from adapters.spark.runtime.session import build_session\n"
+        "from adapters.spark.runtime import build_session\n"
         "spark = build_session('local[2]', conf={'spark.sql.shuffle.partitions': '5'})\n"
         "conf = spark.sparkContext.getConf()\n"
         "print('SESSION ' + json.dumps({'master': spark.sparkContext.master, 'jars': conf.get('spark.jars'),\n"

@@ -106,7 +106,7 @@ def test_an_input_directory_missing_or_a_file_is_refused_at_once_not_restarted(
     missing = tmp_path / "no-such-dir"
     if given == "a file":
         missing.write_text(event("x1", "x", "APP", 0) + "\n")
-    with caplog.at_level(logging.WARNING, logger="adapters.spark.restart"):
+    with caplog.at_level(logging.WARNING, logger="adapters.spark._restart"):
         code = in_process(
             "run",
             "--engine",

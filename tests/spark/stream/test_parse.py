@@ -1,6 +1,6 @@
-"""parse.py's fast path (the JVM PlainEvent scanner) against the domain's strict parser.
+"""_parse.py's fast path (the JVM PlainEvent scanner) against the domain's strict parser.
 
-Each record is parsed by ``domain.events.parse_event`` (the reference) and by the Spark
+Each record is parsed by ``domain._events.parse_event`` (the reference) and by the Spark
 parse on a batch DataFrame; reason and fields must agree. The table also states which
 records the fast path certifies, so a change that silently sends every record down the
 slow path (or certifies a record it must not) fails here.

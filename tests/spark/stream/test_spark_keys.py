@@ -1,6 +1,6 @@
-"""Spark's state keys against the domain's (``domain.keys``), and the separator collision gone.
+"""Spark's state keys against the domain's (``domain._keys``), and the separator collision gone.
 
-The plan's keys (``DedupPlan.operator_input``) and ``adapters.spark.shared.keys``' expressions run
+The plan's keys (``DedupPlan.operator_input``) and ``adapters.spark.shared._keys``' expressions run
 over tricky values; the domain's functions on the same values are the reference.
 """
 

@@ -1,4 +1,4 @@
-"""Redis as the Spark engine's deduplication state (adapters/spark/batch/redis_judge.py).
+"""Redis as the Spark engine's deduplication state (adapters/spark/batch/_redis_judge.py).
 
 JSONL in and out (one file per micro-batch), a redis-server of the test's own; the
 verdicts are held to the in-memory reference (tests/integration/streams.py).

@@ -4,9 +4,9 @@ Spark's own logs (offsets, commits), and beside them under ``streamdedup/`` the 
 the start-up guard and a migration's fallback to an old state, its retirement, and the state
 as Spark's state data source reads it."""
 
-from adapters.spark.checkpoint.guard import CheckpointGuard
-from adapters.spark.checkpoint.hadoop_files import HadoopPath
-from adapters.spark.checkpoint.identity import (
+from adapters.spark.checkpoint._guard import CheckpointGuard
+from adapters.spark.checkpoint._hadoop_files import HadoopPath
+from adapters.spark.checkpoint._identity import (
     IDENTITY,
     Identity,
     committed_pending,
@@ -15,9 +15,9 @@ from adapters.spark.checkpoint.identity import (
     settle,
     write_identity,
 )
-from adapters.spark.checkpoint.lease import DEFAULT_TIMEOUT, CheckpointLease
-from adapters.spark.checkpoint.logs import Checkpoint, OffsetEntry
-from adapters.spark.checkpoint.manifest import (
+from adapters.spark.checkpoint._lease import DEFAULT_TIMEOUT, CheckpointLease
+from adapters.spark.checkpoint._logs import Checkpoint, OffsetEntry
+from adapters.spark.checkpoint._manifest import (
     STATE_FORMAT,
     Manifest,
     compare,
@@ -27,10 +27,10 @@ from adapters.spark.checkpoint.manifest import (
     read_manifest,
     refusal,
 )
-from adapters.spark.checkpoint.migration import migrate, plan_migration
-from adapters.spark.checkpoint.state_files import StateFiles, StateLook
-from adapters.spark.checkpoint.state_reader import inspect_checkpoint, key_emissions, read_state, rule_watermark
-from adapters.spark.checkpoint.watermark_files import DIRECTORY, restored
+from adapters.spark.checkpoint._migration import migrate, plan_migration
+from adapters.spark.checkpoint._state_files import StateFiles, StateLook
+from adapters.spark.checkpoint._state_reader import inspect_checkpoint, key_emissions, read_state, rule_watermark
+from adapters.spark.checkpoint._watermark_files import DIRECTORY, restored
 
 __all__ = [
     "DEFAULT_TIMEOUT",

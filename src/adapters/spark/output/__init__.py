@@ -1,10 +1,12 @@
 """Writing a judged micro-batch: the writers per delivery (``writer_for``), the executor
 writer and its commit log of markers (exactly-once), Spark's own writers, the dead letter as
 Spark columns, the duplicate report as Spark columns (both from the encodings in
-``metadata``), and records too large for a Kafka topic."""
+``_metadata``), and records too large for a Kafka topic."""
 
-from adapters.spark.output import dead_letters, duplicates  # record formats whose functions share names
-from adapters.spark.output.executor_writer import (
+# record formats whose functions share names: exported as modules
+from adapters.spark.output import _dead_letters as dead_letters
+from adapters.spark.output import _duplicates as duplicates
+from adapters.spark.output._executor_writer import (
     BATCHING,
     FAULT_SETTING,
     PRODUCER_DEFAULTS,
@@ -13,8 +15,8 @@ from adapters.spark.output.executor_writer import (
     control_topic_for,
     partition_id,
 )
-from adapters.spark.output.spark_writer import accounted_records
-from adapters.spark.output.writers import AtLeastOnceWriter, ExactlyOnceWriter, writer_for
+from adapters.spark.output._spark_writer import accounted_records
+from adapters.spark.output._writers import AtLeastOnceWriter, ExactlyOnceWriter, writer_for
 
 __all__ = [
     "BATCHING",

@@ -3,10 +3,16 @@ engine's own, compiled from ``jvm/``, and Spark's Kafka connector), the code arc
 to executors, Spark's own log, the start-up checks of inputs and outputs, and the
 ``kafka.config`` setting as options of Spark's Kafka source and sink."""
 
-from adapters.spark.runtime.code_archive import ARCHIVE_PREFIX, PACKAGES, SOURCE_ROOT, code_archive
-from adapters.spark.runtime.jars import PLAIN_EVENT_CLASS, TRAILING_CONTENT_CLASS, cache_dir, operator_jar
-from adapters.spark.runtime.kafka_options import spark_kafka_options
-from adapters.spark.runtime.session import (
+from adapters.spark.runtime._code_archive import ARCHIVE_PREFIX, PACKAGES, SOURCE_ROOT, code_archive
+from adapters.spark.runtime._jars import (
+    PLAIN_EVENT_CLASS,
+    TRAILING_CONTENT_CLASS,
+    cache_dir,
+    local_files_jar,
+    operator_jar,
+)
+from adapters.spark.runtime._kafka_options import spark_kafka_options
+from adapters.spark.runtime._session import (
     FORKLESS_LOCAL_FILES,
     LOG_CONF,
     TRACK_ROWS,
@@ -20,8 +26,8 @@ from adapters.spark.runtime.session import (
     state_rows_tracked,
     state_store_conf,
 )
-from adapters.spark.runtime.spark_log import FILE_CONF, SparkLog
-from adapters.spark.runtime.startup import require_endpoints
+from adapters.spark.runtime._spark_log import FILE_CONF, SparkLog
+from adapters.spark.runtime._startup import require_endpoints
 
 __all__ = [
     "ARCHIVE_PREFIX",
@@ -39,6 +45,7 @@ __all__ = [
     "classpath_jars",
     "code_archive",
     "connector_jars",
+    "local_files_jar",
     "on_loopback",
     "operator_jar",
     "python_files",

@@ -1,9 +1,9 @@
 """The Spark engine's shared vocabulary, at the bottom floor of its packages: the setup
-errors (``errors``), the micro-batch's time as columns (``batch_time``), the state key as
-columns (``keys``) and the endpoints a job reads and writes (``endpoints``). Every other
+errors (``_errors``), the micro-batch's time as columns (``_batch_time``), the state key as
+columns (``_keys``) and the endpoints a job reads and writes (``_endpoints``). Every other
 package of the engine may import these; they import none of them."""
 
-from adapters.spark.shared.batch_time import (
+from adapters.spark.shared._batch_time import (
     CLOCK,
     batch_timestamp,
     clock_micros,
@@ -11,8 +11,8 @@ from adapters.spark.shared.batch_time import (
     clock_seconds,
     with_clock,
 )
-from adapters.spark.shared.endpoints import Endpoint, parse_uri
-from adapters.spark.shared.errors import (
+from adapters.spark.shared._endpoints import Endpoint, parse_uri
+from adapters.spark.shared._errors import (
     CheckpointInUse,
     CheckpointOfAnotherJob,
     CorruptFile,
@@ -20,7 +20,7 @@ from adapters.spark.shared.errors import (
     PartlyCommitted,
     SparkSetupError,
 )
-from adapters.spark.shared.keys import (
+from adapters.spark.shared._keys import (
     escaped,
     from_legacy_column,
     join_escaped,

@@ -1,12 +1,12 @@
 """The streaming plan: sources, strict parsing in Spark expressions, the rules compiled into
-columns (``plan.DedupPlan``), the JVM operator's calls (``operator``), INVALIDATE
-notifications (``invalidation``) and the per-partition watermarks each micro-batch is judged
-against (``watermarks.BatchWatermarks``)."""
+columns (``_plan.DedupPlan``), the JVM operator's calls (``_operator``), INVALIDATE
+notifications (``_invalidation``) and the per-partition watermarks each micro-batch is judged
+against (``_watermarks.BatchWatermarks``)."""
 
-from adapters.spark.stream.invalidation import with_notifications
-from adapters.spark.stream.operator import state_row_counter
-from adapters.spark.stream.parse import parse
-from adapters.spark.stream.plan import (
+from adapters.spark.stream._invalidation import with_notifications
+from adapters.spark.stream._operator import state_row_counter
+from adapters.spark.stream._parse import parse
+from adapters.spark.stream._plan import (
     DEAD_LETTER,
     DUPLICATE,
     EMIT,
@@ -16,8 +16,8 @@ from adapters.spark.stream.plan import (
     DedupPlan,
     Hook,
 )
-from adapters.spark.stream.sources import ARRIVAL_ORDER, kafka_source_options, number_lines, read_stream
-from adapters.spark.stream.watermarks import BatchWatermarks
+from adapters.spark.stream._sources import ARRIVAL_ORDER, kafka_source_options, number_lines, read_stream
+from adapters.spark.stream._watermarks import BatchWatermarks
 
 __all__ = [
     "ARRIVAL_ORDER",

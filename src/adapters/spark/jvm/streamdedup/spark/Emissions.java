@@ -5,7 +5,7 @@ import java.io.Serializable;
 /**
  * The state of one key: its live emissions' event times (s), the source position of the record
  * that made each ({@code owners[i]} for {@code times[i]}: {@code source:partition:offset}, as
- * domain.events.SourcePosition.token), its rule's retention (s), and when its timer wakes it
+ * domain._events.SourcePosition.token), its rule's retention (s), and when its timer wakes it
  * (ms of Spark's event-time watermark: WindowDedup). State format 4 (a transformWithState value
  * state); format 3 was flatMapGroupsWithState's, without wake; format 2 had no owners either.
  */

@@ -7,7 +7,7 @@ import org.apache.spark.util.AccumulatorV2;
 
 /**
  * The newest event time WindowDedup judged per rule and source partition in a micro-batch: the
- * driver reads it after the batch to move its watermarks (domain.watermarks) and resets it
+ * driver reads it after the batch to move its watermarks (domain._watermarks) and resets it
  * before the next one. A task counted twice (a retry) changes nothing: values merge by max.
  */
 public final class NewestTimes extends AccumulatorV2<String[], String> {

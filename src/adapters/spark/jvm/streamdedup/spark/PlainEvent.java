@@ -8,11 +8,11 @@ import org.apache.spark.sql.RowFactory;
 import org.apache.spark.sql.api.java.UDF1;
 
 /**
- * The fast path of adapters.spark.stream.parse: one pass over a record's bytes that recognises a
+ * The fast path of adapters.spark.stream._parse: one pass over a record's bytes that recognises a
  * plain, valid event and returns its fields (id, uniqueValue, type, timestamp), or null.
  *
  * Null means "not certified": the record then takes the strict path, which gives the
- * domain's verdict (domain.events.parse_event). So this scanner only has to be sound: it
+ * domain's verdict (domain._events.parse_event). So this scanner only has to be sound: it
  * returns fields only for a record the strict checks accept with exactly these values.
  * It certifies a record when it is one UTF-8 JSON object (JSON whitespace around it, nothing
  * after it), every member's value is valid JSON (nesting up to {@value #MAX_DEPTH}), each
@@ -20,10 +20,10 @@ import org.apache.spark.sql.api.java.UDF1;
  * non-space character, and the timestamp is an integer token (no fraction or exponent) in
  * 0..{@value #MAX_TIMESTAMP}. Anything else (escaped member names, escapes or non-ASCII in
  * a required field, a member name given twice in one object at any depth, NaN or Infinity,
- * unusual numbers) is left to the strict path, which refuses what domain.events.parse_json refuses.
+ * unusual numbers) is left to the strict path, which refuses what domain._events.parse_json refuses.
  */
 public final class PlainEvent implements UDF1<byte[], Row> {
-    /** domain.events.MAX_TIMESTAMP (tests/spark/stream/test_parse.py pins both sides of it). */
+    /** domain._events.MAX_TIMESTAMP (tests/spark/stream/test_parse.py pins both sides of it). */
     public static final long MAX_TIMESTAMP = 253_402_300_799L;
     public static final int MAX_DEPTH = 64;
     /** Python's int() refuses longer digit strings (sys.int_max_str_digits); json.loads then fails. */

@@ -6,7 +6,7 @@ import java.util.Map;
 import java.util.TreeMap;
 
 /**
- * What WindowDedup judges each micro-batch against (domain.watermarks), set by the driver before
+ * What WindowDedup judges each micro-batch against (domain._watermarks), set by the driver before
  * the batch runs: per rule its watermark (the minimum over the source's partitions of the newest
  * time in each; emissions older than it minus their retention are forgotten) and per rule and
  * partition the newest time seen (an event is late when older than its partition's newest time,
@@ -21,7 +21,7 @@ import java.util.TreeMap;
  * batch's. The last {@link #KEPT} tables are kept, so a stage of an earlier batch recomputed
  * late still finds its own.
  *
- * No horizon or watermark a task reads runs past its batch's second (domain.watermarks.clock_bound):
+ * No horizon or watermark a task reads runs past its batch's second (domain._watermarks.clock_bound):
  * a record from the near future, or a producer with a fast clock, makes no on-time event late
  * and forgets no emission early. The batch's timestamp is Spark's wall clock of the batch, the
  * same on every replay.
@@ -93,7 +93,7 @@ public final class RuleHorizons implements Serializable {
             return new Table(watermarks, newest, now);
         }
 
-        /** {@code t}, never past the batch's second (domain.watermarks.clock_bound). */
+        /** {@code t}, never past the batch's second (domain._watermarks.clock_bound). */
         public long bounded(long t) {
             return Math.min(t, now);
         }

@@ -17,7 +17,7 @@ import org.apache.spark.sql.types.DataTypes;
  * for rows that are not judged). A Kafka topic-partition's records form one input partition, read
  * in offset order, so {@code seen} is the newest time the source partition showed earlier in the
  * same micro-batch: with the driver's horizon of the batches before ({@link RuleHorizons}) it
- * gives what domain.watermarks calls the horizon of the record, so lateness is judged record by
+ * gives what domain._watermarks calls the horizon of the record, so lateness is judged record by
  * record, as the in-process engines do. Small files packed into one input partition come largest
  * first, not in the order they arrived: each file's split counts on its own.
  *

@@ -4,8 +4,8 @@ import org.apache.spark.sql.api.java.UDF1;
 
 /**
  * Whether a record holds something other than JSON whitespace after its first JSON value, for
- * the strict path of adapters.spark.stream.parse: Spark's JSON parser reads the first value and
- * ignores what follows ({@code {"a":1} x} parses), while domain.events.parse_json refuses it
+ * the strict path of adapters.spark.stream._parse: Spark's JSON parser reads the first value and
+ * ignores what follows ({@code {"a":1} x} parses), while domain._events.parse_json refuses it
  * ({@code not_json}). It finds where the first value ends (strings, escapes and nesting
  * followed, nothing validated: the parser does that) and looks past it.
  */

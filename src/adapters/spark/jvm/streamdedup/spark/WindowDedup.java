@@ -25,13 +25,13 @@ import org.apache.spark.sql.types.StructType;
 import scala.jdk.javaapi.CollectionConverters;
 
 /**
- * The domain's judgement (domain.state.decide under domain.rules) as one JVM stateful operator.
+ * The domain's judgement (domain._state.decide under domain._rules) as one JVM stateful operator.
  *
- * Per key, in arrival order ({@code file_time}, {@code source}, {@code ord}: adapters.spark.stream.sources): late when t < horizon - lateness; a duplicate
+ * Per key, in arrival order ({@code file_time}, {@code source}, {@code ord}: adapters.spark.stream._sources): late when t < horizon - lateness; a duplicate
  * when a live emission lies less than window away (|t - e| < window); otherwise emitted and
  * remembered. An emission is live while watermark < e + window + lateness. The horizon (per
  * rule and source partition) and the watermark (per rule) are the driver's, computed from the
- * earlier micro-batches ({@link RuleHorizons}, domain.watermarks) and fixed for a batch: each
+ * earlier micro-batches ({@link RuleHorizons}, domain._watermarks) and fixed for a batch: each
  * task takes its own batch's table by the batch's timestamp, so a task recomputed at any
  * moment judges as the first computation did; the
  * newest time judged per rule and partition goes to a {@link NewestTimes} for the next. An
@@ -43,10 +43,10 @@ import scala.jdk.javaapi.CollectionConverters;
  * columns {@code rule} and {@code lane} (the source partition), and a boolean {@code judged}. Rows with judged = false (invalid, or without a rule) are passed
  * through untouched with verdict {@code pass} and never touch the state. Every input row
  * comes out exactly once with a {@code verdict}: emit, duplicate, late or pass. A duplicate
- * also names the emission it repeats (domain.state.decide): {@code repeats_time} and
+ * also names the emission it repeats (domain._state.decide): {@code repeats_time} and
  * {@code repeats_owner}, the position of the record that made it ({@code source:partition:offset}
  * of the row's columns {@code source}, {@code partition}, {@code offset}; null when unknown).
- * The old state of a migration is consulted first, as domain.migration.MigratingStateStore does.
+ * The old state of a migration is consulted first, as domain._migration.MigratingStateStore does.
  * A {@code transformWithState} processor in event time: each key keeps one timer at the expiry of
  * its newest live emission (its time plus the rule's retention), in Spark's timer index, so a
  * micro-batch costs the keys it reads and the timers that fall due, never a scan of the whole
@@ -56,14 +56,14 @@ import scala.jdk.javaapi.CollectionConverters;
  * otherwise its timer is set again as far ahead as its rule's watermark lags. Whether a timer has
  * fired never changes a verdict: a key's expired emissions are dropped whenever it is read.
  *
- * During a migration (adapters.spark.checkpoint.migration) rows may carry {@code fallback} (array of
+ * During a migration (adapters.spark.checkpoint._migration) rows may carry {@code fallback} (array of
  * long: the old state's emission times for the key's old key), {@code fallback_owners} (their
  * makers' positions, null where the old state kept none) and {@code fallback_retention}:
  * those emissions make repeats duplicates while live, but are only read, never stored; and
  * {@code watermark_floor} (s): the old job's watermark, below which the new query's own
  * (which starts afresh) does not go, so lateness is judged as the old job would have.
  *
- * A row with {@code invalidate} = true (optional column; adapters.spark.stream.invalidation) is an
+ * A row with {@code invalidate} = true (optional column; adapters.spark.stream._invalidation) is an
  * INVALIDATE notification for the key: it comes first in its micro-batch (lowest file_time and ord), the
  * key forgets all its emissions (as domain StateStore.invalidate), and the row comes out
  * with verdict {@code invalidated}; it is never late and never stored.
@@ -264,7 +264,7 @@ public final class WindowDedup extends StatefulProcessor<String, Row, Row> {
         return horizon != Long.MIN_VALUE && t < horizon - lateness;
     }
 
-    /** The rule of a state key: its first part (domain.rules.DedupRule.state_key). */
+    /** The rule of a state key: its first part (domain._rules.DedupRule.state_key). */
     private static String ruleOf(String key) {
         int end = key.indexOf('\u001f');
         return end < 0 ? key : key.substring(0, end);
@@ -274,7 +274,7 @@ public final class WindowDedup extends StatefulProcessor<String, Row, Row> {
         stateRows.add(timers.getCurrentProcessingTimeInMs(), TaskContext.getPartitionId(), change);
     }
 
-    /** An INVALIDATE notification row (adapters.spark.stream.invalidation): the key forgets its emissions. */
+    /** An INVALIDATE notification row (adapters.spark.stream._invalidation): the key forgets its emissions. */
     private boolean invalidates(Row row) {
         return invalidateIdx >= 0 && !row.isNullAt(invalidateIdx) && row.getBoolean(invalidateIdx);
     }
@@ -305,7 +305,7 @@ public final class WindowDedup extends StatefulProcessor<String, Row, Row> {
         return Long.compare(a.getLong(ordIdx), b.getLong(ordIdx));
     }
 
-    /** The record's position, as the owner of the emission it makes (domain.events.SourcePosition.token). */
+    /** The record's position, as the owner of the emission it makes (domain._events.SourcePosition.token). */
     private String ownerOf(Row row) {
         return row.get(sourceIdx) + ":" + row.get(partitionIdx) + ":" + row.get(offsetIdx);
     }

@@ -1,0 +1,258 @@
+"""One running instance per checkpoint: a lease kept in the checkpoint.
+
+Two Spark jobs started on one checkpoint both ran. Spark notices only when both write the
+same offsets-log entry (a ``ConcurrentModificationException``, "Multiple streaming queries
+are concurrently using …"), which the restart strategy took for a passing failure, so both
+went on, each writing every new event's output (twice the output with at-least-once).
+
+``CheckpointLease`` keeps ``streamdedup/owner`` in the checkpoint, through its own Hadoop
+file system: the owner's id (host, pid, a random part) and a heartbeat (wall-clock time and
+a counter), renewed every ``timeout / 5`` seconds by a daemon thread.
+
+* ``take`` (at start, before anything is written): no lease, this instance's own or a stale
+  one (last renewed ``timeout`` or more ago) is written as this instance's. A fresh lease of
+  another instance is watched: renewed, its owner is alive and the start is refused
+  (``CheckpointInUse``, one line); not renewed before it turns stale (a killed driver), it
+  is taken over. The lease is read back after a moment, so of two instances taking it at
+  the same time the one written last keeps it and the other is refused.
+* The heartbeat reads the lease before renewing it: another owner in it (a takeover after
+  this instance stalled for ``timeout``), no lease, or no renewal possible for ``timeout``
+  means the checkpoint is lost: ``lost`` is set, the engine stops its query and ``release``
+  raises ``CheckpointInUse``.
+* ``confirm`` runs before each micro-batch's output is written and raises ``CheckpointInUse``
+  unless the lease is still this instance's: an instance that lost the checkpoint writes
+  nothing more, so at-least-once output is not written by two instances either. It reads the
+  lease only when the heartbeat has not found it this instance's (and renewed it) within
+  ``timeout / 2``: another instance takes a lease over only once it has not been renewed for
+  ``timeout``, so a fresher renewal proves it is still ours without a read on the batch's path.
+* ``release`` (the query ended) stops the heartbeat and deletes the lease if it is still ours.
+
+``CheckpointInUse`` is never restarted (``error_class`` ``setup``): a restart would find the
+other instance's lease. Hosts sharing a checkpoint need clocks that agree to well within
+``timeout`` (a lease's age is its heartbeat's wall-clock time).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import socket
+import threading
+import time
+import uuid
+
+from adapters.spark.checkpoint._hadoop_files import HadoopPath
+from adapters.spark.checkpoint._logs import Checkpoint
+from adapters.spark.shared import CheckpointInUse, CorruptFile
+from domain import DedupError
+
+log = logging.getLogger(__name__)
+
+OWNER = "owner"
+DEFAULT_TIMEOUT = 30.0
+SETTLE = 1.0  # seconds between writing the lease and reading it back at start
+
+
+class CheckpointLease:
+    """The lease of one engine instance on its checkpoint (see the module docstring)."""
+
+    def __init__(self, location: str, timeout: float = DEFAULT_TIMEOUT):
+        self.location, self.timeout = location, timeout
+        self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self.lost = threading.Event()
+        self._path: HadoopPath | None = None
+        self._reason = ""
+        self._beat = 0
+        self._stopped = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._io = threading.Lock()  # a read never meets this instance's own renewal half-renamed
+        self._ours_at = float("-inf")  # monotonic time of the last read that found the lease ours
+
+    @property
+    def interval(self) -> float:
+        return self.timeout / 5
+
+    def take(self, spark) -> None:
+        """Hold the lease, or raise ``CheckpointInUse`` while another live instance holds it."""
+        self.lost.clear()
+        self._stopped.clear()
+        self._path = Checkpoint.at(self.location, spark).ours / OWNER
+        try:
+            self._wait_until_free()
+            self._renew()
+            time.sleep(min(SETTLE, self.interval))
+            read_at = time.monotonic()
+            holder = self._read()
+            if holder is None or holder["owner"] != self.owner:
+                raise CheckpointInUse(self._refusal(holder))
+            self._ours_at = read_at
+        except BaseException:
+            self._path = None
+            raise
+        self._thread = threading.Thread(target=self._heartbeat, name=f"lease {self.location}", daemon=True)
+        self._thread.start()
+
+    def confirm(self) -> None:
+        """Raise ``CheckpointInUse`` unless this instance still holds the lease (before writing output)."""
+        if self._path is None:
+            return
+        if not self.lost.is_set() and time.monotonic() - self._ours_at >= self.timeout / 2:
+            read_at = time.monotonic()
+            holder = self._read()
+            if holder is None or holder["owner"] != self.owner:
+                self._lose(self._taken_by(holder))
+            else:
+                self._ours_at = read_at
+        if self.lost.is_set():
+            raise self.error()
+
+    def release(self) -> None:
+        """Stop renewing and give the lease up; raises ``CheckpointInUse`` if it was lost while held."""
+        path = self._path
+        if path is None:
+            return
+        self._stopped.set()  # the heartbeat stops before the path goes: a last beat still finds it
+        if self._thread is not None:
+            self._thread.join()
+        self._path = None
+        if self.lost.is_set():
+            raise self.error()
+        try:
+            with self._io:
+                holder = _read(path)
+            if holder is not None and holder["owner"] == self.owner:
+                path.unlink(missing_ok=True)
+        except DedupError as exc:
+            log.warning(
+                "could not give up the lease of checkpoint %s (%s); it expires %gs after its last renewal",
+                self.location,
+                exc,
+                self.timeout,
+            )
+
+    def or_lost(self, stop: threading.Event) -> _Either:
+        """``stop``, or the loss of the lease: what ends the engine's wait for its query."""
+        return _Either(stop, self.lost)
+
+    def error(self) -> CheckpointInUse:
+        return CheckpointInUse(
+            f"checkpoint {self.location} was lost to another instance: {self._reason}; this "
+            "instance stops writing and exits (run one instance per spark.checkpoint)"
+        )
+
+    def _wait_until_free(self) -> None:
+        """Return once the lease is free, ours or stale; raise once it proves alive."""
+        seen = self._read()
+        if seen is not None and seen["owner"] != self.owner and _age(seen) < self.timeout:
+            log.warning(
+                "checkpoint %s is leased by %s (renewed %.1fs ago): waiting up to %.0fs for it to expire",
+                self.location,
+                seen["owner"],
+                _age(seen),
+                self.timeout - _age(seen),
+            )
+        while seen is not None and seen["owner"] != self.owner and _age(seen) < self.timeout:
+            time.sleep(min(self.interval, self.timeout - _age(seen)))
+            now = self._read()
+            if now is not None and now != seen:
+                raise CheckpointInUse(self._refusal(now))
+            seen = now
+        if seen is not None and seen["owner"] != self.owner:
+            log.warning(
+                "taking over checkpoint %s from %s: its lease was last renewed %.0fs ago",
+                self.location,
+                seen["owner"],
+                _age(seen),
+            )
+
+    def _heartbeat(self) -> None:
+        renewed = time.monotonic()
+        while not self._stopped.wait(self.interval):
+            try:
+                read_at = time.monotonic()
+                holder = self._read()
+                if holder is None or holder["owner"] != self.owner:
+                    return self._lose(self._taken_by(holder))
+                self._renew()
+                renewed = self._ours_at = read_at
+            except DedupError as exc:  # the file system did not answer: retried at the next beat
+                log.warning("could not renew the lease of checkpoint %s: %s", self.location, exc)
+                if time.monotonic() - renewed >= self.timeout:
+                    return self._lose(f"its lease could not be renewed for {self.timeout:g}s ({exc})")
+
+    def _lose(self, reason: str) -> None:
+        if not self.lost.is_set():
+            self._reason = reason
+            log.error("checkpoint %s lost: %s", self.location, reason)
+            self.lost.set()
+
+    def _renew(self) -> None:
+        with self._io:
+            if self._path is None:  # released meanwhile (the heartbeat raced the query's end)
+                return
+            self._beat += 1
+            self._path.write_text(
+                json.dumps(
+                    {
+                        "owner": self.owner,
+                        "host": socket.gethostname(),
+                        "pid": os.getpid(),
+                        "heartbeat": time.time(),
+                        "beat": self._beat,
+                        "timeout": self.timeout,
+                    }
+                )
+            )
+
+    def _read(self) -> dict | None:
+        with self._io:
+            if self._path is None:  # released meanwhile (the heartbeat can race ``release``): _read(None) failed too
+                raise RuntimeError(f"the lease of checkpoint {self.location} is not held")
+            return _read(self._path)
+
+    def _refusal(self, holder: dict | None) -> str:
+        who = f"{holder['owner']}, lease renewed {_age(holder):.1f}s ago" if holder else "another instance"
+        return (
+            f"checkpoint {self.location} is in use by another running instance ({who}); not starting. Run one "
+            f"instance per spark.checkpoint; a stopped instance's lease expires {self.timeout:g}s after its "
+            "last renewal (spark.lease_timeout)"
+        )
+
+    @staticmethod
+    def _taken_by(holder: dict | None) -> str:
+        return f"its lease was taken over by {holder['owner']}" if holder else "its lease was removed"
+
+
+class _Either:
+    """``is_set()`` of two events: set when either is."""
+
+    def __init__(self, first: threading.Event, second: threading.Event):
+        self.first, self.second = first, second
+
+    def is_set(self) -> bool:
+        return self.first.is_set() or self.second.is_set()
+
+
+def _read(path: HadoopPath, looks: int = 8) -> dict | None:
+    """The lease, or None when there is none. Replacing a file is delete-then-rename on some file
+    systems (Hadoop's local one among them: the data file, then its checksum file), so a lease
+    being renewed can be missing, or fail its checksum, for an instant: it is believed gone or
+    unreadable only after a few looks spread over about a second."""
+    corrupt = False
+    for look in range(looks):
+        try:
+            return json.loads(path.read_text())
+        except CorruptFile:
+            corrupt = True
+        except (FileNotFoundError, ValueError):
+            corrupt = False
+        if look + 1 < looks:
+            time.sleep(0.05 * (look + 1) / 2)
+    if corrupt:  # a holder killed while renewing it: unreadable for good, so it ages from its last write
+        return {"owner": "an unreadable lease (its holder died writing it)", "heartbeat": path.modified()}
+    return None
+
+
+def _age(holder: dict) -> float:
+    return max(0.0, time.time() - float(holder["heartbeat"]))

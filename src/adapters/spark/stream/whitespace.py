@@ -1,8 +1,0 @@
-"""Whitespace as the domain's parser sees it, as a Spark (Java) regular expression.
-
-``BLANK`` matches a text that Python's ``str.strip()`` empties: Unicode White_Space plus the
-ASCII separators 0x1c-0x1f. It is the ``empty_field`` check of the parser (``stream.parse``)
-and ``domain.events.is_blank_line`` for the lines of a directory (``stream.sources``).
-"""
-
-BLANK = r"(?U)^[\s\x1c-\x1f]*$"
