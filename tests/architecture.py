@@ -51,6 +51,7 @@ DOORS = (
     "adapters.spark.runtime",
     "adapters.spark.shared",
     "adapters.spark.stream",
+    "adapters.testing",
     "app",
 )
 

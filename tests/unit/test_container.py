@@ -9,8 +9,8 @@ import pytest
 from dependency_injector import providers
 
 from adapters.memory import InMemoryStateStore
+from adapters.testing import FlakyStateStore
 from app import UsageError, container_for, load_settings
-from tests.fakes import FlakyStateStore
 
 T = 1_689_019_596
 

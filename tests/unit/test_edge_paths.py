@@ -3,8 +3,8 @@
 import json
 
 from adapters.memory import InMemoryStateStore
+from adapters.testing import FakeClock
 from domain import Deduplicator, DedupRule, Event, Notification, RawRecord, RuleSet, SourcePosition, TimeBasis, Verdict
-from tests.fakes import FakeClock
 
 
 def _records(*values: bytes) -> list[RawRecord]:

@@ -5,8 +5,8 @@ from hypothesis import strategies as st
 
 from adapters import InMemoryMetrics
 from adapters.memory import InMemoryStateStore
+from adapters.testing import FakeClock, ListDeadLetterSink, ListSink, ListSource
 from domain import BatchPipeline, Deduplicator, DedupRule, Delivery, RawRecord, RuleSet, SourcePosition
-from tests.fakes import FakeClock, ListDeadLetterSink, ListSink, ListSource
 from tests.hostile_records import records
 
 RULES = RuleSet({"APP": DedupRule("APP", 30, key_fields=("uniqueValue", "session")), "WEB": DedupRule("WEB", 600)})

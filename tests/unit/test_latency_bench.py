@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from adapters.memory import InMemoryStateStore
+from adapters.testing import FakeClock
 from bench import latency_bench
 from bench.latency_model import (
     Drain,
@@ -28,7 +29,6 @@ from bench.latency_model import (
     timeline,
 )
 from domain import Deduplicator, RawRecord, RuleSet, SourcePosition, Verdict
-from tests.fakes import FakeClock
 
 
 class Sender:

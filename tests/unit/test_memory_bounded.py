@@ -5,9 +5,9 @@ import io
 import json
 
 from adapters.memory import InMemoryStateStore
+from adapters.testing import FakeClock
 from app import ProgressLine
 from domain import Accounting, Claim, Deduplicator, DedupRule, RawRecord, RuleSet, SourcePosition
-from tests.fakes import FakeClock
 
 
 def test_state_size_stays_bounded_by_the_retention():

@@ -3,8 +3,8 @@
 import pytest
 
 from adapters.memory import InMemoryStateStore
+from adapters.testing import FakeClock
 from domain import Deduplicator, DedupRule, RawRecord, RuleSet, SourcePosition, Verdict
-from tests.fakes import FakeClock
 from tests.scenarios import INVALID_RECORDS, SCENARIOS, Scenario
 
 LABEL = {Verdict.EMIT: "emit", Verdict.DUPLICATE: "dup"}

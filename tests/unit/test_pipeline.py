@@ -7,6 +7,15 @@ import pytest
 
 from adapters import InMemoryMetrics
 from adapters.memory import InMemoryStateStore
+from adapters.testing import (
+    FakeClock,
+    FlakyStateStore,
+    ListDeadLetterSink,
+    ListNotificationSource,
+    ListSink,
+    ListSource,
+    RecordingCommitter,
+)
 from domain import (
     BatchAborted,
     BatchCommitter,
@@ -23,15 +32,6 @@ from domain import (
     SourcePosition,
     SourceUnavailable,
     StateUnavailable,
-)
-from tests.fakes import (
-    FakeClock,
-    FlakyStateStore,
-    ListDeadLetterSink,
-    ListNotificationSource,
-    ListSink,
-    ListSource,
-    RecordingCommitter,
 )
 
 T = 1_700_000_000

@@ -3,6 +3,7 @@
 import pytest
 
 from adapters.memory import InMemoryStateStore
+from adapters.testing import FakeClock, FlakyStateStore, ListDeadLetterSink, ListNotificationSink, ListSink
 from app import load_settings
 from domain import (
     DEFAULT_POLICIES,
@@ -23,7 +24,6 @@ from domain import (
     parse_chain,
     run_with_policy,
 )
-from tests.fakes import FakeClock, FlakyStateStore, ListDeadLetterSink, ListNotificationSink, ListSink
 
 EVENT = b'{"id": "1", "uniqueValue": "u", "type": "APP", "timestamp": 1700000000}'
 

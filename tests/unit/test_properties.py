@@ -4,8 +4,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from adapters.memory import InMemoryStateStore
+from adapters.testing import FakeClock, SendingStateStore
 from domain import Deduplicator, DedupRule, RawRecord, RuleSet, SourcePosition, Verdict
-from tests.fakes import FakeClock, SendingStateStore
 from tests.scenarios import Step
 
 WINDOWS = {"APP": 5, "WEB": 12}

@@ -6,8 +6,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from adapters.memory import InMemoryStateStore
+from adapters.testing import FakeClock, SharedStateStore
 from domain import Deduplicator, DedupRule, RawRecord, RuleSet, SourcePosition, Verdict, Watermarks, clock_bound
-from tests.fakes import FakeClock, SharedStateStore
 
 
 def test_an_expected_partition_not_heard_from_holds_the_watermark_back_until_it_goes_idle():
