@@ -9,6 +9,7 @@ figures are written once, in the table a benchmark printed, and the picture cann
 
 from __future__ import annotations
 
+import math
 import re
 import sys
 from pathlib import Path
@@ -34,6 +35,7 @@ GENERATED = {
 }
 
 
+WIDE = '%%{init: {"xyChart": {"width": 900}}}%%'  # sideways bars: room for the value axis's numbers
 PLOT = re.compile(r"^<!-- plot: (.+?) -->[ \t]*$", re.M)
 NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
 
@@ -44,8 +46,9 @@ def plot(markdown: str) -> str:
     KIND is ``line``, ``bar`` or ``hbar`` (bars drawn sideways, for long names). The X columns'
     cells (``A + B``: both, joined) name the points; the first number of each Y column cell
     (``**43.7 MB** (snapshot)`` is 43.7; thousands separators are dropped) is the point's value.
-    A column the table lacks, or a Y cell without a number, stops the build with a message
-    naming it."""
+    The value axis starts at 0 (``axis_top`` sets its end): an axis that starts at the lowest
+    value makes a bar of 60,000 look a tenth of one of 98,000. A column the table lacks, or a Y
+    cell without a number, stops the build with a message naming it."""
 
     def chart(match: re.Match[str]) -> str:
         kind, title, x, y, axis = (part.strip() for part in match.group(1).split("|"))
@@ -69,16 +72,28 @@ def plot(markdown: str) -> str:
         return "\n".join(
             [
                 "```mermaid",
+                *([WIDE] if kind == "hbar" else []),
                 "xychart-beta horizontal" if kind == "hbar" else "xychart-beta",
                 f'    title "{title}"',
                 "    x-axis [" + ", ".join(f'"{name}"' for name in names) + "]",
-                f'    y-axis "{axis}"',
+                f'    y-axis "{axis}"' + ("" if float(min(values, key=float)) < 0 else f" 0 --> {axis_top(values)}"),
                 f"    {kind.removeprefix('h')} [" + ", ".join(values) + "]",
                 "```",
             ]
         )
 
     return PLOT.sub(chart, markdown)
+
+
+def axis_top(values: list[str]) -> str:
+    """The end of a value axis from 0: the highest value rounded up to a half step of its order
+    of magnitude (98,517 → 100000, 0.43 → 0.45, 1043.7 → 1500)."""
+    highest = max(float(value) for value in values)
+    if highest <= 0:
+        return "1"
+    step = 10 ** math.floor(math.log10(highest)) / 2
+    top = math.ceil(highest / step) * step
+    return f"{top:g}" if top < 1e6 else str(int(top))
 
 
 def _table_above(text: str, title: str) -> list[list[str]]:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from bench import checkpoint_cost_bench, latency_bench
-from scripts.mkdocs_hooks import PLOT, plot
+from scripts.mkdocs_hooks import PLOT, axis_top, plot
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 TABLE = """Before.
@@ -36,7 +36,7 @@ def test_a_plot_line_becomes_a_chart_of_the_table_above_it():
         "xychart-beta",
         '    title "state in the checkpoint"',
         '    x-axis ["1 M", "2 M"]',
-        '    y-axis "MB"',
+        '    y-axis "MB" 0 --> 1500',
         "    line [6.1, 1043.7]",
     ]
     assert "<!-- plot" not in plot(TABLE) and "Before." in plot(TABLE) and "After." in plot(TABLE)
@@ -45,8 +45,21 @@ def test_a_plot_line_becomes_a_chart_of_the_table_above_it():
 def test_sideways_bars_name_each_point_by_several_columns():
     text = TABLE.replace("line | state in the checkpoint | keys |", "hbar | state | keys + note |")
     (chart,) = charts(text)
-    assert chart.startswith("xychart-beta horizontal\n")
+    assert chart.startswith('%%{init: {"xyChart": {"width": 900}}}%%\nxychart-beta horizontal\n')
     assert '["1 M, first", "2 M, second"]' in chart and "    bar [6.1, 1043.7]" in chart
+
+
+@pytest.mark.parametrize(
+    ("values", "top"),
+    [(["98517", "53343"], "100000"), (["0.43"], "0.45"), (["6.1", "1043.7"], "1500"), (["5"], "5"), (["0"], "1")],
+)
+def test_the_value_axis_runs_from_0_to_just_above_the_highest_value(values, top):
+    assert axis_top(values) == top
+
+
+def test_a_negative_value_leaves_the_axis_to_mermaid():
+    (chart,) = charts(TABLE.replace("| 6.1 MB |", "| -6.1 MB |"))
+    assert '    y-axis "MB"\n' in chart + "\n" and "-->" not in chart
 
 
 def test_two_plot_lines_chart_the_same_table():
