@@ -1,12 +1,12 @@
 """Test doubles of the ports and a one-call run, for tests of code that uses streamdedup as a
 library: no broker, no Redis, no Spark; a run over a few thousand records takes milliseconds.
 
-    from adapters.testing import dedup_records
+    from adapters.testing import deduplicate
 
-    run = dedup_records(['{"id": "1", "uniqueValue": "u", "type": "APP", "timestamp": 1700000000}'] * 2)
+    run = deduplicate(['{"id": "1", "uniqueValue": "u", "type": "APP", "timestamp": 1700000000}'] * 2)
     assert len(run.emitted) == 1 and run.accounting.duplicates == 1
 
-``dedup_records`` (and its result, ``Run``) judges records as the memory engine does. The
+``deduplicate`` (and its result, ``Run``) judges records as the memory engine does. The
 doubles, to assemble a ``domain.BatchPipeline`` by hand: ``FakeClock`` (time moved by the
 test), ``ListSource``, ``ListSink``, ``ListDeadLetterSink``, ``ListNotificationSource``,
 ``ListNotificationSink``, ``RecordingCommitter`` (lists a test fills and reads back),
@@ -16,7 +16,7 @@ project's own tests use; none is a mock: each behaves as its port says.
 """
 
 from adapters.testing._clock import FakeClock
-from adapters.testing._run import Run, dedup_records
+from adapters.testing._run import Run, deduplicate
 from adapters.testing._stores import FlakyStateStore, SendingStateStore, SharedStateStore
 from adapters.testing._streams import (
     ListDeadLetterSink,
@@ -40,6 +40,6 @@ __all__ = [
     "Run",
     "SendingStateStore",
     "SharedStateStore",
-    "dedup_records",
+    "deduplicate",
     "offsets",
 ]

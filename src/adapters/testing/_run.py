@@ -27,7 +27,7 @@ SOURCE = "test"  # the source every record is read from, partition 0, offsets fr
 
 @dataclass
 class Run:
-    """What a run of ``dedup_records`` wrote: the unique events' bytes in the order they came
+    """What a run of ``deduplicate`` wrote: the unique events' bytes in the order they came
     out, the dead letters (each with the original bytes, ``record.value``, and a ``reason``),
     and the accounting (``accounting.records_in`` equals the records given, each counted in one
     bucket: ``out``, ``duplicates``, ``dead_lettered``, ``skipped``)."""
@@ -37,7 +37,7 @@ class Run:
     accounting: Accounting
 
 
-def dedup_records(
+def deduplicate(
     values: Iterable[bytes | str],
     rules: RuleSet | None = None,
     *,
