@@ -83,7 +83,7 @@ def engine_plan(spark, args) -> DataFrame:
 
 def operator_plan(spark) -> DedupPlan:
     """The engine's plan with the operator's accumulators and horizons, and no watermark files."""
-    package = spark._jvm.streamdedup.spark
+    package = spark._jvm.streamdedup.stream
     newest = package.NewestTimes()
     spark.sparkContext._jsc.sc().register(newest, "streamdedup.newest_times")
     marks = SimpleNamespace(horizons=package.RuleHorizons.none(), newest=newest)

@@ -246,23 +246,24 @@ SPARK_4_0_1 = Path(__file__).parent / "fixtures" / "spark-4.0.1"
 SPARK_4_0_1_ROOT = "/tmp/streamdedup-fixture-spark-4.0.1"
 FORMAT_3_HDFS = Path(__file__).parent / "fixtures" / "format3-hdfs"
 FORMAT_3_HDFS_ROOT = "/tmp/streamdedup-fixture-format3"
+FORMAT_4 = Path(__file__).parent / "fixtures" / "format4"
+FORMAT_4_ROOT = "/tmp/streamdedup-fixture-format4"
 
 
 def restore(fixture: Path, written_at: str, root: Path) -> None:
     """Copies ``fixture`` (a checkpoint and its input, written under ``written_at``) to ``root``,
-    its text files naming ``root`` instead (the state's own files, binary, as they are)."""
+    its text files naming ``root`` instead (the state's own files, binary, as they are; a
+    ``transformWithState`` operator's metadata, ``state/0/_metadata/v2/N``, is text and names its
+    schema file by its full path)."""
     for path in fixture.rglob("*"):
         if path.is_file():
             target = root / path.relative_to(fixture)
             target.parent.mkdir(parents=True, exist_ok=True)
             data = path.read_bytes()
-            target.write_bytes(
-                data.replace(written_at.encode(), str(root).encode())
-                if path.parent.name in ("0", "streamdedup")
-                and b"{" in data
-                and "state" not in path.relative_to(fixture).parts
-                else data
-            )
+            parts = path.relative_to(fixture).parts
+            operator_metadata = parts[-3:-1] == ("_metadata", "v2")
+            text = operator_metadata or (path.parent.name in ("0", "streamdedup") and "state" not in parts)
+            target.write_bytes(data.replace(written_at.encode(), str(root).encode()) if text and b"{" in data else data)
 
 
 def refused_then_migrated(stream, tmp_path: Path, old: Path, new: Path, capsys, monkeypatch) -> None:
@@ -336,6 +337,42 @@ def test_a_state_format_3_checkpoint_is_refused_then_migrated_with_its_dedup_mem
     assert (reports["a3"].first_time, reports["w2"].first_time) == (T, T)
     assert read_manifest(new / "streamdedup").operators["window-dedup"]["state_format"] == STATE_FORMAT == 4
     assert any(p.suffix == ".changelog" for p in (new / "state").rglob("*"))
+
+
+def test_a_checkpoint_written_before_the_java_packages_moved_is_resumed_with_its_dedup_memory(stream, spark, tmp_path):
+    """``fixtures/format4``: state format 4 (this version's ``transformWithState``) in RocksDB, written
+    at commit cd4f931, when the engine's JVM classes were in ``streamdedup.spark`` (issue 55 moved them to
+    packages named after the Python ones: ``streamdedup.stream.WindowDedup``, …), over ``in/0000.jsonl``
+    (a1 a@0, w1 w@0, b1 b@2, a2 a@5: a duplicate) by ``DEDUP_SPARK__CHECKPOINT=<root>/checkpoint dedup run
+    --engine spark --source file:<root>/in --sink file:<root>/out --dlq file:<root>/dlq`` with <root>
+    ``written_at``. A checkpoint names no Java class (its operator metadata names Spark's operator and the
+    state variables, its schemas are Spark types, the manifest names ``window-dedup``): this version reads
+    its state and resumes the job on it, no migration, its emissions and their positions intact."""
+    restore(FORMAT_4, FORMAT_4_ROOT, tmp_path)
+    checkpoint = tmp_path / "checkpoint"
+    assert read_manifest(checkpoint / "streamdedup").operators["window-dedup"]["state_format"] == STATE_FORMAT
+    assert dict(inspect_checkpoint(spark, str(checkpoint)).keys_per_rule) == {"APP": 2, "WEB": 1}
+    stream.files = 1
+    stream.add(
+        event("a3", "a", "APP", 10),
+        event("c1", "c", "APP", 11),
+        event("w2", "w", "WEB", 100),
+        event("b2", "b", "APP", 40),
+    )
+    engine = stream.engine(
+        V1, sink="out", dead_letters="dlq", checkpoint="checkpoint", duplicates=str(tmp_path / "dups")
+    )
+    counts = engine.run(available_now=True).as_dict()
+    assert (counts["in"], counts["out"], counts["duplicates"]) == (4, 2, 2)
+    reports = {json.loads(d.record.value)["id"]: d for d in stream.run_reports("dups")}
+    firsts = {
+        id_: json.loads(stream.line_of(d.first.source.replace(FORMAT_4_ROOT, str(tmp_path)), d.first.offset))["id"]
+        for id_, d in reports.items()
+    }
+    assert firsts == {"a3": "a1", "w2": "w1"}
+    assert {d.first.source for d in reports.values()} == {f"file:{FORMAT_4_ROOT}/in/0000.jsonl"}
+    assert read_manifest(checkpoint / "streamdedup").migration is None
+    assert dict(inspect_checkpoint(spark, str(checkpoint)).keys_per_rule) == {"APP": 3, "WEB": 1}
 
 
 def test_a_checkpoint_of_the_previous_state_format_is_migrated_and_its_emissions_report_no_position(

@@ -9,14 +9,14 @@ pytestmark = pytest.mark.spark
 
 def task_count(spark, batch_time_ms: int, partition: int, *changes: int):
     """The accumulator copy one task would send: its changes to one (micro-batch, partition)."""
-    count = spark._jvm.streamdedup.spark.StateRowCount()
+    count = spark._jvm.streamdedup.stream.StateRowCount()
     for change in changes:
         count.add(batch_time_ms, partition, change)
     return count
 
 
 def test_a_partition_judged_again_for_the_same_micro_batch_replaces_its_count(spark):
-    driver = spark._jvm.streamdedup.spark.StateRowCount()
+    driver = spark._jvm.streamdedup.stream.StateRowCount()
     driver.merge(task_count(spark, 1_000, 0, 1, 1, 1, -1))
     driver.merge(task_count(spark, 1_000, 1, 1, 1, 1))
     assert driver.value() == 5
@@ -27,7 +27,7 @@ def test_a_partition_judged_again_for_the_same_micro_batch_replaces_its_count(sp
 
 
 def test_old_micro_batches_are_folded_into_one_settled_count(spark):
-    driver = spark._jvm.streamdedup.spark.StateRowCount()
+    driver = spark._jvm.streamdedup.stream.StateRowCount()
     for batch in range(200):
         driver.merge(task_count(spark, batch, batch % 2, 1, 1, -1))
     assert driver.value() == 200

@@ -1,4 +1,4 @@
-"""Hadoop's local file system without processes (``streamdedup.hadoop``, set by
+"""Hadoop's local file system without processes (``streamdedup.runtime``, set by
 ``adapters.spark.runtime._session.forkless_local_files`` for a local master): what it reports
 and does is what Hadoop's own local file system reports and does."""
 
@@ -29,7 +29,7 @@ def hadoop_conf(spark):
 def file_systems(spark, jvm):
     """(ours, Hadoop's) raw local file systems, initialized alike."""
     uri = jvm.java.net.URI("file:///")
-    ours = jvm.streamdedup.hadoop.ForklessRawLocalFileSystem()
+    ours = jvm.streamdedup.runtime.ForklessRawLocalFileSystem()
     hadoops = jvm.org.apache.hadoop.fs.RawLocalFileSystem()
     for fs in (ours, hadoops):
         fs.initialize(uri, hadoop_conf(spark))
@@ -54,9 +54,9 @@ def test_a_local_session_reads_and_writes_local_files_through_it(spark, jvm):
     for key, value in FORKLESS_LOCAL_FILES.items():
         assert conf.get(key.removeprefix("spark.hadoop.")) == value
     path = jvm.org.apache.hadoop.fs.Path("file:///tmp")
-    assert path.getFileSystem(conf).getClass().getName() == "streamdedup.hadoop.ForklessLocalFileSystem"
+    assert path.getFileSystem(conf).getClass().getName() == "streamdedup.runtime.ForklessLocalFileSystem"
     context = jvm.org.apache.hadoop.fs.FileContext.getFileContext(path.toUri(), conf)
-    assert context.getDefaultFileSystem().getClass().getName() == "streamdedup.hadoop.ForklessLocalFs"
+    assert context.getDefaultFileSystem().getClass().getName() == "streamdedup.runtime.ForklessLocalFs"
 
 
 def test_statuses_and_permissions_are_hadoops(spark, jvm, tmp_path):

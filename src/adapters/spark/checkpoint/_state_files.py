@@ -7,7 +7,7 @@ files of the last snapshot upload, reported again by every micro-batch until the
 after a restart the files downloaded to load the state (seen with Spark 4.0.1). With RocksDB's
 bounded memory (also the default) ``memoryUsedBytes`` is 0, as is ``rocksdbSstFileSize`` until
 RocksDB flushes a memtable. So the state directory is looked at instead, after every
-micro-batch (``streamdedup.spark.StateFiles``, one recursive listing in the JVM): the files that
+micro-batch (``streamdedup.checkpoint.StateFiles``, one recursive listing in the JVM): the files that
 appeared since the last look are what was written (changelogs or deltas, snapshots, their SST
 files), and all its files are the state's size in the checkpoint. Hidden files are left out: files being written (renamed into place once
 complete) and Hadoop's checksums, which ``dedup state inspect`` counts on a local checkpoint
@@ -38,7 +38,7 @@ class StateLook:
 
 @dataclass
 class StateFiles:
-    files: Any  # streamdedup.spark.StateFiles (JVM)
+    files: Any  # streamdedup.checkpoint.StateFiles (JVM)
 
     @classmethod
     def open(cls, spark, checkpoint: str) -> StateFiles | None:
@@ -46,7 +46,9 @@ class StateFiles:
         None (logged) when it cannot be listed: the run goes on without these figures."""
         location = str(Checkpoint.at(checkpoint, spark).path / "state")
         try:
-            return cls(spark._jvm.streamdedup.spark.StateFiles(location, spark.sparkContext._jsc.hadoopConfiguration()))
+            return cls(
+                spark._jvm.streamdedup.checkpoint.StateFiles(location, spark.sparkContext._jsc.hadoopConfiguration())
+            )
         except Exception as exc:
             log.warning("the checkpoint's state files could not be listed: %s", first_line(exc))
             return None

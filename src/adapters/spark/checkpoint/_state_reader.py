@@ -29,7 +29,7 @@ def state_schema(spark: SparkSession) -> str:
     """The current operator's state value schema (the ``Emissions`` bean), e.g. ``struct<retention:bigint,…>``."""
     jvm = spark._jvm
     assert jvm is not None  # a running session's JVM
-    bean = jvm.streamdedup.spark.Emissions().getClass()
+    bean = jvm.streamdedup.stream.Emissions().getClass()
     return jvm.org.apache.spark.sql.Encoders.bean(bean).schema().simpleString()
 
 
@@ -50,7 +50,7 @@ def read_state(spark: SparkSession, location: str, batch: int | None = None) -> 
     if timers:
         jvm = spark._jvm
         assert jvm is not None  # a running session's JVM
-        reader = reader.option("stateVarName", jvm.streamdedup.spark.WindowDedup.STATE)
+        reader = reader.option("stateVarName", jvm.streamdedup.stream.WindowDedup.STATE)
     raw = reader.load(location)
     value = cast(StructType, raw.schema["value"].dataType)  # the state's value: a struct (so is groupState)
     held = "value" if timers else "value.groupState"

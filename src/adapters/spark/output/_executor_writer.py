@@ -1,7 +1,7 @@
 """Exactly-once Kafka output for the Spark engine: one Kafka transaction per output partition.
 
 ``output._writers.ExactlyOnceWriter`` hands a judged micro-batch to the executors
-(``ExecutorWriter``, the JVM's ``streamdedup.spark.kafka.KafkaBatchWriter``): each task
+(``ExecutorWriter``, the JVM's ``streamdedup.output.KafkaBatchWriter``): each task
 writes its partition's unique events and dead letters in one transaction under the
 transactional id ``ID-pN`` (``ID`` the checkpoint's identity, ``identity``; ``N`` the
 partition), with a *commit marker* ``(transactional id, query id, batch id, partition,
@@ -186,7 +186,7 @@ class PartitionWrite:
 
 @dataclass
 class ExecutorWriter:
-    """The executors' Kafka writer (``streamdedup.spark.kafka.KafkaBatchWriter``).
+    """The executors' Kafka writer (``streamdedup.output.KafkaBatchWriter``).
 
     ``producer``/``consumer``: Java Kafka client settings (bootstrap, security), the producer's
     over ``PRODUCER_DEFAULTS``; ``markers``: the control topic (exactly-once only)."""
@@ -230,13 +230,13 @@ class ExecutorWriter:
                 for key, value in settings.items():
                     java.put(key, value)
                 maps.append(java)
-            self._jvm_side = (context, jvm.streamdedup.spark.kafka.KafkaBatchWriter, jvm.java.lang.String, *maps)
+            self._jvm_side = (context, jvm.streamdedup.output.KafkaBatchWriter, jvm.java.lang.String, *maps)
         return self._jvm_side[1:]
 
     @staticmethod
     def close(spark) -> None:
         """Close the producers this JVM keeps between batches (the query ended)."""
-        spark._jvm.streamdedup.spark.kafka.KafkaBatchWriter.closeProducers()
+        spark._jvm.streamdedup.output.KafkaBatchWriter.closeProducers()
 
 
 def java_client_settings(bootstrap: str, spark_options: Mapping[str, str]) -> dict[str, str]:

@@ -10,6 +10,7 @@ from adapters.spark.runtime._jars import (
     cache_dir,
     local_files_jar,
     operator_jar,
+    operator_sources,
 )
 from adapters.spark.runtime._kafka_options import spark_kafka_options
 from adapters.spark.runtime._session import (
@@ -48,6 +49,7 @@ __all__ = [
     "local_files_jar",
     "on_loopback",
     "operator_jar",
+    "operator_sources",
     "python_files",
     "require_classes",
     "require_endpoints",

@@ -1,10 +1,15 @@
 """The engine's JVM code, built from source on first use, and the jars Spark needs beside it.
 
-``adapters/spark/jvm/streamdedup/spark/WindowDedup.java`` is the domain's judgement as a
-``flatMapGroupsWithState`` function: it runs per key inside the JVM, so no Python runs per
-key. ``PlainEvent.java`` is the parser's fast path, ``TrailingContent.java`` a check of its strict path (adapters.spark.stream._parse). The jar is compiled with the JDK's ``javac`` against pyspark's own jars and cached
-under ``.cache/jars/streamdedup-spark/``, named by a hash of the sources, so a changed
-source is rebuilt and a stale jar is never used.
+The Java sources are in ``adapters/spark/jvm/streamdedup/<package>/``, each Java package named
+after the Python package it serves: ``streamdedup.stream`` (adapters.spark.stream: the operator
+``WindowDedup``, the domain's judgement as a ``transformWithState`` processor that runs per key
+inside the JVM, so no Python runs per key; ``PlainEvent``, the parser's fast path, and
+``TrailingContent``, a check of its strict path: ``_parse``), ``streamdedup.checkpoint``
+(``StateFiles``), ``streamdedup.output`` (the executors' Kafka writer) and
+``streamdedup.runtime`` (Hadoop's local file system without forks: ``_session``). All but
+``runtime`` make the operator jar, compiled with the JDK's ``javac`` against pyspark's own jars
+and cached under ``.cache/jars/streamdedup-spark/``, named by a hash of the sources (their
+paths and bytes), so a changed source is rebuilt and a stale jar is never used.
 """
 
 from __future__ import annotations
@@ -21,11 +26,12 @@ from adapters.spark.shared import SparkSetupError
 
 SOURCES = Path(__file__).resolve().parents[1] / "jvm"
 ROOT = Path(__file__).resolve().parents[4]
-KAFKA_SOURCES = SOURCES / "streamdedup" / "spark" / "kafka"
-HADOOP_SOURCES = SOURCES / "streamdedup" / "hadoop"  # a jar of its own: it goes on the driver's classpath
-OPERATOR_CLASS = "streamdedup.spark.WindowDedup"
-PLAIN_EVENT_CLASS = "streamdedup.spark.PlainEvent"
-TRAILING_CONTENT_CLASS = "streamdedup.spark.TrailingContent"
+JAVA_PACKAGES = SOURCES / "streamdedup"  # one directory per Java package streamdedup.<name>
+KAFKA_SOURCES = JAVA_PACKAGES / "output"  # the executors' Kafka writer: compiled in only with the connector
+RUNTIME_SOURCES = JAVA_PACKAGES / "runtime"  # a jar of its own: it goes on the driver's classpath
+OPERATOR_CLASS = "streamdedup.stream.WindowDedup"
+PLAIN_EVENT_CLASS = "streamdedup.stream.PlainEvent"
+TRAILING_CONTENT_CLASS = "streamdedup.stream.TrailingContent"
 
 
 def cache_dir() -> Path:
@@ -39,27 +45,44 @@ def connector_jars() -> list[Path]:
 
 def operator_jar() -> Path:
     """The operator jar, compiled now if the cache has no jar for the current sources. The
-    executor-side Kafka writer (``streamdedup.spark.kafka``) is compiled in when the Kafka
+    executor-side Kafka writer (``streamdedup.output``) is compiled in when the Kafka
     connector's jars are there to compile it against."""
     kafka = connector_jars()
-    java_files = sorted(
-        p for p in (SOURCES / "streamdedup" / "spark").rglob("*.java") if kafka or KAFKA_SOURCES not in p.parents
+    return _built("streamdedup-spark", operator_sources(kafka=bool(kafka)), kafka)
+
+
+def operator_sources(kafka: bool) -> list[Path]:
+    """The operator jar's sources: every package but ``streamdedup.runtime``, and
+    ``streamdedup.output`` only when ``kafka`` (the connector is there to compile it against)."""
+    return sorted(
+        p
+        for p in JAVA_PACKAGES.rglob("*.java")
+        if RUNTIME_SOURCES not in p.parents and (kafka or KAFKA_SOURCES not in p.parents)
     )
-    return _built("streamdedup-spark", java_files, kafka)
 
 
 def local_files_jar() -> Path:
-    """The jar of ``streamdedup.hadoop``: Hadoop's local file system without its processes
+    """The jar of ``streamdedup.runtime``: Hadoop's local file system without its processes
     (``adapters.spark.runtime._session.forkless_local_files``), compiled now if needed."""
-    return _built("streamdedup-hadoop", sorted(HADOOP_SOURCES.rglob("*.java")), [])
+    return _built("streamdedup-hadoop", sorted(RUNTIME_SOURCES.rglob("*.java")), [])
 
 
 def _built(name: str, java_files: list[Path], extra: list[Path]) -> Path:
-    digest = hashlib.sha256(b"".join(p.read_bytes() for p in java_files)).hexdigest()[:12]
+    digest = _digest(java_files)
     jar = cache_dir() / "jars" / name / f"{name}-{digest}.jar"
     if not jar.exists():
         _compile(java_files, jar, extra)
     return jar
+
+
+def _digest(java_files: list[Path]) -> str:
+    """The sources' hash: each file's path under ``SOURCES`` and bytes, so a moved file is a change too."""
+    sha = hashlib.sha256()
+    for path in java_files:
+        data = path.read_bytes()
+        sha.update(f"{path.relative_to(SOURCES).as_posix()}\0{len(data)}\0".encode())
+        sha.update(data)
+    return sha.hexdigest()[:12]
 
 
 def _compile(java_files: list[Path], jar: Path, extra: list[Path]) -> None:

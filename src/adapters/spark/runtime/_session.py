@@ -218,14 +218,14 @@ def _submitted(master: str | None, conf: dict[str, str]) -> tuple[dict[str, str]
 
 
 FORKLESS_LOCAL_FILES = {
-    "spark.hadoop.fs.file.impl": "streamdedup.hadoop.ForklessLocalFileSystem",
-    "spark.hadoop.fs.AbstractFileSystem.file.impl": "streamdedup.hadoop.ForklessLocalFs",
+    "spark.hadoop.fs.file.impl": "streamdedup.runtime.ForklessLocalFileSystem",
+    "spark.hadoop.fs.AbstractFileSystem.file.impl": "streamdedup.runtime.ForklessLocalFs",
 }
 
 
 def forkless_local_files(settings: dict[str, str]) -> dict[str, str]:
     """``settings`` with Hadoop's local file system replaced by its own small jar's
-    ``streamdedup.hadoop.ForklessLocalFileSystem`` (unless configured otherwise): without
+    ``streamdedup.runtime.ForklessLocalFileSystem`` (unless configured otherwise): without
     Hadoop's native library, every checkpoint file written to a local directory started a
     process or two (``chmod``, ``readlink``), 6–45 ms each on a micro-batch's critical path
     (docs/design/latency.md). For a local master only: its jar (``local_files_jar``) goes on

@@ -14,7 +14,7 @@ __all__ = ["apply_operator", "running_newest", "state_row_counter"]
 
 def state_row_counter(spark):
     """A new ``StateRowCount`` registered with the SparkContext, for one query's operator."""
-    counter = spark._jvm.streamdedup.spark.StateRowCount()
+    counter = spark._jvm.streamdedup.stream.StateRowCount()
     spark.sparkContext._jsc.sc().register(counter, "streamdedup.state_rows")
     return counter
 
@@ -35,7 +35,7 @@ def apply_operator(df, key_column: str, state_rows, horizons, newest):
     from adapters.spark.shared import clock_seconds
 
     spark = df.sparkSession
-    operator = spark._jvm.streamdedup.spark.WindowDedup
+    operator = spark._jvm.streamdedup.stream.WindowDedup
     clock = F.when(F.col("judged"), F.least(F.col("t"), clock_seconds()))
     return DataFrame(operator.judge(df._jdf, key_column, clock._jc, state_rows, horizons, newest), spark)
 
@@ -46,4 +46,4 @@ def running_newest(df):
     from pyspark.sql import DataFrame
 
     spark = df.sparkSession
-    return DataFrame(spark._jvm.streamdedup.spark.RunningNewest.apply(df._jdf), spark)
+    return DataFrame(spark._jvm.streamdedup.stream.RunningNewest.apply(df._jdf), spark)

@@ -9,7 +9,7 @@ the only second look at the text is for a non-integral-looking timestamp (``1.0`
 the variant normalises to an integer.
 
 Fast path: most records are plain, valid events. A JVM scanner
-(``jvm/streamdedup/spark/PlainEvent.java``, one pass over the bytes, no per-record parser
+(``jvm/streamdedup/stream/PlainEvent.java``, one pass over the bytes, no per-record parser
 or reader) *certifies* such a record and returns its fields; it is sound by construction
 (a record it cannot vouch for gets null). Only records that are not certified go through
 the strict VARIANT checks: their text is passed on, a certified record's text is replaced

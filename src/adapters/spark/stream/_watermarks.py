@@ -52,7 +52,7 @@ class BatchWatermarks:
 
     @classmethod
     def open(cls, spark, checkpoint: str, idle_timeout: float, topic: str | None = None) -> BatchWatermarks:
-        package = spark._jvm.streamdedup.spark
+        package = spark._jvm.streamdedup.stream
         newest = package.NewestTimes()
         spark.sparkContext._jsc.sc().register(newest, "streamdedup.newest_times")
         location = Checkpoint.at(checkpoint, spark)
