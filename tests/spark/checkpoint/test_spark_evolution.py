@@ -291,6 +291,31 @@ def refused_then_migrated(stream, tmp_path: Path, old: Path, new: Path, capsys, 
     assert main(["state", "migrate", "--from", f"spark:{old}", "--to", f"spark:{new}"]) == 0
 
 
+def continued_past_the_fixture(stream, tmp_path: Path, written_at: str, checkpoint: str) -> dict:
+    """The fixtures' job continued on ``tmp_path / checkpoint``: a3 (a repeat of a1), c1, w2 (of w1) and
+    b2 (b1 expired) come to 2 out and 2 duplicates whose reports name a1 and w1 in the fixture's input,
+    as the state names it: where the fixture was written (``written_at``; its copy is in ``tmp_path``).
+    Returns the reports by the repeat's id."""
+    stream.files = 1
+    stream.add(
+        event("a3", "a", "APP", 10),
+        event("c1", "c", "APP", 11),
+        event("w2", "w", "WEB", 100),
+        event("b2", "b", "APP", 40),
+    )
+    engine = stream.engine(V1, sink="out", dead_letters="dlq", checkpoint=checkpoint, duplicates=str(tmp_path / "dups"))
+    counts = engine.run(available_now=True).as_dict()
+    assert (counts["in"], counts["out"], counts["duplicates"]) == (4, 2, 2)
+    reports = {json.loads(d.record.value)["id"]: d for d in stream.run_reports("dups")}
+    firsts = {
+        id_: json.loads(stream.line_of(d.first.source.replace(written_at, str(tmp_path)), d.first.offset))["id"]
+        for id_, d in reports.items()
+    }
+    assert firsts == {"a3": "a1", "w2": "w1"}
+    assert {d.first.source for d in reports.values()} == {f"file:{written_at}/in/0000.jsonl"}
+    return reports
+
+
 @pytest.mark.parametrize(
     "fixture, written_at, store_file",
     [
@@ -316,24 +341,7 @@ def test_a_state_format_3_checkpoint_is_refused_then_migrated_with_its_dedup_mem
     assert read_manifest(old / "streamdedup").operators["window-dedup"]["state_format"] == 3
     assert any(p.suffix == store_file for p in (old / "state").rglob("*"))
     refused_then_migrated(stream, tmp_path, old, new, capsys, monkeypatch)
-    stream.files = 1
-    stream.add(
-        event("a3", "a", "APP", 10),
-        event("c1", "c", "APP", 11),
-        event("w2", "w", "WEB", 100),
-        event("b2", "b", "APP", 40),
-    )
-    engine = stream.engine(V1, sink="out", dead_letters="dlq", checkpoint="v4", duplicates=str(tmp_path / "dups"))
-    counts = engine.run(available_now=True).as_dict()
-    assert (counts["in"], counts["out"], counts["duplicates"]) == (4, 2, 2)
-    reports = {json.loads(d.record.value)["id"]: d for d in stream.run_reports("dups")}
-    # the state names the input as it was where the fixture was written: its copy is here now
-    firsts = {
-        id_: json.loads(stream.line_of(d.first.source.replace(written_at, str(tmp_path)), d.first.offset))["id"]
-        for id_, d in reports.items()
-    }
-    assert firsts == {"a3": "a1", "w2": "w1"}
-    assert {d.first.source for d in reports.values()} == {f"file:{written_at}/in/0000.jsonl"}
+    reports = continued_past_the_fixture(stream, tmp_path, written_at, "v4")
     assert (reports["a3"].first_time, reports["w2"].first_time) == (T, T)
     assert read_manifest(new / "streamdedup").operators["window-dedup"]["state_format"] == STATE_FORMAT == 4
     assert any(p.suffix == ".changelog" for p in (new / "state").rglob("*"))
@@ -352,25 +360,7 @@ def test_a_checkpoint_written_before_the_java_packages_moved_is_resumed_with_its
     checkpoint = tmp_path / "checkpoint"
     assert read_manifest(checkpoint / "streamdedup").operators["window-dedup"]["state_format"] == STATE_FORMAT
     assert dict(inspect_checkpoint(spark, str(checkpoint)).keys_per_rule) == {"APP": 2, "WEB": 1}
-    stream.files = 1
-    stream.add(
-        event("a3", "a", "APP", 10),
-        event("c1", "c", "APP", 11),
-        event("w2", "w", "WEB", 100),
-        event("b2", "b", "APP", 40),
-    )
-    engine = stream.engine(
-        V1, sink="out", dead_letters="dlq", checkpoint="checkpoint", duplicates=str(tmp_path / "dups")
-    )
-    counts = engine.run(available_now=True).as_dict()
-    assert (counts["in"], counts["out"], counts["duplicates"]) == (4, 2, 2)
-    reports = {json.loads(d.record.value)["id"]: d for d in stream.run_reports("dups")}
-    firsts = {
-        id_: json.loads(stream.line_of(d.first.source.replace(FORMAT_4_ROOT, str(tmp_path)), d.first.offset))["id"]
-        for id_, d in reports.items()
-    }
-    assert firsts == {"a3": "a1", "w2": "w1"}
-    assert {d.first.source for d in reports.values()} == {f"file:{FORMAT_4_ROOT}/in/0000.jsonl"}
+    continued_past_the_fixture(stream, tmp_path, FORMAT_4_ROOT, "checkpoint")
     assert read_manifest(checkpoint / "streamdedup").migration is None
     assert dict(inspect_checkpoint(spark, str(checkpoint)).keys_per_rule) == {"APP": 3, "WEB": 1}
 
