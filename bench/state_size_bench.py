@@ -7,7 +7,9 @@ WEB, window 10 min, event times one second apart so none expires), and runs the 
 over them as ``dedup run --engine spark`` builds it (``build_spark_engine``, ``local[2]``, two
 state partitions, RocksDB with changelog checkpointing, the engine's defaults), one file a
 micro-batch, from a new local checkpoint. Then it prints the state rows, the bytes of the
-checkpoint's ``state/`` directory and of the whole checkpoint, and both per million keys.
+checkpoint's ``state/`` directory and of the whole checkpoint, and both per million keys; and
+per key, what the changelogs took (what a micro-batch uploads for a new key) and what RocksDB's
+own files (SSTs) hold, from the snapshot the run made after its first batch.
 
 Run it in two checkouts to compare state formats (e.g. the commit before a format change
 and the one after): the script only uses ``build_spark_engine`` and ``Checkpoint``, which both
@@ -72,6 +74,7 @@ def main() -> None:
         seconds = time.perf_counter() - started
         checkpoint = Checkpoint.at(str(root / "checkpoint"))
         state, total = checkpoint.state_bytes(), checkpoint.total_bytes()
+        changelogs, snapshot = _state_files(root / "checkpoint" / "state", per_file)
         figures = {
             "keys": counts["out"],
             "seconds": round(seconds, 1),
@@ -79,11 +82,28 @@ def main() -> None:
             "checkpoint_bytes": total,
             "state_bytes_per_million_keys": round(state / counts["out"] * 1e6),
             "checkpoint_bytes_per_million_keys": round(total / counts["out"] * 1e6),
+            # what each new key adds to the micro-batches' changelogs (what a batch uploads)
+            "changelog_bytes_per_key": round(changelogs / counts["out"], 1),
+            # RocksDB's own files (SSTs) per key held, from the snapshot the run made (what the
+            # executors' local disks and a restart's download hold per live key)
+            "snapshot_bytes_per_key": snapshot,
         }
         spark.stop()
     print(json.dumps(figures, indent=2))
     if args.json:
         args.json.write_text(json.dumps(figures, indent=2) + "\n")
+
+
+def _state_files(state: Path, keys_per_batch: int) -> tuple[int, float | None]:
+    """The changelogs' bytes, and the snapshot's SST bytes per key it holds: RocksDB snapshots
+    version N (``N.zip`` beside its ``SSTs/``) in the background; a run of a few batches makes
+    one, after its first batch, holding that batch's keys. None when there is not exactly one."""
+    changelogs = sum(f.stat().st_size for f in state.rglob("*.changelog"))
+    versions = {int(f.stem) for f in state.rglob("[0-9]*.zip")}
+    if len(versions) != 1:
+        return changelogs, None
+    sst = sum(f.stat().st_size for f in state.rglob("*.sst"))
+    return changelogs, round(sst / (versions.pop() * keys_per_batch), 1)
 
 
 if __name__ == "__main__":
