@@ -57,6 +57,18 @@ def main() -> None:
     p.add_argument("--probe-every", type=int, default=10, help="large micro-batches between probe groups")
     p.add_argument("--repeat-every", type=int, default=100)
     p.add_argument(
+        "--window",
+        type=int,
+        default=600,
+        help="the WEB rule's window in s (lateness the same); one longer than the stream keeps every key: no expiry",
+    )
+    p.add_argument(
+        "--alert",
+        action="store_true",
+        help="check the DedupStateGrowingUnbounded alert against the run's state rows and input, "
+        "a micro-batch at the wall time a live stream would reach its last event time (promtool)",
+    )
+    p.add_argument(
         "--kill-at",
         type=float,
         default=0.9,
@@ -92,7 +104,7 @@ def main() -> None:
 
 def bench(args, work: Path) -> None:
     started = time.perf_counter()
-    files, expected = write_stream(args, work / "in")
+    files, expected, ends = write_stream(args, work / "in")
     print(
         f"stream: {expected['records']:,} records in {len(files)} files "
         f"({expected['out']:,} keys), {args.live_keys // RETENTION:,} records per second of event time, "
@@ -120,7 +132,8 @@ def bench(args, work: Path) -> None:
         }
         batches += second["batches"]
     counts = read_output(work)
-    report(args, batches, restart, counts, expected)
+    alert = state_alert(batches, ends, max(args.live_keys // RETENTION, 1)) if args.alert else None
+    report(args, batches, restart, counts, expected, alert)
 
 
 def write_stream(args, directory: Path) -> tuple[list[Path], dict]:
@@ -153,7 +166,8 @@ def write_stream(args, directory: Path) -> tuple[list[Path], dict]:
         os.utime(path, (1_000_000 + number, 1_000_000 + number))  # the file source reads them in this order
         files.append(path)
         index += size
-    return files, {"records": index, "out": index - repeats, "out_id_sum": id_sum, "dead_letters": 0}
+    expected = {"records": index, "out": index - repeats, "out_id_sum": id_sum, "dead_letters": 0}
+    return files, expected, [sum(sizes[: n + 1]) for n in range(len(sizes))]
 
 
 def read_output(work: Path) -> dict:
@@ -186,6 +200,8 @@ def child(args, work: Path, kill_after: int | None) -> dict:
         str(work),
         "--driver-memory",
         args.driver_memory,
+        "--window",
+        str(args.window),
         *(f"--conf={setting}" for setting in args.conf),
     ]
     began = time.perf_counter()
@@ -237,7 +253,7 @@ def run_engine(args) -> None:
     from adapters.spark import build_spark_engine
     from adapters.spark.runtime import build_session
     from checkpoint_cost_bench import CheckpointBytes
-    from domain import Policies, RuleSet
+    from domain import DedupRule, Policies, RuleSet
     from spark_bench_report import children, pss_mb
 
     work = args.work
@@ -254,7 +270,7 @@ def run_engine(args) -> None:
     jvm = int(spark._jvm.java.lang.ProcessHandle.current().pid())
     looks = CheckpointBytes()
     engine = build_spark_engine(
-        RuleSet(),
+        RuleSet({"WEB": DedupRule("WEB", args.window)}),
         Policies(),
         source=f"jsonl:{work / 'in'}?maxFilesPerTrigger=1",
         sink=str(work / "out"),
@@ -307,7 +323,64 @@ def files_done(progress) -> int:
     return int(json.loads(end)["logOffset"]) + 1 if end else 0
 
 
-def report(args, batches: list[dict], restart: dict | None, counts: dict | None, expected: dict) -> None:
+ALERT = "DedupStateGrowingUnbounded"
+STEP = 300  # s between the samples given to promtool, as a Prometheus scraping every 5 minutes would keep
+
+
+def state_alert(batches: list[dict], ends: list[int], per_second: int) -> dict[str, bool]:
+    """Whether ``ALERT`` (deploy/prometheus/alerts.yml) fires, by ``promtool test rules``, at each
+    hour of the run from its third on, when the run's series are what a live stream would show.
+
+    A live stream at this rate reaches a file's last event time that many seconds after the
+    first: each micro-batch's ``dedup_state_rows`` (its live keys) and ``dedup_records_in_total``
+    (the records read) are sampled every ``STEP`` s of that time line, a sample holding the
+    last micro-batch done by then (a scrape reads the gauge the last batch set). Returns
+    ``{"3h": fired, ...}``."""
+    import subprocess
+    import tempfile
+
+    done = [(ends[b["files_done"] - 1] / per_second, b["live_keys"], ends[b["files_done"] - 1]) for b in batches]
+    done.sort()
+    length = int(done[-1][0])
+    rows, records = [], []
+    for at in range(0, length + 1, STEP):
+        seen = [d for d in done if d[0] <= at]
+        rows.append(seen[-1][1] if seen else 0)
+        records.append(seen[-1][2] if seen else 0)
+    labels = '{job="streamdedup", instance="bench", engine="spark"}'
+    hours = list(range(3, length // 3600 + 1))
+    if not hours:
+        raise SystemExit(f"the alert needs 3 hours of the stream's time; this one has {length / 3600:.1f}")
+    verdicts = {}
+    for hour in hours:
+        test = {
+            "rule_files": [str(ROOT / "deploy/prometheus/alerts.yml")],
+            "evaluation_interval": "1m",
+            "tests": [
+                {
+                    "interval": f"{STEP}s",
+                    "input_series": [
+                        {"series": f"dedup_state_rows{labels}", "values": " ".join(map(str, rows))},
+                        {"series": f"dedup_records_in_total{labels}", "values": " ".join(map(str, records))},
+                    ],
+                    "alert_rule_test": [{"eval_time": f"{hour}h", "alertname": ALERT, "exp_alerts": []}],
+                }
+            ],
+        }
+        with tempfile.NamedTemporaryFile("w", suffix=".yml") as file:
+            json.dump(test, file)  # YAML reads JSON
+            file.flush()
+            result = subprocess.run(["promtool", "test", "rules", file.name], capture_output=True, text=True)
+        if result.returncode not in (0, 1) or (result.returncode == 1 and ALERT not in result.stdout + result.stderr):
+            raise SystemExit(f"promtool could not test the rule: {result.stdout}{result.stderr}")
+        verdicts[f"{hour}h"] = result.returncode == 1  # it expected no alert: a failure is the alert firing
+    print(f"{ALERT} over the run's time line (fired?): {verdicts}", flush=True)
+    return verdicts
+
+
+def report(
+    args, batches: list[dict], restart: dict | None, counts: dict | None, expected: dict, alert: dict | None = None
+) -> None:
     large = [b for b in batches if b["records"] == args.batch]
     probes = [b for b in batches if b["records"] == args.probe]
     peak = max((b["live_keys"] for b in batches), default=0)
@@ -346,6 +419,7 @@ def report(args, batches: list[dict], restart: dict | None, counts: dict | None,
         else None,
         "written_mb_per_large_batch_steady": median([b["written"] / 2**20 for b in steady if b in large]),
         "restart": restart,
+        "state_alert_fired": alert,
         "counts": counts,
         "expected": expected,
         "accounting_holds": all(counts.get(k) == expected[k] for k in counts),
