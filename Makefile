@@ -14,5 +14,6 @@ services:
 	@scripts/bootstrap --services
 
 unit: setup
-	.venv/bin/python -m pytest tests/unit tests/contracts/test_state_store_memory.py tests/contracts/test_sinks_jsonl.py \
-		tests/contracts/test_sources_jsonl.py tests/contracts/test_notifications_jsonl.py
+	.venv/bin/python -m pytest -m "not kafka and not redis and not spark and not cluster and not slow" \
+		tests/domain tests/app tests/adapters tests/bench \
+		tests/project/test_architecture.py tests/project/test_checks.py tests/project/test_docs_plots.py

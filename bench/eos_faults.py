@@ -6,7 +6,7 @@
 
 Starts a Kafka broker of its own (``deploy/local/services``), then:
 
-1. the fault run of ``tests/faults/harness.py`` at full size (``--uniques 700000`` gives
+1. the fault run of ``tests/support/faults/harness.py`` at full size (``--uniques 700000`` gives
    about 1,000,000 records): the driver killed with kill -9 ``--kills`` times at random
    points and restarted from its checkpoint, the broker killed and restarted once; the
    verifier's counts are printed; with ``--state redis`` the engine keeps its state in a
@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "src")]
 
 from deploy.local import services  # noqa: E402
-from tests.faults.harness import FaultPlan, FaultRun, Topics, timed_run  # noqa: E402
+from tests.support.faults.harness import FaultPlan, FaultRun, Topics, timed_run  # noqa: E402
 
 
 def main() -> int:

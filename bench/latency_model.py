@@ -2,7 +2,7 @@
 what a correct engine does with each record, percentiles, and the accounting of what came out.
 
 Nothing here touches Kafka or a clock of its own (the caller passes ``now``, or a clock and
-a sleep), so ``tests/unit/test_latency_bench.py`` drives every piece with fakes.
+a sleep), so ``tests/bench/test_latency_bench.py`` drives every piece with fakes.
 
 * ``Schedule`` / ``pace``: a fixed rate on an absolute schedule (record ``i`` is due at
   ``start + i / rate``), sent in ticks (5 ms by default); a sender that cannot keep up is

@@ -82,7 +82,7 @@ if [[ "${BOOTSTRAP_SKIP_REDIS:-0}" != 1 ]] && ! have_redis; then
 fi
 
 # promtool and prometheus (package prometheus): tests/deploy checks the Prometheus config and alert
-# rules with promtool; tests/integration starts its own prometheus
+# rules with promtool; tests/adapters/metrics starts its own prometheus
 if [[ "${BOOTSTRAP_SKIP_PROMTOOL:-0}" != 1 ]] && ! { command -v promtool && command -v prometheus; } >/dev/null 2>&1; then
   install_without_service prometheus prometheus
   command -v promtool >/dev/null 2>&1 || die "promtool still not found after installing prometheus"

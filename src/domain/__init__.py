@@ -4,7 +4,7 @@ Standard library only; engines and adapters depend on this package, never the re
 
 This module is the package's door: code outside it imports from here (``from domain import
 RuleSet``), never from a module inside, whose names are private (``domain._rules``;
-``tests/unit/test_architecture.py`` holds everyone to it). Every public name is exported.
+``tests/project/test_architecture.py`` holds everyone to it). Every public name is exported.
 The three record formats, whose functions share names (``to_headers``, ``from_document``,
 …), are exported as modules: ``dead_letters``, ``duplicates`` and ``metadata``
 (``dead_letters.to_headers(letter)``).

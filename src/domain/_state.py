@@ -144,7 +144,7 @@ def decide_one(stored: tuple[int, int, str], claim: Claim) -> tuple[Judgement, t
     """:func:`decide` over a key holding one emission given as ``(time, expires_at, owner)``,
     without building ``Emission`` values: the usual case, for a store that keeps such tuples.
     Returns the judgement and the key's entries after the claim, as such tuples, or None when
-    they are unchanged. ``tests/unit/test_state_decide.py`` holds it to :func:`decide`."""
+    they are unchanged. ``tests/domain/test_state_decide.py`` holds it to :func:`decide`."""
     time, expires_at, owner = stored
     now = claim.now
     emitted = (claim.time, claim.expires_at, claim.owner)

@@ -10,7 +10,7 @@ backslash (so no escape, and every ``"`` opens or closes a string), it is an obj
 members are all scalars (no nesting, so no depth limit applies), and it holds exactly as many
 strings as the decoded object has (every member name, and every string value): a repeated
 member name would be a string more. Any other record, and any record msgspec refuses, is read
-by the domain's parser, which gives the verdict and the error text. ``tests/unit/test_json_decoder.py``
+by the domain's parser, which gives the verdict and the error text. ``tests/adapters/json/test_json_decoder.py``
 holds the two to the same answers over the invalid-record tables and generated documents.
 """
 

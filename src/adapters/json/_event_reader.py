@@ -15,7 +15,7 @@ Python (about 3 µs in all). The struct's answer is used only where it is certai
 
 Every other record (extra fields, escapes, anything msgspec refuses) is read by
 ``domain._events.parse_event`` over this package's ``decode_json``, which gives the verdict and
-the error text. ``tests/unit/test_json_decoder.py`` holds the two readers to the same answers.
+the error text. ``tests/adapters/json/test_json_decoder.py`` holds the two readers to the same answers.
 """
 
 from __future__ import annotations

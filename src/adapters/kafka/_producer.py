@@ -81,7 +81,7 @@ class ProducerChannel:
         Raises ``RecordTooLarge`` when it is larger than ``max_bytes(topic)``."""
         if headers:
             size = message_size(value, key, headers)
-        else:  # ``message_size`` written out for the usual message (tests/unit/test_kafka_message_size.py)
+        else:  # ``message_size`` written out for the usual message (tests/adapters/kafka/test_kafka_message_size.py)
             size = RECORD_OVERHEAD + (len(value) if value else 0) + (len(key) if key else 0)
         if size > self.producer_max or size > self.limits.get(topic, size):
             raise RecordTooLarge(size, self.max_bytes(topic), self._output(topic))

@@ -6,7 +6,7 @@ builds the same encodings from ``domain._dead_letters.FIELDS`` in native express
 ``value``, ``kafka_key``): ``kafka_headers()`` is the Kafka ``headers`` column
 (``array<struct<key: string, value: binary>>``), ``bounded_record(max_bytes)`` the key and
 value the Kafka record carries (``domain._dead_letters.bounded``) and ``json_document()`` the
-JSONL document. ``tests/spark/output/test_spark_dead_letters.py`` holds them to the domain's encoders,
+JSONL document. ``tests/adapters/spark/output/test_spark_dead_letters.py`` holds them to the domain's encoders,
 field by field.
 
 The Spark engine dead-letters invalid and late records only, each once: ``error_class`` is

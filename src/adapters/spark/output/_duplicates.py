@@ -8,7 +8,7 @@ token, ``domain._events.SourcePosition.from_token``; null when the state does no
 ``time`` is the micro-batch's time (``adapters.spark.shared._batch_time.CLOCK``). ``kafka_headers(max_bytes)``
 is the Kafka ``headers`` column, ``bounded_record(max_bytes)`` the key and value the record
 carries and ``json_document(max_bytes)`` the JSONL document.
-``tests/spark/output/test_spark_duplicates.py`` holds them to the domain's encoders.
+``tests/adapters/spark/output/test_spark_duplicates.py`` holds them to the domain's encoders.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 Spark builds and reads keys in the JVM, so this module writes the domain's encoding in
 native expressions: ``key_column`` is ``encode_key``, ``rule_column`` is ``rule_of``,
 ``from_legacy_column`` is ``from_legacy``; ``key_parts`` and ``join_escaped`` split and join
-keys without decoding their parts. ``tests/spark/stream/test_spark_keys.py`` holds them to the domain's
+keys without decoding their parts. ``tests/adapters/spark/stream/test_spark_keys.py`` holds them to the domain's
 functions on tricky values.
 """
 

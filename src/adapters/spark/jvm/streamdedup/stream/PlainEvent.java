@@ -23,7 +23,7 @@ import org.apache.spark.sql.api.java.UDF1;
  * unusual numbers) is left to the strict path, which refuses what domain._events.parse_json refuses.
  */
 public final class PlainEvent implements UDF1<byte[], Row> {
-    /** domain._events.MAX_TIMESTAMP (tests/spark/stream/test_parse.py pins both sides of it). */
+    /** domain._events.MAX_TIMESTAMP (tests/adapters/spark/stream/test_parse.py pins both sides of it). */
     public static final long MAX_TIMESTAMP = 253_402_300_799L;
     public static final int MAX_DEPTH = 64;
     /** Python's int() refuses longer digit strings (sys.int_max_str_digits); json.loads then fails. */

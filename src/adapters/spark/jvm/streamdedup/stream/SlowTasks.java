@@ -6,7 +6,7 @@ import org.apache.spark.TaskContext;
 
 /**
  * A test's slow-down of one stage's tasks in one micro-batch, so that a kill at a random moment
- * of that stage finds it running (tests/faults/phases.py, the unplaced kills). Spark setting
+ * of that stage finds it running (tests/support/faults/phases.py, the unplaced kills). Spark setting
  * {@value #SETTING} (never set in production): {@code STAGE:BATCH:MICROS[,…]}, STAGE
  * {@code source} (the parse of each record, {@link PlainEvent}) or {@code operator} (each row
  * the stateful operator receives, {@link WindowDedup}), MICROS the pause per record. Only a

@@ -1,0 +1,1 @@
+"""Tests of ``adapters``, a folder per adapter package (``tests/adapters/spark`` mirrors its sub-packages)."""

@@ -1,0 +1,131 @@
+"""One running instance per Spark checkpoint (``adapters.spark.checkpoint._lease``).
+
+Two ``dedup run --engine spark`` processes on one checkpoint both used to run, each writing
+every new event. Now the second is refused at start with one line; an instance whose
+checkpoint is taken over (its lease went stale while it was stalled) stops with one line
+instead of writing on; and Spark's own concurrent-update error is never restarted.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import threading
+import time
+from collections import Counter
+
+import pytest
+
+from adapters.spark.shared import CheckpointInUse
+from app import StreamSpec, generate_parts
+from tests.adapters.spark.processes import DedupProcess, FileFeed
+from tests.support.streams import reference
+
+pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.timeout(1200)]
+
+
+def dedup_lines(process: DedupProcess) -> list[str]:
+    return [line for line in process.output().splitlines() if line.startswith("dedup:")]
+
+
+def lease_holder(root) -> int | None:
+    try:
+        return json.loads((root / "checkpoint" / "streamdedup" / "owner").read_text())["pid"]
+    except (OSError, ValueError):
+        return None
+
+
+def wait_until(condition, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"{what} did not happen within {timeout:g}s"
+        time.sleep(0.5)
+
+
+def test_a_second_instance_is_refused_and_one_whose_checkpoint_is_taken_over_stops(tmp_path):
+    parts, _ = generate_parts(StreamSpec(uniques=600, seed=31), 4)
+    feed, first = FileFeed(tmp_path / "in", parts), DedupProcess(tmp_path, name="first")
+    feed.add(1)
+    first.start(bounded=False)
+    first.wait_for_counter("records_in", feed.records_written())
+
+    # 1. a second instance on the same checkpoint (its own metrics port) is refused at start, one line
+    second = DedupProcess(tmp_path, name="second").start(bounded=False)
+    assert second.wait(timeout=300) == 2, second.output()[-3000:]  # a setup error: the same start fails the same way
+    refusal = dedup_lines(second)
+    assert len(refusal) == 1 and "is in use by another running instance" in refusal[0], second.output()[-3000:]
+    assert first.process.poll() is None
+    feed.add(1)
+    first.wait_for_counter("records_in", feed.records_written())
+
+    # 2. the first stalls (SIGSTOP) past its lease's timeout; a third instance takes the stale lease over
+    os.killpg(first.process.pid, signal.SIGSTOP)
+    third = DedupProcess(tmp_path, name="third").start(bounded=False)
+    wait_until(lambda: lease_holder(tmp_path) == third.process.pid, 300, "the takeover")
+    os.killpg(first.process.pid, signal.SIGCONT)
+    # 3. the first wakes up, finds its checkpoint taken and stops: non-zero exit, one line, no restart
+    assert first.wait(timeout=120) == 2, first.output()[-3000:]
+    lost = dedup_lines(first)
+    assert len(lost) == 1 and "was lost to another instance" in lost[0], first.output()[-3000:]
+    assert "restart 1" not in first.output()
+
+    # 4. the third goes on; every unique event of every part is in the output once
+    feed.rest()
+    third.wait_for_counter("records_in", sum(len(p) for p in parts[2:]))
+    third.signal(signal.SIGTERM)
+    assert third.wait() == 0, third.output()[-3000:]
+    want = reference([r for part in parts for r in part])
+    assert Counter(third.committed("out")) == Counter(want.emitted)
+
+
+def test_sparks_concurrent_update_error_stops_the_engine_without_a_restart(files, caplog):
+    files.add({"id": "a1", "uniqueValue": "a", "type": "APP", "timestamp": 1_700_000_000})
+    engine = files.engine(available_now=False, trigger="0.5 seconds")
+    checkpoint, outcome, write = files.dir / "checkpoint", {}, engine.writer.write
+
+    def write_then_lose_the_race(batch, batch_id):
+        write(batch, batch_id)
+        if batch_id == 1:  # another job on this checkpoint commits batch 1 first
+            shutil.copy(checkpoint / "commits" / "0", checkpoint / "commits" / "1")
+
+    def run():
+        try:
+            engine.run(threading.Event())
+        except Exception as exc:
+            outcome["error"] = exc
+
+    engine.writer.write = write_then_lose_the_race
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    wait_until((checkpoint / "commits" / "0").exists, 120, "the first micro-batch")
+    files.add({"id": "b1", "uniqueValue": "b", "type": "APP", "timestamp": 1_700_000_001})
+    thread.join(180)
+    # Spark's CONCURRENT_STREAM_LOG_UPDATE: the engine stops at once, with one line, and is not restarted
+    assert not thread.is_alive()
+    error = outcome.get("error")
+    assert isinstance(error, CheckpointInUse) and "CONCURRENT_STREAM_LOG_UPDATE" in str(error), error
+    assert "\n" not in str(error) and "this instance stops and is not restarted" in str(error)
+    assert not [r for r in caplog.records if "restart" in r.getMessage()]
+
+
+def test_a_lease_renewed_while_it_is_confirmed_is_never_taken_for_lost(spark, tmp_path):
+    """Hadoop's local file system replaces a file in two renames (data, then checksum): a confirm
+    reading between them once took the half-renamed lease for another owner's and stopped the job."""
+    from adapters.spark.checkpoint import CheckpointLease
+
+    lease = CheckpointLease(str(tmp_path / "checkpoint"), timeout=0.025)  # its heartbeat renews every 5 ms
+    lease.take(spark)
+    lease_file = tmp_path / "checkpoint" / "streamdedup" / "owner"
+    first_beat = json.loads(lease_file.read_text())["beat"]
+    confirms, deadline = 0, time.monotonic() + 4
+    try:
+        while time.monotonic() < deadline or confirms < 30:
+            lease.confirm()  # raises CheckpointInUse if it read the lease half-renamed
+            confirms += 1
+            time.sleep(0.005)
+        renewals = json.loads(lease_file.read_text())["beat"] - first_beat
+    finally:
+        lease.release()
+    assert renewals > 30 and not lease.lost.is_set()
