@@ -28,7 +28,9 @@ the large batches' time and rate at about 1 M live keys against the steady state
 from __future__ import annotations
 
 import argparse
+import bisect
 import contextlib
+import itertools
 import json
 import os
 import signal
@@ -141,13 +143,14 @@ def write_stream(args, directory: Path) -> tuple[list[Path], dict]:
     directory.mkdir(parents=True, exist_ok=True)
     per_second = max(args.live_keys // RETENTION, 1)
     total = int(per_second * RETENTION * (1 + args.retentions))
-    sizes, written = [], 0
+    sizes, written, large = [], 0, 0  # large: how many files of args.batch records so far
     while written < total:
-        large = len([s for s in sizes if s == args.batch])
         if sizes and sizes[-1] == args.batch and (large == 2 or large % args.probe_every == 0):
             sizes += [args.probe] * args.probes
+            large += args.probes if args.probe == args.batch else 0
         else:
             sizes.append(args.batch)
+            large += 1
         written += sizes[-1]
     files, index, repeats, id_sum = [], 0, 0, 0
     for number, size in enumerate(sizes):
@@ -167,7 +170,7 @@ def write_stream(args, directory: Path) -> tuple[list[Path], dict]:
         files.append(path)
         index += size
     expected = {"records": index, "out": index - repeats, "out_id_sum": id_sum, "dead_letters": 0}
-    return files, expected, [sum(sizes[: n + 1]) for n in range(len(sizes))]
+    return files, expected, list(itertools.accumulate(sizes))
 
 
 def read_output(work: Path) -> dict:
@@ -343,10 +346,11 @@ def state_alert(batches: list[dict], ends: list[int], per_second: int) -> dict[s
     done.sort()
     length = int(done[-1][0])
     rows, records = [], []
+    times = [d[0] for d in done]
     for at in range(0, length + 1, STEP):
-        seen = [d for d in done if d[0] <= at]
-        rows.append(seen[-1][1] if seen else 0)
-        records.append(seen[-1][2] if seen else 0)
+        seen = bisect.bisect_right(times, at)  # the micro-batches done by then
+        rows.append(done[seen - 1][1] if seen else 0)
+        records.append(done[seen - 1][2] if seen else 0)
     labels = '{job="streamdedup", instance="bench", engine="spark"}'
     hours = list(range(3, length // 3600 + 1))
     if not hours:
