@@ -138,8 +138,9 @@ def bench(args, work: Path) -> None:
     report(args, batches, restart, counts, expected, alert)
 
 
-def write_stream(args, directory: Path) -> tuple[list[Path], dict]:
-    """The stream's files, in the order the engine reads them, and the counts it must give."""
+def write_stream(args, directory: Path) -> tuple[list[Path], dict, list[int]]:
+    """The stream's files, in the order the engine reads them, the counts it must give, and the
+    records written up to the end of each file."""
     directory.mkdir(parents=True, exist_ok=True)
     per_second = max(args.live_keys // RETENTION, 1)
     total = int(per_second * RETENTION * (1 + args.retentions))
