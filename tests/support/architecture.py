@@ -60,6 +60,7 @@ PUBLIC_MODULES = (
     "app.__main__",  # python -m app
     "app.cli",  # the dedup console script (pyproject.toml: dedup = "app.cli:main"); python -m app.cli
     "app.spark_submit",  # the file spark-submit runs (deploy/Dockerfile, deploy/k8s, the Spark engine's docs)
+    "app.spark_class_archive",  # python -m app.spark_class_archive (scripts/bootstrap)
 )
 
 # A cycle search stops after this many steps and keeps the longest cycle found so far.

@@ -24,6 +24,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from adapters.spark.runtime._class_archive import class_archive, with_class_archive
 from adapters.spark.runtime._code_archive import ARCHIVE_PREFIX, code_archive
 from adapters.spark.runtime._jars import OPERATOR_CLASS, cache_dir, connector_jars, local_files_jar, operator_jar
 from adapters.spark.runtime._spark_log import SparkLog
@@ -118,6 +119,7 @@ def build_session(
         settings["spark.jars"] = ",".join(classpath_jars(settings))
         if master.startswith("local"):
             settings = forkless_local_files(settings)
+        settings = with_class_archive(settings)
     if not settings.get("spark.master", master or DEFAULT_MASTER).startswith("local"):
         settings["spark.submit.pyFiles"] = ",".join(python_files(settings))
     if log is not None:
@@ -238,6 +240,12 @@ def forkless_local_files(settings: dict[str, str]) -> dict[str, str]:
         **FORKLESS_LOCAL_FILES,
         "spark.driver.extraClassPath": os.pathsep.join([*classpath, str(local_files_jar())]),
     }
+
+
+def local_class_archive() -> Path:
+    """Where the class-data archive of a local driver started with the engine's defaults is
+    (``_class_archive``; ``app.spark_class_archive`` writes it)."""
+    return class_archive(forkless_local_files({}))
 
 
 def classpath_jars(settings: dict[str, str]) -> list[str]:
