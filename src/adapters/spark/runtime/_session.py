@@ -117,6 +117,7 @@ def build_session(
         master = master or DEFAULT_MASTER
         settings = {**DEFAULT_CONF, **_local_driver(master, log), **(conf or {})}
         settings["spark.jars"] = ",".join(classpath_jars(settings))
+        settings = with_local_files_jar(settings)
         if master.startswith("local"):
             settings = forkless_local_files(settings)
         settings = with_class_archive(settings)
@@ -231,21 +232,28 @@ def forkless_local_files(settings: dict[str, str]) -> dict[str, str]:
     Hadoop's native library, every checkpoint file written to a local directory started a
     process or two (``chmod``, ``readlink``), 6–45 ms each on a micro-batch's critical path
     (docs/design/latency.md). For a local master only: its jar (``local_files_jar``) goes on
-    the driver's own classpath, which Spark reads before its ``spark.jars`` are loaded."""
+    the driver's own classpath (``with_local_files_jar``), which Spark reads before its
+    ``spark.jars`` are loaded."""
     if any(settings.get(key, value) != value for key, value in FORKLESS_LOCAL_FILES.items()):
         return settings
+    return {**with_local_files_jar(settings), **FORKLESS_LOCAL_FILES}
+
+
+def with_local_files_jar(settings: dict[str, str]) -> dict[str, str]:
+    """``settings`` with ``local_files_jar`` on the driver's own classpath. Every driver started
+    here gets it, whatever its master (its classes serve only when ``forkless_local_files`` names
+    them), so local and cluster drivers have one class path and map one class-data archive."""
+    jar = str(local_files_jar())
     classpath = [p for p in settings.get("spark.driver.extraClassPath", "").split(os.pathsep) if p]
-    return {
-        **settings,
-        **FORKLESS_LOCAL_FILES,
-        "spark.driver.extraClassPath": os.pathsep.join([*classpath, str(local_files_jar())]),
-    }
+    if jar in classpath:
+        return settings
+    return {**settings, "spark.driver.extraClassPath": os.pathsep.join([*classpath, jar])}
 
 
 def local_class_archive() -> Path:
-    """Where the class-data archive of a local driver started with the engine's defaults is
-    (``_class_archive``; ``app.spark_class_archive`` writes it)."""
-    return class_archive(forkless_local_files({}))
+    """Where the class-data archive of a driver started here with the engine's defaults is, local
+    or on a cluster (``_class_archive``; ``app.spark_class_archive`` writes it)."""
+    return class_archive(with_local_files_jar({}))
 
 
 def classpath_jars(settings: dict[str, str]) -> list[str]:

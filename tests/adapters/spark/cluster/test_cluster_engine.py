@@ -31,7 +31,10 @@ def origin(_):
 
 print(json.dumps(spark.sparkContext.parallelize(range(4), 4).map(origin).collect()))
 import adapters.spark._engine
-print(json.dumps([adapters.spark._engine.__file__]))
+from adapters.spark.runtime import local_class_archive
+jvm = spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid()
+mapped = str(local_class_archive()) in open(f"/proc/{jvm}/maps").read()
+print(json.dumps([adapters.spark._engine.__file__, mapped]))
 spark.stop()
 """
 
@@ -54,6 +57,8 @@ def test_executors_run_the_code_the_driver_ships_not_the_working_tree(spark_clus
         assert len({cwd for _, _, cwd, _ in executors}) == 2
     # the driver itself keeps importing its own files (the JVM sources beside them are found)
     assert driver_side[0] == str(ROOT / "src" / "adapters" / "spark" / "_engine.py")
+    # and a cluster's driver maps the class-data archive bootstrap wrote, as a local one does
+    assert driver_side[1] is True
 
 
 def in_a_session_on(cluster, *tests: str) -> subprocess.CompletedProcess:
