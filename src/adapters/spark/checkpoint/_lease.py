@@ -238,20 +238,41 @@ def _read(path: HadoopPath, looks: int = 8) -> dict | None:
     """The lease, or None when there is none. Replacing a file is delete-then-rename on some file
     systems (Hadoop's local one among them: the data file, then its checksum file), so a lease
     being renewed can be missing, or fail its checksum, for an instant: it is believed gone or
-    unreadable only after a few looks spread over about a second."""
+    unreadable only after a few looks spread over about a second. A lease missing with no
+    renewal under way (no partial file of it beside it: ``HadoopPath.write_text`` writes one
+    before it replaces the lease, and it is there until the lease is back) is believed gone
+    after one more look, with no wait: the start of every new or released checkpoint."""
     corrupt = False
     for look in range(looks):
         try:
             return json.loads(path.read_text())
         except CorruptFile:
             corrupt = True
-        except (FileNotFoundError, ValueError):
+        except FileNotFoundError:
+            corrupt = False
+            if look == 0 and not _being_replaced(path):
+                try:
+                    return json.loads(path.read_text())  # renewed between the two looks
+                except FileNotFoundError:
+                    return None
+                except (CorruptFile, ValueError):
+                    pass
+        except ValueError:
             corrupt = False
         if look + 1 < looks:
             time.sleep(0.05 * (look + 1) / 2)
     if corrupt:  # a holder killed while renewing it: unreadable for good, so it ages from its last write
         return {"owner": "an unreadable lease (its holder died writing it)", "heartbeat": path.modified()}
     return None
+
+
+def _being_replaced(path: HadoopPath) -> bool:
+    """Whether a partial file of ``path`` (``HadoopPath.write_text``) is beside it: a write under way."""
+    try:
+        names = [p.name for p in path.parent.iterdir()]
+    except FileNotFoundError:  # no directory: nothing was ever written there
+        return False
+    return any(name.startswith(f".{path.name}.") and ".partial" in name for name in names)
 
 
 def _age(holder: dict) -> float:

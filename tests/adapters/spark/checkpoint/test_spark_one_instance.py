@@ -129,3 +129,50 @@ def test_a_lease_renewed_while_it_is_confirmed_is_never_taken_for_lost(spark, tm
     finally:
         lease.release()
     assert renewals > 30 and not lease.lost.is_set()
+
+
+def test_a_lease_missing_while_its_owner_renews_it_is_not_taken_for_free(spark, tmp_path):
+    """A renewal replaces the lease through a partial file beside it (delete, then rename on Hadoop's
+    local file system). A start that finds no lease but that partial file waits for the renewal
+    instead of writing its own lease over the live owner's."""
+    from adapters.spark.checkpoint import CheckpointLease
+
+    ours = tmp_path / "checkpoint" / "streamdedup"
+    ours.mkdir(parents=True)
+    live = {"owner": "elsewhere:1:live", "host": "elsewhere", "pid": 1, "beat": 7, "timeout": 5.0}
+    partial = ours / ".owner.0123abcd.partial"
+    partial.write_text(json.dumps({**live, "heartbeat": time.time()}))  # the renewal, mid-way: no lease
+    seen, done = set(), threading.Event()
+
+    def watch() -> None:
+        while not done.is_set():
+            holder = lease_holder_name(ours / "owner")
+            if holder:
+                seen.add(holder)
+            time.sleep(0.002)
+
+    def renew() -> None:
+        time.sleep(0.3)
+        partial.rename(ours / "owner")  # the renewal lands
+        time.sleep(0.9)
+        (ours / "owner").write_text(json.dumps({**live, "beat": 8, "heartbeat": time.time()}))  # and goes on
+
+    threads = [threading.Thread(target=watch, daemon=True), threading.Thread(target=renew, daemon=True)]
+    for thread in threads:
+        thread.start()
+    lease = CheckpointLease(str(tmp_path / "checkpoint"), timeout=5.0)
+    try:
+        with pytest.raises(CheckpointInUse, match="is in use by another running instance"):
+            lease.take(spark)
+    finally:
+        done.set()
+        for thread in threads:
+            thread.join(5)
+    assert seen == {"elsewhere:1:live"}, seen  # the starting instance never wrote over the live lease
+
+
+def lease_holder_name(path) -> str | None:
+    try:
+        return json.loads(path.read_text())["owner"]
+    except (OSError, ValueError):
+        return None
