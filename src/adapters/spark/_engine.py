@@ -287,16 +287,19 @@ class SparkEngine:
         try:
             self._prepare(spark)
             require_endpoints(spark, self.endpoints(), self.query.kafka_settings)  # topics, input directories
-            self.lease.take(spark)  # one instance per checkpoint: a second is refused (CheckpointInUse)
+            self.lease.claim(spark)  # one instance per checkpoint: a second is refused (CheckpointInUse)
             self._listen(spark)
             assert self.watermarks is not None  # opened by _listen
-            self.guard.prepare(spark, self.watermarks.highest)  # refuses an incompatible checkpoint first
+            self.guard.prepare(spark)  # refuses an incompatible checkpoint first
+            judged = self.judged()  # reads the checkpoint only: the lease settles meanwhile
+            self.lease.hold()  # ours once settled, or CheckpointInUse; the checkpoint is written from here on
+            self.guard.record(spark, self.watermarks.highest)
             self.writer.open(spark)  # e.g. the exactly-once identity kept in the checkpoint
             spark.streams.addListener(self.listener)
             try:
                 bounded = self.bounded(available_now)
                 self.stopper.arm()
-                query = self.start_query(bounded)
+                query = self.start_query(bounded, judged)
                 self.listener.query_id = str(query.id)
                 await_query(query, bounded, self.lease.or_lost(stop), self.stopper)
                 self._counted(str(query.runId))
@@ -344,10 +347,10 @@ class SparkEngine:
     def _read(self, uri: str, max_records: int | None = None) -> DataFrame:
         return read_stream(self.session(), uri, max_records, self.query.consumer_options)
 
-    def start_query(self, bounded: bool):
+    def start_query(self, bounded: bool, judged: DataFrame):
+        """Start the streaming query over ``judged`` (``self.judged()``), each micro-batch to ``write_batch``."""
         writer = (
-            self.judged()
-            .writeStream.foreachBatch(self.write_batch)
+            judged.writeStream.foreachBatch(self.write_batch)
             .option("checkpointLocation", self.query.checkpoint)
             .queryName(f"streamdedup-{id(self)}")
         )

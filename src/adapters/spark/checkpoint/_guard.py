@@ -71,6 +71,7 @@ class CheckpointGuard:
         self.migration: dict | None = None  # the checkpoint's migration: where the new job starts
         self.consulting = False  # whether the old state is still consulted (not retired)
         self.checkpoint: Checkpoint | None = None  # opened by ``prepare``
+        self._job: Manifest | None = None  # this job's manifest, checked by ``prepare``
 
     @property
     def opened(self) -> Checkpoint:
@@ -78,7 +79,9 @@ class CheckpointGuard:
         assert self.checkpoint is not None, "CheckpointGuard.prepare opens the checkpoint first"
         return self.checkpoint
 
-    def prepare(self, spark: SparkSession, watermark=lambda: None) -> None:
+    def prepare(self, spark: SparkSession) -> None:
+        """Open and check the checkpoint against this job (refusing a foreign or incompatible one);
+        reads only: ``record`` writes the manifest once the checkpoint's lease is held."""
         self.checkpoint = checkpoint = Checkpoint.at(self.location)  # any Hadoop file system: checked the same way
         job = job_manifest(
             self.rules,
@@ -102,7 +105,13 @@ class CheckpointGuard:
         self._note_provider(spark)
         self.migration = stored.migration if stored else None
         self.consulting = self._consults_old_state(self.migration)
-        write_manifest(checkpoint.ours, job.with_migration(self.migration))
+        self._job = job
+
+    def record(self, spark: SparkSession, watermark=lambda: None) -> None:
+        """Write this job's manifest into the checkpoint ``prepare`` checked (the first write of a
+        start: the checkpoint's lease is held by then) and watch for the old state's retirement."""
+        assert self._job is not None, "CheckpointGuard.prepare checks the checkpoint first"
+        write_manifest(self.opened.ours, self._job.with_migration(self.migration))
         if self.consulting:
             assert self.migration is not None  # only a migration's old state is consulted
             spark.streams.addListener(RetirementWatch(spark, self.migration["retire_at"], self._retire, watermark))

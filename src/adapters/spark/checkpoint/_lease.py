@@ -14,7 +14,9 @@ a counter), renewed every ``timeout / 5`` seconds by a daemon thread.
   another instance is watched: renewed, its owner is alive and the start is refused
   (``CheckpointInUse``, one line); not renewed before it turns stale (a killed driver), it
   is taken over. The lease is read back after a moment, so of two instances taking it at
-  the same time the one written last keeps it and the other is refused.
+  the same time the one written last keeps it and the other is refused. ``take`` is
+  ``claim`` (the write) then ``hold`` (the read back): the engine builds its plan, which only
+  reads the checkpoint, in between, so the moment costs a start nothing.
 * The heartbeat reads the lease before renewing it: another owner in it (a takeover after
   this instance stalled for ``timeout``), no lease, or no renewal possible for ``timeout``
   means the checkpoint is lost: ``lost`` is set, the engine stops its query and ``release``
@@ -68,6 +70,7 @@ class CheckpointLease:
         self._thread: threading.Thread | None = None
         self._io = threading.Lock()  # a read never meets this instance's own renewal half-renamed
         self._ours_at = float("-inf")  # monotonic time of the last read that found the lease ours
+        self._claimed_at = float("-inf")  # monotonic time ``claim`` wrote the lease
 
     @property
     def interval(self) -> float:
@@ -75,23 +78,47 @@ class CheckpointLease:
 
     def take(self, spark) -> None:
         """Hold the lease, or raise ``CheckpointInUse`` while another live instance holds it."""
+        self.claim(spark)
+        self.hold()
+
+    def claim(self, spark) -> None:
+        """The first half of ``take``: once the lease is free (or stale), write it as this
+        instance's and start renewing it; raises ``CheckpointInUse`` while another live instance
+        holds it. Work that only reads the checkpoint may run before ``hold``, which confirms the
+        claim once the settling moment has passed; nothing may be written to the checkpoint before."""
         self.lost.clear()
         self._stopped.clear()
         self._path = Checkpoint.at(self.location, spark).ours / OWNER
         try:
             self._wait_until_free()
             self._renew()
-            time.sleep(min(SETTLE, self.interval))
-            read_at = time.monotonic()
-            holder = self._read()
-            if holder is None or holder["owner"] != self.owner:
-                raise CheckpointInUse(self._refusal(holder))
-            self._ours_at = read_at
         except BaseException:
             self._path = None
             raise
+        self._claimed_at = time.monotonic()
+        # the heartbeat reads before it renews: it never writes over another instance's claim
         self._thread = threading.Thread(target=self._heartbeat, name=f"lease {self.location}", daemon=True)
         self._thread.start()
+
+    def hold(self) -> None:
+        """The second half of ``take``: once ``SETTLE`` has passed since ``claim`` (waiting only for
+        what is left of it), read the lease back; of two instances that claimed it at the same time
+        the one written last keeps it and the other is refused (``CheckpointInUse``)."""
+        time.sleep(max(0.0, self._claimed_at + min(SETTLE, self.interval) - time.monotonic()))
+        read_at = time.monotonic()
+        try:
+            holder = self._read()
+            if holder is None or holder["owner"] != self.owner:
+                raise CheckpointInUse(self._refusal(holder))
+        except BaseException:
+            self._stopped.set()
+            if self._thread is not None:
+                self._thread.join()
+            self._path = None
+            raise
+        self._ours_at = read_at
+        if self.lost.is_set():  # the heartbeat found it another's meanwhile
+            raise self.error()
 
     def confirm(self) -> None:
         """Raise ``CheckpointInUse`` unless this instance still holds the lease (before writing output)."""
