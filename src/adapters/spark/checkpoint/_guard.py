@@ -49,11 +49,11 @@ class CheckpointGuard:
     ``prepare(spark)`` compares the job's manifest with the checkpoint's: a checkpoint created
     for another source or output raises ``CheckpointOfAnotherJob``, an incompatible change
     ``IncompatibleState`` (each one line: what differs and the remedy, a migration as a command
-    to run as printed) and both leave the checkpoint untouched; otherwise the manifest is
-    (re)written with this job's endpoints. ``endpoints``: role (``source``, ``sink``, ``dlq``,
+    to run as printed) and both leave the checkpoint untouched; otherwise ``record(spark)`` (once
+    the checkpoint's lease is held) (re)writes the manifest with this job's endpoints. ``endpoints``: role (``source``, ``sink``, ``dlq``,
     ``notifications``) -> URI; ``settings_file``: the job's ``--config``, named in the
     suggested migration. While a migration's old state is consulted, a ``RetirementWatch``
-    on the query retires it once the watermark passes its last expiry. ``state_in_checkpoint``:
+    (added by ``record``) on the query retires it once the watermark passes its last expiry. ``state_in_checkpoint``:
     the dedup state is Spark's, partitioned as the checkpoint froze it, so another number of
     state partitions is incompatible (with Redis state the judge partitions each batch itself).
     """

@@ -70,6 +70,13 @@ DEFAULT_CONF = {
     # Exactly-once output is written by one task per partition, in a transaction keyed by the
     # partition: a speculative copy would fence the original (adapters.spark.output._executor_writer).
     "spark.speculation": "false",
+    # PySpark's DataFrame debugging wraps every pyspark function call in four more calls to the
+    # JVM (the active session, a setting, the call site set and cleared): a start and two small
+    # micro-batches made 24,241 py4j round trips with it, 10,763 without (the plan is built over
+    # py4j at each start, and a micro-batch's routing runs through pyspark; held by
+    # tests/adapters/spark/runtime/test_round_trips.py). Spark's own error messages lose the
+    # Python line that built the failing expression.
+    "spark.python.sql.dataFrameDebugging.enabled": "false",
 }
 
 
