@@ -20,7 +20,12 @@ a counter), renewed every ``timeout / 5`` seconds by a daemon thread.
 * The heartbeat reads the lease before renewing it: another owner in it (a takeover after
   this instance stalled for ``timeout``), no lease, or no renewal possible for ``timeout``
   means the checkpoint is lost: ``lost`` is set, the engine stops its query and ``release``
-  raises ``CheckpointInUse``.
+  raises ``CheckpointInUse``. A renewal overdue by ``timeout`` (the process stalled, between
+  the read and the write or before them) reads the lease once more right before writing, so
+  a takeover made during the stall is found rather than written over. File systems offer no
+  compare-and-set, so a stall landing inside that last write can still overwrite a takeover:
+  then the taker is the one that finds the lease another's (its read-back in ``hold`` or its
+  heartbeat) and stops, and one instance goes on either way.
 * ``confirm`` runs before each micro-batch's output is written and raises ``CheckpointInUse``
   unless the lease is still this instance's: an instance that lost the checkpoint writes
   nothing more, so at-least-once output is not written by two instances either. It reads the
@@ -96,7 +101,8 @@ class CheckpointLease:
             self._path = None
             raise
         self._claimed_at = time.monotonic()
-        # the heartbeat reads before it renews: it never writes over another instance's claim
+        # the heartbeat reads before it renews, and reads again when its renewal is overdue: an
+        # instance that stalled past ``timeout`` finds a takeover made meanwhile (the module docstring)
         self._thread = threading.Thread(target=self._heartbeat, name=f"lease {self.location}", daemon=True)
         self._thread.start()
 
@@ -108,7 +114,7 @@ class CheckpointLease:
         read_at = time.monotonic()
         try:
             holder = self._read()
-            if holder is None or holder["owner"] != self.owner:
+            if not _ours(holder, self.owner):
                 raise CheckpointInUse(self._refusal(holder))
         except BaseException:
             self._stopped.set()
@@ -127,7 +133,7 @@ class CheckpointLease:
         if not self.lost.is_set() and time.monotonic() - self._ours_at >= self.timeout / 2:
             read_at = time.monotonic()
             holder = self._read()
-            if holder is None or holder["owner"] != self.owner:
+            if not _ours(holder, self.owner):
                 self._lose(self._taken_by(holder))
             else:
                 self._ours_at = read_at
@@ -148,7 +154,7 @@ class CheckpointLease:
         try:
             with self._io:
                 holder = _read(path)
-            if holder is not None and holder["owner"] == self.owner:
+            if _ours(holder, self.owner):
                 path.unlink(missing_ok=True)
         except DedupError as exc:
             log.warning(
@@ -199,7 +205,12 @@ class CheckpointLease:
             try:
                 read_at = time.monotonic()
                 holder = self._read()
-                if holder is None or holder["owner"] != self.owner:
+                if _ours(holder, self.owner) and time.monotonic() - renewed >= self.timeout:
+                    # overdue (this process stalled, e.g. stopped, since the read or before it): another
+                    # instance may have taken the stale lease over since, so look again just before writing
+                    read_at = time.monotonic()
+                    holder = self._read()
+                if not _ours(holder, self.owner):
                     return self._lose(self._taken_by(holder))
                 self._renew()
                 renewed = self._ours_at = read_at
@@ -300,6 +311,10 @@ def _being_replaced(path: HadoopPath) -> bool:
     except FileNotFoundError:  # no directory: nothing was ever written there
         return False
     return any(name.startswith(f".{path.name}.") and ".partial" in name for name in names)
+
+
+def _ours(holder: dict | None, owner: str) -> bool:
+    return holder is not None and holder["owner"] == owner
 
 
 def _age(holder: dict) -> float:
