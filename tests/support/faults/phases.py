@@ -6,7 +6,7 @@ so each run here places one kill at one phase of one batch:
 
 * ``before-operator``: the write task of a partition starts; the operator has judged none of its rows;
 * ``mid-write``: the operator judged the partition and committed its state, its records are sent in an
-  open transaction;
+  open transaction (at-least-once: sent and flushed, the task not finished);
 * ``after-write``: the partition's transaction committed, Spark not yet told;
 * ``between-batches``: the batch committed to the checkpoint, the next not yet run;
 * ``source-stage`` and ``shuffle``: unplaced, at a random moment while the batch's source stage (its
@@ -36,8 +36,8 @@ partition, and its engine then rightly judges the displaced records against what
 
 Many runs, each on a fresh cluster or all on one warm cluster, from the repository root:
 
-    .venv/bin/python -m tests.support.faults.phases --runs 20 --fresh
-    .venv/bin/python -m tests.support.faults.phases --runs 36 --fresh --shape backlog --delivery at-least-once
+    .venv/bin/python -m tests.support.faults.phases --runs 42 --fresh
+    .venv/bin/python -m tests.support.faults.phases --runs 42 --fresh --shape backlog --delivery at-least-once
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ import java.util.concurrent.ConcurrentHashMap;
  * {@code halt-at-start} / {@code stall-at-start} (the task's JVM dies, or the task hangs, as the
  * write of its partition starts: before the stateful operator judged any of its rows),
  * {@code fail-before-commit} (the task dies mid-transaction: its records sent, the transaction
- * left open), {@code fail-after-commit} (the task dies after its commit, before Spark hears of
+ * left open; with at-least-once output, once its records are sent and flushed), {@code fail-after-commit} (the task dies after its commit, before Spark hears of
  * it), {@code halt-before-commit} / {@code halt-after-commit} (the whole JVM dies there: with
  * {@code local[N]} the driver too), {@code stall-before-commit} (the task hangs mid-transaction
  * for {@link #STALL}, holding the batch open while the test kills the driver).

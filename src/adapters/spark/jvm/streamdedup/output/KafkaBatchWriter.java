@@ -112,7 +112,7 @@ public final class KafkaBatchWriter implements FlatMapFunction<Iterator<Internal
                 Markers.requireSameCounts(marker, batch, partition, recomputed);
                 line = outcome(partition, task.attemptNumber(), true, recomputed);
             } else {
-                Map<String, Long> counts = id == null ? send(lease.producer, rows)
+                Map<String, Long> counts = id == null ? sent(lease.producer, rows, faults)
                         : transaction(lease.producer, rows, id, partition, faults);
                 line = outcome(partition, task.attemptNumber(), false, counts);
                 faults.afterCommit();
@@ -126,6 +126,15 @@ public final class KafkaBatchWriter implements FlatMapFunction<Iterator<Internal
                 Producers.discard(lease, id != null);
             }
         }
+    }
+
+    /** At-least-once: the rows sent and flushed; a fault "before commit" strikes once they are out
+     * and before Spark hears of the task (there is no transaction to commit). */
+    private static Map<String, Long> sent(KafkaProducer<byte[], byte[]> producer, Iterator<InternalRow> rows,
+                                          Faults faults) {
+        Map<String, Long> counts = send(producer, rows);
+        faults.beforeCommit();
+        return counts;
     }
 
     private Map<String, Long> transaction(KafkaProducer<byte[], byte[]> producer, Iterator<InternalRow> rows, String id,
