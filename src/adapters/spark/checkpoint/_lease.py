@@ -20,9 +20,11 @@ a counter), renewed every ``timeout / 5`` seconds by a daemon thread.
 * The heartbeat reads the lease before renewing it: another owner in it (a takeover after
   this instance stalled for ``timeout``), no lease, or no renewal possible for ``timeout``
   means the checkpoint is lost: ``lost`` is set, the engine stops its query and ``release``
-  raises ``CheckpointInUse``. A renewal overdue by ``timeout`` (the process stalled, between
-  the read and the write or before them) reads the lease once more right before writing, so
-  a takeover made during the stall is found rather than written over. File systems offer no
+  raises ``CheckpointInUse``. A renewal overdue by ``timeout / 2`` (the process stalled,
+  between the read and the write or before them) reads the lease once more right before
+  writing, so a takeover made during the stall is found rather than written over. Overdue is
+  measured from just before the last stamp was taken, never from the end of its write: others
+  age the lease from the stamp, and a slow write must not make a stall look shorter. File systems offer no
   compare-and-set, so a stall landing inside that last write can still overwrite a takeover:
   then the taker is the one that finds the lease another's (its read-back in ``hold`` or its
   heartbeat) and stops, and one instance goes on either way.
@@ -76,6 +78,7 @@ class CheckpointLease:
         self._io = threading.Lock()  # a read never meets this instance's own renewal half-renamed
         self._ours_at = float("-inf")  # monotonic time of the last read that found the lease ours
         self._claimed_at = float("-inf")  # monotonic time ``claim`` wrote the lease
+        self._stamped_at = float("-inf")  # monotonic time taken just before the last renewal's stamp
 
     @property
     def interval(self) -> float:
@@ -200,24 +203,31 @@ class CheckpointLease:
             )
 
     def _heartbeat(self) -> None:
-        renewed = time.monotonic()
         while not self._stopped.wait(self.interval):
             try:
                 read_at = time.monotonic()
                 holder = self._read()
-                if _ours(holder, self.owner) and time.monotonic() - renewed >= self.timeout:
-                    # overdue (this process stalled, e.g. stopped, since the read or before it): another
-                    # instance may have taken the stale lease over since, so look again just before writing
+                if _ours(holder, self.owner) and self._overdue():
+                    # this process stalled (e.g. stopped) since its last renewal, before the read or
+                    # after it: another instance may have taken the stale lease over meanwhile, so look
+                    # again just before writing
                     read_at = time.monotonic()
                     holder = self._read()
                 if not _ours(holder, self.owner):
                     return self._lose(self._taken_by(holder))
                 self._renew()
-                renewed = self._ours_at = read_at
+                self._ours_at = read_at
             except DedupError as exc:  # the file system did not answer: retried at the next beat
                 log.warning("could not renew the lease of checkpoint %s: %s", self.location, exc)
-                if time.monotonic() - renewed >= self.timeout:
+                if time.monotonic() - self._stamped_at >= self.timeout:
                     return self._lose(f"its lease could not be renewed for {self.timeout:g}s ({exc})")
+
+    def _overdue(self) -> bool:
+        """Whether the last renewal is ``timeout / 2`` old: a beat is due every ``timeout / 5``, so
+        only a stall gets there, and another instance may take the lease over once its stamp is
+        ``timeout`` old. Measured from before the stamp was taken (``_stamped_at``): the write that
+        follows it can be slow, and the age others see runs from the stamp, not from the write's end."""
+        return time.monotonic() - self._stamped_at >= self.timeout / 2
 
     def _lose(self, reason: str) -> None:
         if not self.lost.is_set():
@@ -230,6 +240,7 @@ class CheckpointLease:
             if self._path is None:  # released meanwhile (the heartbeat raced the query's end)
                 return
             self._beat += 1
+            self._stamped_at = time.monotonic()  # no later than the stamp others age the lease from
             self._path.write_text(
                 json.dumps(
                     {

@@ -199,18 +199,32 @@ def lease_holder_name(path) -> str | None:
         return None
 
 
-def test_an_owner_stalled_between_reading_and_renewing_its_lease_finds_the_takeover(spark, tmp_path, monkeypatch):
+@pytest.mark.parametrize("owner_write_lag", [0.0, 0.2], ids=["writes at full speed", "the owner's writes slow"])
+def test_an_owner_stalled_between_reading_and_renewing_its_lease_finds_the_takeover(
+    spark, tmp_path, monkeypatch, owner_write_lag
+):
     """An owner stopped (SIGSTOP, a long pause) after its heartbeat read the lease and before it
     renewed it wakes past its timeout: another instance took the stale lease over meanwhile. The
     renewal, now overdue, looks again first: the owner finds the takeover and gives up, and the
-    taker keeps the lease (it once renewed over the takeover, and the taker was refused)."""
+    taker keeps the lease (it once renewed over the takeover, and the taker was refused).
+
+    Others age a lease from its stamp, taken before the write: with the owner's writes slow (a
+    busy file system; CI once met it by chance), a stall counted from the end of the owner's
+    write looked shorter than the age the taker saw, and the owner renewed over the takeover."""
     from adapters.spark.checkpoint import CheckpointLease
 
     lease_module = sys.modules[CheckpointLease.__module__]  # the fault is placed inside it: after its read
     checkpoint = str(tmp_path / "checkpoint")
     owner, taker = CheckpointLease(checkpoint, timeout=0.5), CheckpointLease(checkpoint, timeout=0.5)
     stalled, taken = threading.Event(), threading.Event()
-    read = lease_module._read
+    read, write = lease_module._read, lease_module.HadoopPath.write_text
+
+    def slow_when_the_owners(path, text):
+        if owner.owner in text:
+            time.sleep(owner_write_lag)
+        write(path, text)
+
+    monkeypatch.setattr(lease_module.HadoopPath, "write_text", slow_when_the_owners)
 
     def read_then_stall(path, *args):
         holder = read(path, *args)
