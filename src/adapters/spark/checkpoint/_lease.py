@@ -240,7 +240,7 @@ class CheckpointLease:
             if self._path is None:  # released meanwhile (the heartbeat raced the query's end)
                 return
             self._beat += 1
-            self._stamped_at = time.monotonic()  # no later than the stamp others age the lease from
+            stamped_at = time.monotonic()  # no later than the stamp others age the lease from
             self._path.write_text(
                 json.dumps(
                     {
@@ -253,6 +253,7 @@ class CheckpointLease:
                     }
                 )
             )
+            self._stamped_at = stamped_at  # only a renewal written counts: a failed one leaves it overdue
 
     def _read(self) -> dict | None:
         with self._io:

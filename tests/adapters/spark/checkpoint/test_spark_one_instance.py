@@ -250,3 +250,33 @@ def test_an_owner_stalled_between_reading_and_renewing_its_lease_finds_the_takeo
         with pytest.raises(CheckpointInUse):
             owner.release()
         taker.release()
+
+
+def test_an_owner_whose_renewals_keep_failing_loses_the_checkpoint_after_its_timeout(spark, tmp_path, monkeypatch):
+    """The file system stops taking the owner's writes (reads still answer): each failed renewal
+    is retried at the next beat, and once ``timeout`` has passed since the last renewal written
+    the checkpoint is lost (another instance may take it over from then). A failed attempt is not
+    a renewal: counting it as one kept the owner going on a lease nobody renewed."""
+    from adapters.spark.checkpoint import CheckpointLease
+    from domain import StateUnavailable
+
+    lease_module = sys.modules[CheckpointLease.__module__]
+    owner = CheckpointLease(str(tmp_path / "checkpoint"), timeout=0.5)
+    write, failing = lease_module.HadoopPath.write_text, threading.Event()
+
+    def refused_once_failing(path, text):
+        if failing.is_set():
+            raise StateUnavailable(f"checkpoint file system: {path}: no space left on device")
+        write(path, text)
+
+    monkeypatch.setattr(lease_module.HadoopPath, "write_text", refused_once_failing)
+    owner.take(spark)
+    failing.set()
+    try:
+        assert owner.lost.wait(3), "renewals failed for 3 s, six times the timeout, and the lease was kept"
+        assert "could not be renewed for 0.5s" in str(owner.error())
+        with pytest.raises(CheckpointInUse, match="was lost to another instance"):
+            owner.confirm()
+    finally:
+        with pytest.raises(CheckpointInUse):
+            owner.release()
