@@ -23,6 +23,15 @@ new one resumes on the checkpoint: the time from its start to its first committe
 is the restart at full state. At the end it checks the sinks against the stream: as many
 unique events as keys, the same ids (their numbers' sum), no dead letter and prints the summary: the probe batches' and
 the large batches' time and rate at about 1 M live keys against the steady state.
+
+``--kafka DELIVERY`` runs the same stream Kafka to Kafka instead, as ``dedup run`` with
+``kafka.delivery=DELIVERY`` (``at-least-once`` or ``exactly-once``): a local broker
+(``deploy/local/services``) is started for the run, the records are produced to a topic of
+``--partitions`` partitions keyed by ``uniqueValue`` before the engine starts, and each micro-batch
+reads ``--batch`` of them (``maxOffsetsPerTrigger``; no probe batches: a Kafka source's batches
+are all one size). The unique events are read back from the output topic (``read_committed``):
+exactly-once must hold every key once; at-least-once every key at least once, and the bench
+prints how many were written twice (a micro-batch replayed after the kill).
 """
 
 from __future__ import annotations
@@ -74,7 +83,7 @@ def main() -> None:
         "--kill-at",
         type=float,
         default=0.9,
-        help="fraction of the files after which the driver is killed and restarted (0: never)",
+        help="fraction of the files (of the micro-batches over Kafka) after which the driver is killed and restarted (0: never)",
     )
     p.add_argument("--driver-memory", default="6g")
     p.add_argument(
@@ -91,7 +100,14 @@ def main() -> None:
         help="where the stream and the checkpoint go (default: a temporary directory, removed at the end)",
     )
     p.add_argument("--json", type=Path, help="also write the figures here")
+    p.add_argument(
+        "--kafka",
+        choices=("at-least-once", "exactly-once"),
+        help="Kafka to Kafka with this delivery instead of JSONL files (a local broker is started)",
+    )
+    p.add_argument("--partitions", type=int, default=2, help="the input topic's partitions (--kafka)")
     p.add_argument("--phase", help=argparse.SUPPRESS)
+    p.add_argument("--bootstrap", help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.phase:
         run_engine(args)
@@ -106,11 +122,29 @@ def main() -> None:
 
 def bench(args, work: Path) -> None:
     started = time.perf_counter()
-    files, expected, ends = write_stream(args, work / "in")
+    if not args.kafka:
+        run_bench(args, work, write_stream(args, work / "in"), started)
+        return
+    from deploy.local import services
+
+    broker = services.KafkaBroker(work / "kafka", heap="1g").start()
+    try:
+        args.bootstrap = broker.bootstrap
+        services.create_topics(broker.bootstrap, "in", partitions=args.partitions, timeout=60)
+        services.create_topics(broker.bootstrap, "out", "dlq", partitions=args.partitions, timeout=60)
+        run_bench(args, work, produce_stream(args, broker.bootstrap), started)
+    finally:
+        broker.stop()
+
+
+def run_bench(args, work: Path, stream: tuple[int, dict, list[int]], started: float) -> None:
+    """Runs the engine over ``stream`` (written or produced since ``started``), with the kill and
+    restart, and reports."""
+    parts, expected, ends = stream
     print(
-        f"stream: {expected['records']:,} records in {len(files)} files "
+        f"stream: {expected['records']:,} records in {parts} {'micro-batches' if args.kafka else 'files'} "
         f"({expected['out']:,} keys), {args.live_keys // RETENTION:,} records per second of event time, "
-        f"written in {time.perf_counter() - started:.0f} s",
+        f"ready in {time.perf_counter() - started:.0f} s",
         flush=True,
     )
     print(
@@ -118,7 +152,7 @@ def bench(args, work: Path) -> None:
         f"{'driver MB':>9}",
         flush=True,
     )
-    kill_after = int(len(files) * args.kill_at) if args.kill_at else None
+    kill_after = int(parts * args.kill_at) if args.kill_at else None
     first = child(args, work, kill_after)
     batches = first["batches"]
     restart = None
@@ -133,17 +167,18 @@ def bench(args, work: Path) -> None:
             "live_keys": resumed["live_keys"] if resumed else None,
         }
         batches += second["batches"]
-    counts = read_output(work)
+    counts = read_topics(args) if args.kafka else read_output(work)
     alert = state_alert(batches, ends, max(args.live_keys // RETENTION, 1)) if args.alert else None
     report(args, batches, restart, counts, expected, alert)
 
 
-def write_stream(args, directory: Path) -> tuple[list[Path], dict, list[int]]:
-    """The stream's files, in the order the engine reads them, the counts it must give, and the
-    records written up to the end of each file."""
-    directory.mkdir(parents=True, exist_ok=True)
+def record_sizes(args) -> list[int]:
+    """The records of each micro-batch: ``--batch`` each, with the probe groups between them
+    (none over Kafka)."""
     per_second = max(args.live_keys // RETENTION, 1)
     total = int(per_second * RETENTION * (1 + args.retentions))
+    if args.kafka:
+        return [args.batch] * (total // args.batch) + ([total % args.batch] if total % args.batch else [])
     sizes, written, large = [], 0, 0  # large: how many files of args.batch records so far
     while written < total:
         if sizes and sizes[-1] == args.batch and (large == 2 or large % args.probe_every == 0):
@@ -153,25 +188,112 @@ def write_stream(args, directory: Path) -> tuple[list[Path], dict, list[int]]:
             sizes.append(args.batch)
             large += 1
         written += sizes[-1]
-    files, index, repeats, id_sum = [], 0, 0, 0
+    return sizes
+
+
+def records(args, start: int, count: int, tally: dict) -> list[tuple[str, str]]:
+    """Records ``start`` to ``start + count`` of the stream, as (uniqueValue, JSON line); ``tally``
+    counts the repeats and sums the ids of the records that are not."""
+    per_second = max(args.live_keys // RETENTION, 1)
+    lines = []
+    for i in range(start, start + count):
+        t = T0 + i // per_second
+        if i % args.repeat_every == args.repeat_every - 1 and i > REPEAT_BACK * per_second:
+            key = i - REPEAT_BACK * per_second - 1  # a record that is not itself a repeat
+            tally["repeats"] += 1
+        else:
+            key = i
+            tally["id_sum"] += i
+        unique = f"k{key:012d}"
+        lines.append((unique, f'{{"id":"e{i}","uniqueValue":"{unique}","type":"WEB","timestamp":{t}}}'))
+    return lines
+
+
+def expected_counts(index: int, tally: dict) -> dict:
+    return {"records": index, "out": index - tally["repeats"], "out_id_sum": tally["id_sum"], "dead_letters": 0}
+
+
+def write_stream(args, directory: Path) -> tuple[int, dict, list[int]]:
+    """Writes the stream's files, in the order the engine reads them; returns how many, the
+    counts the engine must give, and the records written up to the end of each file."""
+    directory.mkdir(parents=True, exist_ok=True)
+    sizes = record_sizes(args)
+    index, tally = 0, {"repeats": 0, "id_sum": 0}
     for number, size in enumerate(sizes):
         path = directory / f"{number:06d}.jsonl"
-        lines = []
-        for i in range(index, index + size):
-            t = T0 + i // per_second
-            if i % args.repeat_every == args.repeat_every - 1 and i > REPEAT_BACK * per_second:
-                key = i - REPEAT_BACK * per_second - 1  # a record that is not itself a repeat
-                repeats += 1
-            else:
-                key = i
-                id_sum += i
-            lines.append(f'{{"id":"e{i}","uniqueValue":"k{key:012d}","type":"WEB","timestamp":{t}}}\n')
-        path.write_text("".join(lines))
+        path.write_text("".join(line + "\n" for _, line in records(args, index, size, tally)))
         os.utime(path, (1_000_000 + number, 1_000_000 + number))  # the file source reads them in this order
-        files.append(path)
         index += size
-    expected = {"records": index, "out": index - repeats, "out_id_sum": id_sum, "dead_letters": 0}
-    return files, expected, list(itertools.accumulate(sizes))
+    return len(sizes), expected_counts(index, tally), list(itertools.accumulate(sizes))
+
+
+def produce_stream(args, bootstrap: str) -> tuple[int, dict, list[int]]:
+    """Produces the stream to the topic ``in``, keyed by ``uniqueValue`` (each partition in
+    event-time order); returns its micro-batches, the counts and the records up to each."""
+    from confluent_kafka import Producer
+
+    sizes = record_sizes(args)
+    producer = Producer(
+        {"bootstrap.servers": bootstrap, "linger.ms": 50, "batch.size": 1 << 20, "enable.idempotence": True}
+    )
+    index, tally = 0, {"repeats": 0, "id_sum": 0}
+    for size in sizes:
+        for key, line in records(args, index, size, tally):
+            while True:
+                try:
+                    producer.produce("in", line.encode(), key.encode())
+                    break
+                except BufferError:
+                    producer.poll(0.1)
+            producer.poll(0)
+        index += size
+    if producer.flush(120) != 0:
+        raise SystemExit("the stream could not be produced to Kafka")
+    return len(sizes), expected_counts(index, tally), list(itertools.accumulate(sizes))
+
+
+def read_topics(args) -> dict:
+    """What the output topics hold at the end (``read_committed``): the unique events, how
+    many of them are distinct, the sum of the distinct ids' numbers, and the dead letters."""
+    import re
+
+    from confluent_kafka import Consumer, TopicPartition
+
+    number = re.compile(rb'"id":"e(\d+)"')
+    consumer = Consumer(
+        {
+            "bootstrap.servers": args.bootstrap,
+            "group.id": "large-state-bench",
+            "isolation.level": "read_committed",
+            "enable.auto.commit": False,
+        }
+    )
+    try:
+        counted = {}
+        for topic in ("out", "dlq"):
+            ends = {
+                p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1]
+                for p in range(args.partitions)
+            }
+            consumer.assign([TopicPartition(topic, p, 0) for p in ends])
+            total, ids, quiet_since = 0, set(), time.monotonic()
+            while True:
+                messages = [m for m in consumer.consume(10_000, timeout=1) if not m.error()]
+                total += len(messages)
+                if topic == "out":
+                    ids.update(int(number.search(m.value()).group(1)) for m in messages)
+                positions = consumer.position([TopicPartition(topic, p) for p in ends])
+                if all(ends[tp.partition] == 0 or tp.offset >= ends[tp.partition] for tp in positions):
+                    break
+                if messages:
+                    quiet_since = time.monotonic()
+                elif time.monotonic() - quiet_since > 15:  # the last offset may be a commit marker
+                    break
+            counted[topic] = (total, ids)
+    finally:
+        consumer.close()
+    out, ids = counted["out"]
+    return {"out": out, "distinct": len(ids), "out_id_sum": sum(ids), "dead_letters": counted["dlq"][0]}
 
 
 def read_output(work: Path) -> dict:
@@ -206,7 +328,10 @@ def child(args, work: Path, kill_after: int | None) -> dict:
         args.driver_memory,
         "--window",
         str(args.window),
+        "--batch",
+        str(args.batch),
         *(f"--conf={setting}" for setting in args.conf),
+        *(["--kafka", args.kafka, "--bootstrap", args.bootstrap] if args.kafka else []),
     ]
     began = time.perf_counter()
     process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True, start_new_session=True)
@@ -253,12 +378,13 @@ def descendants(pid: int) -> list[int]:
 
 
 def run_engine(args) -> None:
-    """In the child: the engine over the stream, one file a micro-batch; a JSON line per batch."""
+    """In the child: the engine over the stream, one file (or ``--batch`` records of the topic) a
+    micro-batch; a JSON line per batch."""
     from adapters.spark import build_spark_engine
     from adapters.spark.runtime import build_session
     from checkpoint_cost_bench import CheckpointBytes
     from domain import DedupRule, Policies, RuleSet
-    from spark_bench_report import children, pss_mb
+    from spark_bench_report import children, pss_mb, thread_cpu
 
     work = args.work
     spark = build_session(
@@ -273,30 +399,48 @@ def run_engine(args) -> None:
     spark.sparkContext.setLogLevel("ERROR")
     jvm = int(spark._jvm.java.lang.ProcessHandle.current().pid())
     looks = CheckpointBytes()
+    if args.kafka:
+        kafka = f"kafka://{args.bootstrap}"
+        ends = {"source": f"{kafka}/in", "sink": f"{kafka}/out", "dead_letters": f"{kafka}/dlq"}
+        ends.update(delivery=args.kafka, max_offsets_per_trigger=args.batch)
+    else:
+        ends = {
+            "source": f"jsonl:{work / 'in'}?maxFilesPerTrigger=1",
+            "sink": str(work / "out"),
+            "dead_letters": str(work / "dlq"),
+        }
     engine = build_spark_engine(
         RuleSet({"WEB": DedupRule("WEB", args.window)}),
         Policies(),
-        source=f"jsonl:{work / 'in'}?maxFilesPerTrigger=1",
-        sink=str(work / "out"),
-        dead_letters=str(work / "dlq"),
         checkpoint=str(work / "checkpoint"),
         spark=spark,
         metrics=looks,
         available_now=True,
+        **ends,
     )
     out = sys.stdout
     done = threading.Event()
 
     def watch() -> None:
-        seen = set()
-        while not done.wait(0.5):
-            for query in spark.streams.active:
+        try:
+            report_batches()
+        except Exception as exc:  # a bench's reporting thread: say why it stopped
+            print(f"the batch reports stopped: {exc!r}", file=sys.stderr, flush=True)
+            raise
+
+    def report_batches() -> None:
+        seen, queries = set(), {}
+        while True:
+            ended = done.wait(0.5)
+            queries.update((query.id, query) for query in spark.streams.active)  # kept once it ends
+            for query in queries.values():
                 for progress in query.recentProgress:
                     if progress.batchId in seen or progress.numInputRows == 0:
                         continue
                     seen.add(progress.batchId)
                     ms = progress.durationMs.get("triggerExecution", 0)
-                    written, _, rows = looks.per_batch[-1] if looks.per_batch else (0, 0, 0)
+                    written = looks.per_batch[-1][0] if looks.per_batch else 0
+                    rows = looks.gauges.get("state_rows", 0)  # set by the micro-batch, before its progress
                     line = {
                         "batch": progress.batchId,
                         "records": progress.numInputRows,
@@ -304,18 +448,20 @@ def run_engine(args) -> None:
                         "rate": progress.numInputRows / max(ms / 1000, 1e-3),
                         "live_keys": rows,
                         "written": written,
-                        "files_done": files_done(progress),
+                        "files_done": progress.batchId + 1 if args.kafka else files_done(progress),
                         "driver_mb": round(sum(map(pss_mb, [jvm, os.getpid(), *children(jvm)]))),
+                        "cpu": thread_cpu(jvm),
                     }
                     out.write(json.dumps(line) + "\n")
                     out.flush()
+            if ended:
+                return
 
     watcher = threading.Thread(target=watch, daemon=True)
     watcher.start()
     with contextlib.redirect_stdout(sys.stderr):
         counts = engine.run().as_dict()
-    time.sleep(1.0)
-    done.set()
+    done.set()  # the watcher reads the ended query's last micro-batches, then stops
     watcher.join()
     out.write(json.dumps({"counts": counts}) + "\n")
     out.flush()
@@ -383,6 +529,19 @@ def state_alert(batches: list[dict], ends: list[int], per_second: int) -> dict[s
     return verdicts
 
 
+def accounting_holds(args, counts: dict, expected: dict) -> bool:
+    """Every key out once (at least once at-least-once: a micro-batch replayed after the kill
+    writes its events again), the same ids, no dead letter."""
+    if args.kafka == "at-least-once":
+        return (counts["distinct"], counts["out_id_sum"], counts["dead_letters"]) == (
+            expected["out"],
+            expected["out_id_sum"],
+            expected["dead_letters"],
+        )
+    same = all(counts[k] == expected[k] for k in ("out", "out_id_sum", "dead_letters"))
+    return same and counts.get("distinct", counts["out"]) == counts["out"]
+
+
 def report(
     args, batches: list[dict], restart: dict | None, counts: dict | None, expected: dict, alert: dict | None = None
 ) -> None:
@@ -407,6 +566,19 @@ def report(
         "at the steady state": median([b["rate"] for b in near(large, 0.9 * peak, peak)]),
     }
     keys = [b["live_keys"] for b in steady]
+
+    def cpu_shares(rows: list[dict]) -> dict[str, float] | None:
+        """CPU seconds per group over ``rows`` (consecutive micro-batches of one process), per
+        second of the Spark tasks' CPU."""
+        rows = [b for b in rows if "cpu" in b]
+        runs = [
+            (a, b)
+            for a, b in itertools.pairwise(rows)
+            if b["batch"] == a["batch"] + 1 and b["cpu"]["tasks"] >= a["cpu"]["tasks"]
+        ]
+        used = {g: sum(b["cpu"][g] - a["cpu"][g] for a, b in runs) for g in (rows[0]["cpu"] if rows else {})}
+        return {g: round(v / used["tasks"], 3) for g, v in used.items()} if used.get("tasks") else None
+
     summary = {
         "peak_live_keys": peak,
         "steady_batches": len(steady),
@@ -422,12 +594,16 @@ def report(
         "driver_mb_steady": [min(b["driver_mb"] for b in steady), max(b["driver_mb"] for b in steady)]
         if steady
         else None,
+        "cpu_per_task_second": {
+            "at ~1M keys": cpu_shares([b for b in batches if 0.5e6 <= b["live_keys"] <= 2e6]),
+            "at the steady state": cpu_shares(steady),
+        },
         "written_mb_per_large_batch_steady": median([b["written"] / 2**20 for b in steady if b in large]),
         "restart": restart,
         "state_alert_fired": alert,
         "counts": counts,
         "expected": expected,
-        "accounting_holds": all(counts.get(k) == expected[k] for k in counts),
+        "accounting_holds": accounting_holds(args, counts, expected),
     }
     print(json.dumps(summary, indent=2))
     if args.json:

@@ -3,7 +3,9 @@
 (deploy/prometheus/alerts.yml) by promtool, which must fire when no key expires and stay
 quiet when the state levels off."""
 
-from bench.large_state_bench import state_alert
+from argparse import Namespace
+
+from bench.large_state_bench import accounting_holds, state_alert
 
 PER_SECOND = 100  # records a second of event time
 BATCH = 10_000  # records a micro-batch: 100 s of event time
@@ -28,3 +30,23 @@ def test_the_alert_stays_quiet_when_the_state_levels_off():
     retention = 1200 * PER_SECOND  # keys of the last retention live; the older ones expired
     fired = alert_over_six_hours(lambda records: min(records, retention) + (records // BATCH) % 2 * BATCH // 2)
     assert fired == {"3h": False, "4h": False, "5h": False, "6h": False}
+
+
+EXPECTED = {"records": 10, "out": 8, "out_id_sum": 28, "dead_letters": 0}
+
+
+def test_over_kafka_at_least_once_may_write_a_key_twice_and_exactly_once_may_not():
+    doubled = {"out": 9, "distinct": 8, "out_id_sum": 28, "dead_letters": 0}
+    assert accounting_holds(Namespace(kafka="at-least-once"), doubled, EXPECTED)
+    assert not accounting_holds(Namespace(kafka="exactly-once"), doubled, EXPECTED)
+    once = {"out": 8, "distinct": 8, "out_id_sum": 28, "dead_letters": 0}
+    assert accounting_holds(Namespace(kafka="exactly-once"), once, EXPECTED)
+
+
+def test_a_key_lost_or_dead_lettered_breaks_the_accounting_of_every_delivery():
+    lost = {"out": 8, "distinct": 7, "out_id_sum": 21, "dead_letters": 0}
+    dead = {"out": 8, "distinct": 8, "out_id_sum": 28, "dead_letters": 1}
+    for delivery in ("at-least-once", "exactly-once"):
+        assert not accounting_holds(Namespace(kafka=delivery), lost, EXPECTED)
+        assert not accounting_holds(Namespace(kafka=delivery), dead, EXPECTED)
+    assert not accounting_holds(Namespace(kafka=None), {"out": 7, "out_id_sum": 21, "dead_letters": 0}, EXPECTED)
