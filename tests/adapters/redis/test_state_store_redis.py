@@ -77,14 +77,15 @@ class TestRedisStateStore(StateStoreContract):
 
     def test_a_lagging_reader_of_other_partitions_holds_the_sweeps_back_until_it_goes_silent(self):
         """Instances of a group share the store, each with its own partitions' watermark."""
-        lagging = RedisStateStore(self.url, key_prefix=self.store.key_prefix, idle_timeout=0.5)
-        ahead = RedisStateStore(self.url, key_prefix=self.store.key_prefix, idle_timeout=0.5)
+        # 1.5 s: the first writes below must follow each other within it on a busy machine
+        lagging = RedisStateStore(self.url, key_prefix=self.store.key_prefix, idle_timeout=1.5)
+        ahead = RedisStateStore(self.url, key_prefix=self.store.key_prefix, idle_timeout=1.5)
         try:
             lagging.check_and_set_many([claim(f"APP\x1fa{i}", 100, owner=f"t:0:{i}") for i in range(10)])
             ahead.check_and_set_many([claim(f"APP\x1fb{i}", 1000, owner=f"t:1:{i}") for i in range(10)])
             assert self.stored_keys() == 20  # partition 0 is read at 100: nothing it may meet is forgotten
             assert lagging.check_and_set(claim("APP\x1fa0", 120, owner="t:0:99")) is False
-            time.sleep(0.6)  # partition 0's reader goes silent: it holds nothing back any more
+            time.sleep(1.6)  # partition 0's reader goes silent: it holds nothing back any more
             ahead.check_and_set_many([claim(f"APP\x1fc{i}", 1000, owner=f"t:1:{100 + i}") for i in range(10)])
             assert self.stored_keys() == 20  # a0…a9 forgotten (kept until 220), b and c kept
             assert not self.raw.exists(self.store.key_prefix + "APP\x1fa0")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -120,24 +121,58 @@ def test_invalid_records_and_late_events_are_dead_lettered(spark, tmp_path, own_
     assert len(letters) == expected.dead_lettered == counts["dead_lettered"]
 
 
+def wait_on_redis_clock(client: redis.Redis, seconds: float) -> None:
+    """Returns once Redis's clock, the one the sweeps read, is ``seconds`` past the call: every
+    reader that claimed before it has been silent that long."""
+
+    def now() -> float:
+        whole, micro = client.time()
+        return whole + micro / 1e6
+
+    until = now() + seconds
+    while now() <= until:
+        time.sleep(0.05)
+
+
 def test_the_jobs_idle_partition_timeout_is_how_long_a_silent_reader_holds_the_sweeps_back(spark, tmp_path, own_redis):
     """The setting reaches the stores the Spark engine's tasks open (RedisBatchJudge ->
-    RedisPartitionClaims -> RedisStateStore): another reader's keys, kept until 220 and claimed
-    by a partition silent for longer than the job's 1 s, are forgotten by the job's sweeps (by
-    default a reader holds them back for 60 s, so they would stay)."""
+    RedisPartitionClaims -> RedisStateStore): another reader's keys, kept until 220, are
+    forgotten by the job's sweeps once every partition claimed from (the other reader's, and
+    each input file the job read) has been silent for longer than the job's 1 s; by default a
+    reader holds them back for 60 s, so they stay.
+
+    Each step is a run of its own, waited apart on Redis's clock: within one run, Spark's
+    micro-batches may follow each other by less than the 1 s (one did in CI), and the first
+    batch's file, read before any watermark, would rightly hold the sweep back."""
     lagging = RedisStateStore(own_redis.url, key_prefix="dedup:")
     try:
         lagging.check_and_set_many([Claim(f"APP\x1fa{i}", 100, 30, 220, 100, f"t:0:{i}") for i in range(10)])
     finally:
         lagging.close()
     client = redis.Redis.from_url(own_redis.url)
-    assert all(client.exists(f"dedup:APP\x1fa{i}") for i in range(10))
+
+    def kept() -> list[int]:
+        return [i for i in range(10) if client.exists(f"dedup:APP\x1fa{i}")]
+
+    assert kept() == list(range(10))
     t0 = 1_700_000_000
-    events = [
-        json.dumps({"id": f"e{n}", "uniqueValue": f"u{n}", "type": "APP", "timestamp": t0 + n}).encode()
-        for n in range(40)
-    ]
-    write_batches(tmp_path / "in", events, 20)  # two micro-batches: the second is judged past a watermark
-    counts = run(spark, tmp_path, own_redis.url, idle_partition_timeout=1.0)
-    assert counts["out"] == 40
-    assert [i for i in range(10) if client.exists(f"dedup:APP\x1fa{i}")] == []
+    (tmp_path / "in").mkdir()
+    outputs = []
+    for step, idle_partition_timeout in enumerate([1.0, None, 1.0]):  # None: the job's default
+        path = tmp_path / "in" / f"{step:04d}.jsonl"
+        path.write_bytes(
+            b"".join(
+                json.dumps({"id": f"e{n}", "uniqueValue": f"u{n}", "type": "APP", "timestamp": t0 + n}).encode() + b"\n"
+                for n in range(20 * step, 20 * step + 20)
+            )
+        )
+        os.utime(path, (1_000_000 + step, 1_000_000 + step))
+        timeout = {} if idle_partition_timeout is None else {"idle_partition_timeout": idle_partition_timeout}
+        outputs.append(run(spark, tmp_path, own_redis.url, **timeout)["out"])
+        if step == 0:
+            assert kept() == list(range(10))  # the job's first batch has no watermark to sweep to
+        if step == 1:
+            assert kept() == list(range(10))  # silent for over 1 s, under the default 60 s: held back
+        wait_on_redis_clock(client, 1.2)
+    assert outputs == [20, 20, 20]
+    assert kept() == []
