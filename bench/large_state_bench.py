@@ -257,43 +257,15 @@ def read_topics(args) -> dict:
     many of them are distinct, the sum of the distinct ids' numbers, and the dead letters."""
     import re
 
-    from confluent_kafka import Consumer, TopicPartition
+    from tests.support.kafka_io import consume_to_end
 
     number = re.compile(rb'"id":"e(\d+)"')
-    consumer = Consumer(
-        {
-            "bootstrap.servers": args.bootstrap,
-            "group.id": "large-state-bench",
-            "isolation.level": "read_committed",
-            "enable.auto.commit": False,
-        }
-    )
-    try:
-        counted = {}
-        for topic in ("out", "dlq"):
-            ends = {
-                p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1]
-                for p in range(args.partitions)
-            }
-            consumer.assign([TopicPartition(topic, p, 0) for p in ends])
-            total, ids, quiet_since = 0, set(), time.monotonic()
-            while True:
-                messages = [m for m in consumer.consume(10_000, timeout=1) if not m.error()]
-                total += len(messages)
-                if topic == "out":
-                    ids.update(int(number.search(m.value()).group(1)) for m in messages)
-                positions = consumer.position([TopicPartition(topic, p) for p in ends])
-                if all(ends[tp.partition] == 0 or tp.offset >= ends[tp.partition] for tp in positions):
-                    break
-                if messages:
-                    quiet_since = time.monotonic()
-                elif time.monotonic() - quiet_since > 15:  # the last offset may be a commit marker
-                    break
-            counted[topic] = (total, ids)
-    finally:
-        consumer.close()
-    out, ids = counted["out"]
-    return {"out": out, "distinct": len(ids), "out_id_sum": sum(ids), "dead_letters": counted["dlq"][0]}
+    out, ids = 0, set()
+    for message in consume_to_end(args.bootstrap, "out", timeout=3600):
+        out += 1
+        ids.add(int(number.search(message.value()).group(1)))
+    dead_letters = sum(1 for _ in consume_to_end(args.bootstrap, "dlq", timeout=3600))
+    return {"out": out, "distinct": len(ids), "out_id_sum": sum(ids), "dead_letters": dead_letters}
 
 
 def read_output(work: Path) -> dict:
@@ -429,31 +401,36 @@ def run_engine(args) -> None:
             raise
 
     def report_batches() -> None:
-        seen, queries = set(), {}
+        """Reports each micro-batch once the engine's listener has had its progress: the i-th
+        progress of this process (over its queries, in order) is ``looks.per_batch[i]``, so its
+        bytes written and live keys are the batch's own, never the one before's."""
+        queries, reported = {}, 0
         while True:
             ended = done.wait(0.5)
             queries.update((query.id, query) for query in spark.streams.active)  # kept once it ends
-            for query in queries.values():
-                for progress in query.recentProgress:
-                    if progress.batchId in seen or progress.numInputRows == 0:
-                        continue
-                    seen.add(progress.batchId)
-                    ms = progress.durationMs.get("triggerExecution", 0)
-                    written = looks.per_batch[-1][0] if looks.per_batch else 0
-                    rows = looks.gauges.get("state_rows", 0)  # set by the micro-batch, before its progress
-                    line = {
-                        "batch": progress.batchId,
-                        "records": progress.numInputRows,
-                        "seconds": ms / 1000,
-                        "rate": progress.numInputRows / max(ms / 1000, 1e-3),
-                        "live_keys": rows,
-                        "written": written,
-                        "files_done": progress.batchId + 1 if args.kafka else files_done(progress),
-                        "driver_mb": round(sum(map(pss_mb, [jvm, os.getpid(), *children(jvm)]))),
-                        "cpu": thread_cpu(jvm),
-                    }
-                    out.write(json.dumps(line) + "\n")
-                    out.flush()
+            progresses = [progress for query in queries.values() for progress in query.recentProgress]
+            deadline = time.monotonic() + 30
+            while ended and len(looks.per_batch) < len(progresses) and time.monotonic() < deadline:
+                time.sleep(0.1)  # the last progress events on their way to the listener
+            for progress in progresses[reported : len(looks.per_batch)]:
+                written, _, rows = looks.per_batch[reported]
+                reported += 1
+                if progress.numInputRows == 0:
+                    continue
+                ms = progress.durationMs.get("triggerExecution", 0)
+                line = {
+                    "batch": progress.batchId,
+                    "records": progress.numInputRows,
+                    "seconds": ms / 1000,
+                    "rate": progress.numInputRows / max(ms / 1000, 1e-3),
+                    "live_keys": rows,
+                    "written": written,
+                    "files_done": progress.batchId + 1 if args.kafka else files_done(progress),
+                    "driver_mb": round(sum(map(pss_mb, [jvm, os.getpid(), *children(jvm)]))),
+                    "cpu": thread_cpu(jvm),
+                }
+                out.write(json.dumps(line) + "\n")
+                out.flush()
             if ended:
                 return
 

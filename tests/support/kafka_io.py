@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
@@ -43,6 +43,19 @@ def read_topic(bootstrap: str, topic: str, committed: bool = True, timeout: floa
 
     ``committed``: read as a ``read_committed`` consumer (what downstream readers see).
     """
+    out = []
+    for m in consume_to_end(bootstrap, topic, committed, timeout):
+        raw = tuple(m.headers() or ())
+        headers = {k: v.decode() for k, v in raw}
+        out.append(Message(m.value(), m.key(), headers, m.partition(), m.offset(), raw))
+    return sorted(out, key=lambda m: (m.partition, m.offset))
+
+
+def consume_to_end(bootstrap: str, topic: str, committed: bool = True, timeout: float = 60) -> Iterator:
+    """Every message of ``topic`` up to its current end as confluent-kafka hands them over
+    (partitions interleaved), for readers that count rather than keep them; each partition's end
+    is the broker's end-of-partition event, which a ``read_committed`` reader gets at the last
+    stable offset, past a transaction's commit marker. ``TimeoutError`` after ``timeout`` seconds."""
     consumer = Consumer(
         {
             "bootstrap.servers": bootstrap,
@@ -55,26 +68,20 @@ def read_topic(bootstrap: str, topic: str, committed: bool = True, timeout: floa
     try:
         partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
         consumer.assign([TopicPartition(topic, p, 0) for p in partitions])
-        return _read_to_end(consumer, len(partitions), timeout)
+        read, at_end, deadline = 0, set(), time.monotonic() + timeout
+        while len(at_end) < len(partitions):
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"read {read} messages, partitions at end: {sorted(at_end)}")
+            for m in consumer.consume(1000, 0.5):
+                if m.error() is None:
+                    read += 1
+                    yield m
+                elif m.error().code() == KafkaError._PARTITION_EOF:
+                    at_end.add(m.partition())
+                else:
+                    raise KafkaException(m.error())
     finally:
         consumer.close()
-
-
-def _read_to_end(consumer: Consumer, partitions: int, timeout: float) -> list[Message]:
-    out, at_end, deadline = [], set(), time.monotonic() + timeout
-    while len(at_end) < partitions:
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"read {len(out)} messages, partitions at end: {sorted(at_end)}")
-        for m in consumer.consume(1000, 0.5):
-            if m.error() is None:
-                raw = tuple(m.headers() or ())
-                headers = {k: v.decode() for k, v in raw}
-                out.append(Message(m.value(), m.key(), headers, m.partition(), m.offset(), raw))
-            elif m.error().code() == KafkaError._PARTITION_EOF:
-                at_end.add(m.partition())
-            else:
-                raise KafkaException(m.error())
-    return sorted(out, key=lambda m: (m.partition, m.offset))
 
 
 def committed_offsets(bootstrap: str, group: str, topic: str, partitions: int = 1) -> list[int]:
