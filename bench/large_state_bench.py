@@ -309,6 +309,9 @@ def child(args, work: Path, kill_after: int | None) -> dict:
     process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True, start_new_session=True)
     batches, counts, killed, first_commit_at = [], None, False, None
     for line in process.stdout:
+        if not line.startswith("{"):  # the JVM shares the child's stdout: a fatal error's report, say
+            print(f"engine process: {line.rstrip()}", file=sys.stderr, flush=True)
+            continue
         message = json.loads(line)
         if "counts" in message:
             counts = message["counts"]
