@@ -204,7 +204,7 @@ def run_phase(args) -> dict:
     import contextlib
 
     from adapters.spark import build_spark_engine
-    from adapters.spark.runtime import build_session
+    from adapters.spark.runtime import build_session, stop_session
     from domain import Policies, RuleSet
     from spark_bench_report import Sampler
 
@@ -238,6 +238,7 @@ def run_phase(args) -> dict:
         engine.run()
     batches = [batch_figures(p, w) for p, w in zip(sampler.progress(), written.per_batch)]
     peak_mb = max((s["memory_mb"] for s in sampler.samples), default=0)
+    stop_session(spark)  # the state stores closed before the JVM exits (their RocksDB threads crashed it)
     if args.phase == "restart":
         return {**batches[0], "session_s": session_s, "peak_memory_mb": peak_mb}
     return {"batches": batches, "peak_memory_mb": peak_mb}

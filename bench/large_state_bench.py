@@ -356,7 +356,7 @@ def run_engine(args) -> None:
     """In the child: the engine over the stream, one file (or ``--batch`` records of the topic) a
     micro-batch; a JSON line per batch."""
     from adapters.spark import build_spark_engine
-    from adapters.spark.runtime import build_session
+    from adapters.spark.runtime import build_session, stop_session
     from checkpoint_cost_bench import CheckpointBytes
     from domain import DedupRule, Policies, RuleSet
     from spark_bench_report import children, pss_mb, thread_cpu
@@ -445,6 +445,7 @@ def run_engine(args) -> None:
     watcher.join()
     out.write(json.dumps({"counts": counts}) + "\n")
     out.flush()
+    stop_session(spark)  # the state stores closed before the JVM exits (their RocksDB threads crashed it)
 
 
 def files_done(progress) -> int:

@@ -60,6 +60,7 @@ from adapters.spark.runtime import (
     spark_kafka_options,
     state_rows_tracked,
     state_store_conf,
+    stop_session,
 )
 from adapters.spark.shared import SparkSetupError, parse_uri
 from adapters.spark.stream import BatchWatermarks, DedupPlan, Hook, read_stream, state_row_counter, with_notifications
@@ -195,6 +196,7 @@ class SparkEngine:
     state_rows: Any = field(init=False, default=None, repr=False)  # the operator's StateRowCount (JVM), once started
     watermarks: BatchWatermarks | None = field(init=False, default=None, repr=False)
     spark_log: SparkLog | None = field(init=False, default=None, repr=False)  # where the session started here logs
+    owns_session: bool = field(init=False, default=False, repr=False)  # started here: ``run`` stops it
     timings: BatchTimings = field(init=False, default_factory=BatchTimings, repr=False)  # foreachBatch's phases
     stopper: QueryStopper = field(init=False, default_factory=QueryStopper, repr=False)  # ``stopping``
 
@@ -222,6 +224,7 @@ class SparkEngine:
                 self.spark_log = SparkLog.at(
                     self.query.log_file, console=logging.getLogger().isEnabledFor(logging.DEBUG)
                 )
+            self.owns_session = not session_started()
             self.spark = build_session(self.query.master, conf=self.query.conf, log=self.spark_log)
         return self.spark
 
@@ -262,7 +265,21 @@ class SparkEngine:
             if self.spark_log is None:
                 raise
             raise RestartsExhausted(f"{exc} (Spark's own log: {self.spark_log.file})") from exc
+        finally:
+            self._stop_own_session()
         return self.listener.totals
+
+    def _stop_own_session(self) -> None:
+        """Stop the session ``run`` started (``dedup run``, spark-submit), its state stores closed
+        first (``runtime.stop_session``); a given or shared one keeps running. The next ``run``
+        starts a new one."""
+        if not self.owns_session or self.spark is None:
+            return
+        spark, self.spark, self.owns_session = self.spark, None, False
+        try:
+            stop_session(spark)
+        except Exception as exc:  # the work is committed: a JVM that died meanwhile only ends sooner
+            log.warning("stopping Spark failed (%s: %s); its work was committed", type(exc).__name__, exc)
 
     def _jvm_alive(self) -> bool:
         """Whether Spark's JVM still answers (it dies with the driver in ``local[N]``)."""

@@ -105,7 +105,7 @@ class TestRedisStateStore(StateStoreContract):
             source=f"file:{tmp_path / 'in.jsonl'}",
             sink=f"file:{tmp_path / 'out.jsonl'}",
             state=url,
-            idle_partition_timeout="1s",
+            idle_partition_timeout="2s",  # the first two writes below must follow each other within it
         )
         ahead = container_for(settings).state_store()
         lagging = RedisStateStore(url, key_prefix=ahead.key_prefix)
@@ -113,7 +113,7 @@ class TestRedisStateStore(StateStoreContract):
             lagging.check_and_set_many([claim(f"APP\x1fa{i}", 100, owner=f"t:0:{i}") for i in range(10)])
             ahead.check_and_set_many([claim(f"APP\x1fb{i}", 1000, owner=f"t:1:{i}") for i in range(10)])
             assert ahead.key_count() == 20
-            time.sleep(1.2)  # partition 0's reader silent for longer than the job's idle_partition_timeout
+            time.sleep(2.2)  # partition 0's reader silent for longer than the job's idle_partition_timeout
             ahead.check_and_set_many([claim(f"APP\x1fc{i}", 1000, owner=f"t:1:{100 + i}") for i in range(10)])
             assert ahead.key_count() == 20  # a0…a9 forgotten
         finally:

@@ -34,6 +34,7 @@ from adapters.spark.runtime._session import (
     session_started,
     state_rows_tracked,
     state_store_conf,
+    stop_session,
 )
 from adapters.spark.runtime._spark_log import FILE_CONF, SparkLog
 from adapters.spark.runtime._startup import require_endpoints
@@ -70,5 +71,6 @@ __all__ = [
     "spark_kafka_options",
     "state_rows_tracked",
     "state_store_conf",
+    "stop_session",
     "with_class_archive",
 ]

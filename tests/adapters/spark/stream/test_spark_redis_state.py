@@ -173,6 +173,7 @@ def test_the_jobs_idle_partition_timeout_is_how_long_a_silent_reader_holds_the_s
             assert kept() == list(range(10))  # the job's first batch has no watermark to sweep to
         if step == 1:
             assert kept() == list(range(10))  # silent for over 1 s, under the default 60 s: held back
-        wait_on_redis_clock(client, 1.2)
+        if step < 2:
+            wait_on_redis_clock(client, 1.2)
     assert outputs == [20, 20, 20]
     assert kept() == []
