@@ -160,7 +160,7 @@ def stop_session(spark: SparkSession) -> None:
     exit, and the JVM crashed as it exited (SIGSEGV in a RocksDB thread, or ``std::bad_alloc``)
     after 3 of 4 bench runs holding 10 M keys or more, once their work was committed. In
     ``local[N]`` the executors are this JVM; a cluster's executors close theirs as they stop.
-    A JVM that is already gone is left as it is.
+    Raises py4j's error when the JVM is already gone (``SparkEngine.run`` logs it and returns).
     """
     try:
         jvm = spark.sparkContext._jvm
