@@ -2,10 +2,11 @@
 
 ``_config`` (URIs, client settings, redaction), ``_topics`` (start-up checks), ``_source``,
 ``_producer`` (the shared producer), ``_sink``, ``_dead_letters``, ``_notifications``,
-``_transactions`` (exactly-once batches), ``_errors`` (what it raises) and ``_engine`` (the
-wiring). Imported only when the kafka engine is chosen.
+``_transactions`` (exactly-once batches), ``_errors`` (what it raises), ``_closing`` (closing the
+clients, bounded) and ``_engine`` (the wiring). Imported only when the kafka engine is chosen.
 """
 
+from adapters.kafka._closing import STUCK_CLOSE_TIMEOUT, STUCK_EXIT_MARGIN, close_clients
 from adapters.kafka._config import (
     LOG_EVERY,
     ROLES,
@@ -21,7 +22,7 @@ from adapters.kafka._config import (
 )
 from adapters.kafka._dead_letters import CUTS, KafkaDeadLetterSink
 from adapters.kafka._duplicates import ORIGINAL_HEADERS_ROOM, KafkaDuplicateSink
-from adapters.kafka._engine import STUCK_CLOSE_TIMEOUT, KafkaEngine, build_kafka_engine
+from adapters.kafka._engine import KafkaEngine, build_kafka_engine
 from adapters.kafka._errors import (
     KafkaConfigurationError,
     ProducerFenced,
@@ -61,6 +62,7 @@ __all__ = [
     "RECORD_OVERHEAD",
     "ROLES",
     "STUCK_CLOSE_TIMEOUT",
+    "STUCK_EXIT_MARGIN",
     "TOO_LARGE",
     "KafkaConfigurationError",
     "KafkaDeadLetterSink",
@@ -80,6 +82,7 @@ __all__ = [
     "admin_config",
     "build_kafka_engine",
     "client_settings",
+    "close_clients",
     "config_error",
     "consumer_config",
     "default_transactional_id",

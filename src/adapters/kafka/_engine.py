@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from adapters._system import InMemoryMetrics
+from adapters.kafka._closing import STUCK_CLOSE_TIMEOUT, close_clients
 from adapters.kafka._config import KafkaEndpoint, parse_kafka_uri, producer_config
 from adapters.kafka._dead_letters import KafkaDeadLetterSink
 from adapters.kafka._duplicates import KafkaDuplicateSink
@@ -47,7 +48,6 @@ from domain import (
 )
 
 log = logging.getLogger(__name__)
-STUCK_CLOSE_TIMEOUT = 10.0
 
 
 @dataclass
@@ -57,6 +57,7 @@ class KafkaEngine:
     pipeline: BatchPipeline
     resources: list = field(default_factory=list)
     on_batch: Callable[[Accounting], None] | None = None
+    stuck_close_timeout: float = STUCK_CLOSE_TIMEOUT
 
     def run(self, stop: threading.Event | None = None) -> Accounting:
         """``BatchPipeline.run``: until the input ends or ``stop`` is set; returns the totals."""
@@ -75,26 +76,12 @@ class KafkaEngine:
             self.on_batch(totals)
 
     def close(self) -> None:
-        """Abort an open transaction, leave the consumer groups, flush and close the producers.
-
-        After a producer got stuck (``ProducerStuck``) librdkafka may block any of that for
-        ever: then the clients are closed by a daemon thread given ``STUCK_CLOSE_TIMEOUT`` s, so
-        the process still ends and its supervisor can start it again.
-        """
+        """Abort an open transaction, leave the consumer groups, flush and close the producers
+        (``close_clients``: bounded, even when librdkafka stopped answering)."""
         committer = self.pipeline.committer
         assert committer is not None  # set by BatchPipeline.__post_init__
         committer.abort()
-        if not any(getattr(r, "stuck", False) for r in self.resources):
-            _close_all(self.resources)
-            return
-        closing = threading.Thread(target=_close_all, args=(self.resources,), daemon=True, name="close-stuck")
-        closing.start()
-        closing.join(STUCK_CLOSE_TIMEOUT)
-        if closing.is_alive():
-            log.error(
-                "closing the Kafka clients did not end within %ss after a producer got stuck; leaving them",
-                STUCK_CLOSE_TIMEOUT,
-            )
+        close_clients(self.resources, self.stuck_close_timeout)
 
 
 def build_kafka_engine(
@@ -153,7 +140,7 @@ def build_kafka_engine(
         )
         committer = TransactionalCommitter(channels.to(endpoints["sink"]), source) if exactly_once else None
     except BaseException:
-        _close_all(resources)
+        close_clients(resources)
         raise
     log.info(
         "kafka engine: %s (group %s) -> %s, dead letters -> %s, duplicates -> %s, %s",
@@ -274,8 +261,3 @@ def _require_one_cluster(endpoints: dict[str, KafkaEndpoint]) -> None:
             raise KafkaConfigurationError(
                 f"exactly-once needs the {role} topic on the source's cluster ({source}), not {endpoint.bootstrap}"
             )
-
-
-def _close_all(resources: list) -> None:
-    while resources:
-        resources.pop(0).close()
