@@ -23,6 +23,10 @@ seconds, ``--seconds`` are measured. Printed per run:
   Spark jobs (the query's job group, ``statusTracker``), py4j calls made by
   ``foreachBatch``'s thread, and the wait between batches (trigger interval minus the batch);
 * the end-to-end latency p50/p90/p99/max and the input and output rates;
+* with ``--rules``, Spark's metering of its analyzer and optimizer rules over the measured
+  window (``RuleExecutor``): all rules' time per batch, the costliest, and whether a rule the
+  session leaves out (``UNUSED_OPTIMIZER_RULES``) would have changed a plan (put them back with
+  ``--conf spark.sql.optimizer.excludedRules=`` to see);
 * the CPU share of every process on the machine over the measured window (``CpuShares``): this
   process (the PySpark driver's Python side, the generator, the output consumer), the Spark JVM,
   the Kafka broker, the rest, and the idle share.
@@ -47,6 +51,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "src")]
 
+from adapters.spark.runtime import UNUSED_OPTIMIZER_RULES, reset_rule_metering, rule_metering  # noqa: E402
 from deploy.local import services as local_services  # noqa: E402
 
 SPARK_PHASES = (
@@ -76,6 +81,11 @@ def parse_args(argv=None) -> argparse.Namespace:
         default=[],
         metavar="KEY=VALUE",
         help="a Spark setting over the engine's defaults (repeatable)",
+    )
+    p.add_argument(
+        "--rules",
+        action="store_true",
+        help="also Spark's metering of its analyzer and optimizer rules over the measured window, per batch",
     )
     p.add_argument("--bootstrap", default=os.environ.get("DEDUP_TEST_KAFKA"))
     p.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "spark_batch_phases.json")
@@ -168,7 +178,10 @@ def measure(spark, args, delivery: str, rate: int, workdir: Path, calls: Py4jCal
     first_batch = engine.timings.batches[-1].batch_id + 1 if engine.timings.batches else 0
     latencies.measuring_from(started_ms)
     compiles = codegen_compiles(spark)
+    if args.rules:
+        reset_rule_metering(spark)
     time.sleep(args.seconds)
+    metering = rule_metering(spark) if args.rules else {}
     compiles = [after - before for before, after in zip(compiles, codegen_compiles(spark))]
     cpu_shares = cpu.shares(cpu_before, cpu.sample())
     ended_ms = time.time() * 1000
@@ -180,7 +193,9 @@ def measure(spark, args, delivery: str, rate: int, workdir: Path, calls: Py4jCal
         if p["numInputRows"] > 0 and started_ms <= iso_ms(p["timestamp"]) <= ended_ms
     ]
     jobs = len(spark.sparkContext.statusTracker().getJobIdsForGroup(str(active[0].runId))) if active else 0
-    batches_run = len([p for q in active for p in q.recentProgress if p["numInputRows"] > 0])
+    # every batch of the run (ids count from 0: a fresh checkpoint), not ``recentProgress``, which
+    # keeps only the last 100 progresses: past 100 batches the ratio read too many jobs per batch
+    batches_run = engine.timings.batches[-1].batch_id + 1 if engine.timings.batches else 0
     stop.set()
     runner.join(60)
     done.set()
@@ -192,6 +207,8 @@ def measure(spark, args, delivery: str, rate: int, workdir: Path, calls: Py4jCal
         "ms": round(compiles[1] / max(1, len(progress))),
     }
     result["cpu_share_percent"] = cpu_shares
+    if metering:
+        result["rules"] = rules_per_batch(metering, max(1, len(progress)))
     print_result(result)
     return result
 
@@ -241,6 +258,25 @@ def summarize(delivery, rate, progress, timed, latencies, jobs_per_batch, args) 
     }
 
 
+def rules_per_batch(metering: dict, batches: int, top: int = 12) -> dict:
+    """Spark's rule metering over the window: all rules' ms per batch, the ``top`` costliest rules'
+    (their effective runs among their runs), and the session's left-out rules that changed a plan
+    (none unless they were put back, e.g. ``--conf spark.sql.optimizer.excludedRules=``)."""
+    costliest = sorted(metering.items(), key=lambda item: -item[1].total_ns)[:top]
+    return {
+        "ms_per_batch": round(sum(r.total_ns for r in metering.values()) / 1e6 / batches, 1),
+        "top": {
+            name.rsplit(".", 1)[-1]: [round(r.total_ns / 1e6 / batches, 2), r.effective, r.runs]
+            for name, r in costliest
+        },
+        "left_out_but_effective": sorted(
+            name for name in UNUSED_OPTIMIZER_RULES if name in metering and metering[name].effective
+        ),
+        # a rule Spark also runs outside the optimizer's batches (OptimizeUpdateFields) still runs there
+        "left_out_that_ran": sorted(name.rsplit(".", 1)[-1] for name in UNUSED_OPTIMIZER_RULES if name in metering),
+    }
+
+
 def codegen_compiles(spark) -> tuple[int, float]:
     """Spark's code generator so far in this JVM: classes compiled, and their compile time in ms
     (count x mean of ``CodegenMetrics``' histogram: its reservoir's mean, an estimate)."""
@@ -279,6 +315,18 @@ def print_result(r: dict) -> None:
         print(f"CPU, % of the machine's {os.cpu_count()} cores over the measured window:")
         for name, share in shares.items():
             print(f"  {name:<40}{share:>6}")
+    rules = r.get("rules")
+    if rules:
+        print(
+            f"analyzer and optimizer rules: {rules['ms_per_batch']} ms per batch; the costliest (ms, effective/runs):"
+        )
+        for name, (ms, effective, runs) in rules["top"].items():
+            print(f"  {name:<48}{ms:>8} {effective:>6}/{runs}")
+        print(
+            f"  of the {len(UNUSED_OPTIMIZER_RULES)} rules the session leaves out, ran: "
+            f"{', '.join(rules['left_out_that_ran']) or 'none'}; changed a plan: "
+            f"{', '.join(rules['left_out_but_effective']) or 'none'}"
+        )
     lat = r["latency_ms"]
     if lat:
         print(

@@ -20,10 +20,13 @@ from adapters.spark.runtime._jars import (
     operator_sources,
 )
 from adapters.spark.runtime._kafka_options import spark_kafka_options
+from adapters.spark.runtime._rule_metering import RuleRuns, reset_rule_metering, rule_metering
 from adapters.spark.runtime._session import (
+    EXCLUDED_RULES,
     FORKLESS_LOCAL_FILES,
     LOG_CONF,
     TRACK_ROWS,
+    UNUSED_OPTIMIZER_RULES,
     build_session,
     classpath_jars,
     connector_jars,
@@ -42,6 +45,7 @@ from adapters.spark.runtime._startup import require_endpoints
 __all__ = [
     "ARCHIVE_MODE",
     "ARCHIVE_PREFIX",
+    "EXCLUDED_RULES",
     "FILE_CONF",
     "FORKLESS_LOCAL_FILES",
     "LOG_CONF",
@@ -51,6 +55,8 @@ __all__ = [
     "SOURCE_ROOT",
     "TRACK_ROWS",
     "TRAILING_CONTENT_CLASS",
+    "UNUSED_OPTIMIZER_RULES",
+    "RuleRuns",
     "SparkLog",
     "build_session",
     "cache_dir",
@@ -67,6 +73,8 @@ __all__ = [
     "python_files",
     "require_classes",
     "require_endpoints",
+    "reset_rule_metering",
+    "rule_metering",
     "session_started",
     "spark_kafka_options",
     "state_rows_tracked",
