@@ -19,6 +19,9 @@ seconds, ``--seconds`` are measured. Printed per run:
   whole Python callback (PySpark's wrapping included) and what ``addBatch`` spends outside it
   (the JVM's ``ForeachBatchSink`` making the batch's RDD);
 * the state store's commit (``stateOperators[0].commitTimeMs``);
+* the query's Spark jobs (Spark's status store): each from submission to completion, and each
+  of its stages (the first: the source and the shuffle write; the last: the operator and the
+  writer): its time, its tasks' run time and their number;
 * per batch: classes compiled by Spark's code generator (``CodegenMetrics``) and their time,
   Spark jobs (the query's job group, ``statusTracker``), py4j calls made by
   ``foreachBatch``'s thread, and the wait between batches (trigger interval minus the batch);
@@ -192,7 +195,8 @@ def measure(spark, args, delivery: str, rate: int, workdir: Path, calls: Py4jCal
         for p in q.recentProgress
         if p["numInputRows"] > 0 and started_ms <= iso_ms(p["timestamp"]) <= ended_ms
     ]
-    jobs = len(spark.sparkContext.statusTracker().getJobIdsForGroup(str(active[0].runId))) if active else 0
+    job_ids = list(spark.sparkContext.statusTracker().getJobIdsForGroup(str(active[0].runId))) if active else []
+    jobs = len(job_ids)
     # every batch of the run (ids count from 0: a fresh checkpoint), not ``recentProgress``, which
     # keeps only the last 100 progresses: past 100 batches the ratio read too many jobs per batch
     batches_run = engine.timings.batches[-1].batch_id + 1 if engine.timings.batches else 0
@@ -207,6 +211,7 @@ def measure(spark, args, delivery: str, rate: int, workdir: Path, calls: Py4jCal
         "ms": round(compiles[1] / max(1, len(progress))),
     }
     result["cpu_share_percent"] = cpu_shares
+    result["spark_job_ms"] = job_stages(spark, job_ids, started_ms, ended_ms)
     if metering:
         result["rules"] = rules_per_batch(metering, max(1, len(progress)))
     print_result(result)
@@ -258,6 +263,39 @@ def summarize(delivery, rate, progress, timed, latencies, jobs_per_batch, args) 
     }
 
 
+def job_stages(spark, job_ids: list[int], started_ms: float, ended_ms: float) -> dict:
+    """The query's Spark jobs submitted in the window, from Spark's status store: the job from
+    submission to completion, and each of its stages in order (the first reads the source and
+    writes the shuffle; the last reads it, runs the operator and the writer): from submission to
+    completion, and their tasks' run time (the executors' time, over every task)."""
+    store = spark.sparkContext._jsc.sc().statusStore()
+    figures = defaultdict(list)
+    for job_id in job_ids:
+        job = store.job(job_id)
+        if not (job.submissionTime().isDefined() and job.completionTime().isDefined()):
+            continue
+        submitted = job.submissionTime().get().getTime()
+        if not started_ms <= submitted <= ended_ms:
+            continue
+        figures["job"].append(job.completionTime().get().getTime() - submitted)
+        stage_ids = sorted(job.stageIds().apply(i) for i in range(job.stageIds().size()))
+        ran = []
+        for stage_id in stage_ids:
+            try:
+                stage = store.lastStageAttempt(stage_id)
+            except Exception:  # a stage skipped (its shuffle output reused) has no attempt
+                continue
+            if stage.submissionTime().isDefined() and stage.completionTime().isDefined():
+                ran.append(stage)
+        for position, stage in enumerate(ran):
+            name = "first stage" if position == 0 else "last stage" if position == len(ran) - 1 else "middle stage"
+            took = stage.completionTime().get().getTime() - stage.submissionTime().get().getTime()
+            figures[name].append(took)
+            figures[f"{name}, tasks' run time"].append(stage.executorRunTime())
+            figures[f"{name}, tasks"].append(stage.numTasks())
+    return {name: stats(values) for name, values in figures.items()}
+
+
 def rules_per_batch(metering: dict, batches: int, top: int = 12) -> dict:
     """Spark's rule metering over the window: all rules' ms per batch, the ``top`` costliest rules'
     (their effective runs among their runs), and the session's left-out rules that changed a plan
@@ -303,6 +341,8 @@ def print_result(r: dict) -> None:
     for group, figures in (("spark", r["spark_ms"]), ("engine", r["engine_ms"])):
         for phase, s in figures.items():
             print(f"{group + ' ' + phase:<28}{s['mean']:>10}{s['p50']:>10}{s['p90']:>10}")
+    for name, s in (r.get("spark_job_ms") or {}).items():
+        print(f"{'spark ' + name:<28}{s['mean']:>10}{s['p50']:>10}{s['p90']:>10}")
     print(
         f"{'codegen classes compiled':<28}{r['codegen_per_batch']['compilations']:>10} per batch, "
         f"~{r['codegen_per_batch']['ms']} ms"
