@@ -12,14 +12,17 @@ out of the list, or say why leaving it out is right.
 
 from __future__ import annotations
 
+import uuid
+
 import pytest
 
 from adapters.spark.runtime import EXCLUDED_RULES, UNUSED_OPTIMIZER_RULES, reset_rule_metering, rule_metering
 
 pytestmark = pytest.mark.spark
 
+RUN = uuid.uuid4().hex[:8]  # the suite's Redis is shared: keys of this run only
 EVENTS = [
-    {"id": f"e{i}", "uniqueValue": f"u{i % 3}", "type": ("APP", "WEB")[i % 2], "timestamp": 1_700_000_000 + i}
+    {"id": f"e{i}", "uniqueValue": f"{RUN}-u{i % 3}", "type": ("APP", "WEB")[i % 2], "timestamp": 1_700_000_000 + i}
     for i in range(6)
 ]
 
