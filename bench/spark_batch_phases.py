@@ -79,6 +79,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--dup-share", type=float, default=0.2)
     p.add_argument("--partitions", type=int, default=2)
     p.add_argument(
+        "--source-tasks", type=int, help="spark.source_tasks: most tasks the source is read in (default: the engine's)"
+    )
+    p.add_argument(
         "--conf",
         action="append",
         default=[],
@@ -149,6 +152,8 @@ def measure(spark, args, delivery: str, rate: int, workdir: Path, calls: Py4jCal
     local_services.create_topics(args.bootstrap, *topics.values(), partitions=args.partitions, timeout=60)
     kafka = f"kafka://{args.bootstrap}"
     query = {"trigger": args.trigger} if args.trigger else {}
+    if args.source_tasks:
+        query["source_tasks"] = args.source_tasks
     engine = build_spark_engine(
         RuleSet(),
         Policies(),

@@ -111,6 +111,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--executor-memory", default="3g")
     p.add_argument("--partitions", type=int, help="of the topic (default: the cluster's cores, at least 2)")
     p.add_argument("--shuffle-partitions", type=int, help="state partitions (default: the cluster's cores, at least 2)")
+    p.add_argument(
+        "--source-tasks", type=int, help="spark.source_tasks: most tasks the source is read in (default: the engine's)"
+    )
     p.add_argument("--bootstrap", default=os.environ.get("DEDUP_TEST_KAFKA"))
     p.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "spark_kafka_bench.json")
     args = p.parse_args(argv)
@@ -292,6 +295,7 @@ def run_engine(
         spark=spark,
         metrics=gauges,
         shuffle_partitions=args.shuffle_partitions,
+        source_tasks=args.source_tasks,
         conf={TRACK_ROWS: str(track_rows).lower()},
         delivery=delivery,
         **reports,

@@ -118,7 +118,9 @@ class SparkSettings(_Strict):
     over the engine's defaults. ``lease_timeout``: how long the checkpoint's lease outlives
     its holder's last renewal (one running instance per checkpoint, ``adapters.spark.checkpoint._lease``).
     ``log_file``: Spark's own log, its Java stack traces included (relative to the working
-    directory; ``adapters.spark.runtime._spark_log``); the terminal gets it too at ``log_level`` DEBUG."""
+    directory; ``adapters.spark.runtime._spark_log``); the terminal gets it too at ``log_level`` DEBUG.
+    ``source_tasks``: the most Spark tasks a Kafka source's micro-batch is read in (default: a
+    local master's cores; on a cluster, one per topic-partition: set it to the executors' cores)."""
 
     master: str | None = None
     checkpoint: str = "checkpoints/dedup"
@@ -127,6 +129,7 @@ class SparkSettings(_Strict):
     state_provider: Literal["rocksdb"] = "rocksdb"
     shuffle_partitions: int = Field(default=2, ge=1)
     max_offsets_per_trigger: int | None = Field(default=None, ge=1)
+    source_tasks: int | None = Field(default=None, ge=1)
     conf: dict[str, str] = Field(default_factory=dict)
     restart: str = "exponential-delay(attempts=5,delay=1,max_delay=60)"
     lease_timeout: float = Field(default=30.0, gt=0)

@@ -68,6 +68,7 @@ def one_line_error(done, *named: str) -> str:
         ({"DEDUP_POLICIES__BUG": "retry(attempts=3,delay=1,max_delay=0.5)>fail"}, [], ["policies.bug", "max_delay"]),
         ({"DEDUP_SPARK__RESTART": "failure-rate(failures=3,interval=0,delay=1)"}, [], ["spark.restart", "interval"]),
         ({"DEDUP_SPARK__TRIGGER": "abc"}, [], ["spark.trigger"]),
+        ({"DEDUP_SPARK__SOURCE_TASKS": "0"}, [], ["spark.source_tasks"]),
         ({"DEDUP_MIGRATION__OLD_KEY_FIELDS": '{"APP": []}'}, [], ["migration.old_key_fields.APP"]),
         ({}, ["--source", "file:/nonexistent-dir/in.jsonl"], ["/nonexistent-dir/in.jsonl", "No such file"]),
         ({}, ["--notifications", "file:/"], ["notifications /", "directory"]),

@@ -63,7 +63,15 @@ from adapters.spark.runtime import (
     stop_session,
 )
 from adapters.spark.shared import SparkSetupError, parse_uri
-from adapters.spark.stream import BatchWatermarks, DedupPlan, Hook, read_stream, state_row_counter, with_notifications
+from adapters.spark.stream import (
+    BatchWatermarks,
+    DedupPlan,
+    Hook,
+    read_stream,
+    source_tasks,
+    state_row_counter,
+    with_notifications,
+)
 from domain import (
     DEFAULT_IDLE_TIMEOUT,
     DEFAULT_MAX_BYTES,
@@ -97,6 +105,9 @@ class SparkQuery:
     master: str | None = None
     max_offsets_per_trigger: int | None = None
     shuffle_partitions: int | None = None
+    source_tasks: int | None = (
+        None  # most tasks a Kafka source is read in (stream.source_tasks: None, a local master's cores)
+    )
     conf: dict[str, str] = field(default_factory=dict)
     consumer_options: dict[str, str] = field(default_factory=dict, repr=False)
     lease_timeout: float = DEFAULT_TIMEOUT  # the checkpoint's lease (adapters.spark.checkpoint._lease)
@@ -362,7 +373,9 @@ class SparkEngine:
             spark.conf.set(key, value)
 
     def _read(self, uri: str, max_records: int | None = None) -> DataFrame:
-        return read_stream(self.session(), uri, max_records, self.query.consumer_options)
+        spark = self.session()
+        tasks = source_tasks(spark, self.query.source_tasks)
+        return read_stream(spark, uri, max_records, self.query.consumer_options, tasks)
 
     def start_query(self, bounded: bool, judged: DataFrame):
         """Start the streaming query over ``judged`` (``self.judged()``), each micro-batch to ``write_batch``."""

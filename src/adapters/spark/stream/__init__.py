@@ -16,7 +16,7 @@ from adapters.spark.stream._plan import (
     DedupPlan,
     Hook,
 )
-from adapters.spark.stream._sources import ARRIVAL_ORDER, kafka_source_options, number_lines, read_stream
+from adapters.spark.stream._sources import ARRIVAL_ORDER, kafka_source_options, number_lines, read_stream, source_tasks
 from adapters.spark.stream._watermarks import BatchWatermarks
 
 __all__ = [
@@ -34,6 +34,7 @@ __all__ = [
     "number_lines",
     "parse",
     "read_stream",
+    "source_tasks",
     "state_row_counter",
     "with_notifications",
 ]

@@ -18,6 +18,13 @@
   (file_time, source, ord). Small files packed into one input partition come largest first
   there: lateness counts each file's split on its own (``RunningNewest``).
 
+A Kafka source reads its partitions in at most ``tasks`` Spark tasks (``source_tasks``): a
+task per topic-partition beyond the cores only waits for a second wave, and each task costs
+its launch, its deserialization and its share of the stage's fixed work at every micro-batch
+(docs/design/latency.md, "Source tasks"). A task reads its partitions one after the other,
+each in offset order, so what a partition's records see of the ones before them
+(``RunningNewest``) is unchanged.
+
 ``arrived`` is when a record arrived: its Kafka record's timestamp, or for files the time of
 the micro-batch that read them (``metrics._latency``, the end-to-end latency).
 """
@@ -45,23 +52,47 @@ KAFKA_SOURCE_DEFAULTS = {
 
 
 def read_stream(
-    spark: SparkSession, uri: str, max_records_per_batch: int | None = None, kafka_options: dict[str, str] | None = None
+    spark: SparkSession,
+    uri: str,
+    max_records_per_batch: int | None = None,
+    kafka_options: dict[str, str] | None = None,
+    tasks: int | None = None,
 ) -> DataFrame:
-    """``kafka_options``: client settings (``kafka.``-prefixed) for a Kafka source, under the URI's own."""
+    """``kafka_options``: client settings (``kafka.``-prefixed) for a Kafka source, under the URI's own;
+    ``tasks``: the most Spark tasks a Kafka source's micro-batch is read in (None: one per
+    topic-partition)."""
     endpoint = parse_uri(uri)
     if endpoint.kind == "kafka":
-        return read_kafka(spark, endpoint, max_records_per_batch, kafka_options or {})
+        return read_kafka(spark, endpoint, max_records_per_batch, kafka_options or {}, tasks)
     return read_jsonl(spark, endpoint.location, endpoint.options)
 
 
+def source_tasks(spark: SparkSession, configured: int | None) -> int | None:
+    """The most tasks a Kafka source is read in: ``configured`` when given; else, on a local
+    master (``local[N]``, ``local[*]``), its cores; else None (a task per topic-partition: a
+    cluster's cores are not known when the query starts, its executors may not have registered)."""
+    if configured:
+        return configured
+    context = spark.sparkContext
+    return context.defaultParallelism if (context.master or "").startswith("local") else None
+
+
 def read_kafka(
-    spark: SparkSession, endpoint: Endpoint, max_records_per_batch: int | None, kafka_options: dict[str, str]
+    spark: SparkSession,
+    endpoint: Endpoint,
+    max_records_per_batch: int | None,
+    kafka_options: dict[str, str],
+    tasks: int | None = None,
 ) -> DataFrame:
-    """The topic's records; the defaults (``KAFKA_SOURCE_DEFAULTS``) under the client settings, under the URI's."""
+    """The topic's records, in at most ``tasks`` tasks; the defaults (``KAFKA_SOURCE_DEFAULTS``)
+    under the client settings, under the URI's."""
     reader = spark.readStream.format("kafka").options(
         **kafka_source_options(endpoint, max_records_per_batch, kafka_options)
     )
-    return reader.load().select(
+    records = reader.load()
+    if tasks:  # narrow: no shuffle, a task reads whole topic-partitions one after another
+        records = records.coalesce(tasks)
+    return records.select(
         "value",
         F.col("key").alias("kafka_key"),
         F.col("topic").alias("source"),
