@@ -105,9 +105,8 @@ class SparkQuery:
     master: str | None = None
     max_offsets_per_trigger: int | None = None
     shuffle_partitions: int | None = None
-    source_tasks: int | None = (
-        None  # most tasks a Kafka source is read in (stream.source_tasks: None, a local master's cores)
-    )
+    # the most tasks a Kafka source is read in (stream.source_tasks; None: a local master's cores)
+    source_tasks: int | None = None
     conf: dict[str, str] = field(default_factory=dict)
     consumer_options: dict[str, str] = field(default_factory=dict, repr=False)
     lease_timeout: float = DEFAULT_TIMEOUT  # the checkpoint's lease (adapters.spark.checkpoint._lease)
