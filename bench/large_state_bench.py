@@ -92,7 +92,7 @@ def main() -> None:
         default=[],
         metavar="KEY=VALUE",
         help="a Spark setting over the engine's defaults (repeatable), e.g. "
-        "spark.sql.streaming.stateStore.rocksdb.maxMemoryUsageMB=2048",
+        "spark.sql.streaming.stateStore.rocksdb.writeBufferSizeMB=128",
     )
     p.add_argument(
         "--work",
@@ -431,6 +431,7 @@ def run_engine(args) -> None:
                     "files_done": progress.batchId + 1 if args.kafka else files_done(progress),
                     "driver_mb": round(sum(map(pss_mb, [jvm, os.getpid(), *children(jvm)]))),
                     "cpu": thread_cpu(jvm),
+                    "operator": operator_metrics(progress),
                 }
                 out.write(json.dumps(line) + "\n")
                 out.flush()
@@ -446,6 +447,40 @@ def run_engine(args) -> None:
     out.write(json.dumps({"counts": counts}) + "\n")
     out.flush()
     stop_session(spark)  # the state stores closed before the JVM exits (their RocksDB threads crashed it)
+
+
+# The state operator's figures of a micro-batch kept in --json: where its time goes (its
+# timers, its updates, its commit) and what RocksDB did for it (reads, the block cache, the
+# iterator's bytes: the timers' scan, compaction).
+OPERATOR_METRICS = (
+    "numExpiredTimers",
+    "timerProcessingTimeMs",
+    "rocksdbGetCount",
+    "rocksdbGetLatency",
+    "rocksdbPutCount",
+    "rocksdbReadBlockCacheHitCount",
+    "rocksdbReadBlockCacheMissCount",
+    "rocksdbTotalBytesRead",
+    "rocksdbTotalBytesReadThroughIterator",
+    "rocksdbTotalCompactionLatencyMs",
+    "rocksdbTotalBytesWrittenByCompaction",
+    "rocksdbSstFileSize",
+)
+
+
+def operator_metrics(progress) -> dict[str, int]:
+    """The stateful operator's time and RocksDB figures in one micro-batch's progress (summed
+    over its state operators; none when the query keeps no state)."""
+    totals: dict[str, int] = {}
+    for operator in progress.stateOperators:
+        figures = {
+            "allUpdatesTimeMs": operator.allUpdatesTimeMs,
+            "commitTimeMs": operator.commitTimeMs,
+            **{name: operator.customMetrics.get(name, 0) for name in OPERATOR_METRICS},
+        }
+        for name, value in figures.items():
+            totals[name] = totals.get(name, 0) + int(value)
+    return totals
 
 
 def files_done(progress) -> int:
@@ -580,6 +615,19 @@ def report(
             "at the steady state": cpu_shares(steady),
         },
         "written_mb_per_large_batch_steady": median([b["written"] / 2**20 for b in steady if b in large]),
+        "operator_per_large_batch_steady": {
+            name: median([b["operator"][name] for b in steady if b in large and b.get("operator")])
+            for name in ("timerProcessingTimeMs", "allUpdatesTimeMs", "rocksdbReadBlockCacheMissCount")
+        }
+        | {
+            "rocksdbMBWrittenByCompaction": median(
+                [
+                    b["operator"]["rocksdbTotalBytesWrittenByCompaction"] / 2**20
+                    for b in steady
+                    if b in large and b.get("operator")
+                ]
+            )
+        },
         "restart": restart,
         "state_alert_fired": alert,
         "counts": counts,

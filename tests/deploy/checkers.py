@@ -43,6 +43,7 @@ from yamllint import linter as yaml_linter
 from yamllint.config import YamlLintConfig
 
 from adapters.metrics import PrometheusMetrics
+from adapters.spark.runtime import DEFAULT_CONF
 from app import Settings, SettingsError, load_settings
 
 REPO = Path(__file__).resolve().parents[2]
@@ -1137,7 +1138,7 @@ def sizing_problems(spec: dict, settings: Settings) -> list[str]:
             f"spark.shuffle_partitions {settings.spark.shuffle_partitions} < {cores} executor cores: "
             "some cores would hold no state partition"
         )
-    conf = settings.spark.conf
+    conf = {**DEFAULT_CONF, **settings.spark.conf}  # what the engine runs with (adapters.spark.runtime)
     if conf.get("spark.sql.streaming.stateStore.rocksdb.boundedMemoryUsage") == "true":
         rocksdb = int(conf.get("spark.sql.streaming.stateStore.rocksdb.maxMemoryUsageMB", "500"))
         overhead = size_mib(executor.get("memoryOverhead", "384m"))

@@ -14,6 +14,7 @@ import re
 import pytest
 
 from adapters.metrics import CATALOG
+from adapters.spark.runtime import DEFAULT_CONF
 from domain import Accounting
 from tests.deploy import checkers as c
 
@@ -884,6 +885,20 @@ def test_the_sizing_check_fails_when_rocksdb_outgrows_the_overhead_or_partitions
             "the pods would be OOM-killed"
         ),
     ]
+
+
+def test_the_sizing_check_holds_a_deployment_to_the_engines_rocksdb_budget_when_it_sets_none():
+    settings = c.load_deployed_settings({"DEDUP_SPARK__SHUFFLE_PARTITIONS": "4"})
+    spec = {"executor": {"instances": 1, "cores": 4, "memoryOverhead": "3g"}}
+    budget = int(DEFAULT_CONF["spark.sql.streaming.stateStore.rocksdb.maxMemoryUsageMB"])
+    assert c.sizing_problems(spec, settings) == [
+        (
+            f"executor memoryOverhead 3072 MiB cannot hold RocksDB's {budget} MiB plus 512 MiB of JVM off-heap: "
+            "the pods would be OOM-killed"
+        )
+    ]
+    roomy = {"executor": {"instances": 1, "cores": 4, "memoryOverhead": f"{budget + 1024}m"}}
+    assert c.sizing_problems(roomy, settings) == []
 
 
 def test_the_sizing_reasoning_is_written_next_to_the_manifests(sparkapp):

@@ -22,6 +22,7 @@ from adapters.spark.runtime._jars import (
 from adapters.spark.runtime._kafka_options import spark_kafka_options
 from adapters.spark.runtime._rule_metering import RuleRuns, reset_rule_metering, rule_metering
 from adapters.spark.runtime._session import (
+    DEFAULT_CONF,
     EXCLUDED_RULES,
     FORKLESS_LOCAL_FILES,
     LOG_CONF,
@@ -45,6 +46,7 @@ from adapters.spark.runtime._startup import require_endpoints
 __all__ = [
     "ARCHIVE_MODE",
     "ARCHIVE_PREFIX",
+    "DEFAULT_CONF",
     "EXCLUDED_RULES",
     "FILE_CONF",
     "FORKLESS_LOCAL_FILES",

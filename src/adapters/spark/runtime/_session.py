@@ -70,6 +70,7 @@ UNUSED_OPTIMIZER_RULES = tuple(
     )
 )
 
+# The engine's Spark settings under a job's own (build_session; on a cluster, under spark-submit's).
 DEFAULT_CONF = {
     "spark.sql.shuffle.partitions": "2",
     "spark.ui.enabled": "false",
@@ -80,18 +81,23 @@ DEFAULT_CONF = {
     # RocksDB memory is bounded for the whole executor, not per state store instance. At 512 MB
     # the memtables of 500,000-record micro-batches took the whole cache at ~4.5 M keys and every
     # lookup read its SST's filter block from disk again (a batch went from 14 s to over 6 min;
-    # bench/large_state_bench.py, 2026-12-02); 2048 MB held 10 M keys at ~10 s a batch.
+    # bench/large_state_bench.py, 2026-12-02); 2048 MB held 10 M keys at ~10 s a batch. 3072 MB
+    # gives memtables of 512 MB (below) room beside the block cache.
     "spark.sql.streaming.stateStore.rocksdb.boundedMemoryUsage": "true",
-    "spark.sql.streaming.stateStore.rocksdb.maxMemoryUsageMB": "2048",
+    "spark.sql.streaming.stateStore.rocksdb.maxMemoryUsageMB": "3072",
     "spark.sql.streaming.stateStore.rocksdb.writeBufferCacheRatio": "0.5",
     "spark.sql.streaming.stateStore.rocksdb.highPriorityPoolRatio": "0.1",
-    # Memtables of 128 MB, not RocksDB's 64: half as many flushes and level-0 files, so half the
-    # compaction CPU in a state that expires as it goes. At 3 M live keys a 500,000-record batch
-    # took 12.6 s against 14.0 s (medians, three interleaved runs each), the driver's peak PSS
-    # 4.4–5.1 GB against 4.3–4.8 GB (bench/large_state_bench.py --live-keys 3000000
-    # --retentions 2 --kill-at 0, 2026-12-04).
-    # The write-buffer manager still bounds them all within the budget above.
-    "spark.sql.streaming.stateStore.rocksdb.writeBufferSizeMB": "128",
+    # Memtables of 512 MB, not RocksDB's 64: in a state that expires as it goes, what grows with
+    # the state is compaction, every flushed level-0 file of random keys merged into a base level
+    # as large as a state partition's data; fewer, larger flushes merge it less often.
+    # At 10 M live keys a 500,000-record batch ran at 0.93x and 0.86x its 1 M-key rate, against
+    # 0.76x and 0.73x with 128 MB memtables in a 2,048 MB budget, the compaction CPU per
+    # task-second 0.08 against 0.27 (two interleaved rounds of bench/large_state_bench.py
+    # --live-keys 10000000 --retentions 1 --kill-at 0 and --live-keys 1000000 --retentions 6
+    # --probe-every 3 --kill-at 0, 2026-12-05).
+    # The write-buffer manager bounds them all (half the budget above): with more state
+    # partitions an executor flushes each sooner (docs/operations/scaling-and-sizing.md).
+    "spark.sql.streaming.stateStore.rocksdb.writeBufferSizeMB": "512",
     # RocksDB's row count reads every key before writing it (14–24% of the Kafka rate at 10 M
     # keys); the operator counts its keys itself (adapters.spark.metrics._state_rows).
     TRACK_ROWS: "false",
