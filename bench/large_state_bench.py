@@ -466,6 +466,8 @@ OPERATOR_METRICS = (
     "rocksdbTotalBytesWrittenByCompaction",
     "rocksdbSstFileSize",
 )
+# Those the summary gives the median of over the steady large micro-batches.
+OPERATOR_SUMMARY = ("timerProcessingTimeMs", "allUpdatesTimeMs", "rocksdbGetCount", "rocksdbReadBlockCacheMissCount")
 
 
 def operator_metrics(progress) -> dict[str, int]:
@@ -582,6 +584,7 @@ def report(
         "at the steady state": median([b["rate"] for b in near(large, 0.9 * peak, peak)]),
     }
     keys = [b["live_keys"] for b in steady]
+    steady_large = [b for b in steady if b["records"] == args.batch]
 
     def cpu_shares(rows: list[dict]) -> dict[str, float] | None:
         """CPU seconds per group over ``rows`` (consecutive micro-batches of one process), per
@@ -614,19 +617,9 @@ def report(
             "at ~1M keys": cpu_shares([b for b in batches if 0.5e6 <= b["live_keys"] <= 2e6]),
             "at the steady state": cpu_shares(steady),
         },
-        "written_mb_per_large_batch_steady": median([b["written"] / 2**20 for b in steady if b in large]),
+        "written_mb_per_large_batch_steady": median([b["written"] / 2**20 for b in steady_large]),
         "operator_per_large_batch_steady": {
-            name: median([b["operator"][name] for b in steady if b in large and b.get("operator")])
-            for name in ("timerProcessingTimeMs", "allUpdatesTimeMs", "rocksdbReadBlockCacheMissCount")
-        }
-        | {
-            "rocksdbMBWrittenByCompaction": median(
-                [
-                    b["operator"]["rocksdbTotalBytesWrittenByCompaction"] / 2**20
-                    for b in steady
-                    if b in large and b.get("operator")
-                ]
-            )
+            name: median([b["operator"][name] for b in steady_large if b.get("operator")]) for name in OPERATOR_SUMMARY
         },
         "restart": restart,
         "state_alert_fired": alert,

@@ -1140,7 +1140,7 @@ def sizing_problems(spec: dict, settings: Settings) -> list[str]:
         )
     conf = {**DEFAULT_CONF, **settings.spark.conf}  # what the engine runs with (adapters.spark.runtime)
     if conf.get("spark.sql.streaming.stateStore.rocksdb.boundedMemoryUsage") == "true":
-        rocksdb = int(conf.get("spark.sql.streaming.stateStore.rocksdb.maxMemoryUsageMB", "500"))
+        rocksdb = int(conf["spark.sql.streaming.stateStore.rocksdb.maxMemoryUsageMB"])  # the engine sets one
         overhead = size_mib(executor.get("memoryOverhead", "384m"))
         if overhead < rocksdb + 512:
             problems.append(

@@ -53,8 +53,10 @@ import scala.jdk.javaapi.CollectionConverters;
  * state. Spark's event-time watermark ({@link #EVICTION_CLOCK}: the newest judged time, bounded
  * by the batch's second, over every rule) only wakes a key: it is removed once its own rule's
  * watermark (the driver's, from the batch's table) has passed all its emissions' retention;
- * otherwise its timer is set again as far ahead as its rule's watermark lags. Whether a timer has
- * fired never changes a verdict: a key's expired emissions are dropped whenever it is read.
+ * otherwise its timer is set again as far ahead as its rule's watermark lags. The timer carries
+ * the expiry it was set for ({@link ExpiryTimers}): when the rule's watermark has passed it, the
+ * key is removed without reading its state. Whether a timer has fired never changes a verdict:
+ * a key's expired emissions are dropped whenever it is read.
  *
  * During a migration (adapters.spark.checkpoint._migration) rows may carry {@code fallback} (array of
  * long: the old state's emission times for the key's old key), {@code fallback_owners} (their
@@ -146,9 +148,15 @@ public final class WindowDedup extends StatefulProcessor<String, Row, Row> {
     @Override
     public scala.collection.Iterator<Row> handleExpiredTimer(String key, TimerValues timers, ExpiredTimerInfo expired) {
         RuleHorizons.Table horizons = this.horizons.of(timers.getCurrentProcessingTimeInMs());
+        long watermark = horizons.watermark(ruleOf(key));
+        if (ExpiryTimers.allExpired(expired.getExpiryTimeInMs(), watermark)) {
+            // a key keeps a timer exactly while it holds emissions (keepLive): it holds some now
+            state.clear();
+            counted(timers, -1);
+            return CollectionConverters.asScala(Collections.<Row>emptyIterator());
+        }
         Emissions stored = state.get();  // null when the key holds none
         if (stored != null) {
-            long watermark = horizons.watermark(ruleOf(key));
             // Spark deletes the timer that fired: the key has none now
             if (!keepLive(stored.getTimes(), stored.getOwners(), stored.getRetention(), watermark, timers, NO_TIMER)) {
                 counted(timers, -1);
@@ -230,9 +238,9 @@ public final class WindowDedup extends StatefulProcessor<String, Row, Row> {
     /** Stores the live ones of {@code times} with their owners, or removes the key if none is; true if the key is kept.
      *  A kept key's one timer is set at its newest live emission's expiry, moved ahead by as much as
      *  Spark's watermark runs ahead of the rule's (a rule behind the others wakes its keys later,
-     *  not again and again); never at or before Spark's current watermark. A timer already set at or
-     *  after that expiry, and still ahead of Spark's watermark, is kept (a duplicate, which changes
-     *  no expiry, moves no timer). */
+     *  not again and again; {@link ExpiryTimers#wake}); never at or before Spark's current watermark.
+     *  A timer already set for that expiry or a later one ({@link ExpiryTimers#covers}), and still
+     *  ahead of Spark's watermark, is kept (a duplicate, which changes no expiry, moves no timer). */
     private boolean keepLive(long[] times, String[] owners, long retention, long watermark, TimerValues timers,
                              long timer) {
         int[] live = live(times, retention, watermark);
@@ -245,8 +253,8 @@ public final class WindowDedup extends StatefulProcessor<String, Row, Row> {
         long expiry = Arrays.stream(kept).max().getAsLong() + retention;
         long now = timers.getCurrentWatermarkInMs();
         long ahead = watermark == Long.MIN_VALUE ? 0 : Math.max(0, now - watermark * 1000L);
-        long wake = timer != NO_TIMER && timer >= expiry * 1000L && timer > now
-                ? timer : Math.max(now + 1, expiry * 1000L + ahead);
+        long wake = timer != NO_TIMER && ExpiryTimers.covers(timer) >= expiry && timer > now
+                ? timer : ExpiryTimers.wake(expiry, ahead, now);
         if (timer != wake) {
             if (timer != NO_TIMER) getHandle().deleteTimer(timer);
             getHandle().registerTimer(wake);

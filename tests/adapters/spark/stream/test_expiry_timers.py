@@ -1,0 +1,60 @@
+"""The timer a key of the Spark operator keeps (``streamdedup.stream.ExpiryTimers``): it wakes the
+key when it did before, and the expiry it carries lets an expired key go without a read of its
+state, never a live one; timers an earlier version set carry none.
+
+Spark's event-time watermark moves in whole seconds (the operator's eviction clock), so each
+``now`` here is a whole second, or -1 before the first watermark."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+pytestmark = pytest.mark.spark
+
+EXPIRIES = [0, 1, 599, 1_200, 1_689_020_000]
+AHEADS_MS = [0, 1_000, 7_000, 997_000, 998_000, 5_000_000]
+NOWS_MS = [-1, 0, 1_000, 1_199_000, 1_200_000, 1_201_000, 1_689_019_000_000, 1_689_020_000_000, 1_689_030_000_000]
+
+
+@pytest.fixture(scope="module")
+def timers(spark):
+    return spark._jvm.streamdedup.stream.ExpiryTimers
+
+
+def wakes_at(timer: int) -> int:
+    """The first whole second (ms) of Spark's watermark at or past ``timer``: when it fires."""
+    return -(-timer // 1000) * 1000
+
+
+@pytest.mark.parametrize("expiry", EXPIRIES)
+def test_a_timer_wakes_its_key_when_the_lagging_rule_may_have_let_its_emissions_expire(timers, expiry):
+    for ahead, now in itertools.product(AHEADS_MS, NOWS_MS):
+        timer = timers.wake(expiry, ahead, now)
+        assert timer > now, (expiry, ahead, now)
+        # as an earlier version's timer, max(now + 1, expiry * 1000 + ahead), fired
+        assert wakes_at(timer) == wakes_at(max(now + 1, expiry * 1000 + ahead)), (expiry, ahead, now)
+        assert timers.covers(timer) >= expiry
+
+
+@pytest.mark.parametrize("expiry", EXPIRIES)
+def test_a_fired_timer_removes_its_key_unread_only_once_its_rules_watermark_passed_the_expiry(timers, expiry):
+    for ahead, now in itertools.product(AHEADS_MS, NOWS_MS):
+        timer = timers.wake(expiry, ahead, now)
+        for watermark in (expiry - 1, expiry, expiry + ahead // 1000, timers.covers(timer)):
+            if timers.allExpired(timer, watermark):
+                assert watermark >= expiry, (expiry, ahead, now, watermark)
+        lag = -(-ahead // 1000)
+        # a lag that fits is carried: the key goes unread once its rule reaches what the timer covers
+        if now >= 0:
+            assert timers.allExpired(timer, timers.covers(timer)) == (lag <= timers.MAX_LAG), (expiry, ahead, now)
+        assert not timers.allExpired(timer, -(2**63))  # a rule without a watermark expires nothing
+
+
+def test_a_timer_set_by_an_earlier_version_carries_no_expiry_its_key_is_read(timers):
+    """Format 4's first timers: expiry * 1000 + ahead (whole seconds), or Spark's watermark + 1 ms."""
+    for expiry, ahead, now in itertools.product(EXPIRIES, AHEADS_MS, NOWS_MS):
+        earlier = max(now + 1, expiry * 1000 + ahead)
+        assert not timers.allExpired(earlier, 2**62), (expiry, ahead, now)
+        assert timers.covers(earlier) * 1000 <= earlier  # kept for the expiries it was set at or after
