@@ -468,6 +468,10 @@ OPERATOR_METRICS = (
 )
 # Those the summary gives the median of over the steady large micro-batches.
 OPERATOR_SUMMARY = ("timerProcessingTimeMs", "allUpdatesTimeMs", "rocksdbGetCount", "rocksdbReadBlockCacheMissCount")
+# A probe's timer phase with few or no timers due is Spark's scan of its timer index from the
+# start (TimerStateImpl.getExpiredTimers, no lower bound), past the entries of fired timers
+# RocksDB has not yet compacted away.
+PROBE_SUMMARY = ("timerProcessingTimeMs", "numExpiredTimers", "allUpdatesTimeMs")
 
 
 def operator_metrics(progress) -> dict[str, int]:
@@ -585,6 +589,7 @@ def report(
     }
     keys = [b["live_keys"] for b in steady]
     steady_large = [b for b in steady if b["records"] == args.batch]
+    steady_probes = [b for b in steady if b["records"] == args.probe and b.get("operator")]
 
     def cpu_shares(rows: list[dict]) -> dict[str, float] | None:
         """CPU seconds per group over ``rows`` (consecutive micro-batches of one process), per
@@ -620,6 +625,9 @@ def report(
         "written_mb_per_large_batch_steady": median([b["written"] / 2**20 for b in steady_large]),
         "operator_per_large_batch_steady": {
             name: median([b["operator"][name] for b in steady_large if b.get("operator")]) for name in OPERATOR_SUMMARY
+        },
+        "operator_per_probe_batch_steady": {
+            name: median([b["operator"].get(name, 0) for b in steady_probes]) for name in PROBE_SUMMARY
         },
         "restart": restart,
         "state_alert_fired": alert,
