@@ -468,9 +468,10 @@ OPERATOR_METRICS = (
 )
 # Those the summary gives the median of over the steady large micro-batches.
 OPERATOR_SUMMARY = ("timerProcessingTimeMs", "allUpdatesTimeMs", "rocksdbGetCount", "rocksdbReadBlockCacheMissCount")
-# A probe's timer phase with few or no timers due is Spark's scan of its timer index from the
-# start (TimerStateImpl.getExpiredTimers, no lower bound), past the entries of fired timers
-# RocksDB has not yet compacted away.
+# Those it gives the median of over the steady probes. A probe's timer phase with few or no
+# timers due is Spark's scan of its timer index from the start (TransformWithStateExec.processTimers
+# passes no lower bound), past the deletion markers of fired timers RocksDB has not yet
+# compacted away (docs/design/operator.md, Eviction).
 PROBE_SUMMARY = ("timerProcessingTimeMs", "numExpiredTimers", "allUpdatesTimeMs")
 
 
