@@ -357,7 +357,7 @@ class SparkEngine:
             self.query.idle_partition_timeout,
             source.topic if source.kind == "kafka" else None,
         )
-        gauge = StateRowGauge.open(spark, self.query.checkpoint, self.state_rows, count_missing=not tracked)
+        gauge = StateRowGauge.open(spark, self.query.checkpoint, self.state_rows)
         files = StateFiles.open(spark, self.query.checkpoint)
         self.listener = ProgressListener(self.metrics, self.on_batch, tracked, gauge, files, self.rules.rules)
 

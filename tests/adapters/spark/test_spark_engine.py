@@ -143,8 +143,9 @@ def test_restart_continues_from_the_checkpoint(files):
 
 
 def test_the_state_rows_gauge_counts_keys_with_and_without_rocksdb_row_tracking(files, tmp_path):
-    """RocksDB's own count (tracked) and the operator's (the default) agree, removals included,
-    and a restart goes on from the count the checkpoint kept."""
+    """The gauge counts keys whether RocksDB counts its rows (tracked: they include the operator's
+    expiry queues) or not (the default), removals included, and a restart goes on from the
+    count the checkpoint kept."""
     batches = [
         [event("s1", "s", "APP", 0), event("u1", "u", "WEB", 0)],
         [event("x1", "x", "APP", 1000)],
@@ -171,8 +172,8 @@ def test_the_state_rows_gauge_counts_keys_with_and_without_rocksdb_row_tracking(
 
 def test_a_backlog_forgets_keys_as_event_time_passes_them_not_the_wall_clock(files, spark):
     """Issue 53: expiry followed the wall clock (a processing-time timeout of the longest
-    retention), so a backlog kept every key until 20 minutes of wall time had passed. Each key's
-    timer now wakes it once the event-time watermark passes its emissions' expiry: read or not,
+    retention), so a backlog kept every key until 20 minutes of wall time had passed. Each key is
+    now woken (its expiry queue's timer) once the event-time watermark passes its emissions' expiry: read or not,
     the keys of a backlog go as its event time moves on, within one run of a few seconds."""
     files.add(event("a1", "a", "APP", 0), event("b1", "b", "APP", 0), event("w1", "w", "WEB", 0))
     files.add(event("c1", "c", "APP", 100))
@@ -185,6 +186,26 @@ def test_a_backlog_forgets_keys_as_event_time_passes_them_not_the_wall_clock(fil
     assert metrics.counters["state_keys_removed"] == 4  # a, b, c and w: expired, none of them read again
     kept = {row["key"] for row in read_state(spark, str(files.dir / "checkpoint")).collect()}
     assert {decode_key(k)[1] for k in kept} == {("d",), ("e",), ("f",)}
+
+
+def test_a_key_woken_at_an_expiry_it_has_moved_past_stays_and_goes_once_at_its_new_one(files):
+    """A key is listed in the expiry queue of its newest emission's expiry and keeps no other
+    entry up to date: a newer emission lists it again later and leaves the earlier entry. When
+    the earlier queue comes due (x1, y1 move Spark's watermark past a1's expiry) the key stays:
+    a3 repeats a2. It goes when its own expiry passes (z1), counted once."""
+    files.add(event("a1", "a", "APP", 0))
+    files.add(event("a2", "a", "APP", 40))  # 40 s after a1: emitted, its expiry moves on by 40 s
+    files.add(event("x1", "x", "APP", 61))
+    files.add(event("y1", "y", "APP", 62))  # Spark's watermark is past a1's expiry (60) in this batch
+    files.add(event("a3", "a", "APP", 65))  # 25 s after a2: a duplicate of it
+    files.add(event("z1", "z", "APP", 200))
+    files.add(event("q1", "q", "APP", 201))  # a, x and y have expired in this batch
+    metrics = InMemoryMetrics()
+    result = files.run(metrics=metrics)
+    assert result.out_ids == ["a1", "a2", "q1", "x1", "y1", "z1"]
+    assert [(json.loads(d.record.value)["id"], d.first_time) for d in result.duplicates] == [("a3", T + 40)]
+    assert metrics.counters["state_keys_removed"] == 3  # a once, x and y
+    assert metrics.gauges["state_rows"] == 2  # z and q
 
 
 def test_lateness_is_judged_record_by_record_inside_a_micro_batch(files):

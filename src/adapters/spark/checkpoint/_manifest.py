@@ -17,7 +17,8 @@ to another job (``CheckpointOfAnotherJob``); one whose manifest records no endpo
 before they were recorded) is adopted and records them.
 
 ``compare(checkpoint, job)`` lists the differences; a change is *incompatible* when the
-old state cannot be read or looked up by the new job: another operator or state format,
+old state cannot be read or looked up by the new job: another operator or state format
+(but a format the job resumes as it is, ``RESUMED_IN_PLACE``),
 another number of state partitions (Spark keeps the first start's number in the checkpoint
 and would ignore the new one), or a rule whose key fields changed. Windows, lateness and rules added or removed are
 compatible (the state holds emission times; a removed rule's keys simply expire).
@@ -36,11 +37,12 @@ from adapters.spark.checkpoint._hadoop_files import HadoopPath
 from domain import RuleSet
 
 OPERATOR = "window-dedup"
-STATE_FORMAT = (
-    4  # transformWithState: Emissions{owners, retention, times, wake} per key (domain._keys), event-time timers
-)
+STATE_FORMAT = 5  # format 4's keys, woken through the operator's own expiry queues (streamdedup.stream.ExpiryQueue)
+# 4: transformWithState: Emissions{owners, retention, times, wake} per key (domain._keys), a timer per key;
 # 3: flatMapGroupsWithState's Emissions{owners, retention, times}; 2: no owners (each emission's
 # source position); 1: also the legacy key spelling
+RESUMED_IN_PLACE = {(4, 5)}  # (checkpoint's, job's) state formats the job resumes as they are:
+# format 5 reads format 4's keys as they are, and still honours the timers format 4 gave each key
 MANIFEST_VERSION = 1
 FLAGS = {"source": "--source", "sink": "--sink", "dlq": "--dlq", "notifications": "--notifications"}
 
@@ -181,8 +183,9 @@ def compare(checkpoint: Manifest, job: Manifest) -> Comparison:
         for part in ("id", "state_format", "state_schema", "partitions"):
             before, after = (old or {}).get(part), (new or {}).get(part)
             if before != after and not (part in RECORDED_LATER and None in (before, after) and old and new):
+                resumed = part == "state_format" and (before, after) in RESUMED_IN_PLACE
                 result.changes.append(
-                    Change(SETTING_OF.get(part, f"stateful operator {name} {part}"), before, after, False)
+                    Change(SETTING_OF.get(part, f"stateful operator {name} {part}"), before, after, resumed)
                 )
     for name in sorted(set(checkpoint.rules) | set(job.rules)):
         old, new = checkpoint.rules.get(name), job.rules.get(name)

@@ -36,7 +36,8 @@ def state_schema(spark: SparkSession) -> str:
 def read_state(spark: SparkSession, location: str, batch: int | None = None) -> DataFrame:
     """The operator's state after micro-batch ``batch`` (default: the last committed one).
 
-    State format 4 is a ``transformWithState`` value state (``Emissions`` under ``WindowDedup.STATE``);
+    State formats 4 and 5 are a ``transformWithState`` value state (``Emissions`` under
+    ``WindowDedup.STATE``; format 5's expiry queues are another state variable, not read here);
     formats 1–3 were ``flatMapGroupsWithState``'s group state: both are read (a migration reads the old).
 
     Since Spark 4.2 loading a RocksDB snapshot reports to the driver's state store coordinator,

@@ -5,7 +5,7 @@ the batch was judged against (``use``) and the watermarks after it (``after``). 
 migration, ``state inspect`` and ``state explain`` read the newest ``after`` here. These are the
 domain's per-rule watermarks (``domain._watermarks``), not Spark's own event-time watermark (the
 commit log's ``nextBatchWatermarkMs``), which is over every rule at once and only wakes the
-operator's keys (their timers).
+operator's keys (their expiry queues' timers).
 """
 
 from __future__ import annotations

@@ -93,10 +93,12 @@ class ProgressListener(JsonEventListener):
     ``query.lastProgress``: an idle query's last progress names the next batch, which never
     ran, and waiting for it held every stop of an idle query for 30 s). ``on_batch(totals)``
     is called after every progress and idle event of the query (a sign of life even with no input).
-    ``state_rows_tracked``: False when RocksDB does not count its rows
-    (``trackTotalNumberOfRows=false``, the engine's default); Spark then reports 0, and the
-    ``state_rows`` gauge comes from the operator's own count (``state_rows``, a
-    ``_state_rows.StateRowGauge``), or is left out without one. After each micro-batch the
+    The ``state_rows`` gauge comes from the operator's own count of its keys (``state_rows``, a
+    ``_state_rows.StateRowGauge``); without one, from the state store's count of its rows when it
+    keeps one (``state_rows_tracked``: False when RocksDB does not count them,
+    ``trackTotalNumberOfRows=false``, the engine's default, and Spark reports 0), or it is left
+    out. (RocksDB's count also holds the rows of the operator's expiry queues, which are not
+    keys.) After each micro-batch the
     figure is kept in the checkpoint through ``state_rows.record``. ``state_files``: the
     checkpoint's ``_state_files.StateFiles``, looked at after each micro-batch with a stateful
     operator (the ``state_bytes`` gauge and the ``checkpoint_bytes_written`` counter; neither
@@ -237,7 +239,9 @@ def _gauges(progress, state_rows_tracked: bool, operator_count=None) -> dict[str
     }
     if progress.stateOperators:
         state = progress.stateOperators[0]
-        rows = state.numRowsTotal if state_rows_tracked else operator_count.rows() if operator_count else None
+        # the operator's own count: RocksDB's (tracked) also holds the rows of its expiry queues
+        counted = operator_count.rows() if operator_count else None
+        rows = counted if counted is not None else state.numRowsTotal if state_rows_tracked else None
         if rows is not None:
             gauges["state_rows"] = float(rows)
         durations = progress.durationMs

@@ -36,16 +36,14 @@ class StateRowGauge:
     base: int | None
 
     @classmethod
-    def open(cls, spark, checkpoint: str, counter, count_missing: bool = True) -> StateRowGauge:
-        """``count_missing``: count a checkpoint's keys when it has progress but no count kept."""
+    def open(cls, spark, checkpoint: str, counter) -> StateRowGauge:
+        """The gauge of ``checkpoint``'s keys; a checkpoint with progress but no count kept is counted once."""
         location = Checkpoint.at(checkpoint, spark)
         path = location.ours / FILE
         if path.exists():
             return cls(counter, path, int(json.loads(path.read_text())["rows"]))
         if location.last_committed() is None or not (location.path / "state").exists():
             return cls(counter, path, 0)  # no operator state yet (or none at all: Redis state)
-        if not count_missing:
-            return cls(counter, path, None)
         from adapters.spark.checkpoint import read_state
 
         log.info("counting the keys of checkpoint %s once (it has no %s yet)", checkpoint, FILE)

@@ -343,7 +343,7 @@ def test_a_state_format_3_checkpoint_is_refused_then_migrated_with_its_dedup_mem
     refused_then_migrated(stream, tmp_path, old, new, capsys, monkeypatch)
     reports = continued_past_the_fixture(stream, tmp_path, written_at, "v4")
     assert (reports["a3"].first_time, reports["w2"].first_time) == (T, T)
-    assert read_manifest(new / "streamdedup").operators["window-dedup"]["state_format"] == STATE_FORMAT == 4
+    assert read_manifest(new / "streamdedup").operators["window-dedup"]["state_format"] == STATE_FORMAT == 5
     assert any(p.suffix == ".changelog" for p in (new / "state").rglob("*"))
 
 
@@ -355,13 +355,16 @@ def test_a_checkpoint_written_before_the_java_packages_moved_is_resumed_with_its
     --engine spark --source file:<root>/in --sink file:<root>/out --dlq file:<root>/dlq`` with <root>
     ``written_at``. A checkpoint names no Java class (its operator metadata names Spark's operator and the
     state variables, its schemas are Spark types, the manifest names ``window-dedup``): this version reads
-    its state and resumes the job on it, no migration, its emissions and their positions intact."""
+    its state and resumes the job on it, no migration, its emissions and their positions intact. State
+    format 5 keeps format 4's keys as they are (its expiry queues are a state variable Spark adds on
+    restart), so the checkpoint is resumed in place and recorded as format 5."""
     restore(FORMAT_4, FORMAT_4_ROOT, tmp_path)
     checkpoint = tmp_path / "checkpoint"
-    assert read_manifest(checkpoint / "streamdedup").operators["window-dedup"]["state_format"] == STATE_FORMAT
+    assert read_manifest(checkpoint / "streamdedup").operators["window-dedup"]["state_format"] == 4
     assert dict(inspect_checkpoint(spark, str(checkpoint)).keys_per_rule) == {"APP": 2, "WEB": 1}
     continued_past_the_fixture(stream, tmp_path, FORMAT_4_ROOT, "checkpoint")
     assert read_manifest(checkpoint / "streamdedup").migration is None
+    assert read_manifest(checkpoint / "streamdedup").operators["window-dedup"]["state_format"] == STATE_FORMAT == 5
     assert dict(inspect_checkpoint(spark, str(checkpoint)).keys_per_rule) == {"APP": 3, "WEB": 1}
 
 

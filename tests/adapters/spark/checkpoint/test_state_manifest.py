@@ -34,6 +34,21 @@ def test_a_changed_key_or_state_schema_is_incompatible_and_named():
     ]
 
 
+@pytest.mark.parametrize(
+    ("old", "new", "resumed"), [(4, 5, True), (5, 4, False), (3, 5, False), (3, 4, False), (2, 5, False)]
+)
+def test_only_a_format_the_job_reads_as_it_is_is_resumed_in_place(old, new, resumed):
+    """State format 5 keeps format 4's keys and honours their timers: such a checkpoint is resumed
+    as it is; an older format needs a migration, and a newer one is never resumed by an older job."""
+    checkpoint, job = job_manifest(V1, "struct<a>"), job_manifest(V1, "struct<a>")
+    checkpoint.operators["window-dedup"]["state_format"] = old
+    job.operators["window-dedup"]["state_format"] = new
+    found = compare(checkpoint, job).changes
+    assert [(c.setting, c.old, c.new, c.compatible) for c in found] == [
+        ("stateful operator window-dedup state_format", old, new, resumed)
+    ]
+
+
 def test_the_refusal_is_one_line_naming_the_change_and_the_remedy():
     rekeyed = RuleSet({"WEB": DedupRule("WEB", 600, ("uniqueValue", "type"))})
     message = refusal("/data/ckpt", changes(rekeyed).incompatible, "/data/ckpt-migrated", "/etc/dedup v2.yaml")

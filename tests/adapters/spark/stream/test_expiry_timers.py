@@ -1,6 +1,6 @@
-"""The timer a key of the Spark operator keeps (``streamdedup.stream.ExpiryTimers``): it wakes the
-key when it did before, and the expiry it carries lets an expired key go without a read of its
-state, never a live one; timers an earlier version set carry none.
+"""When a key of the Spark operator wakes (``streamdedup.stream.ExpiryTimers``): when it did
+before, and the expiries a wake covers (a key whose expiry it covers keeps it); timers an earlier
+version set cover only the expiries up to their second.
 
 Spark's event-time watermark moves in whole seconds (the operator's eviction clock), so each
 ``now`` here is a whole second, or -1 before the first watermark."""
@@ -38,23 +38,9 @@ def test_a_timer_wakes_its_key_when_the_lagging_rule_may_have_let_its_emissions_
         assert timers.covers(timer) >= expiry
 
 
-@pytest.mark.parametrize("expiry", EXPIRIES)
-def test_a_fired_timer_removes_its_key_unread_only_once_its_rules_watermark_passed_the_expiry(timers, expiry):
-    for ahead, now in itertools.product(AHEADS_MS, NOWS_MS):
-        timer = timers.wake(expiry, ahead, now)
-        for watermark in (expiry - 1, expiry, expiry + ahead // 1000, timers.covers(timer)):
-            if timers.allExpired(timer, watermark):
-                assert watermark >= expiry, (expiry, ahead, now, watermark)
-        lag = -(-ahead // 1000)
-        # a lag that fits is carried: the key goes unread once its rule reaches what the timer covers
-        if now >= 0:
-            assert timers.allExpired(timer, timers.covers(timer)) == (lag <= timers.MAX_LAG), (expiry, ahead, now)
-        assert not timers.allExpired(timer, -(2**63))  # a rule without a watermark expires nothing
-
-
-def test_a_timer_set_by_an_earlier_version_carries_no_expiry_its_key_is_read(timers):
+def test_a_timer_set_by_an_earlier_version_covers_only_the_expiries_up_to_its_second(timers):
     """Format 4's first timers: expiry * 1000 + ahead (whole seconds), or Spark's watermark + 1 ms."""
     for expiry, ahead, now in itertools.product(EXPIRIES, AHEADS_MS, NOWS_MS):
         earlier = max(now + 1, expiry * 1000 + ahead)
-        assert not timers.allExpired(earlier, 2**62), (expiry, ahead, now)
+        assert timers.covers(earlier) == earlier // 1000, (expiry, ahead, now)
         assert timers.covers(earlier) * 1000 <= earlier  # kept for the expiries it was set at or after

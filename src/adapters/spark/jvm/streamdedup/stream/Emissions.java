@@ -5,9 +5,10 @@ import java.io.Serializable;
 /**
  * The state of one key: its live emissions' event times (s), the source position of the record
  * that made each ({@code owners[i]} for {@code times[i]}: {@code source:partition:offset}, as
- * domain._events.SourcePosition.token), its rule's retention (s), and when its timer wakes it
- * (ms of Spark's event-time watermark: WindowDedup). State format 4 (a transformWithState value
- * state); format 3 was flatMapGroupsWithState's, without wake; format 2 had no owners either.
+ * domain._events.SourcePosition.token), its rule's retention (s), and when it wakes (ms of Spark's
+ * event-time watermark: the moment of the queue that lists it, ExpiryQueue, or in state format 4
+ * its own timer). State formats 4 and 5 (a transformWithState value state); format 3 was
+ * flatMapGroupsWithState's, without wake; format 2 had no owners either.
  */
 public class Emissions implements Serializable {
     private long[] times = new long[0];

@@ -1,21 +1,20 @@
 package streamdedup.stream;
 
 /**
- * The event-time timer a {@link WindowDedup} key keeps, and what its value tells when it fires.
+ * When a {@link WindowDedup} key wakes (its queue's moment, {@link ExpiryQueue}), and which expiries
+ * that moment covers.
  *
- * A key's timer wakes it when Spark's watermark passes its newest emission's expiry (s), moved
- * ahead by how far Spark's watermark ran ahead of the key's rule's watermark when it was set
- * (the lag, whole seconds). Spark's watermark moves in whole seconds (the eviction clock is
- * {@code timestamp_seconds} of a long, with no delay), so a timer fires at the first whole second
- * at or past it, and its milliseconds are free to carry the lag: a timer of {@code s * 1000 + 2 + lag}
- * wakes at second {@code s + 1} and covers expiries up to {@code s + 1 - lag}. When such a timer
- * fires and the rule's watermark has reached that bound, every emission of the key has expired
- * and the key is removed without reading its state: a key's expiry costs no read of a row a
- * retention old, the one the state's size makes slow (it is rarely in the block cache any more).
+ * A key wakes when Spark's watermark passes its newest emission's expiry (s), moved ahead by how
+ * far Spark's watermark ran ahead of the key's rule's watermark when it was queued (the lag, whole
+ * seconds). Spark's watermark moves in whole seconds (the eviction clock is {@code timestamp_seconds}
+ * of a long, with no delay), so a timer fires at the first whole second at or past it, and its
+ * milliseconds are free to carry the lag: a wake of {@code s * 1000 + 2 + lag} fires at second
+ * {@code s + 1} and covers expiries up to {@code s + 1 - lag}. A key whose newest expiry is covered
+ * by its wake keeps it (one queue entry per key while its expiry does not move).
  *
- * A timer of milliseconds 0 or 1 carries no bound: those an earlier version set (always whole
- * seconds, or the watermark plus 1 ms), and those whose lag does not fit ({@link #MAX_LAG}) or
- * that wake at Spark's first watermark. The key is then read when it fires, as before.
+ * A wake of milliseconds 0 or 1 covers only the expiries up to its second: those state format 4 set
+ * at first (always whole seconds, or the watermark plus 1 ms, a timer of the key's own), and those
+ * whose lag does not fit ({@link #MAX_LAG}) or that wake at Spark's first watermark.
  */
 public final class ExpiryTimers {
     /** The first millisecond value that carries a lag. */
@@ -46,14 +45,5 @@ public final class ExpiryTimers {
         long millis = Math.floorMod(timer, 1000L);
         long second = Math.floorDiv(timer, 1000L);
         return millis < CARRIES_LAG ? second : second + 1 - (millis - CARRIES_LAG);
-    }
-
-    /**
-     * Whether a key whose {@code timer} fired has nothing live once its rule's watermark is
-     * {@code watermark} (s; Long.MIN_VALUE while it has none), known from the timer alone;
-     * false when only its state can tell.
-     */
-    public static boolean allExpired(long timer, long watermark) {
-        return Math.floorMod(timer, 1000L) >= CARRIES_LAG && watermark != Long.MIN_VALUE && watermark >= covers(timer);
     }
 }

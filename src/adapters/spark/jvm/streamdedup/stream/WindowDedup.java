@@ -47,16 +47,18 @@ import scala.jdk.javaapi.CollectionConverters;
  * {@code repeats_owner}, the position of the record that made it ({@code source:partition:offset}
  * of the row's columns {@code source}, {@code partition}, {@code offset}; null when unknown).
  * The old state of a migration is consulted first, as domain._migration.MigratingStateStore does.
- * A {@code transformWithState} processor in event time: each key keeps one timer at the expiry of
- * its newest live emission (its time plus the rule's retention), in Spark's timer index, so a
- * micro-batch costs the keys it reads and the timers that fall due, never a scan of the whole
- * state. Spark's event-time watermark ({@link #EVICTION_CLOCK}: the newest judged time, bounded
- * by the batch's second, over every rule) only wakes a key: it is removed once its own rule's
- * watermark (the driver's, from the batch's table) has passed all its emissions' retention;
- * otherwise its timer is set again as far ahead as its rule's watermark lags. The timer carries
- * the expiry it was set for ({@link ExpiryTimers}): when the rule's watermark has passed it, the
- * key is removed without reading its state. Whether a timer has fired never changes a verdict:
- * a key's expired emissions are dropped whenever it is read.
+ * A {@code transformWithState} processor in event time: each key is listed, once, to wake at the
+ * expiry of its newest live emission (its time plus the rule's retention), in the operator's own
+ * index of expiries ({@link ExpiryQueue}: one list and one Spark timer per moment at which keys
+ * wake, not one timer per key), so a micro-batch costs the keys it reads and the keys that fall
+ * due, never a scan of the whole state nor of the markers its expired keys left behind. Spark's
+ * event-time watermark ({@link #EVICTION_CLOCK}: the newest judged time, bounded by the batch's
+ * second, over every rule) only wakes a key: it is removed once its own rule's watermark (the
+ * driver's, from the batch's table) has passed all its emissions' retention; otherwise it is listed
+ * again as far ahead as its rule's watermark lags ({@link ExpiryTimers}). A key woken is read, and
+ * an entry it has left since (removed, or listed at another moment) is skipped. Timers of a key's
+ * own, which state format 4 set, still wake their key the same way. Whether a key has been woken
+ * never changes a verdict: a key's expired emissions are dropped whenever it is read.
  *
  * During a migration (adapters.spark.checkpoint._migration) rows may carry {@code fallback} (array of
  * long: the old state's emission times for the key's old key), {@code fallback_owners} (their
@@ -76,6 +78,8 @@ public final class WindowDedup extends StatefulProcessor<String, Row, Row> {
     private static final long serialVersionUID = 1L;
     /** The name of the key's state variable (a value state of {@link Emissions}). */
     public static final String STATE = "emissions";
+    /** The name of the queues' state variable (a list state of keys: {@link ExpiryQueue}). */
+    public static final String EXPIRY_QUEUE = "expiry_queue";
     /** The column Spark's event-time watermark is taken from ({@link #judge}); dropped before the operator. */
     public static final String EVICTION_CLOCK = "eviction_clock";
     private static final long NO_TIMER = Long.MIN_VALUE;
@@ -93,6 +97,7 @@ public final class WindowDedup extends StatefulProcessor<String, Row, Row> {
     private final NewestTimes newest;
 
     private transient ValueState<Emissions> state;
+    private transient ExpiryQueue queue;
     private transient long slowMicros;  // a test's slow-down of this task ({@link SlowTasks}): 0 in production
 
     private WindowDedup(StructType schema, StateRowCount stateRows, RuleHorizons horizons, NewestTimes newest) {
@@ -142,27 +147,36 @@ public final class WindowDedup extends StatefulProcessor<String, Row, Row> {
     @Override
     public void init(OutputMode outputMode, TimeMode timeMode) {
         state = getHandle().getValueState(STATE, Encoders.bean(Emissions.class), TTLConfig.NONE());
+        queue = new ExpiryQueue(getHandle().getListState(EXPIRY_QUEUE, Encoders.STRING(), TTLConfig.NONE()), getHandle());
         slowMicros = SlowTasks.micros("operator");
     }
 
     @Override
     public scala.collection.Iterator<Row> handleExpiredTimer(String key, TimerValues timers, ExpiredTimerInfo expired) {
-        RuleHorizons.Table horizons = this.horizons.of(timers.getCurrentProcessingTimeInMs());
-        long watermark = horizons.watermark(ruleOf(key));
-        if (ExpiryTimers.allExpired(expired.getExpiryTimeInMs(), watermark)) {
-            // a key keeps a timer exactly while it holds emissions (keepLive): it holds some now
-            state.clear();
-            counted(timers, -1);
-            return CollectionConverters.asScala(Collections.<Row>emptyIterator());
-        }
-        Emissions stored = state.get();  // null when the key holds none
-        if (stored != null) {
-            // Spark deletes the timer that fired: the key has none now
-            if (!keepLive(stored.getTimes(), stored.getOwners(), stored.getRetention(), watermark, timers, NO_TIMER)) {
-                counted(timers, -1);
+        long fired = expired.getExpiryTimeInMs();
+        if (ExpiryQueue.isQueue(key)) {
+            for (String queued : queue.take()) {
+                ExpiryQueue.at(queued);
+                expire(queued, fired, timers);
             }
+            ExpiryQueue.at(key);  // Spark deletes the queue's timer under its own key
+        } else {
+            expire(key, fired, timers);  // a timer of the key's own, set by state format 4
         }
         return CollectionConverters.asScala(Collections.<Row>emptyIterator());
+    }
+
+    /** Wakes {@code key} (the implicit key) at {@code fired}, the moment it was queued for: removes it
+     *  once its rule's watermark has passed all its emissions' retention, else queues it again. An
+     *  entry the key has left since (removed, or woken at another moment) changes nothing. */
+    private void expire(String key, long fired, TimerValues timers) {
+        Emissions stored = state.get();  // null when the key holds none
+        if (stored == null || stored.getWake() != fired) return;
+        long watermark = this.horizons.of(timers.getCurrentProcessingTimeInMs()).watermark(ruleOf(key));
+        // the key's entry is spent: it has none now
+        if (!keepLive(key, stored.getTimes(), stored.getOwners(), stored.getRetention(), watermark, timers, NO_TIMER)) {
+            counted(timers, -1);
+        }
     }
 
     @Override
@@ -230,22 +244,22 @@ public final class WindowDedup extends StatefulProcessor<String, Row, Row> {
                 out.add(withVerdict(row, EMIT, null, null));
             }
         }
-        boolean kept = keepLive(live, owners, window + lateness, watermark, timers, wake);
+        boolean kept = keepLive(key, live, owners, window + lateness, watermark, timers, wake);
         if (kept != existed) counted(timers, kept ? 1 : -1);
         return out.iterator();
     }
 
     /** Stores the live ones of {@code times} with their owners, or removes the key if none is; true if the key is kept.
-     *  A kept key's one timer is set at its newest live emission's expiry, moved ahead by as much as
-     *  Spark's watermark runs ahead of the rule's (a rule behind the others wakes its keys later,
-     *  not again and again; {@link ExpiryTimers#wake}); never at or before Spark's current watermark.
-     *  A timer already set for that expiry or a later one ({@link ExpiryTimers#covers}), and still
-     *  ahead of Spark's watermark, is kept (a duplicate, which changes no expiry, moves no timer). */
-    private boolean keepLive(long[] times, String[] owners, long retention, long watermark, TimerValues timers,
-                             long timer) {
+     *  A kept key is queued ({@link ExpiryQueue}) to wake at its newest live emission's expiry, moved
+     *  ahead by as much as Spark's watermark runs ahead of the rule's (a rule behind the others wakes
+     *  its keys later, not again and again; {@link ExpiryTimers#wake}); never at or before Spark's
+     *  current watermark. A wake already set for that expiry or a later one ({@link ExpiryTimers#covers}),
+     *  and still ahead of Spark's watermark, is kept (a duplicate, which changes no expiry, queues
+     *  nothing). A wake left behind stays in its queue and is skipped when it comes due. */
+    private boolean keepLive(String key, long[] times, String[] owners, long retention, long watermark,
+                             TimerValues timers, long wake) {
         int[] live = live(times, retention, watermark);
         if (live.length == 0) {
-            if (timer != NO_TIMER) getHandle().deleteTimer(timer);
             state.clear();
             return false;
         }
@@ -253,13 +267,10 @@ public final class WindowDedup extends StatefulProcessor<String, Row, Row> {
         long expiry = Arrays.stream(kept).max().getAsLong() + retention;
         long now = timers.getCurrentWatermarkInMs();
         long ahead = watermark == Long.MIN_VALUE ? 0 : Math.max(0, now - watermark * 1000L);
-        long wake = timer != NO_TIMER && ExpiryTimers.covers(timer) >= expiry && timer > now
-                ? timer : ExpiryTimers.wake(expiry, ahead, now);
-        if (timer != wake) {
-            if (timer != NO_TIMER) getHandle().deleteTimer(timer);
-            getHandle().registerTimer(wake);
-        }
-        state.update(new Emissions(kept, select(owners, live), retention, wake));
+        long next = wake != NO_TIMER && ExpiryTimers.covers(wake) >= expiry && wake > now
+                ? wake : ExpiryTimers.wake(expiry, ahead, now);
+        if (next != wake) queue.add(key, next);
+        state.update(new Emissions(kept, select(owners, live), retention, next));
         return true;
     }
 
