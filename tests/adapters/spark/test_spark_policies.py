@@ -19,7 +19,7 @@ import pytest
 from adapters.spark import SparkEngine, build_spark_engine
 from app import main
 from domain import Policies, RestartsExhausted, RuleSet, parse_restart
-from tests.support.scenarios import INVALID_RECORDS, INVALIDATION_SCENARIOS
+from tests.support.scenarios import INVALID_RECORDS, INVALIDATION_SCENARIOS, InvalidationScenario
 from tests.support.scenarios import T as SCENARIO_T
 
 pytestmark = pytest.mark.spark
@@ -125,6 +125,31 @@ def test_invalidation_scenarios_through_spark(spark, tmp_path):
     expiry = SCENARIO_T + 6 + wide.rules["APP"].retention
     later = explained(batches.root, "s0-a", "--at", str(expiry))
     assert [(e["time"], e["expires_at"], e["live"]) for e in later["emissions"]] == [(SCENARIO_T + 6, expiry, False)]
+
+
+def test_a_key_invalidated_then_emitted_again_outlives_the_expiry_it_was_first_listed_at(spark, tmp_path):
+    """An invalidated key is removed from the state and leaves the expiry queue it was listed in
+    (APP: window 30 s, lateness 30 s, so a@0 is listed to wake at 60 s). Emitted again (a@20, to
+    wake at 80 s), it is still there when the queue of 60 s comes due (y, z move the watermarks
+    past it), so a@45 repeats a@20."""
+
+    def records(*steps: tuple[str, int]) -> list[bytes]:
+        return [
+            json.dumps({"id": f"{key}{t}", "uniqueValue": key, "type": "APP", "timestamp": SCENARIO_T + t}).encode()
+            for key, t in steps
+        ]
+
+    batches = Batches(tmp_path)
+    batches.add(records(("a", 0)))
+    batches.add(records(("x", 10)), [InvalidationScenario("", ()).notification(("APP", "a", SCENARIO_T))])
+    batches.add(records(("a", 20)))
+    batches.add(records(("y", 61)))
+    batches.add(records(("z", 62)))  # the queue of 60 s comes due after this batch's rows
+    batches.add(records(("a", 45)))
+    rules = RuleSet({"APP": replace(RuleSet().rules["APP"], allowed_lateness=30)})
+    counts = batches.engine(spark, rules=rules).run(available_now=True).as_dict()
+    assert sorted(e["id"] for e in batches.read("out")) == ["a0", "a20", "x10", "y61", "z62"]
+    assert (counts["in"], counts["duplicates"], counts["late"], counts["invalidations"]) == (6, 1, 0, 1)
 
 
 def explained(root: Path, unique_value: str, *options: str) -> dict:

@@ -2,6 +2,7 @@ package streamdedup.stream;
 
 import java.util.ArrayList;
 import java.util.HashSet;
+import java.util.LinkedHashSet;
 import java.util.List;
 import java.util.Set;
 
@@ -11,8 +12,8 @@ import org.apache.spark.sql.streaming.StatefulProcessorHandle;
 import scala.jdk.javaapi.CollectionConverters;
 
 /**
- * The operator's own index of expiries (state format 5): the keys that wake at one moment, listed
- * under one key of the operator's state, the <em>queue</em> of that moment, which alone keeps a timer.
+ * The operator's own index of expiries (state formats 5 and 6): the keys that wake at one moment,
+ * listed under one key of the operator's state, the <em>queue</em> of that moment, which alone keeps a timer.
  *
  * Spark's {@code transformWithState} finds the timers that fall due by scanning its timer index from
  * its start (Spark 4.2, {@code TransformWithStateExec.processTimers}: no lower bound, on purpose), so
@@ -31,21 +32,29 @@ import scala.jdk.javaapi.CollectionConverters;
  * ({@code ImplicitGroupingKeyTracker}), and setting it back. Each partition's state store holds its
  * own queues: a queue is never read through the shuffle, only through its timer.
  *
- * An entry does not say whether it is still its key's wake: a key woken again later (a newer
- * emission, or a rule's watermark still behind) is appended to a later queue and its earlier entry
- * stays; the operator reads the key's state when its entry comes due and skips the entry unless the
- * key's stored wake is that queue's moment ({@link WindowDedup}).
+ * A queue is a log, in the order it was written: {@link #JOINED} and a key when the key is set to
+ * wake at the queue's moment, {@link #LEFT} and a key when a key set to wake there is set to wake
+ * elsewhere or removed (state format 6). Replayed when the queue's timer fires, the log gives the
+ * keys whose stored wake is still that moment ({@link Due#current}) without reading them: the
+ * operator removes such a key unread when its rule's watermark has passed what the moment covers,
+ * a delete instead of a read and a delete. State format 5 wrote a key alone on joining and nothing
+ * on leaving: such an entry ({@link Due#unsure}) may be stale, and the operator reads the key and
+ * skips the entry unless the key's stored wake is that queue's moment ({@link WindowDedup}).
  */
 final class ExpiryQueue {
     /** The start of every queue's key: an escape and {@code q}, never the start of a data key. */
     static final String PREFIX = "\u001eq";
+    /** Before a key, an entry saying the key wakes at the queue's moment (never the start of a key). */
+    static final String JOINED = "\u001e+";
+    /** Before a key, an entry saying the key no longer wakes at the queue's moment. */
+    static final String LEFT = "\u001e-";
 
-    private final ListState<String> keys;
+    private final ListState<String> entries;
     private final StatefulProcessorHandle handle;
     private final Set<Long> timed = new HashSet<>();  // the moments whose queue has a timer, as this task knows
 
-    ExpiryQueue(ListState<String> keys, StatefulProcessorHandle handle) {
-        this.keys = keys;
+    ExpiryQueue(ListState<String> entries, StatefulProcessorHandle handle) {
+        this.entries = entries;
         this.handle = handle;
     }
 
@@ -54,25 +63,54 @@ final class ExpiryQueue {
         return key.startsWith(PREFIX);
     }
 
-    /** Appends {@code key} (the current implicit key) to the queue of {@code wake} (ms of Spark's watermark),
-     *  which gets its timer with its first entry; the implicit key is {@code key} again on return. */
+    /** Lists {@code key} (the current implicit key) to wake at {@code wake} (ms of Spark's watermark);
+     *  the queue gets its timer with its first entry; the implicit key is {@code key} again on return. */
     void add(String key, long wake) {
+        write(key, wake, JOINED);
+    }
+
+    /** Records that {@code key} (the current implicit key), listed to wake at {@code wake}, no longer
+     *  does (it wakes at another moment, or is removed). */
+    void leave(String key, long wake) {
+        write(key, wake, LEFT);
+    }
+
+    private void write(String key, long wake, String entry) {
         at(PREFIX + wake);
         try {
-            // a queue keeps its timer exactly while it lists keys (take empties it as the timer fires)
-            if (timed.add(wake) && !keys.exists()) handle.registerTimer(wake);
-            keys.appendValue(key);
+            // a queue keeps its timer exactly while it lists entries (take empties it as the timer fires);
+            // a key listed by state format 4 leaves a moment no queue has yet, which then gets one
+            if (timed.add(wake) && !handle.listTimers().hasNext()) handle.registerTimer(wake);
+            entries.appendValue(entry + key);
         } finally {
             at(key);
         }
     }
 
-    /** The keys listed in the current implicit key's queue (one whose timer fires), which is emptied. */
-    List<String> take() {
-        List<String> listed = new ArrayList<>();
-        CollectionConverters.asJava(keys.get()).forEachRemaining(listed::add);
-        keys.clear();
-        return listed;
+    /** The keys of the current implicit key's queue (one whose timer fires), which is emptied. */
+    Due take() {
+        Due due = new Due();
+        CollectionConverters.asJava(entries.get()).forEachRemaining(due::replay);
+        entries.clear();
+        return due;
+    }
+
+    /** What a queue's log says when its moment comes. */
+    static final class Due {
+        /** The keys whose stored wake is the queue's moment, in the order they joined it. */
+        final Set<String> current = new LinkedHashSet<>();
+        /** The keys state format 5 listed there, which may have left since (not in {@link #current}). */
+        final List<String> unsure = new ArrayList<>();
+
+        private void replay(String entry) {
+            if (entry.startsWith(JOINED)) {
+                current.add(entry.substring(JOINED.length()));
+            } else if (entry.startsWith(LEFT)) {
+                current.remove(entry.substring(LEFT.length()));
+            } else {
+                unsure.add(entry);
+            }
+        }
     }
 
     /** Makes {@code key} the implicit grouping key of the handle's state and timer calls. */

@@ -55,8 +55,10 @@ import scala.jdk.javaapi.CollectionConverters;
  * event-time watermark ({@link #EVICTION_CLOCK}: the newest judged time, bounded by the batch's
  * second, over every rule) only wakes a key: it is removed once its own rule's watermark (the
  * driver's, from the batch's table) has passed all its emissions' retention; otherwise it is listed
- * again as far ahead as its rule's watermark lags ({@link ExpiryTimers}). A key woken is read, and
- * an entry it has left since (removed, or listed at another moment) is skipped. Timers of a key's
+ * again as far ahead as its rule's watermark lags ({@link ExpiryTimers}). A key leaving a queue
+ * (listed at another moment, or removed) says so in it, so a key still listed when its queue comes
+ * due is removed unread once its rule's watermark has passed what the moment covers; the entries
+ * of state format 5, which did not say so, are checked by reading their key. Timers of a key's
  * own, which state format 4 set, still wake their key the same way. Whether a key has been woken
  * never changes a verdict: a key's expired emissions are dropped whenever it is read.
  *
@@ -155,9 +157,24 @@ public final class WindowDedup extends StatefulProcessor<String, Row, Row> {
     public scala.collection.Iterator<Row> handleExpiredTimer(String key, TimerValues timers, ExpiredTimerInfo expired) {
         long fired = expired.getExpiryTimeInMs();
         if (ExpiryQueue.isQueue(key)) {
-            for (String queued : queue.take()) {
-                ExpiryQueue.at(queued);
-                expire(queued, fired, timers);
+            ExpiryQueue.Due due = queue.take();
+            RuleHorizons.Table horizons = this.horizons.of(timers.getCurrentProcessingTimeInMs());
+            long covered = ExpiryTimers.covers(fired);
+            for (String current : due.current) {
+                ExpiryQueue.at(current);
+                if (horizons.watermark(ruleOf(current)) >= covered) {
+                    // its stored wake is this moment, so its newest expiry is at most what the moment
+                    // covers, which its rule's watermark has passed: none of its emissions is live
+                    state.clear();
+                    counted(timers, -1);
+                } else {
+                    expire(current, fired, timers);
+                }
+            }
+            for (String unsure : due.unsure) {
+                if (due.current.contains(unsure)) continue;
+                ExpiryQueue.at(unsure);
+                expire(unsure, fired, timers);
             }
             ExpiryQueue.at(key);  // Spark deletes the queue's timer under its own key
         } else {
@@ -260,6 +277,7 @@ public final class WindowDedup extends StatefulProcessor<String, Row, Row> {
                              TimerValues timers, long wake) {
         int[] live = live(times, retention, watermark);
         if (live.length == 0) {
+            if (wake != NO_TIMER) queue.leave(key, wake);
             state.clear();
             return false;
         }
@@ -269,7 +287,10 @@ public final class WindowDedup extends StatefulProcessor<String, Row, Row> {
         long ahead = watermark == Long.MIN_VALUE ? 0 : Math.max(0, now - watermark * 1000L);
         long next = wake != NO_TIMER && ExpiryTimers.covers(wake) >= expiry && wake > now
                 ? wake : ExpiryTimers.wake(expiry, ahead, now);
-        if (next != wake) queue.add(key, next);
+        if (next != wake) {
+            if (wake != NO_TIMER) queue.leave(key, wake);
+            queue.add(key, next);
+        }
         state.update(new Emissions(kept, select(owners, live), retention, next));
         return true;
     }
