@@ -80,11 +80,23 @@ final class ExpiryQueue {
         try {
             // a queue keeps its timer exactly while it lists entries (take empties it as the timer fires);
             // a key listed by state format 4 leaves a moment no queue has yet, which then gets one
-            if (timed.add(wake) && !handle.listTimers().hasNext()) handle.registerTimer(wake);
+            if (timed.add(wake) && !hasTimer()) handle.registerTimer(wake);
             entries.appendValue(entry + key);
         } finally {
             at(key);
         }
+    }
+
+    /** Whether the current implicit key (a queue) has its timer. Its timers are read to their end:
+     *  Spark closes the RocksDB iterator of the scan then, not at the task's end. */
+    private boolean hasTimer() {
+        scala.collection.Iterator<Object> timers = handle.listTimers();
+        boolean any = false;
+        while (timers.hasNext()) {
+            timers.next();
+            any = true;
+        }
+        return any;
     }
 
     /** The keys of the current implicit key's queue (one whose timer fires), which is emptied. */
