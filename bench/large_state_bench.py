@@ -16,13 +16,17 @@ The engine runs as ``dedup run --engine spark`` builds it (``build_spark_engine`
 two state partitions, RocksDB with changelog checkpointing, the engine's defaults; JSONL
 source and sinks), one file a micro-batch, in a process of its own. Per micro-batch it prints
 the records, the live keys (the operator's ``state_rows`` gauge), the batch's duration and
-rate, the bytes written to the checkpoint's state, and the PSS of the driver (the JVM, which is
-also the executor in local mode, RocksDB's native memory included, and Python). At
+rate, the bytes written to the checkpoint's state, the PSS of the driver (the JVM, which is
+also the executor in local mode, RocksDB's native memory included, and Python), and the JVM's
+memory outside the heap it has committed (its PSS less ``Runtime.totalMemory``: RocksDB's
+native memory, the JVM's own off-heap, malloc's arenas), which a pod's ``memoryOverhead``
+must hold. At
 ``--kill-at`` of the files the process is killed (``kill -9`` of it and its JVM) and a
 new one resumes on the checkpoint: the time from its start to its first committed micro-batch
 is the restart at full state. At the end it checks the sinks against the stream: as many
 unique events as keys, the same ids (their numbers' sum), no dead letter and prints the summary: the probe batches' and
-the large batches' time and rate at about 1 M live keys against the steady state.
+the large batches' time and rate at about 1 M live keys against the steady state (a process's first
+micro-batch left out: its time is the JVM's warm-up or a restart's state load).
 
 ``--kafka DELIVERY`` runs the same stream Kafka to Kafka instead, as ``dedup run`` with
 ``kafka.delivery=DELIVERY`` (``at-least-once`` or ``exactly-once``): a local broker
@@ -149,7 +153,7 @@ def run_bench(args, work: Path, stream: tuple[int, dict, list[int]], started: fl
     )
     print(
         f"{'batch':>5} {'records':>9} {'live keys':>12} {'batch s':>8} {'rec/s':>9} {'written MB':>10} "
-        f"{'driver MB':>9}",
+        f"{'driver MB':>9} {'off-heap MB':>11}",
         flush=True,
     )
     kill_after = int(parts * args.kill_at) if args.kill_at else None
@@ -317,11 +321,12 @@ def child(args, work: Path, kill_after: int | None) -> dict:
             counts = message["counts"]
             continue
         first_commit_at = first_commit_at or time.perf_counter()
+        message["cold"] = not batches  # a process's first: the JVM's warm-up, or a restart's state load
         batches.append(message)
         print(
             f"{message['batch']:>5} {message['records']:>9,} {int(message['live_keys']):>12,} "
             f"{message['seconds']:>8.2f} {message['rate']:>9,.0f} {message['written'] / 2**20:>10.1f} "
-            f"{message['driver_mb']:>9,}",
+            f"{message['driver_mb']:>9,} {message['off_heap_mb']:>11,}",
             flush=True,
         )
         if kill_after is not None and message["files_done"] >= kill_after:
@@ -373,6 +378,7 @@ def run_engine(args) -> None:
     )
     spark.sparkContext.setLogLevel("ERROR")
     jvm = int(spark._jvm.java.lang.ProcessHandle.current().pid())
+    runtime = spark._jvm.java.lang.Runtime.getRuntime()  # the heap the JVM has committed
     looks = CheckpointBytes()
     if args.kafka:
         kafka = f"kafka://{args.bootstrap}"
@@ -430,6 +436,7 @@ def run_engine(args) -> None:
                     "written": written,
                     "files_done": progress.batchId + 1 if args.kafka else files_done(progress),
                     "driver_mb": round(sum(map(pss_mb, [jvm, os.getpid(), *children(jvm)]))),
+                    "off_heap_mb": round(pss_mb(jvm) - runtime.totalMemory() / 2**20),
                     "cpu": thread_cpu(jvm),
                     "operator": operator_metrics(progress),
                 }
@@ -568,8 +575,10 @@ def accounting_holds(args, counts: dict, expected: dict) -> bool:
 def report(
     args, batches: list[dict], restart: dict | None, counts: dict | None, expected: dict, alert: dict | None = None
 ) -> None:
-    large = [b for b in batches if b["records"] == args.batch]
-    probes = [b for b in batches if b["records"] == args.probe]
+    # a process's first micro-batch is left out of the medians: its time is the JVM's warm-up
+    # (or a restart's state load, reported as the restart), not the state's size
+    large = [b for b in batches if b["records"] == args.batch and not b.get("cold")]
+    probes = [b for b in batches if b["records"] == args.probe and not b.get("cold")]
     peak = max((b["live_keys"] for b in batches), default=0)
 
     def near(rows: list[dict], low: float, high: float) -> list[dict]:
@@ -580,6 +589,11 @@ def report(
         return values[len(values) // 2] if values else None
 
     steady = [b for b in batches if b["live_keys"] >= 0.9 * peak]
+
+    def thirds(values: list[float]) -> list[float | None]:
+        """The median of each third of ``values`` (in the order of the run): whether they level off."""
+        return [median(values[i * len(values) // 3 : (i + 1) * len(values) // 3]) for i in range(3)]
+
     small = {
         "at ~1M keys": median([b["seconds"] for b in near(probes, 0.5e6, 2e6)]),
         "at the steady state": median([b["seconds"] for b in near(probes, 0.9 * peak, peak)]),
@@ -619,6 +633,10 @@ def report(
         "driver_mb_steady": [min(b["driver_mb"] for b in steady), max(b["driver_mb"] for b in steady)]
         if steady
         else None,
+        "off_heap_mb_steady": [min(b["off_heap_mb"] for b in steady), max(b["off_heap_mb"] for b in steady)]
+        if steady
+        else None,
+        "off_heap_mb_steady_by_thirds": thirds([b["off_heap_mb"] for b in steady]),
         "cpu_per_task_second": {
             "at ~1M keys": cpu_shares([b for b in batches if 0.5e6 <= b["live_keys"] <= 2e6]),
             "at the steady state": cpu_shares(steady),
