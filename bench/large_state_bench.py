@@ -575,8 +575,27 @@ def accounting_holds(args, counts: dict, expected: dict) -> bool:
 def report(
     args, batches: list[dict], restart: dict | None, counts: dict | None, expected: dict, alert: dict | None = None
 ) -> None:
-    # a process's first micro-batch is left out of the medians: its time is the JVM's warm-up
-    # (or a restart's state load, reported as the restart), not the state's size
+    """Prints the run's summary (``summarize``), writes it with every batch to ``--json``, and
+    exits non-zero when the accounting does not hold."""
+    summary = summarize(args, batches, restart, counts, expected, alert)
+    print(json.dumps(summary, indent=2))
+    if args.json:
+        args.json.write_text(
+            json.dumps(
+                {"args": {k: str(v) for k, v in vars(args).items()}, "summary": summary, "batches": batches}, indent=2
+            )
+        )
+    if not summary["accounting_holds"]:
+        raise SystemExit("the accounting does not hold: see counts against expected")
+
+
+def summarize(
+    args, batches: list[dict], restart: dict | None, counts: dict | None, expected: dict, alert: dict | None = None
+) -> dict:
+    """The run's figures: medians of the large and probe micro-batches near 1 M live keys and at
+    the steady state (within 10% of the peak), their ratios, memory, CPU and the accounting.
+    A process's first micro-batch (``cold``) is left out of the medians: its time is the JVM's
+    warm-up (or a restart's state load, reported as the restart), not the state's size."""
     large = [b for b in batches if b["records"] == args.batch and not b.get("cold")]
     probes = [b for b in batches if b["records"] == args.probe and not b.get("cold")]
     peak = max((b["live_keys"] for b in batches), default=0)
@@ -618,7 +637,7 @@ def report(
         used = {g: sum(b["cpu"][g] - a["cpu"][g] for a, b in runs) for g in (rows[0]["cpu"] if rows else {})}
         return {g: round(v / used["tasks"], 3) for g, v in used.items()} if used.get("tasks") else None
 
-    summary = {
+    return {
         "peak_live_keys": peak,
         "steady_batches": len(steady),
         "steady_live_keys_range": [min(keys), max(keys)] if keys else None,
@@ -654,15 +673,6 @@ def report(
         "expected": expected,
         "accounting_holds": accounting_holds(args, counts, expected),
     }
-    print(json.dumps(summary, indent=2))
-    if args.json:
-        args.json.write_text(
-            json.dumps(
-                {"args": {k: str(v) for k, v in vars(args).items()}, "summary": summary, "batches": batches}, indent=2
-            )
-        )
-    if not summary["accounting_holds"]:
-        raise SystemExit("the accounting does not hold: see counts against expected")
 
 
 if __name__ == "__main__":

@@ -1,11 +1,11 @@
 """The large-state bench's check of the state-growth alert (``bench/large_state_bench.py
 --alert``): a run's series put on a live stream's time line and given to the shipped rule
 (deploy/prometheus/alerts.yml) by promtool, which must fire when no key expires and stay
-quiet when the state levels off."""
+quiet when the state levels off; and its summary's medians and ratios (``summarize``)."""
 
 from argparse import Namespace
 
-from bench.large_state_bench import accounting_holds, state_alert
+from bench.large_state_bench import accounting_holds, state_alert, summarize
 
 PER_SECOND = 100  # records a second of event time
 BATCH = 10_000  # records a micro-batch: 100 s of event time
@@ -50,3 +50,61 @@ def test_a_key_lost_or_dead_lettered_breaks_the_accounting_of_every_delivery():
         assert not accounting_holds(Namespace(kafka=delivery), lost, EXPECTED)
         assert not accounting_holds(Namespace(kafka=delivery), dead, EXPECTED)
     assert not accounting_holds(Namespace(kafka=None), {"out": 7, "out_id_sum": 21, "dead_letters": 0}, EXPECTED)
+
+
+LARGE, PROBE = 500_000, 5_000
+
+
+def micro_batch(n: int, records: int, seconds: float, live_keys: int, cold: bool = False, off_heap_mb: int = 1_000):
+    return {
+        "batch": n,
+        "records": records,
+        "seconds": seconds,
+        "rate": records / seconds,
+        "live_keys": live_keys,
+        "written": 2**20,
+        "driver_mb": 2_000,
+        "off_heap_mb": off_heap_mb,
+        "cold": cold,
+    }
+
+
+def run_to_30m_keys(first_seconds: float, restarted_seconds: float) -> list[dict]:
+    """A process that grows the state to 30 M keys, then a restarted one at 30 M. Each process's
+    first micro-batch takes ``first_seconds`` / ``restarted_seconds``; the warm large ones near
+    1 M keys 25 s and 20 s (20,000 and 25,000 records/s), at 30 M 27.5 s; probes 1 s near 1 M
+    keys, 1.1 s at 30 M."""
+    batches = [micro_batch(0, LARGE, first_seconds, 500_000, cold=True)]
+    batches += [micro_batch(1, LARGE, 25.0, 1_000_000), micro_batch(2, LARGE, 20.0, 1_500_000)]
+    batches += [micro_batch(n, PROBE, 1.0, 1_500_000) for n in (3, 4)]
+    batches += [micro_batch(n, LARGE, 27.5, 30_000_000, off_heap_mb=1_000 + n) for n in range(5, 11)]
+    batches += [micro_batch(n, PROBE, 1.1, 30_000_000) for n in (11, 12)]
+    batches += [micro_batch(13, LARGE, restarted_seconds, 30_000_000, cold=True)]
+    return batches + [micro_batch(n, LARGE, 27.5, 30_000_000) for n in (14, 15)]
+
+
+def summary_of(batches: list[dict]) -> dict:
+    args = Namespace(batch=LARGE, probe=PROBE, kafka=None)
+    counts = {"out": 8, "out_id_sum": 28, "dead_letters": 0}
+    return summarize(args, batches, None, counts, EXPECTED)
+
+
+def test_the_ratios_compare_warm_batches_whatever_the_first_batch_of_each_process_took():
+    for first in (20.0, 25.0, 400.0):
+        summary = summary_of(run_to_30m_keys(first, 10 * first))
+        assert summary["large_batch_rate"] == {"at ~1M keys": 25_000.0, "at the steady state": LARGE / 27.5}
+        assert round(summary["rate_ratio"], 3) == round(20.0 / 27.5, 3)
+        assert round(summary["probe_ratio"], 3) == 1.1
+        assert summary["peak_live_keys"] == 30_000_000
+        assert summary["accounting_holds"]
+
+
+def test_a_first_batch_not_marked_cold_moves_the_medians_and_marked_counts_only_as_state_and_memory():
+    batches = run_to_30m_keys(400.0, 400.0)
+    batches[0]["cold"] = False
+    assert summary_of(batches)["large_batch_rate"]["at ~1M keys"] == 20_000.0  # the middle of 1,250 / 20,000 / 25,000
+    batches[0]["cold"] = True
+    marked = summary_of(batches)
+    assert marked["large_batch_rate"]["at ~1M keys"] == 25_000.0
+    assert marked["steady_batches"] == 11  # the restart's cold batch is still a batch at the steady state
+    assert marked["off_heap_mb_steady"] == [1_000, 1_010]
