@@ -20,7 +20,8 @@ rate, the bytes written to the checkpoint's state, the PSS of the driver (the JV
 also the executor in local mode, RocksDB's native memory included, and Python), and the JVM's
 memory outside the heap it has committed (its PSS less ``Runtime.totalMemory``: RocksDB's
 native memory, the JVM's own off-heap, malloc's arenas), which a pod's ``memoryOverhead``
-must hold. At
+must hold; ``--json`` keeps per micro-batch what RocksDB accounts for besides (the state
+operator's ``memoryUsedBytes``, its pinned blocks) and its flushes, compactions and stalls. At
 ``--kill-at`` of the files the process is killed (``kill -9`` of it and its JVM) and a
 new one resumes on the checkpoint: the time from its start to its first committed micro-batch
 is the restart at full state. At the end it checks the sinks against the stream: as many
@@ -458,7 +459,8 @@ def run_engine(args) -> None:
 
 # The state operator's figures of a micro-batch kept in --json: where its time goes (its
 # timers, its updates, its commit) and what RocksDB did for it (reads, the block cache, the
-# iterator's bytes: the timers' scan, compaction).
+# iterator's bytes: the timers' scan, compaction, flushes and the writes they stalled, the
+# memory RocksDB accounts for: memtables, block cache and pinned blocks).
 OPERATOR_METRICS = (
     "numExpiredTimers",
     "timerProcessingTimeMs",
@@ -472,6 +474,9 @@ OPERATOR_METRICS = (
     "rocksdbTotalCompactionLatencyMs",
     "rocksdbTotalBytesWrittenByCompaction",
     "rocksdbSstFileSize",
+    "rocksdbTotalBytesWrittenByFlush",
+    "rocksdbWriterStallLatencyMs",
+    "rocksdbPinnedBlocksMemoryUsage",
 )
 # Those the summary gives the median of over the steady large micro-batches.
 OPERATOR_SUMMARY = ("timerProcessingTimeMs", "allUpdatesTimeMs", "rocksdbGetCount", "rocksdbReadBlockCacheMissCount")
@@ -490,6 +495,7 @@ def operator_metrics(progress) -> dict[str, int]:
         figures = {
             "allUpdatesTimeMs": operator.allUpdatesTimeMs,
             "commitTimeMs": operator.commitTimeMs,
+            "memoryUsedBytes": operator.memoryUsedBytes,  # what RocksDB accounts for, its share of the bound
             **{name: operator.customMetrics.get(name, 0) for name in OPERATOR_METRICS},
         }
         for name, value in figures.items():
@@ -656,6 +662,9 @@ def summarize(
         if steady
         else None,
         "off_heap_mb_steady_by_thirds": thirds([b["off_heap_mb"] for b in steady]),
+        "rocksdb_mb_steady_by_thirds": thirds(
+            [round(b["operator"].get("memoryUsedBytes", 0) / 2**20) for b in steady if b.get("operator")]
+        ),
         "cpu_per_task_second": {
             "at ~1M keys": cpu_shares([b for b in batches if 0.5e6 <= b["live_keys"] <= 2e6]),
             "at the steady state": cpu_shares(steady),
