@@ -5,7 +5,7 @@ quiet when the state levels off; and its summary's medians and ratios (``summari
 
 from argparse import Namespace
 
-from bench.large_state_bench import accounting_holds, state_alert, summarize
+from bench.large_state_bench import OPERATOR_SUMMARY, accounting_holds, state_alert, summarize
 
 PER_SECOND = 100  # records a second of event time
 BATCH = 10_000  # records a micro-batch: 100 s of event time
@@ -108,3 +108,19 @@ def test_a_first_batch_not_marked_cold_moves_the_medians_and_marked_counts_only_
     assert marked["large_batch_rate"]["at ~1M keys"] == 25_000.0
     assert marked["steady_batches"] == 11  # the restart's cold batch is still a batch at the steady state
     assert marked["off_heap_mb_steady"] == [1_000, 1_010]
+
+
+def test_memory_by_thirds_is_the_median_of_each_third_of_the_steady_state_in_the_order_of_the_run():
+    batches = run_to_30m_keys(20.0, 20.0)
+    steady = [b for b in batches if b["live_keys"] == 30_000_000]
+    assert len(steady) == 11  # thirds of 3, 4 and 4 batches; of an even count the upper middle
+    for n, batch in enumerate(steady):
+        batch["off_heap_mb"] = [100, 900, 200, 300, 400, 350, 500, 800, 700, 750, 600][n]
+        used = [1, 2, 3, 4, 6, 5, 4, 9, 8, 7, 10][n] * 2**20
+        batch["operator"] = dict.fromkeys(OPERATOR_SUMMARY, 0) | {"memoryUsedBytes": used}
+    summary = summary_of(batches)
+    assert summary["off_heap_mb_steady_by_thirds"] == [200, 400, 750]
+    assert summary["rocksdb_mb_steady_by_thirds"] == [2, 5, 9]
+    for batch in steady[:3]:
+        del batch["operator"]  # a batch that reported no operator figures counts in no third of RocksDB's
+    assert summary_of(batches)["rocksdb_mb_steady_by_thirds"] == [6, 5, 8]
