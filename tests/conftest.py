@@ -1,8 +1,13 @@
+import os
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+
+from tests.support.spark_jvm import with_test_jvm  # noqa: E402
+
+os.environ.setdefault("DEDUP_SPARK__CONF", with_test_jvm({}))  # every dedup process a test starts
 
 from tests.support.fixtures import (  # noqa: E402,F401
     hdfs,

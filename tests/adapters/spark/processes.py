@@ -19,6 +19,7 @@ from pathlib import Path
 
 from deploy.local.services import find_free_port
 from tests.support.faults.injection import child_pids, wait_gone  # noqa: F401 - wait_gone: for the tests that kill a driver
+from tests.support.spark_jvm import with_test_jvm
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -64,7 +65,7 @@ def spark_env(
         DEDUP_SPARK__TRIGGER="1 second",
         DEDUP_SPARK__MASTER="local[2]",
         DEDUP_SPARK__LEASE_TIMEOUT=lease_timeout,
-        DEDUP_SPARK__CONF=json.dumps({"spark.sql.streaming.noDataProgressEventInterval": str(idle_event_ms)}),
+        DEDUP_SPARK__CONF=with_test_jvm({"spark.sql.streaming.noDataProgressEventInterval": str(idle_event_ms)}),
     )
     env.update(settings)
     return env

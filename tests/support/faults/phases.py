@@ -63,6 +63,7 @@ from domain import dead_letters
 from tests.support.faults.harness import EngineProcess, Topics, all_pids, engine_process, in_directory
 from tests.support.kafka_io import create_topics, read_topic, unique
 from tests.support.partitioned import produce_keyed, spread
+from tests.support.spark_jvm import with_test_jvm
 from tests.support.streams import reference
 
 PHASES = ("before-operator", "mid-write", "after-write", "between-batches", "source-stage", "shuffle")
@@ -277,7 +278,7 @@ class PhaseRun:
             **({FAULT_SETTING: fault} if fault else {}),
             **({SLOW_SETTING: slow} if slow else {}),
         }
-        engine.env.update(DEDUP_SPARK__CONF=json.dumps(conf))
+        engine.env.update(DEDUP_SPARK__CONF=with_test_jvm(conf))
         return engine
 
     def running_stage(self, kill: Kill) -> bool:

@@ -21,6 +21,7 @@ from tests.adapters.spark.eos_output import committed, dead_letter_values, marke
 from tests.support.faults.harness import Topics, engine_process
 from tests.support.kafka_io import create_topics, unique
 from tests.support.partitioned import produce_keyed, spread
+from tests.support.spark_jvm import with_test_jvm
 from tests.support.streams import reference
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.cluster, pytest.mark.slow]
@@ -64,7 +65,7 @@ def test_executor_deaths_around_commits_and_a_driver_kill_mid_batch_write_each_p
             topics, tmp_path, per_batch=1000, delivery="exactly-once", bounded=True, master=own_cluster.url
         )
         conf = {"spark.sql.shuffle.partitions": str(PARTITIONS), **({FAULT_SETTING: faults} if faults else {})}
-        process.env.update(DEDUP_SPARK__CONF=json.dumps(conf))
+        process.env.update(DEDUP_SPARK__CONF=with_test_jvm(conf))
         process.start()
         return process
 

@@ -22,6 +22,7 @@ from app import StreamSpec, generate_parts, load_settings, main, run_engine, wri
 from domain import InvalidEvent, parse_event
 from domain import dead_letters as dead_letter_codec
 from tests.support.kafka_io import create_topics, produce, read_topic, unique
+from tests.support.spark_jvm import with_test_jvm
 from tests.support.streams import reference
 
 pytestmark = pytest.mark.spark
@@ -100,7 +101,7 @@ def test_dedup_run_reports_the_accounting_and_applies_spark_conf(cli, spark, tmp
             "--summary-json",
             str(tmp_path / "summary.json"),
             DEDUP_SPARK__CHECKPOINT=str(tmp_path / "checkpoint"),
-            DEDUP_SPARK__CONF=json.dumps(conf),
+            DEDUP_SPARK__CONF=with_test_jvm(conf),
         )
         assert spark.conf.get("spark.sql.streaming.stateStore.rocksdb.maxMemoryUsageMB") == "300"
     finally:
