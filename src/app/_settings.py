@@ -315,7 +315,25 @@ class _EnvSource(EnvSettingsSource):
         remember(secrets_of_settings(data))
         if isinstance(data.get("rules"), dict):
             data["rules"] = {name.upper(): rule for name, rule in data["rules"].items()}
+        spark = data.get("spark")
+        if isinstance(spark, dict) and isinstance(spark.get("conf"), dict):
+            spark["conf"] = _spark_keys_as_written(spark["conf"])
         return data
+
+
+_SPARK_CONF_VARIABLE = "DEDUP_SPARK__CONF__"
+
+
+def _spark_keys_as_written(conf: dict[str, Any]) -> dict[str, Any]:
+    """``conf`` with the keys that came from ``DEDUP_SPARK__CONF__<key>`` variables spelt as in
+    the variable's name: the names are read case-insensitively, so they arrive lower-cased, and
+    Spark's keys are case-sensitive (``...rocksdb.maxmemoryusagemb`` is a setting Spark ignores)."""
+    written = {
+        name[len(_SPARK_CONF_VARIABLE) :].lower(): name[len(_SPARK_CONF_VARIABLE) :]
+        for name in os.environ
+        if name.upper().startswith(_SPARK_CONF_VARIABLE)
+    }
+    return {written.get(key, key): value for key, value in conf.items()}
 
 
 _CONFIG_FILE: ContextVar[str | None] = ContextVar("config_file", default=None)
