@@ -23,7 +23,7 @@ from app import main  # noqa: E402
 from domain import Duplicate, Policies, RuleSet  # noqa: E402
 from domain import dead_letters as dead_letter_codec  # noqa: E402
 from domain import duplicates as duplicate_codec  # noqa: E402
-from tests.support.spark_jvm import TEST_JVM  # noqa: E402
+from tests.support.spark_jvm import EXECUTOR_TEST_JVM  # noqa: E402
 
 SESSION_MASTER = "DEDUP_TEST_SESSION_MASTER"
 
@@ -33,7 +33,8 @@ def spark():
     """The session's SparkSession: ``local[2]``, or the master in ``DEDUP_TEST_SESSION_MASTER``
     (tests/adapters/spark/cluster runs tables of these tests on its standalone cluster that way)."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    session = build_session(os.environ.get(SESSION_MASTER, "local[2]"), "streamdedup-tests", conf=TEST_JVM)
+    # the driver keeps C2: this JVM runs every test of the Spark adapter, some 25 minutes (tests.support.spark_jvm)
+    session = build_session(os.environ.get(SESSION_MASTER, "local[2]"), "streamdedup-tests", conf=EXECUTOR_TEST_JVM)
     session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()
