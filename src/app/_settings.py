@@ -304,8 +304,9 @@ class Settings(BaseSettings):
 
 
 class _EnvSource(EnvSettingsSource):
-    """Environment variables; rule names in them are upper-cased (``DEDUP_RULES__WEB__WINDOW``).
-    A ``DEDUP_*`` variable that names no setting is refused, naming the closest one."""
+    """Environment variables; rule names in them are upper-cased (``DEDUP_RULES__WEB__WINDOW``,
+    ``DEDUP_MIGRATION__OLD_KEY_FIELDS__WEB``), Spark's keys spelt as written. A ``DEDUP_*``
+    variable that names no setting is refused, naming the closest one."""
 
     def __call__(self) -> dict[str, Any]:
         for wrong in unknown_variables(Settings, self.env_vars):
@@ -315,6 +316,9 @@ class _EnvSource(EnvSettingsSource):
         remember(secrets_of_settings(data))
         if isinstance(data.get("rules"), dict):
             data["rules"] = {name.upper(): rule for name, rule in data["rules"].items()}
+        migration = data.get("migration")
+        if isinstance(migration, dict) and isinstance(migration.get("old_key_fields"), dict):
+            migration["old_key_fields"] = {name.upper(): fields for name, fields in migration["old_key_fields"].items()}
         spark = data.get("spark")
         if isinstance(spark, dict) and isinstance(spark.get("conf"), dict):
             spark["conf"] = _spark_keys_as_written(spark["conf"])

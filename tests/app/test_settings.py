@@ -18,3 +18,11 @@ def test_a_spark_setting_in_a_variable_of_its_own_keeps_its_spelling_beside_thos
         "spark.sql.shuffle.partitions": "8",
         "spark.a.bC": "1",
     }
+
+
+def test_a_rule_named_in_a_variable_is_upper_cased_in_the_migrations_old_key_fields_as_in_the_rules(monkeypatch):
+    monkeypatch.setenv("DEDUP_RULES__WEB__KEY_FIELDS", '["uniqueValue", "type"]')
+    monkeypatch.setenv("DEDUP_MIGRATION__OLD_KEY_FIELDS__WEB", '["uniqueValue"]')
+    settings = load_settings()
+    assert settings.migration.old_key_fields == {"WEB": ["uniqueValue"]}
+    assert set(settings.migration.old_key_fields) <= set(settings.rules)
