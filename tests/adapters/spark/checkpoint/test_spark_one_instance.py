@@ -216,7 +216,7 @@ def test_an_owner_stalled_between_reading_and_renewing_its_lease_finds_the_takeo
     lease_module = sys.modules[CheckpointLease.__module__]  # the fault is placed inside it: after its read
     checkpoint = str(tmp_path / "checkpoint")
     owner, taker = CheckpointLease(checkpoint, timeout=0.5), CheckpointLease(checkpoint, timeout=0.5)
-    stalled, taken = threading.Event(), threading.Event()
+    armed, stalled, taken = threading.Event(), threading.Event(), threading.Event()
     read, write = lease_module._read, lease_module.HadoopPath.write_text
 
     def slow_when_the_owners(path, text):
@@ -229,13 +229,16 @@ def test_an_owner_stalled_between_reading_and_renewing_its_lease_finds_the_takeo
     def read_then_stall(path, *args):
         holder = read(path, *args)
         on_heartbeat = threading.current_thread() is not threading.main_thread()
-        if on_heartbeat and holder and holder["owner"] == owner.owner and not stalled.is_set():
+        if armed.is_set() and on_heartbeat and holder and holder["owner"] == owner.owner and not stalled.is_set():
             stalled.set()  # the owner's heartbeat has read its own lease: it stops here
             assert taken.wait(10), "no takeover"
         return holder
 
     monkeypatch.setattr(lease_module, "_read", read_then_stall)
     owner.take(spark)
+    # armed once ``take`` returned: a heartbeat stalled inside its read holds the lease's lock, and
+    # ``hold`` reading the lease on a busy machine waited for it (a SIGSTOP stalls both alike)
+    armed.set()
     try:
         assert stalled.wait(10), "the owner's heartbeat never read its lease"
         taker.claim(spark)  # waits until the stalled owner's lease is stale, then writes its own
