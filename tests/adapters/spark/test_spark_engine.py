@@ -192,19 +192,25 @@ def test_a_key_woken_at_an_expiry_it_has_moved_past_stays_and_goes_once_at_its_n
     """A key is listed in the expiry queue of its newest emission's expiry and keeps no other
     entry up to date: a newer emission lists it again later and leaves the earlier entry. When
     the earlier queue comes due (x1, y1 move Spark's watermark past a1's expiry) the key stays:
-    a3 repeats a2. It goes when its own expiry passes (z1), counted once."""
-    files.add(event("a1", "a", "APP", 0))
-    files.add(event("a2", "a", "APP", 40))  # 40 s after a1: emitted, its expiry moves on by 40 s
+    a3 repeats a2. It goes when its own expiry passes (z1), counted once. The same for 100 keys
+    more (k0…k99): a moment's log is cut in lists by key (state format 7), and a key whose leaving
+    were read before its joining (another list, read first) would be removed unread, its repeat let through."""
+    many = [f"k{i}" for i in range(100)]
+    files.add(event("a1", "a", "APP", 0), *[event(f"{k}-1", k, "APP", 0) for k in many])
+    # 40 s after a1: emitted, its expiry moves on by 40 s
+    files.add(event("a2", "a", "APP", 40), *[event(f"{k}-2", k, "APP", 40) for k in many])
     files.add(event("x1", "x", "APP", 61))
     files.add(event("y1", "y", "APP", 62))  # Spark's watermark is past a1's expiry (60) in this batch
-    files.add(event("a3", "a", "APP", 65))  # 25 s after a2: a duplicate of it
+    files.add(event("a3", "a", "APP", 65), *[event(f"{k}-3", k, "APP", 65) for k in many])  # duplicates of a2's
     files.add(event("z1", "z", "APP", 200))
     files.add(event("q1", "q", "APP", 201))  # a, x and y have expired in this batch
     metrics = InMemoryMetrics()
     result = files.run(metrics=metrics)
-    assert result.out_ids == ["a1", "a2", "q1", "x1", "y1", "z1"]
-    assert [(json.loads(d.record.value)["id"], d.first_time) for d in result.duplicates] == [("a3", T + 40)]
-    assert metrics.counters["state_keys_removed"] == 3  # a once, x and y
+    assert result.out_ids == sorted(["a1", "a2", "q1", "x1", "y1", "z1", *[f"{k}-{n}" for k in many for n in (1, 2)]])
+    assert sorted((json.loads(d.record.value)["id"], d.first_time) for d in result.duplicates) == sorted(
+        [("a3", T + 40), *[(f"{k}-3", T + 40) for k in many]]
+    )
+    assert metrics.counters["state_keys_removed"] == 103  # a and k0…k99 once, x and y
     assert metrics.gauges["state_rows"] == 2  # z and q
 
 

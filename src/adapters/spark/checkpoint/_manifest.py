@@ -37,14 +37,17 @@ from adapters.spark.checkpoint._hadoop_files import HadoopPath
 from domain import RuleSet
 
 OPERATOR = "window-dedup"
-STATE_FORMAT = 6  # format 5, its queues logging the keys that leave them too: a key due is removed unread
+STATE_FORMAT = 7  # format 6, each moment's log cut in lists by its keys' hash (ExpiryQueue.SHARDS)
+# 6: format 5, its queues logging the keys that leave them too: a key due is removed unread;
 # 5: format 4's keys, woken through the operator's own expiry queues (streamdedup.stream.ExpiryQueue);
 # 4: transformWithState: Emissions{owners, retention, times, wake} per key (domain._keys), a timer per key;
 # 3: flatMapGroupsWithState's Emissions{owners, retention, times}; 2: no owners (each emission's
 # source position); 1: also the legacy key spelling
-RESUMED_IN_PLACE = {(4, 5), (4, 6), (5, 6)}  # (checkpoint's, job's) state formats the job resumes as they are:
-# formats 5 and 6 read format 4's keys as they are, and still honour the timers format 4 gave each key;
-# format 6 reads the entries format 5 left in its queues as format 5 did (it reads their keys)
+# (checkpoint's, job's) state formats the job resumes as they are: formats 5 to 7 read format 4's
+# keys as they are, and still honour the timers format 4 gave each key; formats 6 and 7 read the
+# entries format 5 left in its queues as format 5 did (they read their keys); format 7 reads a
+# moment's own key (formats 5 and 6) before its lists
+RESUMED_IN_PLACE = {(4, 5), (4, 6), (4, 7), (5, 6), (5, 7), (6, 7)}
 MANIFEST_VERSION = 1
 FLAGS = {"source": "--source", "sink": "--sink", "dlq": "--dlq", "notifications": "--notifications"}
 

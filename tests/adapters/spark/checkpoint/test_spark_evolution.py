@@ -250,6 +250,8 @@ FORMAT_4 = Path(__file__).parent / "fixtures" / "format4"
 FORMAT_4_ROOT = "/tmp/streamdedup-fixture-format4"
 FORMAT_5 = Path(__file__).parent / "fixtures" / "format5"
 FORMAT_5_ROOT = "/tmp/streamdedup-fixture-format5"
+FORMAT_6 = Path(__file__).parent / "fixtures" / "format6"
+FORMAT_6_ROOT = "/tmp/streamdedup-fixture-format6"
 
 
 def restore(fixture: Path, written_at: str, root: Path) -> None:
@@ -345,7 +347,7 @@ def test_a_state_format_3_checkpoint_is_refused_then_migrated_with_its_dedup_mem
     refused_then_migrated(stream, tmp_path, old, new, capsys, monkeypatch)
     reports = continued_past_the_fixture(stream, tmp_path, written_at, "v4")
     assert (reports["a3"].first_time, reports["w2"].first_time) == (T, T)
-    assert read_manifest(new / "streamdedup").operators["window-dedup"]["state_format"] == STATE_FORMAT == 6
+    assert read_manifest(new / "streamdedup").operators["window-dedup"]["state_format"] == STATE_FORMAT == 7
     assert any(p.suffix == ".changelog" for p in (new / "state").rglob("*"))
 
 
@@ -358,15 +360,15 @@ def test_a_checkpoint_written_before_the_java_packages_moved_is_resumed_with_its
     ``written_at``. A checkpoint names no Java class (its operator metadata names Spark's operator and the
     state variables, its schemas are Spark types, the manifest names ``window-dedup``): this version reads
     its state and resumes the job on it, no migration, its emissions and their positions intact. State
-    formats 5 and 6 keep format 4's keys as they are (their expiry queues are a state variable Spark
-    adds on restart), so the checkpoint is resumed in place and recorded as format 6."""
+    formats 5 to 7 keep format 4's keys as they are (their expiry queues are a state variable Spark
+    adds on restart), so the checkpoint is resumed in place and recorded as format 7."""
     restore(FORMAT_4, FORMAT_4_ROOT, tmp_path)
     checkpoint = tmp_path / "checkpoint"
     assert read_manifest(checkpoint / "streamdedup").operators["window-dedup"]["state_format"] == 4
     assert dict(inspect_checkpoint(spark, str(checkpoint)).keys_per_rule) == {"APP": 2, "WEB": 1}
     continued_past_the_fixture(stream, tmp_path, FORMAT_4_ROOT, "checkpoint")
     assert read_manifest(checkpoint / "streamdedup").migration is None
-    assert read_manifest(checkpoint / "streamdedup").operators["window-dedup"]["state_format"] == STATE_FORMAT == 6
+    assert read_manifest(checkpoint / "streamdedup").operators["window-dedup"]["state_format"] == STATE_FORMAT == 7
     assert dict(inspect_checkpoint(spark, str(checkpoint)).keys_per_rule) == {"APP": 3, "WEB": 1}
 
 
@@ -441,25 +443,34 @@ def test_a_checkpoint_of_the_previous_state_format_is_migrated_and_its_emissions
     assert c["position"]["topic"].endswith("0001.jsonl") and explained["c"]["at_source"].startswith("rule APP's")
 
 
-def test_a_format_5_checkpoint_is_resumed_in_place_and_its_queues_entries_are_checked_against_their_keys(
-    stream, spark, tmp_path
+@pytest.mark.parametrize(
+    ("fixture", "written_at", "old_format"),
+    [(FORMAT_5, FORMAT_5_ROOT, 5), (FORMAT_6, FORMAT_6_ROOT, 6)],
+    ids=["format 5", "format 6"],
+)
+def test_a_format_5_or_6_checkpoint_is_resumed_in_place_and_its_queues_are_read(
+    stream, spark, tmp_path, fixture, written_at, old_format
 ):
     """``fixtures/format5``: state format 5 (expiry queues whose entries say only which key joined),
     written at commit dc78ce6 by ``DEDUP_SPARK__CHECKPOINT=<root>/checkpoint dedup run --engine spark
     --source file:<root>/in?maxFilesPerTrigger=1 --sink file:<root>/out --dlq file:<root>/dlq`` over
     ``in/0000.jsonl`` (w1 w@0 WEB, a1 a@0 APP) then ``in/0001.jsonl`` (w2 w@601: a new emission, which
     sets w to wake at its own expiry, 1,801 s, and leaves w1's entry in the queue of 1,200 s; b1 b@602 APP).
-    Format 6 trusts only the entries of its own log; format 5's are checked against their keys: when the
-    queue of 1,200 s comes due, w stays (its wake moved on) and w3 (w@1000) is a duplicate of w2, while
-    the APP keys, due, go."""
-    restore(FORMAT_5, FORMAT_5_ROOT, tmp_path)
+    ``fixtures/format6``: state format 6 (each queue a log of the keys that join and leave it, under the
+    moment's own key), written the same way at commit dbd9ab4 (w's leaving the queue of 1,200 s logged).
+
+    Format 7 cuts each moment's log in lists by key and reads the moment's own key first; format 5's
+    entries are checked against their keys. When the queues up to 1,200 s come due, the APP keys go
+    (a job reading only the lists would keep them for good), and w stays (its wake moved on): w3
+    (w@1000) is a duplicate of w2."""
+    restore(fixture, written_at, tmp_path)
     checkpoint = tmp_path / "checkpoint"
-    assert read_manifest(checkpoint / "streamdedup").operators["window-dedup"]["state_format"] == 5
+    assert read_manifest(checkpoint / "streamdedup").operators["window-dedup"]["state_format"] == old_format
     assert dict(inspect_checkpoint(spark, str(checkpoint)).keys_per_rule) == {"APP": 2, "WEB": 1}
     stream.files = 2
     # Spark's watermark and both rules' pass 1,200 s in the next batch
     stream.add(event("x1", "x", "WEB", 1300), event("c1", "c", "APP", 1300))
-    stream.add(event("y1", "y", "WEB", 1310))  # the queue of 1,200 s comes due after this batch's rows
+    stream.add(event("y1", "y", "WEB", 1310))  # the queues up to 1,200 s come due after this batch's rows
     stream.add(event("w3", "w", "WEB", 1000))
     engine = stream.engine(
         V1, sink="out", dead_letters="dlq", checkpoint="checkpoint", duplicates=str(tmp_path / "dups")
@@ -468,5 +479,5 @@ def test_a_format_5_checkpoint_is_resumed_in_place_and_its_queues_entries_are_ch
     assert (counts["in"], counts["out"], counts["duplicates"], counts["late"]) == (4, 3, 1, 0)
     (w3,) = stream.run_reports("dups")
     assert (json.loads(w3.record.value)["id"], w3.first_time) == ("w3", T + 601)
-    assert read_manifest(checkpoint / "streamdedup").operators["window-dedup"]["state_format"] == STATE_FORMAT == 6
+    assert read_manifest(checkpoint / "streamdedup").operators["window-dedup"]["state_format"] == STATE_FORMAT == 7
     assert dict(inspect_checkpoint(spark, str(checkpoint)).keys_per_rule) == {"APP": 1, "WEB": 3}

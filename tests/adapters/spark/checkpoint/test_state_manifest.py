@@ -40,17 +40,22 @@ def test_a_changed_key_or_state_schema_is_incompatible_and_named():
         (4, 5, True),
         (4, 6, True),
         (5, 6, True),
+        (4, 7, True),
+        (5, 7, True),
+        (6, 7, True),
         (5, 4, False),
         (6, 5, False),
+        (7, 6, False),
         (3, 6, False),
         (3, 4, False),
         (2, 6, False),
     ],
 )
 def test_only_a_format_the_job_reads_as_it_is_is_resumed_in_place(old, new, resumed):
-    """State formats 5 and 6 keep format 4's keys and honour their timers, and format 6 reads format
-    5's queues as format 5 did: such a checkpoint is resumed as it is; an older format needs a
-    migration, and a newer one is never resumed by an older job."""
+    """State formats 5 to 7 keep format 4's keys and honour their timers, formats 6 and 7 read format
+    5's queues as format 5 did, and format 7 reads format 6's queues beside its own lists: such a
+    checkpoint is resumed as it is; an older format needs a migration, and a newer one is never
+    resumed by an older job."""
     checkpoint, job = job_manifest(V1, "struct<a>"), job_manifest(V1, "struct<a>")
     checkpoint.operators["window-dedup"]["state_format"] = old
     job.operators["window-dedup"]["state_format"] = new

@@ -40,6 +40,16 @@ import scala.jdk.javaapi.CollectionConverters;
  * a delete instead of a read and a delete. State format 5 wrote a key alone on joining and nothing
  * on leaving: such an entry ({@link Due#unsure}) may be stale, and the operator reads the key and
  * skips the entry unless the key's stored wake is that queue's moment ({@link WindowDedup}).
+ *
+ * Since state format 7 a moment's log is cut in {@link #SHARDS} lists by its keys' hash
+ * ({@link #shard}: a key's joins and leaves of a moment are in one list, in order), and the
+ * moment's timer stays on its own key. Each append is a RocksDB merge operand, and RocksDB's
+ * string-append operator folds a list's operands pairwise as it flushes and compacts, copying the
+ * growing value each time: the cost of a list grows with the square of its operands. One list per
+ * moment held all the keys of a second of event time (25,000 a second of a stream that keeps 30 M
+ * keys for 1,200 s): flushing 500,000 appends took 0.64 s at 833 operands a list and 13.7 s at
+ * 25,000 (rocksdbjni 9.8.4, docs/design/operator.md). A moment's due log is read from its own key
+ * (what formats 5 and 6 wrote) and then from each of its lists.
  */
 final class ExpiryQueue {
     /** The start of every queue's key: an escape and {@code q}, never the start of a data key. */
@@ -48,6 +58,10 @@ final class ExpiryQueue {
     static final String JOINED = "\u001e+";
     /** Before a key, an entry saying the key no longer wakes at the queue's moment. */
     static final String LEFT = "\u001e-";
+    /** The lists a moment's log is cut in (state format 7). Fixed: a moment's entries are found by it. */
+    static final int SHARDS = 64;
+    /** Between a moment's key and the number of one of its lists (not a digit: never a moment's key). */
+    static final String SHARD = "/";
 
     private final ListState<String> entries;
     private final StatefulProcessorHandle handle;
@@ -81,10 +95,17 @@ final class ExpiryQueue {
             // a queue keeps its timer exactly while it lists entries (take empties it as the timer fires);
             // a key listed by state format 4 leaves a moment no queue has yet, which then gets one
             if (timed.add(wake) && !hasTimer()) handle.registerTimer(wake);
+            at(PREFIX + wake + SHARD + shard(key));
             entries.appendValue(entry + key);
         } finally {
             at(key);
         }
+    }
+
+    /** The list of a moment that holds {@code key}'s entries: the same for every moment and every
+     *  JVM ({@code String.hashCode} is specified). */
+    static int shard(String key) {
+        return Math.floorMod(key.hashCode(), SHARDS);
     }
 
     /** Whether the current implicit key (a queue) has its timer. Its timers are read to their end:
@@ -99,12 +120,30 @@ final class ExpiryQueue {
         return any;
     }
 
-    /** The keys of the current implicit key's queue (one whose timer fires), which is emptied. */
-    Due take() {
+    /** The keys of the queue {@code moment} (the current implicit key, whose timer fires), which is
+     *  emptied: the entries under the moment's own key (formats 5 and 6), older than any in its lists,
+     *  then each list's. A key's entries are all in one of the two, and in one list; the implicit key
+     *  is the moment's again on return. */
+    Due take(String moment) {
         Due due = new Due();
-        CollectionConverters.asJava(entries.get()).forEachRemaining(due::replay);
-        entries.clear();
+        try {
+            drain(due);
+            for (int shard = 0; shard < SHARDS; shard++) {
+                at(moment + SHARD + shard);
+                drain(due);
+            }
+        } finally {
+            at(moment);
+        }
         return due;
+    }
+
+    /** Replays the current implicit key's list into {@code due} and removes it (an empty one is left as it is). */
+    private void drain(Due due) {
+        java.util.Iterator<String> listed = CollectionConverters.asJava(entries.get());
+        if (!listed.hasNext()) return;
+        listed.forEachRemaining(due::replay);
+        entries.clear();
     }
 
     /** What a queue's log says when its moment comes. */

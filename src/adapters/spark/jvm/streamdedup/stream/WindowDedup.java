@@ -157,7 +157,7 @@ public final class WindowDedup extends StatefulProcessor<String, Row, Row> {
     public scala.collection.Iterator<Row> handleExpiredTimer(String key, TimerValues timers, ExpiredTimerInfo expired) {
         long fired = expired.getExpiryTimeInMs();
         if (ExpiryQueue.isQueue(key)) {
-            ExpiryQueue.Due due = queue.take();
+            ExpiryQueue.Due due = queue.take(key);
             RuleHorizons.Table horizons = this.horizons.of(timers.getCurrentProcessingTimeInMs());
             long covered = ExpiryTimers.covers(fired);
             for (String current : due.current) {
