@@ -1,6 +1,6 @@
 """RocksDB's string-append merge operator by the number of operands a key holds.
 
-    .venv/bin/python bench/rocksdb_merge_bench.py [--operands 500000] [--per-key 195,833,5000,25000] [--rounds 2]
+    .venv/bin/python bench/rocksdb_merge_bench.py [--operands 500000] [--per-key 781,3125,12500,25000] [--rounds 2]
 
 The Spark engine's expiry queues are Spark list states: each entry is a RocksDB merge operand
 under the queue's key, and RocksDB folds a key's operands pairwise as it flushes (and compacts),
@@ -36,7 +36,7 @@ def rocksdb_jar() -> Path:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--operands", type=int, default=500_000)
-    p.add_argument("--per-key", default="195,833,5000,25000", help="operands per key, comma-separated")
+    p.add_argument("--per-key", default="781,3125,12500,25000", help="operands per key, comma-separated")
     p.add_argument("--bytes", type=int, default=40, help="bytes per operand")
     p.add_argument("--rounds", type=int, default=2)
     args = p.parse_args()
