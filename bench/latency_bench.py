@@ -36,8 +36,11 @@ Reported per configuration: p50, p90, p99, p99.9 and max latency (nearest rank) 
 measured unique events, the rate reached, the time the engine took to start emitting,
 events missing (expected, never seen), doubled (seen more than once), unexpected (seen, not
 expected: a duplicate, late or invalid record let through) and dead letters by reason against
-the expected. A table on stdout; ``--json FILE`` all figures; ``--plot FILE.svg|png`` the
-percentiles per configuration. Exit 0: every configuration exact; 1: one was not (missing,
+the expected, and the CPU share of every process on the machine (``cpu_shares``: the engine's
+process and its Spark JVM, that JVM's threads by kind, JIT compilers and garbage collector
+included, the broker, the generator, the output reader, the rest, idle) over the warm-up and
+the measured seconds (and, in ``--json``, per minute of them). A table on stdout; ``--json
+FILE`` all figures; ``--plot FILE.svg|png`` the percentiles per configuration. Exit 0: every configuration exact; 1: one was not (missing,
 doubled, unexpected or dead letters off); 3: the generator fell behind; 4: an engine did not
 start or died (the tail of its log is shown; ``--logs DIR`` keeps the logs); 5: the bench's
 own producer or reader failed. An engine that does not exit 0 after SIGTERM is reported.
@@ -64,6 +67,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "src")]
 
+from bench.cpu_shares import CpuShares, CpuTimeline, spark_jvm_under  # noqa: E402
 from bench.latency_model import (  # noqa: E402
     TYPES,
     Drain,
@@ -211,16 +215,19 @@ class Services:
     def __init__(self, args: argparse.Namespace, workdir: Path):
         self.args, self.workdir, self.started = args, workdir, []
         self.bootstrap, self.redis_url = args.bootstrap, args.redis
+        self.pids: dict[str, int | None] = {}  # the services started here, for CpuShares
 
     def __enter__(self) -> Services:
         if not self.bootstrap:
             broker = local_services.KafkaBroker(self.workdir / "kafka", heap="1g").start()
             self.started.append(broker)
             self.bootstrap = broker.bootstrap
+            self.pids["kafka broker"] = broker.pid
         if any(c.state == "redis" for c in self.args.configs) and not self.redis_url:
             redis = local_services.RedisServer(self.workdir / "redis").start()
             self.started.append(redis)
             self.redis_url = redis.url
+            self.pids["redis-server"] = redis.pid
         return self
 
     def __exit__(self, *exc) -> None:
@@ -482,8 +489,9 @@ def start_up(load: Load, reader: OutputReader, engine: EngineProcess, partitions
     return time.monotonic() - started
 
 
-def paced(load: Load, phase: str, rate: float, seconds: float, args):
-    """``seconds`` of ``phase`` at ``rate``; ``GeneratorBehind`` (naming the phase) when it cannot."""
+def paced(load: Load, phase: str, rate: float, seconds: float, args, on_tick=lambda: None):
+    """``seconds`` of ``phase`` at ``rate``; ``GeneratorBehind`` (naming the phase) when it cannot.
+    ``on_tick`` runs once a tick, after the producer's poll."""
     try:
         sent = pace(
             rate,
@@ -493,7 +501,7 @@ def paced(load: Load, phase: str, rate: float, seconds: float, args):
             time.sleep,
             tick=args.tick,
             max_behind=args.max_behind,
-            on_tick=lambda: load.producer.poll(0),
+            on_tick=lambda: (load.producer.poll(0), on_tick()),
         )
         return sent.check(args.min_share)
     except GeneratorBehind as exc:
@@ -520,15 +528,40 @@ def run_config(config: Config, args, services: Services, workdir: Path) -> dict:
             file=sys.stderr,
             flush=True,
         )
+        cpu = cpu_shares(engine, reader, services)
+        before_warm = cpu.sample()
         warm = paced(load, "warm", config.rate, args.warmup, args) if args.warmup > 0 else None
-        measured = paced(load, "measure", config.rate, args.duration, args)
+        before_measured = cpu.sample()
+        minutes = CpuTimeline(cpu, 60)
+        measured = paced(load, "measure", config.rate, args.duration, args, minutes.tick)
+        shares = {
+            "warm-up": cpu.shares(before_warm, before_measured),
+            "measured": cpu.shares(before_measured, cpu.sample()),
+            "measured, per minute": minutes.windows,
+        }
         load.flush()
         engine.check()
         arrivals, dead = reader.finish(Drain(stream.expected, sum(stream.dead.values()), time.time() + args.drain))
     finally:
         reader.kill()
         code = engine.stop()
-    return figures(config, args, stream, load, arrivals, dead, startup, warm, measured, code)
+    return {
+        **figures(config, args, stream, load, arrivals, dead, startup, warm, measured, code),
+        "cpu_share_percent": shares,
+    }
+
+
+def cpu_shares(engine: EngineProcess, reader: OutputReader, services: Services) -> CpuShares:
+    """Every process of a configuration's run, the engine's Spark JVM split by thread kind."""
+    jvm = spark_jvm_under(engine.process.pid)
+    processes = {
+        "engine (dedup run)": engine.process.pid,
+        "engine's Spark JVM": jvm,
+        **services.pids,
+        "bench: generator": os.getpid(),
+        "bench: output reader": reader.process.pid,
+    }
+    return CpuShares({k: v for k, v in processes.items() if k != "engine's Spark JVM" or v is not None}, jvm=jvm)
 
 
 def figures(
@@ -662,8 +695,22 @@ def plot(results: list[dict], path: Path) -> None:
     plt.close(figure)
 
 
+def cpu_lines(results: list[dict]) -> str:
+    """Each configuration's CPU shares over its measured seconds, % of all the machine's cores."""
+    lines = [f"CPU over the measured seconds, % of the machine's {os.cpu_count()} cores:"]
+    for r in results:
+        shares = r["cpu_share_percent"]["measured"]
+        jvm = [f"{k.removeprefix('jvm: ')} {v:g}" for k, v in shares.items() if k.startswith("jvm: ")]
+        rest = [f"{k} {v:g}" for k, v in shares.items() if not k.startswith("jvm: ")]
+        lines.append(f"  {r['label']}: " + ", ".join(rest))
+        if jvm:
+            lines.append("    of the Spark JVM: " + ", ".join(jvm))
+    return "\n".join(lines)
+
+
 def report(results: list[dict], args) -> None:
     print(table(results))
+    print(cpu_lines(results))
     print(f"\n{markdown(results)}\n")
     if args.json:
         args.json.write_text(

@@ -32,7 +32,8 @@ seconds, ``--seconds`` are measured. Printed per run:
   ``--conf spark.sql.optimizer.excludedRules=`` to see);
 * the CPU share of every process on the machine over the measured window (``CpuShares``): this
   process (the PySpark driver's Python side, the generator, the output consumer), the Spark JVM,
-  the Kafka broker, the rest, and the idle share.
+  the Kafka broker, the rest, and the idle share; the Spark JVM's part split by thread kind (the
+  JIT compilers, the garbage collector, executor tasks, the stream execution thread).
 
 Figures go to ``--out`` (JSON). On a shared 2-core machine, expect run-to-run noise of ±20%.
 """
@@ -55,6 +56,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "src")]
 
 from adapters.spark.runtime import UNUSED_OPTIMIZER_RULES, reset_rule_metering, rule_metering  # noqa: E402
+from bench.cpu_shares import CpuShares  # noqa: E402
 from deploy.local import services as local_services  # noqa: E402
 
 SPARK_PHASES = (
@@ -176,10 +178,11 @@ def measure(spark, args, delivery: str, rate: int, workdir: Path, calls: Py4jCal
     feeder.start()
     runner.start()
     time.sleep(args.warmup)
+    jvm = _jvm_pid(spark)
     cpu = CpuShares(
-        _jvm_pid(spark),
-        args.broker_pid,
+        {"python (driver, generator, consumer)": os.getpid(), "spark jvm": jvm, "kafka broker": args.broker_pid},
         {"  of it, the generator thread": feeder.ident, "  of it, the output consumer": latencies.thread_ident},
+        jvm=jvm,
     )
     cpu_before = cpu.sample()
     started_ms = time.time() * 1000
@@ -379,55 +382,6 @@ def print_result(r: dict) -> None:
             f"({r['output_per_s']:,} unique events/s out)",
             flush=True,
         )
-
-
-class CpuShares:
-    """CPU time of every process on the machine over a window, as a share of the machine's cores:
-    this Python process (the PySpark driver's Python side, the generator and the output consumer,
-    their librdkafka threads included; of it, the generator's and the consumer's Python threads),
-    the Spark JVM (driver and executors: ``local[2]``), the Kafka broker, and everything else (the
-    machine's busy time, ``/proc/stat``, minus those)."""
-
-    def __init__(self, jvm: int | None, broker: int | None, threads: dict[str, int]):
-        self.pids = {"python (driver, generator, consumer)": os.getpid(), "spark jvm": jvm, "kafka broker": broker}
-        self.threads = threads  # name -> thread ident, within this process
-        self.cores = os.cpu_count() or 1
-
-    def sample(self) -> tuple[float, dict[str, float]]:
-        times = {name: _process_cpu(pid) for name, pid in self.pids.items()}
-        for name, ident in self.threads.items():
-            try:
-                times[name] = time.clock_gettime(time.pthread_getcpuclockid(ident))
-            except (OSError, OverflowError):
-                times[name] = 0.0
-        return time.monotonic(), {**times, "machine busy": _machine_busy()}
-
-    def shares(self, before, after) -> dict[str, float]:
-        """Each one's % of the machine (all cores) between two samples; ``other`` the rest of the busy time."""
-        wall = (after[0] - before[0]) * self.cores
-        used = {name: after[1][name] - before[1][name] for name in after[1]}
-        listed = sum(v for name, v in used.items() if name in self.pids)
-        shares = {name: round(100 * v / wall, 1) for name, v in used.items() if name != "machine busy"}
-        shares["other processes"] = round(100 * max(0.0, used["machine busy"] - listed) / wall, 1)
-        shares["idle"] = round(100 - 100 * used["machine busy"] / wall, 1)
-        return shares
-
-
-def _process_cpu(pid: int | None) -> float:
-    """User plus system CPU seconds of ``pid`` (all its threads); 0 when unknown or gone."""
-    if pid is None:
-        return 0.0
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
-    except OSError:
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def _machine_busy() -> float:
-    """CPU seconds the whole machine spent busy since boot (``/proc/stat``: all but idle and iowait)."""
-    values = [int(v) for v in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
-    return (sum(values) - values[3] - values[4]) / os.sysconf("SC_CLK_TCK")
 
 
 def _jvm_pid(spark) -> int | None:

@@ -41,6 +41,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame, SparkSession
 
 from adapters.spark._restart import retried, run_restarting
@@ -362,14 +363,27 @@ class SparkEngine:
         self.listener = ProgressListener(self.metrics, self.on_batch, tracked, gauge, files, self.rules.rules)
 
     def _prepare(self, spark: SparkSession) -> None:
-        """Checks the classpath and sets the SQL settings a query reads when it starts."""
+        """Checks the classpath and sets the SQL settings a query reads when it starts. A static
+        SQL setting (``spark.sql.ui.retainedExecutions``: fixed when the session starts) is only
+        checked: the session started here was given it; a session started before with another
+        value stops the engine with a ``SparkSetupError`` naming it."""
         require_classes(spark, self.writer.kafka or parse_uri(self.query.source).kind == "kafka")
         runtime = state_store_conf(self.query.state_provider)
         if self.query.shuffle_partitions:
             runtime["spark.sql.shuffle.partitions"] = str(self.query.shuffle_partitions)
         runtime.update({k: v for k, v in self.query.conf.items() if k.startswith("spark.sql.")})
         for key, value in runtime.items():
-            spark.conf.set(key, value)
+            try:
+                spark.conf.set(key, value)
+            except AnalysisException as exc:
+                if exc.getCondition() != "CANNOT_MODIFY_STATIC_CONFIG":
+                    raise
+                if (current := spark.conf.get(key)) != value:
+                    raise SparkSetupError(
+                        f"spark.conf: {key}={value!r} is a static Spark setting, fixed when the Spark session "
+                        f"started (it has {current!r}); give it to the session that starts first "
+                        "(spark-submit --conf)"
+                    ) from None
 
     def _read(self, uri: str, max_records: int | None = None) -> DataFrame:
         spark = self.session()

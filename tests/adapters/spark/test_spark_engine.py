@@ -19,6 +19,7 @@ from adapters import InMemoryMetrics, SystemClock
 from adapters.memory import InMemoryStateStore
 from adapters.spark.checkpoint import read_state
 from adapters.spark.runtime import TRACK_ROWS
+from adapters.spark.shared import SparkSetupError
 from domain import Deduplicator, DedupRule, RawRecord, RuleSet, SourcePosition, UnknownTypePolicy, Verdict, decode_key
 from tests.adapters.spark.conftest import FileRun
 from tests.support.scenarios import INVALID_RECORDS, SCENARIOS, Scenario, Step
@@ -111,6 +112,18 @@ def test_unknown_type_is_dead_lettered_when_configured(files):
     result = files.run(RuleSet(unknown_types=UnknownTypePolicy.DEAD_LETTER))
     assert result.out_ids == ["u2"]
     assert [d["reason"] for d in result.dead_letters] == ["unknown_type"]
+
+
+def test_a_static_spark_setting_is_kept_when_the_session_has_it_and_refused_when_not(files, spark):
+    """``spark.conf`` may hold static SQL settings (fixed when a session starts): one the running
+    session has passes; another value stops the engine before any work, naming the setting."""
+    key = "spark.sql.ui.retainedExecutions"
+    files.add(event("s1", "s", "APP", 0), event("s2", "s", "APP", 1))
+    with pytest.raises(SparkSetupError, match=rf"spark\.conf: {key}='7' is a static Spark setting"):
+        files.run(conf={key: "7"})
+    assert not (files.dir / "out").exists() or not any((files.dir / "out").iterdir())
+    result = files.run(conf={key: spark.conf.get(key)})
+    assert result.out_ids == ["s1"]
 
 
 def test_window_holds_across_micro_batches(files):
