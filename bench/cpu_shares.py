@@ -17,7 +17,15 @@ import re
 import time
 from pathlib import Path
 
-__all__ = ["JVM_THREAD_KINDS", "CpuShares", "CpuTimeline", "jvm_threads_cpu", "process_cpu", "spark_jvm_under"]
+__all__ = [
+    "JVM_THREAD_KINDS",
+    "CpuShares",
+    "CpuTimeline",
+    "jvm_threads_cpu",
+    "process_cpu",
+    "spark_jvm_under",
+    "threads_cpu",
+]
 
 # A JVM thread's kind by its name as the kernel keeps it (``/proc/PID/task/TID/comm``: the
 # first 15 characters of the Java thread's name). The first pattern that matches wins.
@@ -96,22 +104,26 @@ def process_cpu(pid: int | None) -> float:
 
 
 def jvm_threads_cpu(pid: int) -> dict[str, float]:
-    """CPU seconds of a process's threads, summed by kind (``JVM_THREAD_KINDS``, else
-    ``other threads``); threads that ended are not counted (a JVM's named threads live long)."""
-    totals = {kind: 0.0 for kind, _ in JVM_THREAD_KINDS} | {OTHER_THREADS: 0.0}
+    """CPU seconds of a JVM's threads by kind (``JVM_THREAD_KINDS``, else ``other threads``)."""
+    return threads_cpu(pid, JVM_THREAD_KINDS, OTHER_THREADS)
+
+
+def threads_cpu(pid: int, kinds, other: str) -> dict[str, float]:
+    """CPU seconds of a process's threads, summed by kind: ``kinds`` is a sequence of (kind,
+    compiled pattern) matched against each thread's name as the kernel keeps it (its first 15
+    characters), the first match winning, else ``other``. Threads that ended are not counted
+    (a JVM's named threads live long)."""
+    totals = {kind: 0.0 for kind, _ in kinds} | {other: 0.0}
     tick = os.sysconf("SC_CLK_TCK")
-    try:
-        tids = os.listdir(f"/proc/{pid}/task")
-    except OSError:
-        return totals
-    for tid in tids:
+    for task in Path(f"/proc/{pid}/task").glob("*/stat"):
         try:
-            name = Path(f"/proc/{pid}/task/{tid}/comm").read_text().strip()
-            fields = Path(f"/proc/{pid}/task/{tid}/stat").read_text().rpartition(")")[2].split()
+            stat = task.read_text()
         except OSError:
             continue
-        kind = next((k for k, pattern in JVM_THREAD_KINDS if pattern.match(name)), OTHER_THREADS)
-        totals[kind] += (int(fields[11]) + int(fields[12])) / tick
+        name, _, rest = stat[stat.index("(") + 1 :].rpartition(")")
+        fields = rest.split()
+        kind = next((k for k, pattern in kinds if pattern.match(name)), other)
+        totals[kind] += (int(fields[11]) + int(fields[12])) / tick  # utime + stime
     return totals
 
 

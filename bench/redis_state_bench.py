@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import resource
 import sys
 import tempfile
@@ -38,6 +37,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "src")]
+
+from bench.cpu_shares import process_cpu  # noqa: E402
 
 T0 = 1_700_000_000
 WINDOW, RETENTION = 600, 1200
@@ -143,21 +144,15 @@ def _key(i: int) -> str:
 
 def _mark(redis_pid: int) -> tuple[float, float, float]:
     usage = resource.getrusage(resource.RUSAGE_SELF)
-    return time.monotonic(), _cpu_seconds(redis_pid), usage.ru_utime + usage.ru_stime
+    return time.monotonic(), process_cpu(redis_pid), usage.ru_utime + usage.ru_stime
 
 
 def _since(mark: tuple[float, float, float], redis_pid: int) -> tuple[float, float, float]:
     start, redis_start, own_start = mark
-    now, redis_cpu, own_usage = time.monotonic(), _cpu_seconds(redis_pid), resource.getrusage(resource.RUSAGE_SELF)
+    now, redis_cpu, own_usage = time.monotonic(), process_cpu(redis_pid), resource.getrusage(resource.RUSAGE_SELF)
     seconds = now - start
     own = own_usage.ru_utime + own_usage.ru_stime - own_start
     return seconds, (redis_cpu - redis_start) / seconds, own / seconds
-
-
-def _cpu_seconds(pid: int) -> float:
-    """A process's user + system CPU seconds (``/proc/PID/stat``)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _summary(reports: list[dict], stored_keys: int) -> dict:

@@ -16,11 +16,14 @@ import functools
 import json
 import operator
 import os
+import re
 import statistics
 import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+
+from cpu_shares import threads_cpu
 
 
 class Sampler:
@@ -80,24 +83,17 @@ def pss_mb(pid: int) -> float:
     return 0.0
 
 
-THREAD_GROUPS = {"Executor task": "tasks", "rocksdb:low": "compaction", "rocksdb:high": "flush"}
+THREAD_GROUPS = (
+    ("tasks", re.compile("^Executor task")),
+    ("compaction", re.compile("^rocksdb:low")),
+    ("flush", re.compile("^rocksdb:high")),
+)
 
 
 def thread_cpu(pid: int) -> dict[str, float]:
     """CPU seconds the process's threads have used, by group: Spark's task threads, RocksDB's
     compaction (``rocksdb:low``) and flush (``rocksdb:high``) threads, and the others."""
-    groups = dict.fromkeys([*THREAD_GROUPS.values(), "other"], 0.0)
-    tick = os.sysconf("SC_CLK_TCK")
-    for task in Path(f"/proc/{pid}/task").glob("*/stat"):
-        try:
-            stat = task.read_text()
-        except OSError:
-            continue
-        name = stat[stat.index("(") + 1 : stat.rindex(")")]
-        fields = stat[stat.rindex(")") + 2 :].split()
-        group = next((g for prefix, g in THREAD_GROUPS.items() if name.startswith(prefix)), "other")
-        groups[group] += (int(fields[11]) + int(fields[12])) / tick  # utime + stime
-    return {group: round(seconds, 2) for group, seconds in groups.items()}
+    return {group: round(seconds, 2) for group, seconds in threads_cpu(pid, THREAD_GROUPS, "other").items()}
 
 
 def children(pid: int) -> list[int]:
