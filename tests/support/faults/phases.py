@@ -2,7 +2,7 @@
 
 Whatever part of a micro-batch Spark computes again after a process dies must give the verdicts of
 the first computation. A fault that strikes at a random moment may miss the moment that matters,
-so each run here places one kill at one phase of one batch:
+so each run here places its kills, each at one phase of one batch:
 
 * ``before-operator``: the write task of a partition starts; the operator has judged none of its rows;
 * ``mid-write``: the operator judged the partition and committed its state, its records are sent in an
@@ -53,7 +53,7 @@ import tempfile
 import time
 import urllib.request
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -112,7 +112,7 @@ class Kill:
 
 @dataclass
 class Outcome:
-    kill: Kill
+    kills: tuple[Kill, ...]  # in the order they struck
     cluster: str  # fresh or warm
     lost: int
     doubled: int
@@ -122,7 +122,7 @@ class Outcome:
     dead_doubled: int
     exit: int
     seconds: float
-    struck: bool = True  # the fault struck where it was placed (the executor's own log says so)
+    struck: bool = True  # every fault struck where it was placed (the executor's own log says so)
 
     delivery: str = "exactly-once"
 
@@ -142,7 +142,8 @@ class Outcome:
 
     def row(self) -> str:
         return (
-            f"| {self.kill.target} | {self.kill.phase} | {self.kill.batch} | {self.cluster} | "
+            f"| {' / '.join(k.target for k in self.kills)} | {' / '.join(k.phase for k in self.kills)} | "
+            f"{' / '.join(str(k.batch) for k in self.kills)} | {self.cluster} | "
             f"{'yes' if self.struck else 'NO'} | {self.lost} | {self.doubled} | "
             f"{self.extra} | {self.wrongly_late} | {self.dead_lost} | {self.dead_doubled} | {self.exit} | "
             f"{self.seconds:.0f} |"
@@ -198,7 +199,7 @@ def require_produced_order(bootstrap: str, topic: str, keyed) -> None:
 
 
 class PhaseRun:
-    """Runs of the engine on ``cluster`` over one stream, each with one kill (see the module docstring)."""
+    """Runs of the engine on ``cluster`` over one stream, each with its kills (see the module docstring)."""
 
     def __init__(
         self,
@@ -218,7 +219,14 @@ class PhaseRun:
         self.random = random.Random(seed)
         self.ui_port = 0
 
-    def run(self, kill: Kill, cluster_state: str) -> Outcome:
+    def run(self, kills: Kill | Sequence[Kill], cluster_state: str) -> Outcome:
+        """One run of the engine over a topic of its own, struck by ``kills`` one after another in the
+        order of their batches (each of another batch; at most one unplaced; a driver kill last, the
+        engine started again holding no fault): one outcome for the whole run."""
+        kills = tuple(sorted([kills] if isinstance(kills, Kill) else kills, key=lambda k: k.batch))
+        slowed = [k.slow_tasks(self.per_batch) for k in kills if k.phase in UNPLACED]
+        if len({k.batch for k in kills}) < len(kills) or len(slowed) > 1 or "driver" in [k.target for k in kills[:-1]]:
+            raise ValueError(f"kills a run cannot place: {', '.join(map(str, kills))}")
         started = time.monotonic()
         workdir = Path(tempfile.mkdtemp(prefix="phase-", dir=self.workdir))
         topics = Topics(self.bootstrap, *(unique(f"phases-{role}") for role in ("in", "out", "dlq")))
@@ -227,8 +235,24 @@ class PhaseRun:
         require_produced_order(self.bootstrap, topics.input, keyed)
         create_topics(self.bootstrap, topics.output, topics.dead_letters)
         self.earlier = set(self.executor_logs())  # of the applications before this run
-        engine = self.engine(topics, workdir, kill.writer_fault(), kill.slow_tasks(self.per_batch))
+        self.stalls_struck: set[Path] = set()  # the logs of the executors whose stalled task a kill answered
+        faults = ",".join(f for f in (k.writer_fault() for k in kills) if f) or None
+        engine = self.engine(topics, workdir, faults, slowed[0] if slowed else None)
         engine.start()
+        for kill in kills:
+            engine = self.strike(kill, self.await_phase(kill, engine, workdir), topics, workdir)
+        code = engine.proc.wait(self.timeout)
+        outcome = self.verify(kills, cluster_state, topics, code, time.monotonic() - started)
+        outcome.struck = all(self.struck(kill, workdir) for kill in kills)
+        self.say(
+            f"{', '.join(map(str, kills))} on a {cluster_state} cluster: {'ok' if outcome.ok else 'WRONG'} "
+            f"{outcome.row()} (engine log {workdir / 'engine.log'})"
+        )
+        return outcome
+
+    def await_phase(self, kill: Kill, engine: EngineProcess, workdir: Path) -> EngineProcess:
+        """Returns ``engine`` once the run is at ``kill``'s phase (an executor halted by the writer's own
+        fault: at once)."""
         if kill.phase == "between-batches":
             self.wait((workdir / "checkpoint" / "commits" / str(kill.batch)).exists, engine, "the commit")
         elif kill.phase in UNPLACED:
@@ -240,16 +264,8 @@ class PhaseRun:
             )
             time.sleep(self.random.uniform(0, 0.8 * kill.stage_seconds()))  # somewhere in the stage, unplaced
         elif kill.target != "executor":
-            self.wait(self.stalled_executor, engine, "the stalled task")
-        engine = self.strike(kill, engine, topics, workdir)
-        code = engine.proc.wait(self.timeout)
-        outcome = self.verify(kill, cluster_state, topics, code, time.monotonic() - started)
-        outcome.struck = self.struck(kill, workdir)
-        self.say(
-            f"{kill} on a {cluster_state} cluster: {'ok' if outcome.ok else 'WRONG'} {outcome.row()}"
-            f" (engine log {workdir / 'engine.log'})"
-        )
-        return outcome
+            self.wait(self.stalled_executor, engine, f"the stalled task of batch {kill.batch}")
+        return engine
 
     def strike(self, kill: Kill, engine: EngineProcess, topics: Topics, workdir: Path) -> EngineProcess:
         """Kill the target now (an executor at a writer phase halts by itself); the engine that finishes the run."""
@@ -258,6 +274,7 @@ class PhaseRun:
         elif kill.target == "worker":
             self.kill_worker(self.stalled_executor() if kill.phase in WRITER_POINT else None)
         elif kill.target == "driver":
+            self.stalls_struck.add(self.stalled_executor())
             engine.kill9()
             engine.proc.wait(30)
             engine = self.engine(topics, workdir, None)
@@ -320,12 +337,13 @@ class PhaseRun:
         return [path for worker in self.cluster.workers for path in (worker.workdir / "work").glob("*/*/stderr")]
 
     def stalled_executor(self) -> Path | None:
-        """The stderr of this run's executor whose task stalls at the fault, once it does."""
+        """The stderr of this run's executor whose task stalls at a fault no kill answered yet, once it does."""
         return next(
             (
                 path
                 for path in self.executor_logs()
                 if path not in self.earlier
+                and path not in self.stalls_struck
                 and "streamdedup test fault: task stalls" in path.read_text(errors="replace")
             ),
             None,
@@ -337,6 +355,7 @@ class PhaseRun:
             (w for w in self.cluster.workers if stderr is not None and stderr.is_relative_to(w.workdir)),
             self.cluster.workers[0],
         )
+        self.stalls_struck.add(stderr)
         worker.kill()
         orphans = [
             pid
@@ -360,7 +379,7 @@ class PhaseRun:
                 )
             time.sleep(interval)
 
-    def verify(self, kill: Kill, cluster_state: str, topics: Topics, code: int, seconds: float) -> Outcome:
+    def verify(self, kills: tuple[Kill, ...], cluster_state: str, topics: Topics, code: int, seconds: float) -> Outcome:
         out = Counter(m.value for m in read_topic(self.bootstrap, topics.output))
         letters = [
             dead_letters.from_headers(m.value, m.key, m.raw_headers)
@@ -369,7 +388,7 @@ class PhaseRun:
         want, want_dead = Counter(self.want.emitted), Counter(self.want.dead_letters)
         dead = Counter(d.record.value for d in letters)
         return Outcome(
-            kill,
+            kills,
             cluster_state,
             delivery=self.delivery,
             lost=sum((want - out).values()),
