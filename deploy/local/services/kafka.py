@@ -2,9 +2,10 @@
 
 Settings (``KafkaBroker._server_properties``): process.roles=broker,controller, node.id=1, a
 PLAINTEXT and a CONTROLLER listener on two loopback ports, every replication factor / min
-ISR = 1, group.initial.rebalance.delay.ms=0, num.partitions=1 (configurable) and
-**auto.create.topics.enable=false** (configurable): topics must be created explicitly
-(``create_topic``), so a typo in a topic name fails loudly, as it would in production.
+ISR = 1, group.initial.rebalance.delay.ms=0, timed-out transactions aborted within a second,
+num.partitions=1 (configurable) and **auto.create.topics.enable=false** (configurable): topics
+must be created explicitly (``create_topic``), so a typo in a topic name fails loudly, as it
+would in production.
 Logs go to files under the workdir (``logs/server.log``, the JVM's output in
 ``logs/stdout.log``), never to the caller's stdout.
 
@@ -335,6 +336,10 @@ class KafkaBroker(Service):
             # busy 2-core machine fences the broker.
             "broker.session.timeout.ms": 4000,
             "broker.heartbeat.interval.ms": 500,
+            # A transaction left open by a killed producer whose id nobody takes again hides what
+            # follows it from read_committed readers until it times out and the broker aborts it;
+            # the broker looks for such transactions every 10 s by default: every second here.
+            "transaction.abort.timed.out.transaction.cleanup.interval.ms": 1000,
             "num.network.threads": 2,
             "num.io.threads": 4,
             "num.recovery.threads.per.data.dir": 1,

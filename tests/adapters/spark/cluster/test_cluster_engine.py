@@ -61,10 +61,11 @@ def test_executors_run_the_code_the_driver_ships_not_the_working_tree(spark_clus
     assert driver_side[1] is True
 
 
-def in_a_session_on(cluster, *tests: str) -> subprocess.CompletedProcess:
+def in_a_session_on(cluster, kafka_bootstrap: str, *tests: str) -> subprocess.CompletedProcess:
     """Spark tests of tests/adapters/spark run by pytest in a process of their own, whose session's SparkSession
-    runs on ``cluster`` (``DEDUP_TEST_SESSION_MASTER``)."""
-    env = {**os.environ, SESSION_MASTER: cluster.url}
+    runs on ``cluster`` (``DEDUP_TEST_SESSION_MASTER``) and whose Kafka tests use this session's broker
+    (``DEDUP_TEST_KAFKA``) rather than start one of their own."""
+    env = {**os.environ, SESSION_MASTER: cluster.url, "DEDUP_TEST_KAFKA": kafka_bootstrap}
     return subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--durations=0", *tests],
         cwd=ROOT,
@@ -85,7 +86,7 @@ EXECUTOR_WRITES = (
 )
 
 
-def test_the_golden_scenarios_and_the_exactly_once_tests_on_the_cluster(spark_cluster):
+def test_the_golden_scenarios_and_the_exactly_once_tests_on_the_cluster(spark_cluster, kafka_bootstrap):
     """Every golden scenario (in one stream, each under types of its own), the invalid records, and
     the tests of tests/adapters/spark/output/test_spark_eos.py whose outputs the executors write, in one session
     on the cluster: every output partition's transaction is written by a task on an executor of its
@@ -93,6 +94,7 @@ def test_the_golden_scenarios_and_the_exactly_once_tests_on_the_cluster(spark_cl
     ``local[2]`` only."""
     run = in_a_session_on(
         spark_cluster,
+        kafka_bootstrap,
         "tests/adapters/spark/test_spark_engine.py::test_every_scenario_in_one_stream",
         "tests/adapters/spark/test_spark_engine.py::test_invalid_records_are_dead_lettered_with_their_bytes_and_reason",
         "tests/adapters/spark/output/test_spark_eos.py",
