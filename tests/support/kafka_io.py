@@ -60,7 +60,8 @@ def consume_to_end(bootstrap: str, topic: str, committed: bool = True, timeout: 
     A reader of a topic at rest is asked for nothing more: the broker answers a fetch at a partition's
     end at once (``fetch.wait.max.ms``, 500 by default), and each ``consume`` returns what came within
     50 ms rather than waiting half a second for a full batch. A read of a small topic takes some 50 ms
-    instead of a second (the suite reads topics a few hundred times)."""
+    instead of a second (measured on a local broker, 100 records over 4 partitions); some ninety
+    places in the tests read topics through here."""
     consumer = Consumer(
         {
             "bootstrap.servers": bootstrap,
