@@ -19,6 +19,7 @@ import pytest
 
 from deploy.local import services
 from deploy.local.services.hdfs import HdfsCluster
+from tests.support import kafka_io
 
 
 @contextmanager
@@ -44,8 +45,9 @@ def kafka_broker(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
-def kafka_bootstrap(kafka_broker) -> str:
-    return os.environ.get("DEDUP_TEST_KAFKA") or kafka_broker.bootstrap
+def kafka_bootstrap(kafka_broker):
+    yield os.environ.get("DEDUP_TEST_KAFKA") or kafka_broker.bootstrap
+    kafka_io.close_producers()
 
 
 @pytest.fixture(scope="session")
@@ -83,6 +85,7 @@ def own_broker(tmp_path):
     """A Kafka broker of this test's own, to kill and restart."""
     with running(services.KafkaBroker(tmp_path / "kafka"), timeout=120) as broker:
         yield broker
+        kafka_io.close_producers(broker.bootstrap)
 
 
 @pytest.fixture

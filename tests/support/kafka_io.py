@@ -9,8 +9,7 @@ from dataclasses import dataclass
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
-from adapters.kafka import parse_kafka_uri
-from adapters.kafka import produce as produce_upstream
+from adapters.kafka import UpstreamProducer, parse_kafka_uri
 from deploy.local import services
 
 
@@ -33,9 +32,33 @@ def create_topics(bootstrap: str, *names: str, partitions: int = 1) -> None:
     services.create_topics(bootstrap, *names, partitions=partitions, exists_ok=False)
 
 
+_producers: dict[str, UpstreamProducer] = {}  # by bootstrap address: one kept for the session
+
+
 def produce(bootstrap: str, topic: str, values: Iterable[bytes], key_of=None) -> int:
+    """Put ``values`` on ``topic`` as upstream does (idempotent, ``acks=all``; keyed by
+    ``key_of(value)``, else unkeyed) and wait until all are acknowledged. Returns how many.
+
+    One producer a broker is kept across calls (``close_producers`` lets them go): a new
+    idempotent producer waits ~0.5 s for its producer id, which every preload used to pay.
+    One that failed or reported a fatal error is not used again."""
     records = ((None, key_of(value) if key_of else None, value) for value in values)
-    return produce_upstream(parse_kafka_uri(f"kafka://{bootstrap}/{topic}", "preload"), records)
+    producer = _producers.get(bootstrap)
+    if producer is None or not producer.usable:
+        producer = _producers[bootstrap] = UpstreamProducer(parse_kafka_uri(f"kafka://{bootstrap}/{topic}", "preload"))
+    try:
+        return producer.send(records, topic)
+    except Exception:
+        _producers.pop(bootstrap, None)
+        raise
+
+
+def close_producers(bootstrap: str | None = None) -> None:
+    """Let the producers ``produce`` kept go (``bootstrap``'s, or all): before their brokers stop."""
+    for address in [bootstrap] if bootstrap else list(_producers):
+        producer = _producers.pop(address, None)
+        if producer is not None:
+            producer.close()
 
 
 def read_topic(bootstrap: str, topic: str, committed: bool = True, timeout: float = 60) -> list[Message]:

@@ -44,7 +44,7 @@ from adapters.kafka._sizes import (
 from adapters.kafka._source import DEFAULT_GROUP, HANDOVER_COMMIT_TIMEOUT, KafkaSource, next_offsets
 from adapters.kafka._topics import config_error, describe, max_message_bytes, require_topics, unavailable
 from adapters.kafka._transactions import TransactionalCommitter, default_transactional_id
-from adapters.kafka._upstream import BULK, produce, producer_key
+from adapters.kafka._upstream import BULK, UpstreamProducer, produce, producer_key
 
 __all__ = [
     "BULK",
@@ -79,6 +79,7 @@ __all__ = [
     "RecordRejected",
     "StateNotShared",
     "TransactionalCommitter",
+    "UpstreamProducer",
     "admin_config",
     "build_kafka_engine",
     "client_settings",

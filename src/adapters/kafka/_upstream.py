@@ -29,49 +29,97 @@ def producer_key(value: bytes) -> bytes | None:
         return None
 
 
+class UpstreamProducer:
+    """An idempotent, ``acks=all`` producer writing records as upstream does, kept open across
+    calls of ``send``.
+
+    Each new idempotent producer waits some 500 ms for its producer id before its first record
+    is acknowledged (librdkafka looks for a broker to ask on a fixed 500 ms timer, and at creation
+    knows none but the bootstrap address); a caller preloading topic after topic (the tests) keeps
+    one instance instead. ``usable`` turns false once librdkafka reported a fatal error: such a
+    producer must be closed and replaced."""
+
+    def __init__(self, endpoint: KafkaEndpoint, settings: Mapping[str, Any] | None = None) -> None:
+        self._endpoint = endpoint
+        self._fatal: list[str] = []
+        config = producer_config(endpoint, {**BULK, **(settings or {})})
+        try:
+            self._producer = Producer({**config, "error_cb": self._on_error})
+        except KafkaException as exc:
+            raise config_error(exc, "output", config) from None
+
+    @property
+    def usable(self) -> bool:
+        return not self._fatal
+
+    def send(
+        self,
+        records: Iterable[tuple[int | None, bytes | None, bytes]],
+        topic: str | None = None,
+        timeout: float = 60,
+    ) -> int:
+        """Produce ``(partition, key, value)`` records to ``topic`` (the endpoint's by default)
+        and wait until all are acknowledged; a partition of None lets the partitioner choose by key.
+
+        Returns how many were produced. Raises ``SinkUnavailable`` naming the first failure when
+        a record was refused or not acknowledged within ``timeout`` seconds (the topic must
+        exist: ``_topics.require_topics``)."""
+        failures: list[str] = []
+
+        def on_delivery(error: KafkaError | None, _message: Message) -> None:
+            if error:
+                failures.append(error.str())
+
+        target = topic or self._endpoint.topic
+        count = sum(_produce_one(self._producer, self._endpoint, target, on_delivery, *record) for record in records)
+        unacknowledged = self._producer.flush(timeout)
+        if failures or unacknowledged:
+            raise SinkUnavailable(
+                f"{self._endpoint}: {len(failures)} records refused, {unacknowledged} not acknowledged "
+                f"within {timeout:g}s ({failures[0] if failures else 'timed out'})"
+            )
+        return count
+
+    def close(self, timeout: float = 5) -> None:
+        """Wait up to ``timeout`` s for what is queued, then let the producer go."""
+        self._producer.flush(timeout)
+
+    def _on_error(self, error: KafkaError) -> None:
+        if error.fatal():
+            self._fatal.append(error.str())
+
+
 def produce(
     endpoint: KafkaEndpoint,
     records: Iterable[tuple[int | None, bytes | None, bytes]],
     settings: Mapping[str, Any] | None = None,
     timeout: float = 60,
 ) -> int:
-    """Produce ``(partition, key, value)`` records to ``endpoint.topic`` (idempotent, ``acks=all``)
-    and wait until all are acknowledged; a partition of None lets the partitioner choose by key.
-
-    Returns how many were produced. Raises ``SinkUnavailable`` naming the first failure when
-    a record was refused or not acknowledged within ``timeout`` seconds (the topic must
-    exist: ``_topics.require_topics``)."""
-    failures: list[str] = []
-
-    def on_delivery(error: KafkaError | None, _message: Message) -> None:
-        if error:
-            failures.append(error.str())
-
-    config = producer_config(endpoint, {**BULK, **(settings or {})})
+    """Produce ``(partition, key, value)`` records to ``endpoint.topic`` with a producer of their
+    own (``UpstreamProducer.send``) and wait until all are acknowledged. Returns how many."""
+    producer = UpstreamProducer(endpoint, settings)
     try:
-        producer = Producer({**config, "on_delivery": on_delivery})
-    except KafkaException as exc:
-        raise config_error(exc, "output", config) from None
-    count = sum(_produce_one(producer, endpoint, *record) for record in records)
-    unacknowledged = producer.flush(timeout)
-    if failures or unacknowledged:
-        raise SinkUnavailable(
-            f"{endpoint}: {len(failures)} records refused, {unacknowledged} not acknowledged "
-            f"within {timeout:g}s ({failures[0] if failures else 'timed out'})"
-        )
-    return count
+        return producer.send(records, timeout=timeout)
+    finally:
+        producer.close(0)
 
 
 def _produce_one(
-    producer: Producer, endpoint: KafkaEndpoint, partition: int | None, key: bytes | None, value: bytes
+    producer: Producer,
+    endpoint: KafkaEndpoint,
+    topic: str,
+    on_delivery,
+    partition: int | None,
+    key: bytes | None,
+    value: bytes,
 ) -> int:
     """Queue one record, waiting while the local queue is full."""
     while True:
         try:
             if partition is None:
-                producer.produce(endpoint.topic, value, key)
+                producer.produce(topic, value, key, on_delivery=on_delivery)
             else:
-                producer.produce(endpoint.topic, value, key, partition=partition)
+                producer.produce(topic, value, key, partition=partition, on_delivery=on_delivery)
             return 1
         except BufferError:
             producer.poll(0.05)
