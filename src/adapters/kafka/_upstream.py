@@ -42,9 +42,16 @@ class UpstreamProducer:
     def __init__(self, endpoint: KafkaEndpoint, settings: Mapping[str, Any] | None = None) -> None:
         self._endpoint = endpoint
         self._fatal: list[str] = []
+        fatal = self._fatal  # not a bound method: the producer must not keep this object alive (a cycle
+        # would leave a dropped producer's threads and connections running until the garbage collector ran)
+
+        def on_error(error: KafkaError) -> None:
+            if error.fatal():
+                fatal.append(error.str())
+
         config = producer_config(endpoint, {**BULK, **(settings or {})})
         try:
-            self._producer = Producer({**config, "error_cb": self._on_error})
+            self._producer = Producer({**config, "error_cb": on_error})
         except KafkaException as exc:
             raise config_error(exc, "output", config) from None
 
@@ -84,10 +91,6 @@ class UpstreamProducer:
         """Wait up to ``timeout`` s for what is queued, then let the producer go."""
         self._producer.flush(timeout)
 
-    def _on_error(self, error: KafkaError) -> None:
-        if error.fatal():
-            self._fatal.append(error.str())
-
 
 def produce(
     endpoint: KafkaEndpoint,
@@ -97,11 +100,7 @@ def produce(
 ) -> int:
     """Produce ``(partition, key, value)`` records to ``endpoint.topic`` with a producer of their
     own (``UpstreamProducer.send``) and wait until all are acknowledged. Returns how many."""
-    producer = UpstreamProducer(endpoint, settings)
-    try:
-        return producer.send(records, timeout=timeout)
-    finally:
-        producer.close(0)
+    return UpstreamProducer(endpoint, settings).send(records, timeout=timeout)
 
 
 def _produce_one(
