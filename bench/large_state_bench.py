@@ -235,26 +235,30 @@ def write_stream(args, directory: Path) -> tuple[int, dict, list[int]]:
 def produce_stream(args, bootstrap: str) -> tuple[int, dict, list[int]]:
     """Produces the stream to the topic ``in``, keyed by ``uniqueValue`` (each partition in
     event-time order); returns its micro-batches, the counts and the records up to each."""
+    sizes = record_sizes(args)
+    tally = {"repeats": 0, "id_sum": 0}
+    starts = [0, *itertools.accumulate(sizes)][:-1]
+    produce_keyed(bootstrap, (r for start, size in zip(starts, sizes) for r in records(args, start, size, tally)))
+    return len(sizes), expected_counts(sum(sizes), tally), list(itertools.accumulate(sizes))
+
+
+def produce_keyed(bootstrap: str, keyed_lines) -> None:
+    """Produces ``(uniqueValue, JSON line)`` pairs to the topic ``in``, each keyed by its ``uniqueValue``."""
     from confluent_kafka import Producer
 
-    sizes = record_sizes(args)
     producer = Producer(
         {"bootstrap.servers": bootstrap, "linger.ms": 50, "batch.size": 1 << 20, "enable.idempotence": True}
     )
-    index, tally = 0, {"repeats": 0, "id_sum": 0}
-    for size in sizes:
-        for key, line in records(args, index, size, tally):
-            while True:
-                try:
-                    producer.produce("in", line.encode(), key.encode())
-                    break
-                except BufferError:
-                    producer.poll(0.1)
-            producer.poll(0)
-        index += size
+    for key, line in keyed_lines:
+        while True:
+            try:
+                producer.produce("in", line.encode(), key.encode())
+                break
+            except BufferError:
+                producer.poll(0.1)
+        producer.poll(0)
     if producer.flush(120) != 0:
         raise SystemExit("the stream could not be produced to Kafka")
-    return len(sizes), expected_counts(index, tally), list(itertools.accumulate(sizes))
 
 
 def read_topics(args) -> dict:

@@ -6,6 +6,6 @@ gives the two standard-library adapters of ``_system`` (the wall clock and metri
 memory); each technology's package has its own.
 """
 
-from adapters._system import InMemoryMetrics, SystemClock
+from adapters._system import OBSERVATIONS_KEPT, InMemoryMetrics, SystemClock
 
-__all__ = ["InMemoryMetrics", "SystemClock"]
+__all__ = ["OBSERVATIONS_KEPT", "InMemoryMetrics", "SystemClock"]
