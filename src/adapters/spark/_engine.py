@@ -246,7 +246,8 @@ class SparkEngine:
         )
         if self.query.notifications:
             hook = with_notifications(self._read(self.query.notifications), DedupPlan(self.rules), hook)
-        return self.judge.stream(self.plan(hook), records, self.writer.routed)
+        judged = self.judge.stream(self.plan(hook), records, self.writer.routed)
+        return self.writer.in_stream(judged) if self.judge.verdicts_in_stream else judged
 
     def plan(self, before_operator: Hook | None = None) -> DedupPlan:
         invalid = self.policies.chains["invalid"].terminal

@@ -26,6 +26,7 @@ class OperatorJudge:
     """The JVM operator judges in the stream; its state is kept in the checkpoint."""
 
     state_in_checkpoint = True
+    verdicts_in_stream = True
 
     def stream(self, plan: DedupPlan, records: DataFrame, route: Route) -> DataFrame:
         return accounting_metrics(route(plan.with_verdicts(records)), plan.rules.rules)

@@ -68,6 +68,9 @@ class Judge(Protocol):
     """Where verdicts come from, and where the deduplication state lives."""
 
     state_in_checkpoint: bool  # the state is Spark's, kept in the checkpoint (the guard checks its format)
+    verdicts_in_stream: (
+        bool  # ``stream`` gives the verdicts: a batch is written as it comes (``BatchWriter.in_stream``)
+    )
 
     def stream(self, plan: DedupPlan, records: DataFrame, route: Route) -> DataFrame:
         """The streaming DataFrame whose micro-batches ``judge`` gets, built once per start."""
@@ -87,6 +90,10 @@ class BatchWriter(Protocol):
     reads: int  # how many times one ``write`` reads the judged batch (more than once: it is cached)
     kafka: bool  # writes a Kafka topic (the Kafka connector must be on the classpath)
     routed: Route
+
+    def in_stream(self, judged: DataFrame) -> DataFrame:
+        """The stream of verdicts with what the writer computes per row added to it, once per start
+        (a judge whose ``stream`` gives the verdicts): planned with the stream, not per batch."""
 
     def open(self, spark: SparkSession) -> None:
         """Called at each start of the query, before it runs (e.g. the exactly-once identity)."""

@@ -112,6 +112,7 @@ class RedisBatchJudge:
     partitions: int = 2
     idle_timeout: float = DEFAULT_IDLE_TIMEOUT  # the job's idle_partition_timeout: see RedisPartitionClaims
     state_in_checkpoint = False
+    verdicts_in_stream = False
 
     def stream(self, plan: DedupPlan, records: DataFrame, route: Route) -> DataFrame:
         """The stream stops before judging: each micro-batch is judged by ``judge``."""

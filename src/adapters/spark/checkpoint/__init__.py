@@ -30,13 +30,14 @@ from adapters.spark.checkpoint._manifest import (
 from adapters.spark.checkpoint._migration import migrate, plan_migration
 from adapters.spark.checkpoint._state_files import StateFiles, StateLook
 from adapters.spark.checkpoint._state_reader import inspect_checkpoint, key_emissions, read_state, rule_watermark
-from adapters.spark.checkpoint._watermark_files import DIRECTORY, restored
+from adapters.spark.checkpoint._watermark_files import DIRECTORY, BatchFiles, restored
 
 __all__ = [
     "DEFAULT_TIMEOUT",
     "DIRECTORY",
     "IDENTITY",
     "STATE_FORMAT",
+    "BatchFiles",
     "Checkpoint",
     "CheckpointGuard",
     "CheckpointLease",

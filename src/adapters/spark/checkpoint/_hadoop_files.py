@@ -76,7 +76,7 @@ class HadoopPath:
         jvm, conf = context._jvm, context._jsc.hadoopConfiguration()
         path_class = jvm.org.apache.hadoop.fs.Path
         path = path_class(location)
-        with _translated(location):
+        with translated(location):
             fs = path.getFileSystem(conf)
             return cls(fs.makeQualified(path), _FileSystem(jvm, context._gateway, conf, fs, path_class))
 
@@ -117,16 +117,16 @@ class HadoopPath:
         return self.parent / (self.stem + suffix)
 
     def exists(self) -> bool:
-        with _translated(self):
+        with translated(self):
             return bool(self._fs.fs.exists(self._jpath))
 
     def is_dir(self) -> bool:
-        with _translated(self):
+        with translated(self):
             return self.exists() and bool(self._fs.fs.getFileStatus(self._jpath).isDirectory())
 
     def iterdir(self) -> list[HadoopPath]:
         """The directory's entries (hidden ones included, e.g. Hadoop's ``.NAME.crc``)."""
-        with _translated(self):
+        with translated(self):
             return [HadoopPath(status.getPath(), self._fs) for status in self._fs.fs.listStatus(self._jpath)]
 
     def glob(self, pattern: str) -> list[HadoopPath]:
@@ -134,7 +134,7 @@ class HadoopPath:
         return [p for p in self.iterdir() if fnmatchcase(p.name, pattern)] if self.exists() else []
 
     def read_bytes(self) -> bytes:
-        with _translated(self):
+        with translated(self):
             stream = self._fs.fs.open(self._jpath)
             try:
                 return bytes(self._fs.jvm.org.apache.commons.io.IOUtils.toByteArray(stream))
@@ -147,7 +147,7 @@ class HadoopPath:
     def write_text(self, text: str) -> None:
         """Replace the file's content atomically (see the module docstring)."""
         partial = self.parent / PARTIAL.format(self.name, uuid.uuid4().hex[:8])
-        with _translated(self):
+        with translated(self):
             out = self._fs.fs.create(partial._jpath, True)
             try:
                 out.write(bytearray(text.encode()))
@@ -157,7 +157,7 @@ class HadoopPath:
 
     def replace(self, target: HadoopPath) -> None:
         """Rename this file over ``target`` (atomically where the file system can: see the module docstring)."""
-        with _translated(target):
+        with translated(target):
             try:
                 context, overwrite = self._fs.renames()
             except Exception as exc:
@@ -170,22 +170,22 @@ class HadoopPath:
 
     def mkdir(self, parents: bool = True, exist_ok: bool = True) -> None:
         """Create the directory and its parents (Hadoop's ``mkdirs``; an existing one is fine)."""
-        with _translated(self):
+        with translated(self):
             self._fs.fs.mkdirs(self._jpath)
 
     def unlink(self, missing_ok: bool = False) -> None:
-        with _translated(self):
+        with translated(self):
             if not self._fs.fs.delete(self._jpath, False) and not missing_ok:
                 raise FileNotFoundError(str(self))
 
     def modified(self) -> float:
         """When the file was last written, in seconds since the epoch."""
-        with _translated(self):
+        with translated(self):
             return self._fs.fs.getFileStatus(self._jpath).getModificationTime() / 1000
 
     def total_bytes(self) -> int:
         """Bytes of every file under this directory (0 when it does not exist)."""
-        with _translated(self):
+        with translated(self):
             return int(self._fs.fs.getContentSummary(self._jpath).getLength()) if self.exists() else 0
 
 
@@ -208,7 +208,7 @@ INTERRUPTS = (
 
 
 @contextmanager
-def _translated(where) -> Iterator[None]:
+def translated(where) -> Iterator[None]:
     """Java exceptions from the file system as ``FileNotFoundError`` or ``StateUnavailable``; an
     interrupt (a stopping query cancels its running micro-batch) stays as it is."""
     from py4j.protocol import Py4JJavaError

@@ -60,9 +60,7 @@ class Checkpoint:
 
     def offsets(self, batch: int) -> OffsetEntry:
         """``offsets/N``: what Spark fixed for micro-batch ``batch`` before running it."""
-        lines = (self.path / "offsets" / str(batch)).read_text().splitlines()
-        metadata = json.loads(lines[1]) if len(lines) > 1 else {}
-        return OffsetEntry(int(metadata.get("batchTimestampMs", 0)), [line for line in lines[2:] if line.strip()])
+        return OffsetEntry.parse((self.path / "offsets" / str(batch)).read_text())
 
     def recorded_conf(self) -> dict[str, str]:
         """The SQL settings Spark recorded with the last batch and restores on restart (e.g. the state provider)."""
@@ -107,6 +105,13 @@ class OffsetEntry:
 
     timestamp_ms: int  # batchTimestampMs: the batch's processing time, as its tasks see it
     sources: list[str]  # the end offsets, one JSON text per source
+
+    @classmethod
+    def parse(cls, text: str) -> OffsetEntry:
+        """An ``offsets/N`` file's entry: its version line, its metadata, a line per source."""
+        lines = text.splitlines()
+        metadata = json.loads(lines[1]) if len(lines) > 1 else {}
+        return cls(int(metadata.get("batchTimestampMs", 0)), [line for line in lines[2:] if line.strip()])
 
 
 def _last_batch(directory: HadoopPath) -> int | None:

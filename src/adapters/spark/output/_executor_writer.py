@@ -199,8 +199,9 @@ class ExecutorWriter:
     def write(
         self, records, batch_id: int, transactional_id: str | None = None, query_id: str | None = None
     ) -> list[PartitionWrite]:
-        """Write ``records`` (``output._spark_writer.accounted_records``) from the executors: in one transaction per
-        partition under ``transactional_id``, or (None) at-least-once."""
+        """Write ``records`` (``output._spark_writer.accounted_records``, or a batch of a stream ``with_records``:
+        the record's six columns first) from the executors: in one transaction per partition under
+        ``transactional_id``, or (None) at-least-once."""
         spark = records.sparkSession
         writer, strings, producer, consumer = self._jvm_objects(spark)
         lines = writer.write(

@@ -110,18 +110,28 @@ def accounted_records(
 
     The column expressions are built once per SparkContext and reused by every micro-batch:
     building them costs some 500 Python → JVM calls (``record_columns``)."""
-    return with_clock(batch).select(
-        *record_columns(
-            batch.sparkSession.sparkContext,
-            events_topic,
-            dead_letters_topic,
-            max_bytes,
-            duplicates_topic,
-            duplicates_max_bytes,
-        )
-    )
+    topics = (events_topic, dead_letters_topic, max_bytes, duplicates_topic, duplicates_max_bytes)
+    return with_clock(batch).select(*record_columns(batch.sparkSession.sparkContext, *topics))
 
 
+RECORD = "record_"  # the prefix of the record columns a judged stream carries (``with_records``)
+
+
+def with_records(judged: DataFrame, *topics) -> DataFrame:
+    """The judged stream with each row's Kafka record and accounting (``accounted_records``' six
+    columns, given the same ``topics`` and bounds, named ``record_topic`` … ``record_input``) first,
+    then its own columns.
+
+    Made part of the streaming plan, the records are planned and their code generated once with
+    the rest of the batch, not again over each batch's rows in ``foreachBatch``
+    (docs/design/latency.md); the executor writer reads them by position. The judged columns
+    stay for what else reads the batch (dead letters on another cluster, a recount)."""
+    columns = record_columns(judged.sparkSession.sparkContext, *topics)
+    named = [column.alias(f"{RECORD}{name}") for column, name in zip(columns, RECORD_NAMES, strict=True)]
+    return with_clock(judged).select(*named, "*")
+
+
+RECORD_NAMES = ("topic", "key", "value", "headers", "bucket", "input")
 _COLUMNS: dict[tuple, tuple[object, list[Column]]] = {}
 
 

@@ -8,7 +8,10 @@ engine retries it per the ``transient`` policy and decides whether the batch is 
 Kafka topics are written by the executors (``output._executor_writer.ExecutorWriter``): each task
 sends its partition of the judged batch with a producer its executor keeps between batches,
 unique events and dead letters (when on the same cluster) in one pass; the driver collects
-one line per task, never the records.
+one line per task, never the records. Where the verdicts come out of the stream itself (the
+operator's judge), each row's record is part of the streaming plan (``in_stream``,
+``output._spark_writer.with_records``): a batch goes to the executors as Spark planned it,
+with no plan of its own built and optimized in ``foreachBatch``.
 
 * ``AtLeastOnceWriter``: without transactions (an idempotent producer, flushed before the task
   ends). A batch replayed after a crash between the write and Spark's checkpoint commit is
@@ -55,7 +58,7 @@ from adapters.spark.output._executor_writer import (
     java_client_settings,
 )
 from adapters.spark.output._oversize import OversizeRoute, dead_letter_bound, events_route, producer_max
-from adapters.spark.output._spark_writer import BatchSink, accounted_records
+from adapters.spark.output._spark_writer import BatchSink, accounted_records, with_records
 from adapters.spark.shared import SparkSetupError
 from adapters.spark.stream import DEAD_LETTER, DUPLICATE, EMIT
 from domain import DEFAULT_MAX_BYTES
@@ -72,6 +75,11 @@ class AtLeastOnceWriter:
     executors: ExecutorWriter | None = None  # writes the Kafka topics (None: events to a JSONL directory)
     spark: object = field(default=None, repr=False)
     duplicates: BatchSink | None = None  # the duplicate reports (None: off)
+    records_in_batch: bool = False  # each batch carries its records (``in_stream``)
+
+    def in_stream(self, judged: DataFrame) -> DataFrame:
+        """The stream of verdicts this writer takes its batches from (``records_in_stream``)."""
+        return records_in_stream(self, judged)
 
     @property
     def reads(self) -> int:
@@ -96,7 +104,13 @@ class AtLeastOnceWriter:
                 self.duplicates.write(batch.filter(F.col("verdict") == DUPLICATE), batch_id)
         else:
             write_from_executors(
-                batch, batch_id, self.events, self.dead_letters, self.executors, duplicates=self.duplicates
+                batch,
+                batch_id,
+                self.events,
+                self.dead_letters,
+                self.executors,
+                duplicates=self.duplicates,
+                records_in_batch=self.records_in_batch,
             )
 
     def close(self) -> None:
@@ -113,26 +127,38 @@ def write_from_executors(
     transactional_id: str | None = None,
     query_id: str | None = None,
     duplicates: BatchSink | None = None,
+    records_in_batch: bool = False,
 ) -> list[PartitionWrite]:
     """The judged batch's Kafka records written by the executors, in one transaction per partition
     under ``transactional_id`` (None: at-least-once). Dead letters and duplicate reports go with the
-    unique events when on the same Kafka cluster; otherwise Spark's own writer writes them first."""
+    unique events when on the same Kafka cluster; otherwise Spark's own writer writes them first.
+    ``records_in_batch``: the batch's stream carries its records already (``records_in_stream``)."""
     apart = apart_from(events, dead_letters, duplicates)
     for sink, verdict in ((dead_letters, DEAD_LETTER), (duplicates, DUPLICATE)):
         if sink in apart:
             sink.write(batch.filter(F.col("verdict") == verdict), batch_id)
+    records = batch if records_in_batch else accounted_records(batch, *record_topics(events, dead_letters, duplicates))
+    return executors.write(records, batch_id, transactional_id, query_id)
+
+
+def record_topics(events: BatchSink, dead_letters: BatchSink, duplicates: BatchSink | None) -> tuple:
+    """``accounted_records``' topics and bounds after the events': dead letters and reports on the
+    events' cluster go with them (None: written apart, or off)."""
+    apart = apart_from(events, dead_letters, duplicates)
     letters = None if dead_letters in apart else dead_letters.endpoint.topic
     reports = None if duplicates is None or duplicates in apart else duplicates.endpoint.topic
     assert events.endpoint.topic is not None  # the executors write to Kafka: a Kafka endpoint names its topic
-    records = accounted_records(
-        batch,
-        events.endpoint.topic,
-        letters,
-        dead_letters.max_bytes,
-        reports,
-        duplicates.max_bytes if duplicates else DEFAULT_MAX_BYTES,
-    )
-    return executors.write(records, batch_id, transactional_id, query_id)
+    bound = duplicates.max_bytes if duplicates else DEFAULT_MAX_BYTES
+    return events.endpoint.topic, letters, dead_letters.max_bytes, reports, bound
+
+
+def records_in_stream(writer, judged: DataFrame) -> DataFrame:
+    """``judged`` (a stream of verdicts) with the records the writer's executors write, when it has
+    them (``with_records``); the writer then takes them from each batch as they are."""
+    if writer.executors is None:
+        return judged
+    writer.records_in_batch = True
+    return with_records(judged, *record_topics(writer.events, writer.dead_letters, writer.duplicates))
 
 
 def apart_from(events: BatchSink, *others: BatchSink | None) -> list[BatchSink]:
@@ -154,7 +180,12 @@ class ExactlyOnceWriter:
     query_id: str | None = None
     spark: object = field(default=None, repr=False)
     duplicates: BatchSink | None = None  # the duplicate reports (None: off)
+    records_in_batch: bool = False  # each batch carries its records (``in_stream``)
     kafka = True
+
+    def in_stream(self, judged: DataFrame) -> DataFrame:
+        """The stream of verdicts this writer takes its batches from (``records_in_stream``)."""
+        return records_in_stream(self, judged)
 
     @property
     def reads(self) -> int:
@@ -198,6 +229,7 @@ class ExactlyOnceWriter:
             self.identity.transactional_id,
             self.query_id,
             self.duplicates,
+            self.records_in_batch,
         )
         skipped = sorted(task.partition for task in tasks if task.skipped)
         if skipped:

@@ -18,11 +18,11 @@ ahead of the others, declare everything else late. The engine does not use it. I
 * A restart resumes from the newest file. The partitions a Kafka source reads come from
   the batch's offsets in the checkpoint; every file of a directory source is one partition.
 
-The files are read and written through Hadoop's file systems, wherever the checkpoint is.
-Each is a round of calls into the JVM on the micro-batch's critical path, so a batch costs
-one read (its offsets entry) and two writes (its table before, the watermarks after); the
-directory is listed once per start, and a batch's file is read only when it was there at
-that start (a replay).
+The files are read and written through Hadoop's file systems, wherever the checkpoint is,
+each in one call into the JVM (``checkpoint.BatchFiles``) on the micro-batch's critical path: a
+batch costs one read (its offsets entry), two writes (its table before, the watermarks after)
+and the deletion of the file ``KEPT_FILES`` batches back; the directory is listed once per
+start, and a batch's file is read only when it was there at that start (a replay).
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from adapters.spark.checkpoint import DIRECTORY, Checkpoint, HadoopPath, OffsetEntry
+from adapters.spark.checkpoint import DIRECTORY, BatchFiles, Checkpoint, OffsetEntry
 from adapters.spark.checkpoint import restored as _restore
 from domain import Watermarks
 
@@ -45,6 +45,7 @@ class BatchWatermarks:
     horizons: Any  # the JVM RuleHorizons the operator reads
     newest: Any  # the JVM NewestTimes accumulator the operator fills
     checkpoint: Checkpoint
+    batch_files: BatchFiles  # the batch's offsets entry and watermark file, one JVM call each
     topic: str | None = None  # the Kafka topic whose partitions hold the watermarks back
     used: dict = field(default_factory=dict)  # the batch's table, as judged (rule → watermark, (rule, lane) → newest)
     files: set[int] | None = None  # the batch ids whose files are in the checkpoint (listed once, then kept)
@@ -57,11 +58,11 @@ class BatchWatermarks:
         spark.sparkContext._jsc.sc().register(newest, "streamdedup.newest_times")
         location = Checkpoint.at(checkpoint, spark)
         marks = _restore(location, idle_timeout)
-        return cls(marks, package.RuleHorizons(), newest, location, topic)
+        return cls(marks, package.RuleHorizons(), newest, location, BatchFiles(spark, checkpoint), topic)
 
     def prepare(self, batch_id: int) -> None:
         """Set what micro-batch ``batch_id`` is judged against (the same on a replay)."""
-        entry = self.checkpoint.offsets(batch_id)
+        entry = self.batch_files.offsets(batch_id)
         saved = self._read(batch_id) if batch_id in self._files() else None
         if saved is not None and "use" in saved:
             watermarks, newest = saved["use"]["watermarks"], saved["use"]["newest"]
@@ -116,14 +117,8 @@ class BatchWatermarks:
             f"{self.topic}:{p}" for source in offsets if isinstance(source, dict) for p in source.get(self.topic, {})
         ] or None
 
-    def _file(self, batch_id: int) -> HadoopPath:
-        return self.checkpoint.ours / DIRECTORY / f"{batch_id}.json"
-
     def _read(self, batch_id: int) -> dict | None:
-        try:
-            return json.loads(self._file(batch_id).read_text())
-        except (OSError, ValueError):
-            return None
+        return self.batch_files.read(batch_id)
 
     def _files(self) -> set[int]:
         """The batch ids with a file: the directory is listed once, then this instance keeps the
@@ -137,11 +132,11 @@ class BatchWatermarks:
 
     def _write(self, batch_id: int, document: dict) -> None:
         files = self._files()
-        self._file(batch_id).write_text(json.dumps(document))
+        self.batch_files.write(batch_id, document)
         files.add(batch_id)
 
     def _forget_before(self, batch_id: int) -> None:
         files = self._files()
         for old in sorted(b for b in files if b < batch_id):
-            self._file(old).unlink(missing_ok=True)
+            self.batch_files.delete(old)
             files.discard(old)

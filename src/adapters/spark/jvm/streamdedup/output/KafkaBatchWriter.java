@@ -28,8 +28,9 @@ import org.apache.spark.unsafe.types.UTF8String;
 /**
  * Writes a micro-batch's Kafka records from the executors: each task writes its own partition.
  *
- * The rows are {@code (topic, key, value, headers, bucket, input)} (a null topic: counted, not
- * written; {@code output._spark_writer.accounted_records}). With a transactional prefix
+ * The rows start with {@code (topic, key, value, headers, bucket, input)} (a null topic: counted,
+ * not written; {@code output._spark_writer.accounted_records}, or a batch of a stream that carries
+ * them ahead of its own columns: {@code with_records}). With a transactional prefix
  * (exactly-once) a task writes its partition in one Kafka transaction under the
  * transactional id {@code PREFIX-pN}: stable for the query and the partition, so a retried
  * task attempt, or the same partition of a replayed micro-batch, fences the attempt before
