@@ -68,9 +68,8 @@ class Judge(Protocol):
     """Where verdicts come from, and where the deduplication state lives."""
 
     state_in_checkpoint: bool  # the state is Spark's, kept in the checkpoint (the guard checks its format)
-    verdicts_in_stream: (
-        bool  # ``stream`` gives the verdicts: a batch is written as it comes (``BatchWriter.in_stream``)
-    )
+    # ``stream`` gives the verdicts: a batch is written as it comes (``BatchWriter.in_stream``)
+    verdicts_in_stream: bool
 
     def stream(self, plan: DedupPlan, records: DataFrame, route: Route) -> DataFrame:
         """The streaming DataFrame whose micro-batches ``judge`` gets, built once per start."""
