@@ -168,7 +168,7 @@ from domain._syntax import (
     whole_number,
     word,
 )
-from domain._watermarks import DEFAULT_IDLE_TIMEOUT, Watermarks, clock_bound
+from domain._watermarks import DEFAULT_IDLE_TIMEOUT, Watermarks, clock_bound, publish_table
 
 __all__ = [
     "BOOLEAN_PART",
@@ -321,6 +321,7 @@ __all__ = [
     "parse_restart",
     "parse_step",
     "part_count",
+    "publish_table",
     "real_number",
     "redact",
     "redact_setting",

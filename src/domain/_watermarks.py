@@ -55,6 +55,16 @@ def clock_bound(t: int | None, now: float) -> int | None:
     return None if t is None else min(t, math.floor(now))
 
 
+def publish_table(metrics: Metrics, watermarks: dict[str, int], newest: dict[tuple[str, str], int]) -> None:
+    """Each rule's watermark (``watermark_seconds``) and how far it is behind the newest event
+    time seen for the rule (``event_time_lag_seconds``) as gauges of a ``domain._ports.Metrics``,
+    from a table (``Watermarks.table``: its watermarks, its newest times by rule and partition)."""
+    for rule, mark in watermarks.items():
+        metrics.gauge("watermark_seconds", mark, rule=rule)
+        latest = max((t for (r, _), t in newest.items() if r == rule), default=mark)
+        metrics.gauge("event_time_lag_seconds", max(0, latest - mark), rule=rule)
+
+
 def _horizon(newest: int | None, watermark: int | None) -> int | None:
     """A partition's horizon from its ``newest`` time and the rule's ``watermark``."""
     if newest is None or watermark is None:
@@ -204,13 +214,8 @@ class Watermarks:
         return watermarks, newest
 
     def publish(self, metrics: Metrics, now: float) -> None:
-        """Each rule's watermark (``watermark_seconds``) and how far it is behind the newest event
-        time seen for the rule (``event_time_lag_seconds``) as gauges of a ``domain._ports.Metrics``."""
-        watermarks, newest = self.table(now)
-        for rule, mark in watermarks.items():
-            metrics.gauge("watermark_seconds", mark, rule=rule)
-            latest = max((t for (r, _), t in newest.items() if r == rule), default=mark)
-            metrics.gauge("event_time_lag_seconds", max(0, latest - mark), rule=rule)
+        """The watermarks' ``table`` at ``now`` as gauges (``publish_table``)."""
+        publish_table(metrics, *self.table(now))
 
     def to_document(self) -> dict[str, Any]:
         """What a restart needs to resume the watermarks (JSON-ready)."""

@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -426,7 +425,7 @@ class SparkEngine:
             with timed.phase("watermarks"):
                 self.watermarks.advance(batch_id, judged.newest)
             if self.metrics is not None:
-                self.watermarks.marks.publish(self.metrics, time.time())
+                self.watermarks.publish(self.metrics)
 
     def _write(self, judged: JudgedBatch, batch_id: int, tools: BatchTools) -> None:
         recount, attempts = judged.observed and not judged.cached, 0

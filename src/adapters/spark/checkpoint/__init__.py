@@ -5,7 +5,7 @@ the start-up guard and a migration's fallback to an old state, its retirement, a
 as Spark's state data source reads it."""
 
 from adapters.spark.checkpoint._guard import CheckpointGuard
-from adapters.spark.checkpoint._hadoop_files import HadoopPath
+from adapters.spark.checkpoint._hadoop_files import HadoopPath, translated
 from adapters.spark.checkpoint._identity import (
     IDENTITY,
     Identity,
@@ -30,14 +30,13 @@ from adapters.spark.checkpoint._manifest import (
 from adapters.spark.checkpoint._migration import migrate, plan_migration
 from adapters.spark.checkpoint._state_files import StateFiles, StateLook
 from adapters.spark.checkpoint._state_reader import inspect_checkpoint, key_emissions, read_state, rule_watermark
-from adapters.spark.checkpoint._watermark_files import DIRECTORY, BatchFiles, restored
+from adapters.spark.checkpoint._watermark_files import DIRECTORY, restored
 
 __all__ = [
     "DEFAULT_TIMEOUT",
     "DIRECTORY",
     "IDENTITY",
     "STATE_FORMAT",
-    "BatchFiles",
     "Checkpoint",
     "CheckpointGuard",
     "CheckpointLease",
@@ -64,5 +63,6 @@ __all__ = [
     "restored",
     "rule_watermark",
     "settle",
+    "translated",
     "write_identity",
 ]

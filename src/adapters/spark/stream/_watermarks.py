@@ -18,125 +18,90 @@ ahead of the others, declare everything else late. The engine does not use it. I
 * A restart resumes from the newest file. The partitions a Kafka source reads come from
   the batch's offsets in the checkpoint; every file of a directory source is one partition.
 
-The files are read and written through Hadoop's file systems, wherever the checkpoint is,
-each in one call into the JVM (``checkpoint.BatchFiles``) on the micro-batch's critical path: a
-batch costs one read (its offsets entry), two writes (its table before, the watermarks after)
-and the deletion of the file ``KEPT_FILES`` batches back; the directory is listed once per
-start, and a batch's file is read only when it was there at that start (a replay).
+The bookkeeping is JVM code (``streamdedup.stream.BatchWatermarkFiles``, the domain's
+watermarks in ``streamdedup.stream.Watermarks``, held to ``domain._watermarks`` by a parity
+test): each of ``prepare`` and ``advance`` is one call from the Python driver. The files are read
+and written through Hadoop's file systems, wherever the checkpoint is: a batch costs one read
+(its offsets entry), two writes (its table before, the watermarks after) and the deletion of the
+file ``KEPT_FILES`` batches back; the directory is listed once per start, and a batch's file is
+read only when it was there at that start (a replay).
 """
 
 from __future__ import annotations
 
-import json
-import time
-from dataclasses import dataclass, field
 from typing import Any
 
-from adapters.spark.checkpoint import DIRECTORY, BatchFiles, Checkpoint, OffsetEntry
-from adapters.spark.checkpoint import restored as _restore
-from domain import Watermarks
+from adapters.spark.checkpoint import translated
+from domain import Metrics, publish_table
 
-KEPT_FILES = 10
+KEPT_FILES = 10  # streamdedup.stream.BatchWatermarkFiles.KEPT_FILES
 
 
-@dataclass
 class BatchWatermarks:
-    marks: Watermarks
-    horizons: Any  # the JVM RuleHorizons the operator reads
-    newest: Any  # the JVM NewestTimes accumulator the operator fills
-    checkpoint: Checkpoint
-    batch_files: BatchFiles  # the batch's offsets entry and watermark file, one JVM call each
-    topic: str | None = None  # the Kafka topic whose partitions hold the watermarks back
-    used: dict = field(default_factory=dict)  # the batch's table, as judged (rule → watermark, (rule, lane) → newest)
-    files: set[int] | None = None  # the batch ids whose files are in the checkpoint (listed once, then kept)
-    document: tuple[int, dict] | None = None  # the last batch's file as written by ``prepare``
+    """The driver's watermarks of one query run: ``prepare`` and ``advance`` each micro-batch."""
+
+    def __init__(self, files: Any, horizons: Any, newest: Any, location: str):
+        self.files = files  # the JVM BatchWatermarkFiles
+        self.horizons = horizons  # the JVM RuleHorizons the operator reads
+        self.newest = newest  # the JVM NewestTimes accumulator the operator fills
+        self.location = location
+        self._table = ""  # the last batch's table, as prepared (RuleHorizons' lines)
+        self._used: dict | None = None
+        self._after = ""  # the table after the last batch, as ``advance`` returned it
 
     @classmethod
     def open(cls, spark, checkpoint: str, idle_timeout: float, topic: str | None = None) -> BatchWatermarks:
         package = spark._jvm.streamdedup.stream
         newest = package.NewestTimes()
         spark.sparkContext._jsc.sc().register(newest, "streamdedup.newest_times")
-        location = Checkpoint.at(checkpoint, spark)
-        marks = _restore(location, idle_timeout)
-        return cls(marks, package.RuleHorizons(), newest, location, BatchFiles(spark, checkpoint), topic)
+        horizons = package.RuleHorizons()
+        with translated(checkpoint):
+            files = package.BatchWatermarkFiles(
+                checkpoint, spark.sparkContext._jsc.hadoopConfiguration(), float(idle_timeout), topic, horizons, newest
+            )
+        return cls(files, horizons, newest, checkpoint)
 
     def prepare(self, batch_id: int) -> None:
         """Set what micro-batch ``batch_id`` is judged against (the same on a replay)."""
-        entry = self.batch_files.offsets(batch_id)
-        saved = self._read(batch_id) if batch_id in self._files() else None
-        if saved is not None and "use" in saved:
-            watermarks, newest = saved["use"]["watermarks"], saved["use"]["newest"]
-        else:
-            partitions = self._partitions(entry)
-            if partitions is not None:
-                self.marks.expect(partitions, time.time())
-            table = self.marks.table(time.time())
-            watermarks, newest = table[0], [[rule, lane, t] for (rule, lane), t in table[1].items()]
-            saved = {"use": {"watermarks": watermarks, "newest": newest}}
-            self._write(batch_id, saved)
-        self.document = (batch_id, saved)
-        self.used = {
-            "watermarks": watermarks,
-            "newest": {(rule, lane): t for rule, lane, t in newest},
-            "now": entry.timestamp_ms / 1000,
-        }  # the batch's clock (domain._watermarks.clock_bound)
-        lines = [f"{rule}\t{mark}" for rule, mark in watermarks.items()]
-        lines += [f"{rule}\t{lane}\t{t}" for rule, lane, t in newest]
-        self.horizons.load(entry.timestamp_ms, "\n".join(lines))
-        self.newest.reset()
+        with translated(f"{self.location}: batch {batch_id}"):
+            self._table, self._used = self.files.prepare(batch_id), None
+
+    @property
+    def used(self) -> dict:
+        """The last batch's table, as judged: ``watermarks`` (rule → watermark), ``newest``
+        ((rule, lane) → newest time) and ``now``, the batch's clock (``domain._watermarks.clock_bound``)."""
+        if self._used is None:
+            watermarks, newest = _parsed(self._table)
+            self._used = {"watermarks": watermarks, "newest": newest, "now": self.files.timestampMs() / 1000}
+        return self._used
+
+    @used.setter
+    def used(self, table: dict) -> None:
+        self._used = table
 
     def highest(self) -> int | None:
         """The highest rule watermark (what a migration's old state is retired by)."""
-        return max(self.marks.table(time.time())[0].values(), default=None)
+        return max(_parsed(self.files.table())[0].values(), default=None)
 
     def advance(self, batch_id: int, newest: list[tuple[str, str, int]] | None = None) -> None:
         """Fold in the newest times batch ``batch_id`` judged (default: what the operator collected)."""
-        if newest is None:
-            newest = [
-                (rule, lane, int(t))
-                for rule, lane, t in (line.split("\t") for line in self.newest.value().splitlines() if line)
-            ]
-        now = time.time()
-        for rule, lane, t in newest:
-            self.marks.observe(rule, lane, t, now)
-        if self.document is not None and self.document[0] == batch_id:
-            saved = self.document[1]
-        else:
-            saved = self._read(batch_id) or {}
-        self._write(batch_id, {**saved, "after": self.marks.to_document()})
-        self._forget_before(batch_id - KEPT_FILES)
+        judged = None if newest is None else "".join(f"{rule}\t{lane}\t{t}\n" for rule, lane, t in newest)
+        with translated(f"{self.location}: batch {batch_id}"):
+            self._after = self.files.advance(batch_id, judged)
 
-    def _partitions(self, entry: OffsetEntry) -> list[str] | None:
-        if self.topic is None:
-            return None
-        try:
-            offsets = [json.loads(line) for line in entry.sources]
-        except ValueError:
-            return None
-        return [
-            f"{self.topic}:{p}" for source in offsets if isinstance(source, dict) for p in source.get(self.topic, {})
-        ] or None
+    def publish(self, metrics: Metrics) -> None:
+        """The watermarks after the last batch as gauges (``domain.publish_table``)."""
+        publish_table(metrics, *_parsed(self._after))
 
-    def _read(self, batch_id: int) -> dict | None:
-        return self.batch_files.read(batch_id)
 
-    def _files(self) -> set[int]:
-        """The batch ids with a file: the directory is listed once, then this instance keeps the
-        set (it alone writes there while it holds the checkpoint's lease)."""
-        if self.files is None:
-            directory = self.checkpoint.ours / DIRECTORY
-            self.files = {int(p.stem) for p in directory.glob("*.json") if p.stem.isdigit()}
-            if not self.files:
-                directory.mkdir(parents=True, exist_ok=True)
-        return self.files
-
-    def _write(self, batch_id: int, document: dict) -> None:
-        files = self._files()
-        self.batch_files.write(batch_id, document)
-        files.add(batch_id)
-
-    def _forget_before(self, batch_id: int) -> None:
-        files = self._files()
-        for old in sorted(b for b in files if b < batch_id):
-            self.batch_files.delete(old)
-            files.discard(old)
+def _parsed(table: str) -> tuple[dict[str, int], dict[tuple[str, str], int]]:
+    """RuleHorizons' lines (``rule \t watermark``, ``rule \t partition \t newest``) as a table."""
+    watermarks: dict[str, int] = {}
+    newest: dict[tuple[str, str], int] = {}
+    for line in table.splitlines():
+        fields = line.split("\t")
+        if len(fields) == 2:
+            watermarks[fields[0]] = int(fields[1])
+        elif len(fields) == 3:
+            newest[(fields[0], fields[1])] = int(fields[2])
+    return watermarks, newest

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from adapters.spark.checkpoint import BatchFiles, Checkpoint, HadoopPath
+from adapters.spark.checkpoint import Checkpoint, HadoopPath
 from tests.adapters.spark.conftest import mounted, spellings
 
 pytestmark = pytest.mark.spark
@@ -71,31 +71,6 @@ def test_the_engines_files_go_through_a_file_system_that_is_not_file(spark, tmp_
     # 2. a missing file reads as pathlib says it
     with pytest.raises(FileNotFoundError):
         (ours / "identity").read_text()
-
-
-@pytest.mark.parametrize("where", ["viewfs", "relative"])
-def test_a_batchs_files_in_one_jvm_call_each_are_the_files_the_checkpoint_reads(spark, tmp_path, where):
-    """``BatchFiles`` (the micro-batch's critical path) and ``HadoopPath`` (everything else) see one
-    checkpoint: the same locations, the same atomic replace, the same missing file."""
-    location = mounted(spark, tmp_path / "ckpt") if where == "viewfs" else spellings(spark, tmp_path / "ckpt")[1]
-    checkpoint, files = Checkpoint.at(location), BatchFiles(spark, location)
-    write(
-        tmp_path / "ckpt" / "offsets" / "7", "v1", json.dumps({"batchTimestampMs": 1_700_000_000_123}), '{"t":{"0":5}}'
-    )
-    assert files.offsets(7) == checkpoint.offsets(7) and files.offsets(7).timestamp_ms == 1_700_000_000_123
-    with pytest.raises(FileNotFoundError):
-        files.offsets(8)
-    # written here, read there; replaced, with no partial file left; deleted
-    assert files.read(3) is None
-    files.write(3, {"use": 1})
-    files.write(3, {"use": 2})
-    on_disk = tmp_path / "ckpt" / "streamdedup" / "watermarks"
-    assert json.loads((checkpoint.ours / "watermarks" / "3.json").read_text()) == {"use": 2} == files.read(3)
-    assert [p.name for p in on_disk.iterdir()] in (["3.json"], ["3.json", ".3.json.crc"], [".3.json.crc", "3.json"])
-    (checkpoint.ours / "watermarks" / "3.json").write_text('{"after": 3}')
-    assert files.read(3) == {"after": 3}
-    files.delete(3)
-    assert files.read(3) is None and not (checkpoint.ours / "watermarks" / "3.json").exists()
 
 
 def test_a_relative_location_is_the_one_spark_resolves(spark, tmp_path):

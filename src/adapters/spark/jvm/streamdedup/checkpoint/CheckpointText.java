@@ -9,6 +9,7 @@ import java.util.UUID;
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.fs.FSDataOutputStream;
 import org.apache.hadoop.fs.FileContext;
+import org.apache.hadoop.fs.FileStatus;
 import org.apache.hadoop.fs.FileSystem;
 import org.apache.hadoop.fs.Options;
 import org.apache.hadoop.fs.Path;
@@ -69,6 +70,23 @@ public final class CheckpointText {
     /** Deletes {@code relative}; whether it was there. */
     public boolean delete(String relative) throws IOException {
         return fs.delete(new Path(root, relative), false);
+    }
+
+    /** The names in the directory {@code relative}; none when it does not exist. */
+    public String[] list(String relative) throws IOException {
+        try {
+            FileStatus[] statuses = fs.listStatus(new Path(root, relative));
+            String[] names = new String[statuses.length];
+            for (int i = 0; i < statuses.length; i++) names[i] = statuses[i].getPath().getName();
+            return names;
+        } catch (FileNotFoundException missing) {
+            return new String[0];
+        }
+    }
+
+    /** Creates the directory {@code relative} and its parents. */
+    public void mkdirs(String relative) throws IOException {
+        fs.mkdirs(new Path(root, relative));
     }
 
     private FileContext fileContext() throws IOException {
