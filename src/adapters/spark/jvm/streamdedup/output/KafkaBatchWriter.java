@@ -97,80 +97,83 @@ public final class KafkaBatchWriter implements FlatMapFunction<Iterator<Internal
     @Override
     public Iterator<String> call(Iterator<InternalRow> rows) throws Exception {
         TaskContext task = TaskContext.get();
-        int partition = task.partitionId();
-        Faults faults = new Faults(fault, batch, partition, task.stageAttemptNumber() + task.attemptNumber());
-        faults.atStart();
-        String id = prefix == null ? null : prefix + "-p" + partition;
-        boolean retried = task.attemptNumber() > 0 || task.stageAttemptNumber() > 0;
-        Producers.Lease lease = Producers.acquire(producerConfig, id, partition, retried);
-        boolean healthy = false;
+        PartitionWrite write = open(task.partitionId(), task.attemptNumber(), task.stageAttemptNumber());
         try {
-            String line;
-            OffsetAndMetadata marker = id == null ? null : Markers.committedMarker(consumerConfig, markerTopic, id,
-                    queryId, batch);
-            if (marker != null) {
-                Map<String, Long> recomputed = send(null, rows);
-                Markers.requireSameCounts(marker, batch, partition, recomputed);
-                line = outcome(partition, task.attemptNumber(), true, recomputed);
-            } else {
-                Map<String, Long> counts = id == null ? sent(lease.producer, rows, faults)
-                        : transaction(lease.producer, rows, id, partition, faults);
-                line = outcome(partition, task.attemptNumber(), false, counts);
-                faults.afterCommit();
-            }
-            healthy = true;
-            return Collections.singletonList(line).iterator();
-        } finally {
-            if (healthy) {
-                Producers.release(lease);
-            } else if (!faults.leavesTransactionOpen()) {
-                Producers.discard(lease, id != null);
-            }
+            while (rows.hasNext()) write.add(rows.next());
+        } catch (Throwable failure) { // the rows' own failures too (the operator's, an interrupt)
+            write.abort();
+            throw failure;
         }
-    }
-
-    /** At-least-once: the rows sent and flushed; a fault "before commit" strikes once they are out
-     * and before Spark hears of the task (there is no transaction to commit). */
-    private static Map<String, Long> sent(KafkaProducer<byte[], byte[]> producer, Iterator<InternalRow> rows,
-                                          Faults faults) {
-        Map<String, Long> counts = send(producer, rows);
-        faults.beforeCommit();
-        return counts;
-    }
-
-    private Map<String, Long> transaction(KafkaProducer<byte[], byte[]> producer, Iterator<InternalRow> rows, String id,
-                                          int partition, Faults faults) {
-        producer.beginTransaction();
-        Map<String, Long> counts = send(producer, rows);
-        faults.beforeCommit();
-        String marker = Markers.marker(id, queryId, batch, partition, counts);
-        producer.send(new ProducerRecord<>(markerTopic, 0, id.getBytes(StandardCharsets.UTF_8),
-                marker.getBytes(StandardCharsets.UTF_8)));
-        producer.sendOffsetsToTransaction(
-                Collections.singletonMap(new TopicPartition(markerTopic, 0), new OffsetAndMetadata(batch + 1, marker)),
-                new ConsumerGroupMetadata(id));
-        producer.commitTransaction();
-        return counts;
+        return Collections.singletonList(write.commit()).iterator();
     }
 
     /**
-     * Sends every row that has a topic, then flushes; the first failed delivery is raised.
-     * Returns the rows counted: {@code in} (rows whose {@code input} is true), each {@code bucket},
-     * and {@code sent:TOPIC} per topic. {@code producer} null: counts the rows, sends nothing (a
-     * partition committed before, judged again: reading its rows also commits its state).
+     * The write of partition {@code partition} of this batch by a task's attempt: rows pushed one
+     * at a time ({@link PartitionWrite#add}), then {@link PartitionWrite#commit}, which returns
+     * the task's JSON line; a failure on the way gives the producer up (aborting its transaction)
+     * unless a test's fault leaves the transaction open. What a streaming sink's data writer does.
      */
-    private static Map<String, Long> send(KafkaProducer<byte[], byte[]> producer, Iterator<InternalRow> rows) {
-        AtomicReference<Exception> failed = new AtomicReference<>();
-        Counts buckets = new Counts();
-        Counts sent = new Counts();
-        long in = 0;
-        UTF8String lastTopic = null;
-        String topic = null;
-        while (rows.hasNext() && failed.get() == null) {
-            InternalRow row = rows.next();
+    PartitionWrite open(int partition, int attempt, int stageAttempt) {
+        Faults faults = new Faults(fault, batch, partition, stageAttempt + attempt);
+        faults.atStart();
+        String id = prefix == null ? null : prefix + "-p" + partition;
+        boolean retried = attempt > 0 || stageAttempt > 0;
+        Producers.Lease lease = Producers.acquire(producerConfig, id, partition, retried);
+        PartitionWrite write = new PartitionWrite(lease, id, partition, attempt, faults);
+        try {
+            OffsetAndMetadata marker = id == null ? null : Markers.committedMarker(consumerConfig, markerTopic, id,
+                    queryId, batch);
+            write.start(marker);
+            return write;
+        } catch (RuntimeException | Error failure) {
+            write.abort();
+            throw failure;
+        }
+    }
+
+    /** One partition's write (see {@link #open}). */
+    final class PartitionWrite {
+        private final Producers.Lease lease;
+        private final String id; // the transactional id, null at-least-once
+        private final int partition;
+        private final int attempt;
+        private final Faults faults;
+        private final AtomicReference<Exception> failed = new AtomicReference<>();
+        private final Counts buckets = new Counts();
+        private final Counts sent = new Counts();
+        private OffsetAndMetadata committed; // the marker of this partition's batch, committed before
+        private KafkaProducer<byte[], byte[]> producer; // null: counts the rows, sends nothing
+        private long in;
+        private UTF8String lastTopic;
+        private String topic;
+        private boolean done;
+
+        PartitionWrite(Producers.Lease lease, String id, int partition, int attempt, Faults faults) {
+            this.lease = lease;
+            this.id = id;
+            this.partition = partition;
+            this.attempt = attempt;
+            this.faults = faults;
+        }
+
+        private void start(OffsetAndMetadata marker) {
+            committed = marker;
+            if (marker == null) {
+                producer = lease.producer;
+                if (id != null) producer.beginTransaction();
+            }
+        }
+
+        /**
+         * Counts a row and sends it when it has a topic: {@code in} (rows whose {@code input} is
+         * true), each {@code bucket}, and {@code sent:TOPIC} per topic. A partition committed
+         * before, judged again, is only counted (reading its rows also commits its state).
+         */
+        void add(InternalRow row) {
+            if (failed.get() != null) throw undelivered();
             if (!row.isNullAt(5) && row.getBoolean(5)) in++;
             if (!row.isNullAt(4)) buckets.add(row.getUTF8String(4));
-            if (row.isNullAt(0)) continue;
+            if (row.isNullAt(0)) return;
             UTF8String topicBytes = row.getUTF8String(0);
             if (!topicBytes.equals(lastTopic)) {
                 lastTopic = topicBytes.clone();
@@ -185,14 +188,59 @@ public final class KafkaBatchWriter implements FlatMapFunction<Iterator<Internal
             }
             sent.add(topicBytes);
         }
-        if (producer != null) producer.flush();
-        if (failed.get() != null) {
-            throw new KafkaWriteFailed("a record was not delivered: " + failed.get(), failed.get());
+
+        /**
+         * Flushes (the first failed delivery is raised) and, with exactly-once, commits the
+         * transaction with its marker; a partition committed before fails unless it counted
+         * the same ({@link Markers#requireSameCounts}). Returns the task's JSON line.
+         */
+        String commit() {
+            try {
+                if (producer != null) producer.flush();
+                if (failed.get() != null) throw undelivered();
+                Map<String, Long> counts = new TreeMap<>(buckets.named(""));
+                counts.putAll(sent.named("sent:"));
+                if (in > 0) counts.put("in", in);
+                String line;
+                if (committed != null) {
+                    Markers.requireSameCounts(committed, batch, partition, counts);
+                    line = outcome(partition, attempt, true, counts);
+                } else {
+                    faults.beforeCommit();
+                    if (id != null) commitTransaction(counts);
+                    line = outcome(partition, attempt, false, counts);
+                    faults.afterCommit();
+                }
+                done = true;
+                Producers.release(lease);
+                return line;
+            } catch (RuntimeException | Error failure) {
+                abort();
+                throw failure;
+            }
         }
-        Map<String, Long> counts = new TreeMap<>(buckets.named(""));
-        counts.putAll(sent.named("sent:"));
-        if (in > 0) counts.put("in", in);
-        return counts;
+
+        /** Gives the producer up (its transaction aborted), unless a test's fault leaves it open. */
+        void abort() {
+            if (done) return;
+            done = true;
+            if (!faults.leavesTransactionOpen()) Producers.discard(lease, id != null);
+        }
+
+        private void commitTransaction(Map<String, Long> counts) {
+            String marker = Markers.marker(id, queryId, batch, partition, counts);
+            producer.send(new ProducerRecord<>(markerTopic, 0, id.getBytes(StandardCharsets.UTF_8),
+                    marker.getBytes(StandardCharsets.UTF_8)));
+            producer.sendOffsetsToTransaction(
+                    Collections.singletonMap(new TopicPartition(markerTopic, 0),
+                            new OffsetAndMetadata(batch + 1, marker)),
+                    new ConsumerGroupMetadata(id));
+            producer.commitTransaction();
+        }
+
+        private KafkaWriteFailed undelivered() {
+            return new KafkaWriteFailed("a record was not delivered: " + failed.get(), failed.get());
+        }
     }
 
     private static List<Header> headers(InternalRow row) {
