@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -50,7 +51,7 @@ from adapters.spark._waiting import await_query
 from adapters.spark.batch import BatchTools, BatchWriter, Judge, JudgedBatch, OperatorJudge, RedisBatchJudge
 from adapters.spark.checkpoint import DEFAULT_TIMEOUT, CheckpointGuard, CheckpointLease, StateFiles
 from adapters.spark.metrics import BatchTimings, ProgressListener, StateRowGauge, counted
-from adapters.spark.output import writer_for
+from adapters.spark.output import JVM_SINK, SINK_SETTING, writer_for
 from adapters.spark.runtime import (
     SparkLog,
     build_session,
@@ -209,6 +210,7 @@ class SparkEngine:
     owns_session: bool = field(init=False, default=False, repr=False)  # started here: ``run`` stops it
     timings: BatchTimings = field(init=False, default_factory=BatchTimings, repr=False)  # foreachBatch's phases
     stopper: QueryStopper = field(init=False, default_factory=QueryStopper, repr=False)  # ``stopping``
+    sink_hooks: str | None = field(init=False, default=None, repr=False)  # the JVM sink's, while a run uses it
 
     def __post_init__(self):
         self.listener = ProgressListener(self.metrics, rules=self.rules.rules)
@@ -334,6 +336,9 @@ class SparkEngine:
             finally:
                 spark.streams.removeListener(self.listener)
         finally:
+            if self.sink_hooks is not None:
+                spark._jvm.streamdedup.output.BatchHooks.unregister(self.sink_hooks)
+                self.sink_hooks = None
             try:
                 self.writer.close()
             finally:
@@ -391,14 +396,48 @@ class SparkEngine:
         return read_stream(spark, uri, max_records, self.query.consumer_options, tasks)
 
     def start_query(self, bounded: bool, judged: DataFrame):
-        """Start the streaming query over ``judged`` (``self.judged()``), each micro-batch to ``write_batch``."""
+        """Start the streaming query over ``judged`` (``self.judged()``), each micro-batch to
+        ``write_batch``, or to the JVM sink when it is chosen and can write it (``jvm_sink``)."""
+        options = self.jvm_sink(judged.sparkSession)
+        stream = judged.writeStream
         writer = (
-            judged.writeStream.foreachBatch(self.write_batch)
+            (stream.foreachBatch(self.write_batch) if options is None else stream.format(JVM_SINK).options(**options))
             .option("checkpointLocation", self.query.checkpoint)
             .queryName(f"streamdedup-{id(self)}")
         )
         trigger = {"availableNow": True} if bounded else {"processingTime": self.query.trigger}
         return writer.trigger(**trigger).start()
+
+    def jvm_sink(self, spark: SparkSession) -> dict[str, str] | None:
+        """The JVM sink's options (``streamdedup.output.KafkaSink``: each batch written with no call
+        into Python) when ``spark.streamdedup.sink`` is ``jvm`` and it can write the batches: the
+        operator's verdicts, every output on the events' Kafka cluster (``writer.sink_options``).
+        Its hooks (``BatchHooks``: the lease's check, the watermarks' ``prepare`` and ``advance``)
+        are registered for this run; the watermark gauges follow each batch's progress."""
+        if spark.conf.get(SINK_SETTING, "foreach-batch") != "jvm" or not self.judge.verdicts_in_stream:
+            return None
+        options = getattr(self.writer, "sink_options", lambda: None)()
+        if options is None:
+            return None
+        assert self.watermarks is not None  # opened by _listen
+        name = f"streamdedup-{uuid.uuid4().hex}"
+        hooks = spark._jvm.streamdedup.output.BatchHooks.register(
+            name, self.watermarks.files, int(self.lease.timeout * 500)
+        )
+        self.lease.watch(hooks.renewed, hooks.lost)
+        self.sink_hooks = name
+        log.info("each micro-batch is written by the JVM sink (%s), with no call into Python", JVM_SINK)
+        self.listener.on_batch = self._after_sink_batch(self.listener.on_batch)
+        return {**options, "hooks": name}
+
+    def _after_sink_batch(self, on_batch: Callable[[Accounting], None] | None) -> Callable[[Accounting], None]:
+        def after(totals: Accounting) -> None:
+            if self.metrics is not None and self.watermarks is not None:
+                self.watermarks.publish_now(self.metrics)
+            if on_batch is not None:
+                on_batch(totals)
+
+        return after
 
     def write_batch(self, batch: DataFrame, batch_id: int) -> None:
         """The ``foreachBatch`` function: judge (``Judge.judge``), write, let the judge settle, count.

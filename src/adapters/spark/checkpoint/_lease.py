@@ -50,6 +50,7 @@ import socket
 import threading
 import time
 import uuid
+from collections.abc import Callable
 
 from adapters.spark.checkpoint._hadoop_files import HadoopPath
 from adapters.spark.checkpoint._logs import Checkpoint
@@ -79,6 +80,19 @@ class CheckpointLease:
         self._ours_at = float("-inf")  # monotonic time of the last read that found the lease ours
         self._claimed_at = float("-inf")  # monotonic time ``claim`` wrote the lease
         self._stamped_at = float("-inf")  # monotonic time taken just before the last renewal's stamp
+        self._watchers: list[tuple[Callable[[], None], Callable[[str], None]]] = []  # ``watch``
+
+    def watch(self, ours: Callable[[], None], lost: Callable[[str], None]) -> None:
+        """Tell ``ours()`` each time the lease is found this instance's, ``lost(reason)`` once it is
+        lost, until ``release``: what a check made outside Python (the JVM sink's) confirms by."""
+        self._watchers.append((ours, lost))
+        if self._ours_at > float("-inf"):
+            ours()
+
+    def _found_ours(self, read_at: float) -> None:
+        self._ours_at = read_at
+        for ours, _ in list(self._watchers):
+            _tell(ours)
 
     @property
     def interval(self) -> float:
@@ -125,7 +139,7 @@ class CheckpointLease:
                 self._thread.join()
             self._path = None
             raise
-        self._ours_at = read_at
+        self._found_ours(read_at)
         if self.lost.is_set():  # the heartbeat found it another's meanwhile
             raise self.error()
 
@@ -139,7 +153,7 @@ class CheckpointLease:
             if not _ours(holder, self.owner):
                 self._lose(self._taken_by(holder))
             else:
-                self._ours_at = read_at
+                self._found_ours(read_at)
         if self.lost.is_set():
             raise self.error()
 
@@ -152,6 +166,7 @@ class CheckpointLease:
         if self._thread is not None:
             self._thread.join()
         self._path = None
+        self._watchers.clear()
         if self.lost.is_set():
             raise self.error()
         try:
@@ -216,7 +231,7 @@ class CheckpointLease:
                 if not _ours(holder, self.owner):
                     return self._lose(self._taken_by(holder))
                 self._renew()
-                self._ours_at = read_at
+                self._found_ours(read_at)
             except DedupError as exc:  # the file system did not answer: retried at the next beat
                 log.warning("could not renew the lease of checkpoint %s: %s", self.location, exc)
                 if time.monotonic() - self._stamped_at >= self.timeout:
@@ -234,6 +249,8 @@ class CheckpointLease:
             self._reason = reason
             log.error("checkpoint %s lost: %s", self.location, reason)
             self.lost.set()
+            for _, lost in list(self._watchers):
+                _tell(lost, reason)
 
     def _renew(self) -> None:
         with self._io:
@@ -327,6 +344,14 @@ def _being_replaced(path: HadoopPath) -> bool:
 
 def _ours(holder: dict | None, owner: str) -> bool:
     return holder is not None and holder["owner"] == owner
+
+
+def _tell(watcher: Callable[..., None], *args) -> None:
+    """A watcher told (``CheckpointLease.watch``); one that fails (the JVM it calls is gone) is logged."""
+    try:
+        watcher(*args)
+    except Exception as exc:
+        log.warning("a watcher of the checkpoint lease failed: %s: %s", type(exc).__name__, exc)
 
 
 def _age(holder: dict) -> float:

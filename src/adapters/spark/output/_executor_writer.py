@@ -52,6 +52,8 @@ log = logging.getLogger(__name__)
 NO_BATCH = -1
 BROKER_DEFAULT = -1  # a NewTopic replication factor of -1: the broker's default.replication.factor (KIP-464)
 FAULT_SETTING = "spark.streamdedup.test.writerFault"  # a test's injected writer failure (KafkaBatchWriter's Faults)
+SINK_SETTING = "spark.streamdedup.sink"  # "jvm": the JVM streaming sink where it can write (SparkEngine.jvm_sink)
+JVM_SINK = "streamdedup.output.KafkaSink"  # the executor writer as a Spark streaming sink (DataSource V2)
 
 # The Kafka producers' settings unless kafka.config gives them (Java client names): batching for
 # both deliveries (the executor-side writer, with or without transactions; Spark's own writer for
@@ -218,6 +220,16 @@ class ExecutorWriter:
         # Java exception that PySpark inspects with some forty more
         text = strings.join("\n", lines)
         return [PartitionWrite(**json.loads(line)) for line in text.split("\n") if line]
+
+    def sink_options(self, transactional_id: str | None = None) -> dict[str, str]:
+        """The options of the JVM streaming sink (``streamdedup.output.KafkaSink``) that writes as
+        ``write`` does: in one transaction per partition under ``transactional_id``, or (None) at-least-once."""
+        options = {f"producer.{key}": value for key, value in self.producer.items()}
+        options.update({f"consumer.{key}": value for key, value in self.consumer.items()})
+        if transactional_id is not None:
+            assert self.markers is not None  # writer_for gives an exactly-once writer its control topic
+            options.update(prefix=transactional_id, markers=self.markers)
+        return options
 
     def _jvm_objects(self, spark) -> tuple:
         """The JVM's writer class and the client settings as Java maps, made once per SparkContext

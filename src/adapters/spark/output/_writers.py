@@ -113,9 +113,24 @@ class AtLeastOnceWriter:
                 records_in_batch=self.records_in_batch,
             )
 
+    def sink_options(self) -> dict[str, str] | None:
+        """The JVM sink's options when it can write this writer's batches (``jvm_sink_options``), else None."""
+        return jvm_sink_options(self, None)
+
     def close(self) -> None:
         if self.executors is not None and self.spark is not None:
             ExecutorWriter.close(self.spark)
+
+
+def jvm_sink_options(writer, transactional_id: str | None) -> dict[str, str] | None:
+    """The options of the JVM streaming sink (``streamdedup.output.KafkaSink``) for ``writer``'s batches,
+    or None when the sink cannot write them as ``write`` does: some output is not on the events' Kafka
+    cluster (Spark's own writer writes it), or the batches do not carry their records."""
+    if writer.executors is None or not writer.records_in_batch:
+        return None
+    if apart_from(writer.events, writer.dead_letters, writer.duplicates):
+        return None
+    return writer.executors.sink_options(transactional_id)
 
 
 def write_from_executors(
@@ -238,6 +253,14 @@ class ExactlyOnceWriter:
                 batch_id,
                 skipped,
             )
+
+    def sink_options(self) -> dict[str, str] | None:
+        """The JVM sink's options (``jvm_sink_options``) for this start, or None: also when a previous
+        version's whole-batch commits or a migration's carried rows need ``write``'s own checks."""
+        assert self.identity is not None  # resolved by ``open``, before the query starts
+        if self.identity.whole_batch_committed not in (None, NO_BATCH) or self.carried is not None:
+            return None
+        return jvm_sink_options(self, self.identity.transactional_id)
 
     def close(self) -> None:
         if self.spark is not None:

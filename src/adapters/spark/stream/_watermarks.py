@@ -93,6 +93,10 @@ class BatchWatermarks:
         """The watermarks after the last batch as gauges (``domain.publish_table``)."""
         publish_table(metrics, *_parsed(self._after))
 
+    def publish_now(self, metrics: Metrics) -> None:
+        """The watermarks as they are as gauges (a batch advanced them in the JVM: the JVM sink)."""
+        publish_table(metrics, *_parsed(self.files.table()))
+
 
 def _parsed(table: str) -> tuple[dict[str, int], dict[tuple[str, str], int]]:
     """RuleHorizons' lines (``rule \t watermark``, ``rule \t partition \t newest``) as a table."""

@@ -20,7 +20,7 @@ from confluent_kafka.admin import AdminClient, ConfigResource
 from adapters.kafka import KafkaEndpoint
 from adapters.spark import SparkEngine, build_spark_engine
 from adapters.spark.checkpoint import Checkpoint, legacy_transactional_id, resolve_identity
-from adapters.spark.output import FAULT_SETTING, CommitLog, partition_id
+from adapters.spark.output import FAULT_SETTING, SINK_SETTING, CommitLog, partition_id
 from app import SettingsError, StreamSpec, container_for, generate, load_settings
 from deploy.local import services
 from domain import Policies, RuleSet, SinkUnavailable
@@ -38,6 +38,15 @@ def topics(kafka_bootstrap):
     names = {role: unique(role) for role in ("in", "out", "dlq")}
     create_topics(kafka_bootstrap, *names.values())
     return names
+
+
+@pytest.fixture(params=["foreach-batch", "jvm"])
+def sink(request, kafka_spark):
+    """Each batch written through ``foreachBatch`` or the JVM streaming sink (``SINK_SETTING``:
+    ``streamdedup.output.KafkaSink``, no call into Python on a batch's path)."""
+    kafka_spark.conf.set(SINK_SETTING, request.param)
+    yield request.param
+    kafka_spark.conf.unset(SINK_SETTING)
 
 
 def engine(
@@ -89,7 +98,7 @@ def markers(bootstrap: str, topic: str, transactional_id: str) -> dict[int, list
     return batches
 
 
-def test_a_replayed_micro_batch_is_not_produced_twice(kafka_spark, kafka_bootstrap, topics, tmp_path):
+def test_a_replayed_micro_batch_is_not_produced_twice(kafka_spark, kafka_bootstrap, topics, tmp_path, sink):
     records, expected = generate(StreamSpec(uniques=1500, seed=5))
     produce(kafka_bootstrap, topics["in"], records)
     checkpoint = tmp_path / "checkpoint"
@@ -97,6 +106,7 @@ def test_a_replayed_micro_batch_is_not_produced_twice(kafka_spark, kafka_bootstr
     #    lost and the batch replayed
     first = engine(kafka_spark, kafka_bootstrap, topics, checkpoint, "exactly-once")
     first.run(available_now=True)
+    assert bool(first.timings.batches) == (sink == "foreach-batch")  # the batches that called into Python
     tid = first.writer.identity.transactional_id
     zombie = open_transaction_left_behind(kafka_bootstrap, partition_id(tid, 0), topics["out"])
     replayed = crash_before_checkpoint_commit(checkpoint)
@@ -232,12 +242,17 @@ def test_a_checkpoint_created_anew_at_the_same_location_is_a_new_query(kafka_spa
 
 
 def test_at_least_once_writes_every_unique_event_and_dead_letter_and_counts_each_once(
-    kafka_spark, kafka_bootstrap, topics, tmp_path
+    kafka_spark, kafka_bootstrap, topics, tmp_path, sink
 ):
     records, expected = generate(StreamSpec(uniques=600, seed=7))
     produce(kafka_bootstrap, topics["in"], records)
     spark_engine = engine(kafka_spark, kafka_bootstrap, topics, tmp_path / "checkpoint", "at-least-once", per_batch=400)
     counts = spark_engine.run(available_now=True).as_dict()
+    assert bool(spark_engine.timings.batches) == (sink == "foreach-batch")
+    # the watermarks prepared before and advanced after the last batch, by whichever wrote it
+    last = max(int(p.name) for p in (tmp_path / "checkpoint" / "commits").iterdir() if p.name.isdigit())
+    saved = json.loads((tmp_path / "checkpoint" / "streamdedup" / "watermarks" / f"{last}.json").read_text())
+    assert last >= 1 and {"use", "after"} <= set(saved)
     want = reference(records)
     assert Counter(m.value for m in read_topic(kafka_bootstrap, topics["out"])) == Counter(want.emitted)
     assert Counter(dead_letter_bytes(read_topic(kafka_bootstrap, topics["dlq"]))) == Counter(want.dead_letters)

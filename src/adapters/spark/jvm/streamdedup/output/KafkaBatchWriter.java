@@ -76,6 +76,11 @@ public final class KafkaBatchWriter implements FlatMapFunction<Iterator<Internal
         this.fault = fault;
     }
 
+    /** The same writer for micro-batch {@code batch}. */
+    KafkaBatchWriter forBatch(long batch) {
+        return new KafkaBatchWriter(batch, producerConfig, consumerConfig, prefix, markerTopic, queryId, fault);
+    }
+
     /**
      * Writes {@code records}, one task per partition, and returns each task's JSON line.
      * {@code prefix} null: at-least-once. {@code fault}: a test's injected failure ({@link Faults}), or null.
