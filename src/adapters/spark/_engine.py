@@ -337,7 +337,7 @@ class SparkEngine:
                 spark.streams.removeListener(self.listener)
         finally:
             if self.sink_hooks is not None:
-                spark._jvm.streamdedup.output.BatchHooks.unregister(self.sink_hooks)
+                _sink_hooks(spark).unregister(self.sink_hooks)
                 self.sink_hooks = None
             try:
                 self.writer.close()
@@ -421,9 +421,7 @@ class SparkEngine:
             return None
         assert self.watermarks is not None  # opened by _listen
         name = f"streamdedup-{uuid.uuid4().hex}"
-        hooks = spark._jvm.streamdedup.output.BatchHooks.register(
-            name, self.watermarks.files, int(self.lease.timeout * 500)
-        )
+        hooks = _sink_hooks(spark).register(name, self.watermarks.files, int(self.lease.timeout * 500))
         self.lease.watch(hooks.renewed, hooks.lost)
         self.sink_hooks = name
         log.info("each micro-batch is written by the JVM sink (%s), with no call into Python", JVM_SINK)
@@ -479,3 +477,10 @@ class SparkEngine:
         tools.retried(attempt)
         if attempts > 1 and recount:
             tools.recount(judged.df)
+
+
+def _sink_hooks(spark: SparkSession):
+    """The JVM sink's ``streamdedup.output.BatchHooks`` class (in the operator's jar)."""
+    jvm = spark._jvm
+    assert jvm is not None  # a running session has its gateway
+    return jvm.streamdedup.output.BatchHooks
