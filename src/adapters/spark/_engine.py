@@ -416,7 +416,7 @@ class SparkEngine:
         are registered for this run; the watermark gauges follow each batch's progress."""
         if spark.conf.get(SINK_SETTING, "foreach-batch") != "jvm" or not self.judge.verdicts_in_stream:
             return None
-        options = getattr(self.writer, "sink_options", lambda: None)()
+        options = self.writer.sink_options()
         if options is None:
             return None
         assert self.watermarks is not None  # opened by _listen

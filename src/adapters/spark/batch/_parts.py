@@ -94,6 +94,10 @@ class BatchWriter(Protocol):
         """The stream of verdicts with what the writer computes per row added to it, once per start
         (a judge whose ``stream`` gives the verdicts): planned with the stream, not per batch."""
 
+    def sink_options(self) -> dict[str, str] | None:
+        """The options of the JVM streaming sink that writes the batches as ``write`` does, with no call
+        into Python (``streamdedup.output.KafkaSink``), after ``open``; None: ``write`` writes them."""
+
     def open(self, spark: SparkSession) -> None:
         """Called at each start of the query, before it runs (e.g. the exactly-once identity)."""
 

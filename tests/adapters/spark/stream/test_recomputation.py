@@ -38,6 +38,9 @@ class RecomputingWriter:
     def in_stream(self, judged):
         return self.inner.in_stream(judged)
 
+    def sink_options(self):
+        return None  # every batch through ``write``, which reads it again
+
     def open(self, spark) -> None:
         self.inner.open(spark)
 
