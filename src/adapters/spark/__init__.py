@@ -22,7 +22,7 @@ from adapters.spark._trigger import DEFAULT_TRIGGER
 
 if TYPE_CHECKING:
     from adapters.spark._engine import SparkEngine, build_spark_engine
-    from adapters.spark._restart import query_failure, run_restarting
+    from adapters.spark._restart import query_failure, run_restarting, run_retrying_writes
     from adapters.spark._saved_state import CheckpointState
     from adapters.spark._waiting import stop_after_running_batch
 
@@ -31,6 +31,7 @@ _LAZY = {  # the names whose modules import pyspark: imported when first asked f
     "build_spark_engine": "adapters.spark._engine",
     "query_failure": "adapters.spark._restart",
     "run_restarting": "adapters.spark._restart",
+    "run_retrying_writes": "adapters.spark._restart",
     "CheckpointState": "adapters.spark._saved_state",
     "stop_after_running_batch": "adapters.spark._waiting",
 }
@@ -56,5 +57,6 @@ __all__ = [
     "build_spark_engine",
     "query_failure",
     "run_restarting",
+    "run_retrying_writes",
     "stop_after_running_batch",
 ]

@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -44,14 +43,14 @@ from typing import Any
 from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame, SparkSession
 
-from adapters.spark._restart import retried, run_restarting
+from adapters.spark._restart import retried, run_restarting, run_retrying_writes
 from adapters.spark._stopping import QueryStopper
 from adapters.spark._trigger import DEFAULT_TRIGGER
 from adapters.spark._waiting import await_query
 from adapters.spark.batch import BatchTools, BatchWriter, Judge, JudgedBatch, OperatorJudge, RedisBatchJudge
 from adapters.spark.checkpoint import DEFAULT_TIMEOUT, CheckpointGuard, CheckpointLease, StateFiles
 from adapters.spark.metrics import BatchTimings, ProgressListener, StateRowGauge, counted
-from adapters.spark.output import JVM_SINK, SINK_SETTING, writer_for
+from adapters.spark.output import JVM_SINK, SINK_SETTING, SinkHooks, writer_for
 from adapters.spark.runtime import (
     SparkLog,
     build_session,
@@ -210,7 +209,10 @@ class SparkEngine:
     owns_session: bool = field(init=False, default=False, repr=False)  # started here: ``run`` stops it
     timings: BatchTimings = field(init=False, default_factory=BatchTimings, repr=False)  # foreachBatch's phases
     stopper: QueryStopper = field(init=False, default_factory=QueryStopper, repr=False)  # ``stopping``
-    sink_hooks: str | None = field(init=False, default=None, repr=False)  # the JVM sink's, while a run uses it
+    sink_hooks: SinkHooks | None = field(init=False, default=None, repr=False)  # the JVM sink's, while a run uses it
+    aborted_batch: int | None = field(
+        init=False, default=None, repr=False
+    )  # whose write the JVM sink's last run aborted
 
     def __post_init__(self):
         self.listener = ProgressListener(self.metrics, rules=self.rules.rules)
@@ -268,7 +270,7 @@ class SparkEngine:
         stop = stop or threading.Event()
         try:
             run_restarting(
-                lambda: self.run_query(stop, available_now),
+                lambda: self.run_retrying_writes(stop, available_now),
                 self.restart,
                 stop,
                 on_failure=self._count_failure,
@@ -311,14 +313,35 @@ class SparkEngine:
         if self.metrics is not None:
             self.metrics.increment("failed_batches")
 
-    def run_query(self, stop: threading.Event, available_now: bool | None = None) -> Accounting:
-        """Start the query once and wait for it; the writer's clients are closed when it ends."""
+    def run_retrying_writes(self, stop: threading.Event, available_now: bool | None = None) -> Accounting | None:
+        """``run_query``, started again after a micro-batch whose write the JVM sink aborted, per the
+        ``transient`` policy (``_restart.run_retrying_writes``); the counts go on across those starts."""
+        carried = Accounting()
+
+        def start() -> Accounting:
+            nonlocal carried
+            try:
+                return self.run_query(stop, available_now, carried)
+            finally:
+                if self.aborted_batch is not None:
+                    carried = self.listener.totals
+
+        return run_retrying_writes(start, lambda: self.aborted_batch, self.policies, stop)
+
+    def run_query(
+        self, stop: threading.Event, available_now: bool | None = None, carried: Accounting | None = None
+    ) -> Accounting:
+        """Start the query once and wait for it; the writer's clients are closed when it ends.
+        ``carried``: counts of earlier starts its own are added to."""
         spark = self.session()
+        self.aborted_batch = None
         try:
             self._prepare(spark)
             require_endpoints(spark, self.endpoints(), self.query.kafka_settings)  # topics, input directories
             self.lease.claim(spark)  # one instance per checkpoint: a second is refused (CheckpointInUse)
             self._listen(spark)
+            if carried is not None:
+                self.listener.totals.add(carried)
             assert self.watermarks is not None  # opened by _listen
             self.guard.prepare(spark)  # refuses an incompatible checkpoint first
             judged = self.judged()  # reads the checkpoint only: the lease settles meanwhile
@@ -337,7 +360,8 @@ class SparkEngine:
                 spark.streams.removeListener(self.listener)
         finally:
             if self.sink_hooks is not None:
-                _sink_hooks(spark).unregister(self.sink_hooks)
+                self.aborted_batch = self.sink_hooks.aborted_batch()
+                self.sink_hooks.unregister(spark)
                 self.sink_hooks = None
             try:
                 self.writer.close()
@@ -420,16 +444,18 @@ class SparkEngine:
         if options is None:
             return None
         assert self.watermarks is not None  # opened by _listen
-        name = f"streamdedup-{uuid.uuid4().hex}"
-        hooks = _sink_hooks(spark).register(name, self.watermarks.files, int(self.lease.timeout * 500))
+        hooks = SinkHooks.register(spark, self.watermarks.files, int(self.lease.timeout * 500))
         self.lease.watch(hooks.renewed, hooks.lost)
-        self.sink_hooks = name
+        self.sink_hooks = hooks
         log.info("each micro-batch is written by the JVM sink (%s), with no call into Python", JVM_SINK)
-        self.listener.on_batch = self._after_sink_batch(self.listener.on_batch)
-        return {**options, "hooks": name}
+        self.listener.on_batch = self._after_sink_batch(hooks, self.listener.on_batch)
+        return {**options, "hooks": hooks.name}
 
-    def _after_sink_batch(self, on_batch: Callable[[Accounting], None] | None) -> Callable[[Accounting], None]:
+    def _after_sink_batch(
+        self, hooks: SinkHooks, on_batch: Callable[[Accounting], None] | None
+    ) -> Callable[[Accounting], None]:
         def after(totals: Accounting) -> None:
+            hooks.report_skipped()
             if self.metrics is not None and self.watermarks is not None:
                 self.watermarks.publish_now(self.metrics)
             if on_batch is not None:
@@ -477,10 +503,3 @@ class SparkEngine:
         tools.retried(attempt)
         if attempts > 1 and recount:
             tools.recount(judged.df)
-
-
-def _sink_hooks(spark: SparkSession):
-    """The JVM sink's ``streamdedup.output.BatchHooks`` class (in the operator's jar)."""
-    jvm = spark._jvm
-    assert jvm is not None  # a running session has its gateway
-    return jvm.streamdedup.output.BatchHooks

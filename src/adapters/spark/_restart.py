@@ -3,7 +3,8 @@
 ``retried`` runs one piece of a micro-batch's work (judging against Redis, a write) under the
 ``transient`` policy: a failed Spark job counts as a transient sink failure; when the
 retries are used up it raises ``PolicyExhausted``, the batch is not committed and the query
-fails. ``run_restarting`` then lets the ``RestartStrategy`` decide whether to wait and run
+fails. With the JVM sink no Python runs inside a batch: ``run_retrying_writes`` starts the
+query again after a batch whose write Spark aborted, under the same policy. ``run_restarting`` then lets the ``RestartStrategy`` decide whether to wait and run
 the query again; every restart continues from the checkpoint, so the failed micro-batch is
 replayed with the same ``batch_id``. When the strategy gives up it raises
 ``RestartsExhausted`` with a one-line message. Setup errors (``error_class`` ``setup``: a
@@ -28,6 +29,7 @@ from domain import (
     DedupError,
     PermanentError,
     Policies,
+    PolicyExhausted,
     ProcessingBug,
     RestartsExhausted,
     RestartStrategy,
@@ -52,6 +54,36 @@ def retried(operation: Callable[[], T], policies: Policies, sleep: Callable[[flo
             raise SinkUnavailable(f"batch write failed: {what_failed(exc)}") from None
 
     return run_or_stop(attempt, policies, sleep)
+
+
+def run_retrying_writes(
+    run: Callable[[], T],
+    aborted: Callable[[], int | None],
+    policies: Policies,
+    stop: threading.Event,
+) -> T | None:
+    """``run()`` (one start of the query) again while a micro-batch's write fails, per the
+    ``transient`` policy, as ``retried`` retries a write inside ``foreachBatch``: ``aborted()``
+    names the batch whose write Spark aborted in the failed start (the JVM sink's), None when
+    something else failed (raised as it is, as is a setup error such as ``CheckpointInUse``). The next start replays that batch under its id.
+    The policy counts one batch's failures in a row; when it gives up, ``PolicyExhausted`` (the
+    restart strategy decides). None when ``stop`` is set while waiting."""
+    failures, failing = 0, None
+    while True:
+        try:
+            return run()
+        except Exception as exc:
+            batch = aborted()
+            if batch is None or _setup_error(exc):  # e.g. the checkpoint lost meanwhile: never retried
+                raise
+            failures, failing = (failures + 1 if batch == failing else 1), batch
+            error = SinkUnavailable(f"batch {batch} write failed: {what_failed(exc)}")
+            delay = policies.for_error(error).delay_before(failures, None)
+            if delay is None:
+                raise PolicyExhausted(error, failures) from exc
+        log.warning("%s; the query starts again in %.1fs to write it (attempt %d)", error, delay, failures + 1)
+        if stop.wait(delay):
+            return None
 
 
 def run_restarting(

@@ -1,4 +1,5 @@
-"""Restart strategies (domain._restart) and the supervisor that applies them to a failing job."""
+"""Restart strategies (domain._restart) and the supervisor that applies them to a failing job; the
+JVM sink's failed writes retried by starting the query again, per the ``transient`` policy."""
 
 from __future__ import annotations
 
@@ -6,10 +7,10 @@ import threading
 
 import pytest
 
-from adapters.spark import query_failure, run_restarting
+from adapters.spark import query_failure, run_restarting, run_retrying_writes
 from adapters.spark.shared import CheckpointInUse
 from app import SettingsError, load_settings
-from domain import PermanentError, RestartsExhausted, parse_restart
+from domain import PermanentError, Policies, PolicyExhausted, RestartsExhausted, parse_restart
 
 
 @pytest.mark.parametrize(
@@ -135,3 +136,76 @@ def test_losing_the_checkpoint_to_another_query_is_never_restarted(spark_says):
 
 def test_any_other_query_failure_is_a_bug_the_strategy_restarts():
     assert type(query_failure(RuntimeError("[STREAM_FAILED] boom\nat ..."))).__name__ == "ProcessingBug"
+
+
+class AbortingStarts:
+    """Query starts that fail with Spark's abort of the batches named in turn (None: a start that
+    fails otherwise), then return ``"done"``; ``aborted()`` as the JVM sink's hooks answer it."""
+
+    def __init__(self, *batches: int | None):
+        self.batches, self.runs, self.aborted = list(batches), 0, None
+
+    def __call__(self):
+        self.runs += 1
+        self.aborted = None
+        if self.batches:
+            self.aborted = self.batches.pop(0)
+            raise RuntimeError("Job aborted due to stage failure: KafkaWriteFailed: broker gone")
+        return "done"
+
+
+def waits_recorded() -> tuple[threading.Event, list[float]]:
+    stop, waits = threading.Event(), []
+    stop.wait = lambda delay: waits.append(delay) or False
+    return stop, waits
+
+
+def test_a_sinks_aborted_write_is_retried_per_the_transient_policy_counting_each_batch_anew():
+    policies = Policies.from_strings({"transient": "retry(attempts=3,backoff=exponential,delay=1,factor=2)>fail"})
+    starts, (stop, waits) = AbortingStarts(4, 4, 9, 9), waits_recorded()
+    assert run_retrying_writes(starts, lambda: starts.aborted, policies, stop) == "done"
+    # batch 4 failed twice (waits 1, 2), then batch 9 twice: its count starts again
+    assert (starts.runs, waits) == (5, [1, 2, 1, 2])
+
+
+def test_when_the_transient_policy_gives_up_on_a_write_the_restart_strategy_decides():
+    policies = Policies.from_strings({"transient": "retry(attempts=2,backoff=fixed,delay=0)>fail"})
+    starts, (stop, waits) = AbortingStarts(4, 4, 4), waits_recorded()
+    with pytest.raises(PolicyExhausted) as error:
+        run_retrying_writes(starts, lambda: starts.aborted, policies, stop)
+    assert starts.runs == 3 and waits == [0, 0]
+    assert str(error.value) == (
+        "batch 4 write failed: Job aborted due to stage failure: KafkaWriteFailed: broker gone (after 3 attempts)"
+    )
+    # and the supervisor restarts the query per its strategy (the policy's error is not a setup error)
+    again = AbortingStarts(4, 4, 4)
+    assert (
+        run_restarting(
+            lambda: run_retrying_writes(again, lambda: again.aborted, policies, stop),
+            parse_restart("fixed-delay(attempts=1,delay=0)"),
+            threading.Event(),
+        )
+        == "done"
+    )
+
+
+def test_a_start_that_failed_without_an_aborted_write_or_lost_its_checkpoint_is_not_retried_here():
+    policies = Policies.from_strings({"transient": "retry(attempts=5,backoff=fixed,delay=0)>fail"})
+    starts, (stop, waits) = AbortingStarts(None), waits_recorded()
+    with pytest.raises(RuntimeError):
+        run_retrying_writes(starts, lambda: starts.aborted, policies, stop)
+    assert starts.runs == 1 and waits == []
+
+    def lost_after_an_abort():  # the lease's release found the checkpoint taken over
+        raise CheckpointInUse("checkpoint /c is in use by another running instance")
+
+    with pytest.raises(CheckpointInUse):
+        run_retrying_writes(lost_after_an_abort, lambda: 4, policies, stop)
+    assert waits == []
+
+
+def test_a_stop_while_waiting_to_retry_a_write_ends_the_job():
+    starts, stop = AbortingStarts(4), threading.Event()
+    stop.wait = lambda delay: True
+    assert run_retrying_writes(starts, lambda: starts.aborted, Policies(), stop) is None
+    assert starts.runs == 1

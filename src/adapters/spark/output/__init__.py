@@ -1,7 +1,7 @@
 """Writing a judged micro-batch: the writers per delivery (``writer_for``), the executor
 writer and its commit log of markers (exactly-once), Spark's own writers, the dead letter as
 Spark columns, the duplicate report as Spark columns (both from the encodings in
-``_metadata``), and records too large for a Kafka topic."""
+``_metadata``), records too large for a Kafka topic, and the JVM sink's hooks for a query run."""
 
 # record formats whose functions share names: exported as modules
 from adapters.spark.output import _dead_letters as dead_letters
@@ -17,6 +17,7 @@ from adapters.spark.output._executor_writer import (
     control_topic_for,
     partition_id,
 )
+from adapters.spark.output._jvm_sink import SinkHooks
 from adapters.spark.output._spark_writer import accounted_records
 from adapters.spark.output._writers import AtLeastOnceWriter, ExactlyOnceWriter, writer_for
 
@@ -30,6 +31,7 @@ __all__ = [
     "CommitLog",
     "ExactlyOnceWriter",
     "ExecutorWriter",
+    "SinkHooks",
     "accounted_records",
     "control_topic_for",
     "dead_letters",

@@ -248,11 +248,7 @@ class ExactlyOnceWriter:
         )
         skipped = sorted(task.partition for task in tasks if task.skipped)
         if skipped:
-            log.info(
-                "batch %d: partitions %s were committed to Kafka before (markers found); not written again",
-                batch_id,
-                skipped,
-            )
+            report_skipped(batch_id, skipped)
 
     def sink_options(self) -> dict[str, str] | None:
         """The JVM sink's options (``jvm_sink_options``) for this start, or None: also when a previous
@@ -265,6 +261,15 @@ class ExactlyOnceWriter:
     def close(self) -> None:
         if self.spark is not None:
             ExecutorWriter.close(self.spark)
+
+
+def report_skipped(batch_id: int, partitions: list[int]) -> None:
+    """The partitions of a batch a write found committed before (their markers) and did not write again."""
+    log.info(
+        "batch %d: partitions %s were committed to Kafka before (markers found); not written again",
+        batch_id,
+        partitions,
+    )
 
 
 def upgrade(identity: Identity, checkpoint: Checkpoint, commits: CommitLog) -> Identity:

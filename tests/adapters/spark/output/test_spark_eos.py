@@ -20,7 +20,7 @@ from confluent_kafka.admin import AdminClient, ConfigResource
 from adapters.kafka import KafkaEndpoint
 from adapters.spark import SparkEngine, build_spark_engine
 from adapters.spark.checkpoint import Checkpoint, legacy_transactional_id, resolve_identity
-from adapters.spark.output import FAULT_SETTING, SINK_SETTING, CommitLog, partition_id
+from adapters.spark.output import FAULT_SETTING, CommitLog, partition_id
 from app import SettingsError, StreamSpec, container_for, generate, load_settings
 from deploy.local import services
 from domain import Policies, RuleSet, SinkUnavailable
@@ -38,15 +38,6 @@ def topics(kafka_bootstrap):
     names = {role: unique(role) for role in ("in", "out", "dlq")}
     create_topics(kafka_bootstrap, *names.values())
     return names
-
-
-@pytest.fixture(params=["foreach-batch", "jvm"])
-def sink(request, kafka_spark):
-    """Each batch written through ``foreachBatch`` or the JVM streaming sink (``SINK_SETTING``:
-    ``streamdedup.output.KafkaSink``, no call into Python on a batch's path)."""
-    kafka_spark.conf.set(SINK_SETTING, request.param)
-    yield request.param
-    kafka_spark.conf.unset(SINK_SETTING)
 
 
 def engine(
@@ -262,7 +253,7 @@ def test_at_least_once_writes_every_unique_event_and_dead_letter_and_counts_each
 
 
 def test_a_write_retried_after_its_records_were_sent_counts_each_record_once(
-    kafka_spark, kafka_bootstrap, topics, tmp_path
+    kafka_spark, kafka_bootstrap, topics, tmp_path, sink
 ):
     records, expected = generate(StreamSpec(uniques=600, seed=8))
     produce(kafka_bootstrap, topics["in"], records)
@@ -275,7 +266,8 @@ def test_a_write_retried_after_its_records_were_sent_counts_each_record_once(
         per_batch=400,
         policies=Policies.from_strings({"transient": "retry(attempts=2,backoff=fixed,delay=0)>fail"}),
     )
-    kafka_spark.conf.set(FAULT_SETTING, "fail-after-commit:0:0")  # batch 0's task 0 dies once after sending its records
+    # batch 0's task 0 dies once after sending its records (tagged: a fault fires once per JVM)
+    kafka_spark.conf.set(FAULT_SETTING, f"fail-after-commit:0:0:{sink}")
     try:
         counts = spark_engine.run(available_now=True).as_dict()
     finally:
@@ -286,6 +278,7 @@ def test_a_write_retried_after_its_records_were_sent_counts_each_record_once(
     out = Counter(m.value for m in read_topic(kafka_bootstrap, topics["out"]))
     assert set(out) == set(reference(records).emitted)
     assert sum(out.values()) > len(reference(records).emitted)  # the retry wrote task 0's records again
+    assert bool(spark_engine.timings.batches) == (sink == "foreach-batch")
 
 
 def upstream_transactions(bootstrap: str, topic: str, aborted: list[bytes], committed: list[bytes]) -> None:

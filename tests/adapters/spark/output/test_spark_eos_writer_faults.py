@@ -5,8 +5,10 @@ Each output partition of a micro-batch is written by its task in one Kafka trans
 (``spark.streamdedup.test.writerFault``, ``KafkaBatchWriter``'s ``Faults``) at the exact
 moments that matter: a task dying after its transaction committed but before Spark saw it
 finish, and a task dying mid-transaction (its records sent, the transaction left open), here
-in-session on ``local[2]``. ``read_committed`` readers must see every unique event and every
-dead letter exactly once. On the standalone cluster, with executor JVMs halted at those moments
+in-session on ``local[2]``, through both ways a batch reaches the writer (``foreachBatch``,
+which retries the write per the ``transient`` policy, and the JVM sink, whose aborted write
+the engine retries by starting the query again). ``read_committed`` readers must see every
+unique event and every dead letter exactly once. On the standalone cluster, with executor JVMs halted at those moments
 and the driver killed while one partition's transaction is open:
 ``tests/adapters/spark/cluster/test_cluster_eos_writer_faults.py``.
 """
@@ -31,7 +33,7 @@ pytestmark = [pytest.mark.spark, pytest.mark.kafka]
 
 
 def test_tasks_dying_before_and_after_their_commit_write_each_partition_once(
-    kafka_spark, kafka_bootstrap, tmp_path, caplog
+    kafka_spark, kafka_bootstrap, tmp_path, caplog, sink
 ):
     records, expected = generate(StreamSpec(uniques=2400, seed=21, late=0))
     topics = {role: unique(f"eos-tasks-{role}") for role in ("in", "out", "dlq")}
@@ -52,10 +54,14 @@ def test_tasks_dying_before_and_after_their_commit_write_each_partition_once(
     )
     # batch 1: partition 0 dies right after its commit; batch 2: partition 1 dies mid-transaction. Not both in
     # one batch: partition 1's failure could then abort the job before partition 0 committed (a race).
-    kafka_spark.conf.set(FAULT_SETTING, "fail-after-commit:1:0,fail-before-commit:2:1")
+    # (tagged with the writer: a fault fires once per JVM)
+    kafka_spark.conf.set(FAULT_SETTING, f"fail-after-commit:1:0:{sink},fail-before-commit:2:1:{sink}")
     try:
         with caplog.at_level("INFO", logger="adapters.spark.output._writers"):
             counts = engine.run(available_now=True).as_dict()
+        # foreachBatch retried the failed writes in the batch; the JVM sink's, by starting the query again
+        restarts = caplog.text.count("the query starts again in 0.0s to write it")
+        assert (bool(engine.timings.batches), restarts) == ((True, 0) if sink == "foreach-batch" else (False, 2))
     finally:
         kafka_spark.conf.unset(FAULT_SETTING)
     want = reference(records)

@@ -3,6 +3,7 @@ package streamdedup.output;
 import java.io.IOException;
 import java.io.UncheckedIOException;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.ConcurrentLinkedQueue;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.atomic.AtomicReference;
 
@@ -18,8 +19,12 @@ import streamdedup.stream.BatchWatermarkFiles;
  *       it and reports here, {@link #renewed}, {@link #lost}: a batch is refused once the lease
  *       was lost, or when it was not found ours within {@code freshMs}, as
  *       {@code checkpoint._lease.confirm} refuses it), then the watermarks' {@code prepare}.
- *   <li>{@link #after}: the watermarks' {@code advance}; the tasks' lines are kept for the
- *       engine ({@link #lastLines}).
+ *   <li>{@link #after}: the watermarks' {@code advance}; the lines of the tasks that found
+ *       their partition committed before (its marker) are kept for the engine to report
+ *       ({@link #drainSkipped}).
+ *   <li>{@link #aborted}: Spark aborted the batch's write (a task failed past Spark's own task
+ *       retries); the engine retries the batch per its {@code transient} policy by starting the
+ *       query again ({@link #lastAborted}).
  * </ul>
  */
 public final class BatchHooks {
@@ -29,8 +34,8 @@ public final class BatchHooks {
     private final long freshMs;
     private final AtomicLong oursAtMs = new AtomicLong(Long.MIN_VALUE / 2);
     private final AtomicReference<String> lostReason = new AtomicReference<>();
-    private volatile String lastLines = "";
-    private volatile long lastBatch = -1;
+    private final ConcurrentLinkedQueue<String> skipped = new ConcurrentLinkedQueue<>();
+    private volatile long lastAborted = -1;
 
     private BatchHooks(BatchWatermarkFiles watermarks, long freshMs) {
         this.watermarks = watermarks;
@@ -76,22 +81,38 @@ public final class BatchHooks {
         }
     }
 
+    /** Keeps at most this many skipped partitions' lines for the engine to drain (it drains after every batch). */
+    static final int SKIPPED_KEPT = 1000;
+
     void after(long batchId, String lines) {
         try {
             watermarks.advance(batchId, null);
         } catch (IOException failed) {
             throw new UncheckedIOException(failed);
         }
-        lastLines = lines;
-        lastBatch = batchId;
+        for (String line : lines.split("\n")) {
+            if (!line.contains("\"skipped\":true")) continue;
+            skipped.add(batchId + "\t" + line);
+            while (skipped.size() > SKIPPED_KEPT) skipped.poll();
+        }
     }
 
-    /** The tasks' lines of the last batch committed ({@link #lastBatch}), one per partition. */
-    public String lastLines() {
-        return lastLines;
+    void aborted(long batchId) {
+        lastAborted = batchId;
     }
 
-    public long lastBatch() {
-        return lastBatch;
+    /**
+     * The lines of the partitions found committed before, since the last call: one per line,
+     * {@code BATCH<TAB>LINE}.
+     */
+    public String drainSkipped() {
+        StringBuilder lines = new StringBuilder();
+        for (String line = skipped.poll(); line != null; line = skipped.poll()) lines.append(line).append('\n');
+        return lines.toString();
+    }
+
+    /** The last batch whose write Spark aborted in this run, or -1. */
+    public long lastAborted() {
+        return lastAborted;
     }
 }

@@ -9,7 +9,8 @@ import java.util.concurrent.ConcurrentHashMap;
  * resubmits after losing shuffle output with an executor, does not fail again), at one
  * partition of one batch
  * (Spark setting {@code spark.streamdedup.test.writerFault}, never set in production):
- * {@code KIND:BATCH:PARTITION[,…]}, KIND one of
+ * {@code KIND:BATCH:PARTITION[:TAG][,…]} (a fault fires once per JVM: a test's {@code TAG} makes
+ * it another fault than an earlier test's), KIND one of
  * {@code halt-at-start} / {@code stall-at-start} (the task's JVM dies, or the task hangs, as the
  * write of its partition starts: before the stateful operator judged any of its rows),
  * {@code fail-before-commit} (the task dies mid-transaction: its records sent, the transaction
@@ -29,7 +30,7 @@ final class Faults {
         if (spec != null && attempt == 0) {
             for (String one : spec.split(",")) {
                 String[] parts = one.trim().split(":");
-                if (parts.length == 3 && Long.parseLong(parts[1]) == batch && Integer.parseInt(parts[2]) == partition
+                if ((parts.length == 3 || parts.length == 4) && Long.parseLong(parts[1]) == batch && Integer.parseInt(parts[2]) == partition
                         && FIRED.add(one.trim())) {
                     found = parts[0];
                 }

@@ -37,7 +37,9 @@ import org.apache.spark.sql.util.CaseInsensitiveStringMap;
  * {@code output._executor_writer} holds as it is. The driver's work around a batch is
  * {@link BatchHooks}: before the batch's tasks (where Spark makes the batch's write, on the
  * stream's thread), the lease's check and the watermarks' {@code prepare}; in {@link
- * StreamingWrite#commit}, before Spark writes its commit log, their {@code advance}.
+ * StreamingWrite#commit}, before Spark writes its commit log, their {@code advance}; a write
+ * Spark aborts is reported to them, and the engine retries the batch per its {@code transient}
+ * policy by starting the query again (the batch replayed under its id).
  *
  * Options: {@code hooks} (the {@link BatchHooks} registered by the engine), {@code prefix} and
  * {@code markers} (exactly-once), {@code producer.*} and {@code consumer.*} (Java client settings).
@@ -130,6 +132,8 @@ public final class KafkaSink implements TableProvider {
         @Override
         public void abort(long epochId, WriterCommitMessage[] messages) {
             // each task's transaction was aborted by the task (or ends with its producer's fencing)
+            BatchHooks hooks = BatchHooks.of(options.get("hooks"));
+            if (hooks != null) hooks.aborted(epochId);
         }
     }
 
