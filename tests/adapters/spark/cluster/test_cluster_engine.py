@@ -84,7 +84,7 @@ EXECUTOR_WRITES = (
     "at_least_once_writes_every_unique_event",
     "a_write_retried_after_its_records_were_sent",
 )
-THROUGH_BOTH_WRITERS = 2  # of those, the tests run through foreachBatch and the JVM sink (test_spark_eos's ``sink``)
+THROUGH_BOTH_WRITERS = 3  # of those, the tests run through foreachBatch and the JVM sink (test_spark_eos's ``sink``)
 
 
 def test_the_golden_scenarios_and_the_exactly_once_tests_on_the_cluster(spark_cluster, kafka_bootstrap):

@@ -4,6 +4,7 @@ PySpark's own wrapper builds field by field."""
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 from pyspark.sql import functions as F
@@ -96,7 +97,10 @@ def test_progress_read_as_json_is_what_pyspark_reads_field_by_field(spark, tmp_p
             .start()
         )
         query.awaitTermination(120)
-        spark.sparkContext._jvm.java.lang.Thread.sleep(500)  # the listener bus delivers asynchronously
+        # the listener bus delivers asynchronously (PySpark's wrapper through py4j callbacks): wait for both
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not (len(theirs.terminated) == len(ours.terminated) == 1):
+            time.sleep(0.1)
     finally:
         spark.streams.removeListener(theirs)
         spark.streams.removeListener(ours)
