@@ -210,9 +210,8 @@ class SparkEngine:
     timings: BatchTimings = field(init=False, default_factory=BatchTimings, repr=False)  # foreachBatch's phases
     stopper: QueryStopper = field(init=False, default_factory=QueryStopper, repr=False)  # ``stopping``
     sink_hooks: SinkHooks | None = field(init=False, default=None, repr=False)  # the JVM sink's, while a run uses it
-    aborted_batch: int | None = field(
-        init=False, default=None, repr=False
-    )  # whose write the JVM sink's last run aborted
+    # the batch whose write the JVM sink aborted in the last start (run_retrying_writes retries it), or None
+    aborted_batch: int | None = field(init=False, default=None, repr=False)
 
     def __post_init__(self):
         self.listener = ProgressListener(self.metrics, rules=self.rules.rules)

@@ -4,8 +4,8 @@
 ``transient`` policy: a failed Spark job counts as a transient sink failure; when the
 retries are used up it raises ``PolicyExhausted``, the batch is not committed and the query
 fails. With the JVM sink no Python runs inside a batch: ``run_retrying_writes`` starts the
-query again after a batch whose write Spark aborted, under the same policy. ``run_restarting`` then lets the ``RestartStrategy`` decide whether to wait and run
-the query again; every restart continues from the checkpoint, so the failed micro-batch is
+query again after a batch whose write Spark aborted, under the same policy. ``run_restarting``
+then lets the ``RestartStrategy`` decide whether to wait and run the query again; every restart continues from the checkpoint, so the failed micro-batch is
 replayed with the same ``batch_id``. When the strategy gives up it raises
 ``RestartsExhausted`` with a one-line message. Setup errors (``error_class`` ``setup``: a
 missing jar, JDK or connector, an incompatible checkpoint, a checkpoint in use by another
@@ -65,8 +65,8 @@ def run_retrying_writes(
     """``run()`` (one start of the query) again while a micro-batch's write fails, per the
     ``transient`` policy, as ``retried`` retries a write inside ``foreachBatch``: ``aborted()``
     names the batch whose write Spark aborted in the failed start (the JVM sink's), None when
-    something else failed (raised as it is, as is a setup error such as ``CheckpointInUse``). The next start replays that batch under its id.
-    The policy counts one batch's failures in a row; when it gives up, ``PolicyExhausted`` (the
+    something else failed (raised as it is, as is a setup error such as ``CheckpointInUse``).
+    The next start replays that batch under its id. The policy counts one batch's failures in a row; when it gives up, ``PolicyExhausted`` (the
     restart strategy decides). None when ``stop`` is set while waiting."""
     failures, failing = 0, None
     while True:

@@ -30,8 +30,9 @@ final class Faults {
         if (spec != null && attempt == 0) {
             for (String one : spec.split(",")) {
                 String[] parts = one.trim().split(":");
-                if ((parts.length == 3 || parts.length == 4) && Long.parseLong(parts[1]) == batch && Integer.parseInt(parts[2]) == partition
-                        && FIRED.add(one.trim())) {
+                boolean here = (parts.length == 3 || parts.length == 4) && Long.parseLong(parts[1]) == batch
+                        && Integer.parseInt(parts[2]) == partition;
+                if (here && FIRED.add(one.trim())) {
                     found = parts[0];
                 }
             }
